@@ -1,0 +1,236 @@
+"""US-ELM: unsupervised ELM (Huang, Song, Gupta and Wu 2014, Algorithm 2)."""
+
+import logging
+from numbers import Integral, Real
+
+import dask
+import numpy as np
+from sklearn.base import ClusterMixin, TransformerMixin, _fit_context
+from sklearn.cluster import KMeans
+from sklearn.utils import check_random_state
+from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.validation import check_is_fitted
+
+from ..base import BaseELM
+from ..cluster import kmeans
+from ..gram import hidden_stats
+from ..solvers import sign_flip, uselm_dual, uselm_primal
+from ..utils._random import draw_seed
+
+logger = logging.getLogger(__name__)
+
+
+def uselm_embedding(hth, htlh, lam, n_components):
+    """US-ELM output weights from the two reduced matrices H^T H and H^T L H (eqs. 20-22).
+
+    The function half of :class:`USELM`, for users who compute the matrices themselves, e.g.
+    to sweep ``lam`` and ``n_components`` over one Gram pass. Returns ``(beta, gamma)``.
+    """
+    return uselm_primal(hth, htlh, lam, n_components)
+
+
+class USELM(ClusterMixin, TransformerMixin, BaseELM):
+    """Unsupervised Extreme Learning Machine: spectral embedding through a random hidden
+    layer, then k-means (Huang et al. 2014, Algorithm 2).
+
+    The embedding is ``E = H beta`` where beta solves ``(I + lam H^T L H) v = gamma H^T H v``
+    (eq. 20) for the ``n_components`` smallest gamma after the trivial first one, each column
+    scaled so that ``||H v|| = 1`` (eq. 22). When ``n_hidden`` exceeds the number of samples
+    the dual problem (eqs. 23-24) is solved instead. Unlike spectral embedding, the map
+    ``x -> h(x) beta`` applies to unseen points.
+
+    Parameters
+    ----------
+    n_clusters : int or None, default=8
+        Clusters found by k-means on the embedding; None only embeds (no ``labels_``).
+    n_components : int or "auto", default="auto"
+        Embedding dimension n_o; "auto" uses n_clusters (2 when n_clusters is None).
+    n_hidden : int, default=1000
+        Hidden nodes n_h.
+    lam : float, default=0.1
+        Weight of the manifold term (the paper's lambda).
+    activation : str or callable, default="sigmoid"
+        A registered activation name (``elmscale.available("activation")``) or a callable.
+    graph : str or callable, default="pynndescent"
+        kNN backend (``elmscale.available("graph")``); "exact" for small data.
+    n_neighbors : int, default=10
+    weights : {"binary", "heat"}, default="binary"
+    sigma : float or None, default=None
+        Heat-kernel width; None uses the mean kNN distance.
+    normalized : bool, default=False
+        Use the normalised Laplacian D^-1/2 L D^-1/2.
+    scaling : {"standard", "minmax"} or None, default="standard"
+        Per-feature scaling of X before the graph and the hidden layer (fitted in one pass,
+        applied inside each task).
+    solver : {"auto", "primal", "dual"}, default="auto"
+        "auto" takes the dual when n_hidden > n_samples.
+    n_init : int, default=10
+        k-means restarts.
+    cache : "auto" or bool, default="auto"
+        Keep H's blocks in worker memory between passes (see ``HiddenFeatures``).
+    random_state : int, RandomState or None
+        Seeds A, b, the approximate graph and k-means.
+
+    Attributes
+    ----------
+    hidden_layer_ : RandomHiddenLayer
+    output_weights_ : ndarray (n_hidden, n_components)
+        beta.
+    eigenvalues_ : ndarray (n_components,)
+        gamma of the kept eigenvectors.
+    embedding_ : ndarray or dask array (n_samples, n_components)
+    labels_ : ndarray or dask array (n_samples,)
+    cluster_centers_ : ndarray (n_clusters, n_components)
+    inertia_ : float
+    n_features_in_ : int
+
+    Notes
+    -----
+    Cost: one pass over X for the graph, one for the Gram matrices H^T H and H^T L H (each
+    chunk rebuilds its block of H and the hidden rows of its cross-chunk neighbours from X),
+    then O(n_hidden^3) on the client and a few passes of k-means over the N x n_components
+    embedding. Client memory is O(n_hidden^2); what crosses the network is the graph's edge
+    lists, the halo rows of X and the n_hidden^2 partials.
+
+    References
+    ----------
+    G. Huang, S. Song, J. N. D. Gupta and C. Wu, "Semi-supervised and unsupervised extreme
+    learning machines", IEEE Transactions on Cybernetics 44(12), 2014.
+
+    Examples
+    --------
+    >>> from sklearn.datasets import load_iris
+    >>> from elmscale import USELM
+    >>> X, y = load_iris(return_X_y=True)
+    >>> model = USELM(n_clusters=3, n_hidden=200, graph="exact", random_state=0).fit(X)
+    >>> model.embedding_.shape
+    (150, 3)
+    >>> sorted(set(model.labels_.tolist()))
+    [0, 1, 2]
+    """
+
+    _parameter_constraints = {
+        **BaseELM._parameter_constraints,
+        **BaseELM._graph_constraints,
+        "n_clusters": [Interval(Integral, 1, None, closed="left"), None],
+        "n_components": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"})],
+        "lam": [Interval(Real, 0, None, closed="left")],
+        "solver": [StrOptions({"auto", "primal", "dual"})],
+        "n_init": [Interval(Integral, 1, None, closed="left")],
+    }
+
+    def __init__(self, n_clusters=8, *, n_components="auto", n_hidden=1000, lam=0.1,
+                 activation="sigmoid", graph="pynndescent", n_neighbors=10, weights="binary",
+                 sigma=None, normalized=False, scaling="standard", solver="auto", n_init=10,
+                 cache="auto", random_state=None):
+        self.n_clusters = n_clusters
+        self.n_components = n_components
+        self.n_hidden = n_hidden
+        self.lam = lam
+        self.activation = activation
+        self.graph = graph
+        self.n_neighbors = n_neighbors
+        self.weights = weights
+        self.sigma = sigma
+        self.normalized = normalized
+        self.scaling = scaling
+        self.solver = solver
+        self.n_init = n_init
+        self.cache = cache
+        self.random_state = random_state
+
+    def _check_params_vs_input(self, Xd):
+        N = Xd.shape[0]
+        if self.n_components == "auto":
+            self._n_components = self.n_clusters if self.n_clusters is not None else 2
+        else:
+            self._n_components = self.n_components
+        if self._n_components >= self.n_hidden:
+            raise ValueError(f"n_components={self._n_components} must be smaller than "
+                             f"n_hidden={self.n_hidden}")
+        if self.n_clusters is not None and self.n_clusters > N:
+            raise ValueError(f"n_clusters={self.n_clusters} must be <= n_samples={N}")
+        if self._n_components >= N:
+            raise ValueError(f"n_components={self._n_components} must be smaller than "
+                             f"n_samples={N}")
+        self._solver = ("dual" if self.n_hidden > N else "primal") if self.solver == "auto" \
+            else self.solver
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y=None):
+        """Build the graph and the Gram matrices, solve eq. 20, embed and cluster X."""
+        Xd, was_dask = self._validate_X(X, reset=True)
+        self._check_params_vs_input(Xd)
+        rng = check_random_state(self.random_state)
+        self._draw_hidden_layer(Xd, rng)
+        features = self._hidden_features(Xd)
+        graph = self._build_graph(Xd, rng)
+        if self._solver == "primal":
+            stats = hidden_stats(features, ("hth", "htlh"), graph=graph)
+            beta, gamma = uselm_embedding(stats["hth"], stats["htlh"], self.lam,
+                                          self._n_components)
+        else:
+            beta, gamma = self._fit_dual(features, graph)
+        self.output_weights_ = beta
+        self.eigenvalues_ = gamma
+        E = features.project(beta)
+        if was_dask:
+            E = E.persist()
+        else:
+            E = E.compute()
+        self.embedding_ = E
+        if self.n_clusters is not None:
+            self._cluster(E, was_dask, rng)
+        return self
+
+    def _fit_dual(self, features, graph):
+        # n_hidden > N: H (N x n_hidden) and L (N x N) are no larger than H^T H would be
+        H, L = dask.compute(features.H, dask.delayed(graph.laplacian)())
+        H = np.asarray(H, dtype=np.float64)
+        U, gamma = uselm_dual(H @ H.T, L.toarray(), self.lam, self._n_components)
+        beta = H.T @ U
+        return sign_flip(beta), gamma
+
+    def _cluster(self, E, was_dask, rng):
+        seed = draw_seed(rng)
+        if was_dask:
+            centers, labels, inertia, _ = kmeans(E, self.n_clusters, n_init=self.n_init,
+                                                 random_state=seed)
+            self.labels_ = labels.persist()
+        else:  # the embedding is on the client already: scikit-learn's k-means
+            km = KMeans(self.n_clusters, n_init=self.n_init, random_state=seed).fit(E)
+            centers, inertia = km.cluster_centers_, km.inertia_
+            self.labels_ = km.labels_.astype(np.int64)
+        self.cluster_centers_ = centers
+        self.inertia_ = inertia
+
+    def transform(self, X):
+        """Embed X (seen or unseen points): ``E = h(x) beta``."""
+        check_is_fitted(self, "output_weights_")
+        Xd, was_dask = self._validate_X(X, reset=False)
+        E = self._hidden_features(Xd).project(self.output_weights_)
+        return self._return(E, was_dask)
+
+    def predict(self, X):
+        """Index of the nearest cluster centre in the embedding."""
+        check_is_fitted(self, "cluster_centers_")
+        Xd, was_dask = self._validate_X(X, reset=False)
+        E = self._hidden_features(Xd).project(self.output_weights_)
+        centers = self.cluster_centers_
+        labels = E.map_blocks(_nearest_center, centers, drop_axis=1, dtype=np.int64,
+                              meta=np.empty((0,), dtype=np.int64))
+        return self._return(labels, was_dask)
+
+    def fit_transform(self, X, y=None):
+        """Fit and return the training embedding (``embedding_``)."""
+        return self.fit(X).embedding_
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.transformer_tags.preserves_dtype = ["float64"]
+        return tags
+
+
+def _nearest_center(E, centers):
+    d2 = ((E[:, None, :].astype(np.float64) - centers[None]) ** 2).sum(axis=2)
+    return np.argmin(d2, axis=1)

@@ -1,0 +1,117 @@
+"""k-means on a row-chunked dask array, all restarts in one pass per Lloyd iteration.
+
+Initial centres come from k-means++ on a random sample of rows (gathered to the client: at
+most ``init_sample`` rows of the small embedding); Lloyd iterations then run on the cluster.
+Each pass computes, for every restart at once, the per-cluster sums and counts of each chunk;
+only those (n_init x n_clusters x n_features) partials are reduced to the client.
+"""
+
+import logging
+
+import dask
+import numpy as np
+from sklearn.cluster import kmeans_plusplus
+from sklearn.utils import check_random_state
+
+from ..utils._dask import tree_sum
+
+logger = logging.getLogger(__name__)
+
+
+def _nearest(block, centers):
+    """Index of and squared distance to the nearest centre, per row, for each restart."""
+    block = block.astype(np.float64, copy=False)
+    x2 = np.einsum("ij,ij->i", block, block)
+    d2 = x2[None, :, None] - 2.0 * np.einsum("ij,rkj->rik", block, centers) + np.einsum(
+        "rkj,rkj->rk", centers, centers)[:, None, :]
+    lab = np.argmin(d2, axis=2)
+    best = np.take_along_axis(d2, lab[:, :, None], axis=2)[:, :, 0]
+    return lab, np.maximum(best, 0.0)
+
+
+def _lloyd_partials(block, centers):
+    R, k, d = centers.shape
+    lab, best = _nearest(block, centers)
+    sums = np.zeros((R, k, d))
+    counts = np.zeros((R, k))
+    for r in range(R):
+        np.add.at(sums[r], lab[r], block)
+        counts[r] = np.bincount(lab[r], minlength=k)
+    return {"sums": sums, "counts": counts, "inertia": best.sum(axis=1)}
+
+
+def _labels_block(block, centers):
+    return _nearest(block, centers[None])[0][0]
+
+
+def _draw_sample(E, size, rng):
+    N = E.shape[0]
+    if size >= N:
+        return np.asarray(E.compute(), dtype=np.float64)
+    idx = np.sort(rng.choice(N, size=size, replace=False))
+    return np.asarray(E[idx].compute(), dtype=np.float64)
+
+
+def kmeans(E, n_clusters, *, n_init=10, max_iter=100, tol=1e-4, init=None, random_state=None,
+           init_sample=20000):
+    """Cluster the rows of a dask array with Lloyd's algorithm.
+
+    Parameters
+    ----------
+    E : dask array (n_samples, n_features), chunked by rows. Persist it first if it is
+        expensive to compute: every iteration reads it once.
+    n_clusters, n_init, max_iter, tol : as in ``sklearn.cluster.KMeans`` (tol is relative to
+        the mean feature variance of the sample).
+    init : ndarray (n_clusters, n_features) or None
+        Start from these centres (then n_init = 1); None draws k-means++ starts.
+
+    Returns
+    -------
+    centers : ndarray (n_clusters, n_features)
+    labels : dask array of int64 (n_samples,)
+    inertia : float
+    n_iter : int
+    """
+    rng = check_random_state(random_state)
+    if init is not None:
+        starts = np.asarray(init, dtype=np.float64)[None]
+        sample_var = 1.0
+    else:
+        sample = _draw_sample(E, init_sample, rng)
+        if sample.shape[0] < n_clusters:
+            raise ValueError(f"n_clusters={n_clusters} is larger than n_samples={E.shape[0]}")
+        starts = np.stack([
+            kmeans_plusplus(sample, n_clusters, random_state=rng.randint(2**31 - 1))[0]
+            for _ in range(n_init)
+        ])
+        sample_var = float(np.mean(np.var(sample, axis=0))) or 1.0
+    blocks = E.to_delayed().ravel().tolist()
+    centers = starts
+    active = np.ones(len(centers), dtype=bool)
+    inertia = np.full(len(centers), np.inf)
+    n_iter = np.zeros(len(centers), dtype=int)
+    for it in range(max_iter):
+        c = dask.delayed(centers, pure=True)
+        total = dask.compute(tree_sum([dask.delayed(_lloyd_partials, pure=True)(b, c)
+                                       for b in blocks]))[0]
+        counts = total["counts"]
+        new = np.where(counts[:, :, None] > 0, total["sums"] / np.maximum(counts, 1)[:, :, None],
+                       centers)  # an empty cluster keeps its centre
+        inertia = np.where(active, total["inertia"], inertia)
+        shift = ((new - centers) ** 2).sum(axis=(1, 2))
+        n_iter = n_iter + active
+        centers = np.where(active[:, None, None], new, centers)
+        active &= shift > tol * sample_var
+        if not active.any():
+            break
+    # the inertia recorded belongs to the centres before their last update; recompute once
+    c = dask.delayed(centers, pure=True)
+    inertia = dask.compute(tree_sum([dask.delayed(_lloyd_partials, pure=True)(b, c)
+                                     for b in blocks]))[0]["inertia"]
+    best = int(np.argmin(inertia))
+    best_centers = centers[best]
+    labels = E.map_blocks(_labels_block, best_centers, drop_axis=1, dtype=np.int64,
+                          meta=np.empty((0,), dtype=np.int64))
+    logger.info("k-means: best of %d restarts, inertia %.6g after %d iterations", len(centers),
+                inertia[best], n_iter[best])
+    return best_centers, labels, float(inertia[best]), int(n_iter[best])

@@ -1,0 +1,267 @@
+"""The symmetrised kNN graph and its Laplacian, stored in row blocks aligned with X.
+
+Block b holds the rows of W (or of D^-1/2 W D^-1/2) that belong to X's row chunk b, as a
+CSR matrix whose columns are *local*: first the chunk's own rows, then its "halo", the
+sorted global indices of the neighbours that live in other chunks. A Gram task for chunk b
+therefore needs X_b plus the halo rows of X (d numbers each) to rebuild every hidden row it
+multiplies, and no row of H ever crosses the network.
+
+Symmetrisation ("i among the k nearest of j, or j among the k nearest of i") needs the
+reverse edges, which live in other chunks: the edge lists (N k integers) are split by the
+chunk of their target and shuffled; the data is not.
+"""
+
+import dataclasses
+import logging
+
+import dask
+import numpy as np
+import scipy.sparse as sp
+
+from .. import registry
+
+logger = logging.getLogger(__name__)
+
+WEIGHTS = ("binary", "heat")
+
+
+@dataclasses.dataclass
+class GraphBlock:
+    """Rows [start, stop) of the graph: ``W`` (CSR, local columns), ``halo`` (global indices
+    of the non-local columns, sorted), ``degree`` (row sums of the unnormalised W) and
+    ``diagonal`` (the diagonal of L: the degree, or 1 for a normalised Laplacian)."""
+
+    start: int
+    stop: int
+    W: sp.csr_matrix
+    halo: np.ndarray
+    degree: np.ndarray
+    diagonal: np.ndarray
+
+    def global_csr(self, n_samples):
+        """This block's rows of W with global column indices (for tests and small data)."""
+        cols = np.concatenate([np.arange(self.start, self.stop), self.halo])
+        W = self.W.tocoo()
+        return sp.csr_matrix((W.data, (W.row, cols[W.col])), shape=(self.stop - self.start, n_samples))
+
+
+def _split_edges(idx, dist, starts):
+    """Split chunk s's edges i -> j by the chunk holding j, as reverse edges (j, i)."""
+    n, k = idx.shape
+    src = np.repeat(np.arange(n), k)
+    dst = idx.ravel()
+    d = dist.ravel()
+    owner = np.searchsorted(starts, dst, side="right") - 1
+    out = []
+    for b in range(len(starts) - 1):
+        m = owner == b
+        out.append((dst[m], src[m], d[m]))  # rows j (global), columns i (local to s), dist
+    return tuple(out)
+
+
+def _edge_weights(dist, weights, sigma):
+    if weights == "binary":
+        return np.ones_like(dist, dtype=np.float64)
+    return np.exp(-(dist.astype(np.float64) ** 2) / (2.0 * sigma**2))
+
+
+def _assemble_block(idx, dist, start, stop, source_starts, reverse, weights, sigma):
+    """Build chunk b's rows of the symmetrised W and their local column map."""
+    n, k = idx.shape
+    rows = [np.repeat(np.arange(start, stop), k)]
+    cols = [idx.ravel()]
+    dists = [dist.ravel()]
+    for s_start, (r, c, d) in zip(source_starts, reverse):
+        rows.append(r)
+        cols.append(c + s_start)
+        dists.append(d)
+    rows = np.concatenate(rows) - start
+    cols = np.concatenate(cols).astype(np.int64)
+    w = _edge_weights(np.concatenate(dists), weights, sigma)
+    # "or" symmetrisation: an edge present in both directions keeps one (the larger) weight
+    order = np.lexsort((cols, rows))
+    rows, cols, w = rows[order], cols[order], w[order]
+    first = np.ones(len(rows), dtype=bool)
+    first[1:] = (rows[1:] != rows[:-1]) | (cols[1:] != cols[:-1])
+    starts_u = np.flatnonzero(first)
+    w = np.maximum.reduceat(w, starts_u) if len(w) else w
+    rows, cols = rows[first], cols[first]
+    outside = (cols < start) | (cols >= stop)
+    halo = np.unique(cols[outside])
+    local = np.where(outside, (stop - start) + np.searchsorted(halo, cols), cols - start)
+    W = sp.csr_matrix((w, (rows, local)), shape=(n, n + len(halo)))
+    degree = np.asarray(W.sum(axis=1)).ravel()
+    return GraphBlock(start, stop, W, halo, degree, degree.copy())
+
+
+def _halo_counts(block, starts):
+    owner = np.searchsorted(starts, block.halo, side="right") - 1
+    return np.bincount(owner, minlength=len(starts) - 1)
+
+
+def _take_rows(array_block, block, s_start, s_stop):
+    """Rows of a source chunk that are in ``block``'s halo."""
+    h = block.halo
+    lo, hi = np.searchsorted(h, [s_start, s_stop])
+    return array_block[h[lo:hi] - s_start]
+
+
+def _degree_of(block):
+    return block.degree
+
+
+def _normalise_block(block, *halo_degrees):
+    d_halo = np.concatenate(halo_degrees) if halo_degrees else np.zeros(0)
+    d = np.concatenate([block.degree, d_halo])
+    with np.errstate(divide="ignore"):
+        inv = np.where(d > 0, 1.0 / np.sqrt(d), 0.0)
+    W = block.W.tocoo()
+    data = W.data * inv[W.row] * inv[W.col]
+    Wn = sp.csr_matrix((data, (W.row, W.col)), shape=W.shape)
+    diagonal = (block.degree > 0).astype(np.float64)
+    return GraphBlock(block.start, block.stop, Wn, block.halo, block.degree, diagonal)
+
+
+class KNNGraph:
+    """A symmetrised kNN graph over the rows of a row-chunked dask array, with its Laplacian
+    ``L = D - W`` or, when ``normalized``, ``I - D^-1/2 W D^-1/2``.
+
+    Built by :func:`knn_graph`. ``blocks`` holds one persisted ``GraphBlock`` per row chunk
+    of X (delayed objects or futures, never gathered to the client); ``halo_sources[b]``
+    lists the chunks that hold chunk b's halo rows.
+    """
+
+    def __init__(self, blocks, chunks, halo_sources, *, n_neighbors, weights, normalized,
+                 sigma=None):
+        self.blocks = blocks
+        self.chunks = tuple(chunks)
+        self.halo_sources = halo_sources
+        self.n_neighbors = n_neighbors
+        self.weights = weights
+        self.normalized = normalized
+        self.sigma = sigma
+
+    @property
+    def n_samples(self):
+        return int(sum(self.chunks))
+
+    @property
+    def starts(self):
+        return np.concatenate([[0], np.cumsum(self.chunks)]).astype(np.int64)
+
+    def halo_rows(self, X, b):
+        """Delayed pieces of X (a dask array with the same row chunks) for chunk b's halo, in
+        halo order."""
+        if tuple(X.chunks[0]) != self.chunks:
+            raise ValueError("X must have the row chunks the graph was built with")
+        X_blocks = X.to_delayed().ravel()
+        starts = self.starts
+        return [
+            dask.delayed(_take_rows, pure=True)(X_blocks[s], self.blocks[b], int(starts[s]),
+                                               int(starts[s + 1]))
+            for s in self.halo_sources[b]
+        ]
+
+    def halo_size(self):
+        """Total number of halo rows over all chunks (what a Gram pass ships, in rows of X)."""
+        return int(self.halo_counts.sum())
+
+    def n_connected_components(self):
+        """Connected components of W, counted on the client from the gathered graph (N k
+        integers): call it on small graphs only."""
+        from scipy.sparse.csgraph import connected_components
+
+        return connected_components(self.laplacian(), directed=False)[0]
+
+    def laplacian(self):
+        """The whole Laplacian as a scipy CSR matrix, gathered to the client. For tests and
+        small data only."""
+        blocks = dask.compute(*self.blocks)
+        N = self.n_samples
+        W = sp.vstack([blk.global_csr(N) for blk in blocks]).tocsr()
+        diag = np.concatenate([blk.diagonal for blk in blocks])
+        return (sp.diags(diag) - W).tocsr()
+
+    def __repr__(self):
+        return (f"KNNGraph(n_samples={self.n_samples}, n_chunks={len(self.chunks)}, "
+                f"n_neighbors={self.n_neighbors}, weights={self.weights!r}, "
+                f"normalized={self.normalized})")
+
+
+def knn_graph(X, n_neighbors=10, *, backend="pynndescent", weights="binary", sigma=None,
+              normalized=False, random_state=None, persist=True):
+    """Build the symmetrised kNN graph of the rows of X on the cluster.
+
+    Parameters
+    ----------
+    X : dask array, chunked by rows only
+    n_neighbors : int
+        k of the kNN graph, before symmetrisation.
+    backend : str or callable
+        A registered graph backend (``elmscale.available("graph")``) or a callable with the
+        same protocol.
+    weights : {"binary", "heat"}
+        1 on every edge, or ``exp(-||xi - xj||^2 / (2 sigma^2))``.
+    sigma : float or None
+        Heat-kernel width; None uses the mean distance to the k nearest neighbours.
+    normalized : bool
+        Use ``I - D^-1/2 W D^-1/2`` instead of ``D - W``.
+    random_state : int or None
+        Seed for approximate backends.
+
+    Returns
+    -------
+    KNNGraph
+    """
+    if weights not in WEIGHTS:
+        raise ValueError(f"weights must be one of {WEIGHTS}, got {weights!r}")
+    if sigma is not None and not sigma > 0:
+        raise ValueError(f"sigma must be a positive float or None, got {sigma!r}")
+    backend_fn = registry.resolve("graph", backend, "graph")
+    idx, dist = backend_fn(X, n_neighbors, random_state=random_state)
+    if tuple(idx.chunks[0]) != tuple(X.chunks[0]):
+        idx = idx.rechunk((X.chunks[0], -1))
+        dist = dist.rechunk((X.chunks[0], -1))
+    starts = np.concatenate([[0], np.cumsum(X.chunks[0])]).astype(np.int64)
+    nb = len(X.chunks[0])
+    if weights == "heat" and sigma is None:
+        sigma_value = dist.mean()  # lazy scalar, resolved inside the assembly tasks
+    else:
+        sigma_value = sigma
+    idx_blocks = idx.to_delayed().ravel()
+    dist_blocks = dist.to_delayed().ravel()
+    splits = [
+        dask.delayed(_split_edges, pure=True, nout=nb)(idx_blocks[s], dist_blocks[s], starts)
+        for s in range(nb)
+    ]
+    blocks = [
+        dask.delayed(_assemble_block, pure=True)(
+            idx_blocks[b], dist_blocks[b], int(starts[b]), int(starts[b + 1]),
+            [int(x) for x in starts[:-1]], [splits[s][b] for s in range(nb)],
+            weights, sigma_value)
+        for b in range(nb)
+    ]
+    if persist:
+        blocks = list(dask.persist(*blocks))
+    counts = np.array(dask.compute(*[
+        dask.delayed(_halo_counts, pure=True)(blk, starts) for blk in blocks
+    ]))
+    halo_sources = [np.flatnonzero(counts[b]).tolist() for b in range(nb)]
+    if normalized:
+        degrees = [dask.delayed(_degree_of, pure=True)(blk) for blk in blocks]
+        blocks = [
+            dask.delayed(_normalise_block, pure=True)(
+                blocks[b],
+                *[dask.delayed(_take_rows, pure=True)(degrees[s], blocks[b], int(starts[s]),
+                                                     int(starts[s + 1]))
+                  for s in halo_sources[b]])
+            for b in range(nb)
+        ]
+        if persist:
+            blocks = list(dask.persist(*blocks))
+    graph = KNNGraph(blocks, X.chunks[0], halo_sources, n_neighbors=n_neighbors,
+                     weights=weights, normalized=normalized, sigma=sigma)
+    graph.halo_counts = counts
+    logger.info("kNN graph: %d rows in %d chunks, %d halo rows in all", graph.n_samples, nb,
+                int(counts.sum()))
+    return graph

@@ -1,0 +1,12 @@
+"""The random hidden layer, its activations and input scaling."""
+
+from ._activations import activation, gaussian, identity, relu, sigmoid, tanh
+from ._layer import RandomHiddenLayer
+from ._scaling import apply_scaling, fit_scaling
+
+__all__ = ["RandomHiddenLayer", "activation", "apply_scaling", "fit_scaling", "gaussian",
+           "identity", "relu", "sigmoid", "tanh"]
+
+from ._features import CACHE_OPTIONS, HiddenFeatures  # noqa: E402
+
+__all__ += ["CACHE_OPTIONS", "HiddenFeatures"]

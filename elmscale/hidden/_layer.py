@@ -1,0 +1,120 @@
+"""The random hidden layer: H is a pure function of X and a few small drawn arrays."""
+
+import logging
+
+import dask
+import dask.array as da
+import numpy as np
+from sklearn.utils import check_random_state
+
+from .. import registry
+from ._scaling import apply_scaling
+
+logger = logging.getLogger(__name__)
+
+
+class RandomHiddenLayer:
+    """The ELM hidden layer ``H = g(Z)`` on (optionally scaled) inputs.
+
+    Additive nodes: ``Z = X' A + b`` (US-ELM eq. 1); RBF nodes: ``Z_ij = b_j ||x'_i - a_j||``
+    (eq. 2), where ``X' = (X - offset) / scale``. The object is small (A is n_features x
+    n_hidden) and picklable: it travels inside dask task graphs so that any worker can build
+    any row block of H from the matching block of X. Blocks are computed in the dtype of the
+    X block they come from.
+
+    Parameters
+    ----------
+    input_weights : ndarray of shape (n_features, n_hidden)
+    biases : ndarray of shape (n_hidden,)
+    activation : callable
+        An activation as registered through ``register_activations``.
+    offset, scale : ndarray of shape (n_features,) or None
+        Input scaling applied before the layer.
+    """
+
+    def __init__(self, input_weights, biases, activation, *, offset=None, scale=None):
+        self.input_weights = np.asarray(input_weights, dtype=np.float64)
+        self.biases = np.asarray(biases, dtype=np.float64)
+        self.activation = activation
+        self.offset = offset
+        self.scale = scale
+        self.node = getattr(activation, "node", "additive")
+        self._cast = {}
+
+    @classmethod
+    def draw(cls, n_features, n_hidden, activation="sigmoid", random_state=None, *,
+             offset=None, scale=None):
+        """Draw A and b uniformly from (-1, 1) (RBF widths b from (0, 1) / sqrt(n_features)).
+
+        ``activation`` is a registered name or an activation callable.
+        """
+        func = registry.resolve("activation", activation, "activation")
+        if not callable(func):
+            raise TypeError(f"activation must be a registered name or a callable, got {func!r}")
+        rng = check_random_state(random_state)
+        A = rng.uniform(-1.0, 1.0, size=(n_features, n_hidden))
+        if getattr(func, "node", "additive") == "rbf":
+            b = rng.uniform(0.0, 1.0, size=n_hidden) / np.sqrt(n_features)
+        else:
+            b = rng.uniform(-1.0, 1.0, size=n_hidden)
+        return cls(A, b, func, offset=offset, scale=scale)
+
+    @property
+    def n_features(self):
+        return self.input_weights.shape[0]
+
+    @property
+    def n_hidden(self):
+        return self.input_weights.shape[1]
+
+    def _weights(self, dtype):
+        # cast once per dtype and process; the float64 originals are what is pickled
+        if dtype not in self._cast:
+            self._cast[dtype] = (self.input_weights.astype(dtype), self.biases.astype(dtype))
+        return self._cast[dtype]
+
+    def __getstate__(self):
+        state = self.__dict__.copy()
+        state["_cast"] = {}
+        return state
+
+    def __call__(self, X):
+        """H for one NumPy block of X (rows x n_features) -> (rows x n_hidden)."""
+        X = np.asarray(X)
+        dtype = X.dtype if X.dtype in (np.float32, np.float64) else np.dtype(np.float64)
+        Xs = apply_scaling(X.astype(dtype, copy=False), self.offset, self.scale)
+        A, b = self._weights(dtype)
+        if self.node == "rbf":
+            Z = Xs @ A
+            Z *= -2.0
+            Z += np.einsum("ij,ij->i", Xs, Xs)[:, None]
+            Z += np.einsum("ij,ij->j", A, A)[None, :]
+            np.maximum(Z, 0, out=Z)
+            np.sqrt(Z, out=Z)
+            Z *= b
+        else:
+            Z = Xs @ A
+            Z += b
+        H = self.activation(Z)
+        if H.dtype != dtype:
+            H = H.astype(dtype)
+        return H
+
+    def transform(self, X):
+        """H for a whole dask array (lazy, chunked like X's rows) or a NumPy array."""
+        if isinstance(X, da.Array):
+            layer = dask.delayed(self, pure=True)  # ship the weights once, not once per block
+            return X.map_blocks(
+                _apply_layer, layer, dtype=X.dtype,
+                chunks=(X.chunks[0], (self.n_hidden,)),
+                meta=np.empty((0, 0), dtype=X.dtype),
+            )
+        return self(X)
+
+    def __repr__(self):
+        name = getattr(self.activation, "__name__", repr(self.activation))
+        return f"RandomHiddenLayer(n_features={self.n_features}, n_hidden={self.n_hidden}, activation={name})"
+
+
+def _apply_layer(X_block, layer):
+    return layer(X_block)

@@ -1,0 +1,57 @@
+"""The plugin API: one hook per kind of extension.
+
+Every hook receives a ``register`` callback with the signature
+``register(name, obj, *, aliases=(), description="")``. Built-in algorithms, activations,
+graph backends and kernels register through these same hooks. Third-party packages expose a
+module under the entry-point group ``elmscale``::
+
+    [project.entry-points.elmscale]
+    fancy = "elmscale_fancy"
+
+and implement any of the hooks in it with ``@elmscale.hookimpl``.
+"""
+
+import pluggy
+
+hookspec = pluggy.HookspecMarker("elmscale")
+hookimpl = pluggy.HookimplMarker("elmscale")
+
+
+@hookspec
+def register_algorithms(register):
+    """Register estimator classes: ``register("us-elm", USELM)``.
+
+    ``obj`` must be a scikit-learn estimator class (``get_params``, ``fit``); it is built by
+    ``elmscale.make(name, **params)``.
+    """
+
+
+@hookspec
+def register_activations(register):
+    """Register hidden-node activations: ``register("sigmoid", sigmoid)``.
+
+    ``obj`` is a stateless callable mapping a NumPy array of pre-activations to an array of the
+    same shape and dtype (it may work in place and return its argument). Its optional attribute
+    ``node`` says how pre-activations are formed: ``"additive"`` (default, ``X A + b``) or
+    ``"rbf"`` (``b * ||x - a||``). ``elmscale.hidden.activation`` sets it.
+    """
+
+
+@hookspec
+def register_graph_backends(register):
+    """Register kNN graph backends: ``register("exact", exact_knn)``.
+
+    ``obj(X, n_neighbors, *, random_state)`` takes a dask array chunked by rows only and returns
+    ``(indices, distances)``: dask arrays of shape ``(n_samples, n_neighbors)`` chunked like
+    X's rows, holding each row's neighbours by global row index (the row itself excluded),
+    nearest first.
+    """
+
+
+@hookspec
+def register_kernels(register):
+    """Register kernels for kernel ELMs: ``register("rbf", RBFKernel)``.
+
+    ``obj`` is a class implementing ``elmscale.kernels.Kernel``: ``__call__(X, Y)`` evaluates a
+    block, and optionally ``features(X)`` gives a factor Phi with K ~ Phi Phi^T.
+    """

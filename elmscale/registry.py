@@ -1,0 +1,283 @@
+"""The plugin registry: one pluggy manager, built-ins and third parties alike.
+
+Names are resolved on the client. ``load_plugins()`` is lazy and idempotent: the first lookup
+loads the built-in plugins, then every entry point in the group ``elmscale``. A plugin that
+fails to import, to validate, or to register is skipped with a ``PluginLoadWarning`` naming it
+and its entry point; the others keep working. Environment variables:
+
+``ELMSCALE_STRICT_PLUGINS=1``
+    turn those failures into ``PluginLoadError`` (for a plugin's own CI);
+``ELMSCALE_LOAD_PLUGINS=a,b``
+    load only these entry points (an empty value loads none);
+``ELMSCALE_DISABLE_PLUGINS=x,y``
+    skip these entry points;
+``ELMSCALE_TRACE_PLUGINS=1``
+    log every hook call at DEBUG level.
+"""
+
+import dataclasses
+import importlib.metadata
+import logging
+import os
+import threading
+import traceback
+import warnings
+
+import pluggy
+
+from . import hookspecs
+from .exceptions import PluginLoadError, PluginLoadWarning, UnknownPluginError
+
+logger = logging.getLogger(__name__)
+
+ENTRY_POINT_GROUP = "elmscale"
+KINDS = {
+    "algorithm": "register_algorithms",
+    "activation": "register_activations",
+    "graph": "register_graph_backends",
+    "kernel": "register_kernels",
+}
+BUILTIN_PLUGINS = (
+    "elmscale._builtins.activations",
+    "elmscale._builtins.graphs",
+    "elmscale._builtins.kernels",
+    "elmscale._builtins.algorithms",
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class Entry:
+    """One registered object and where it came from."""
+
+    kind: str
+    name: str
+    obj: object
+    plugin: str
+    aliases: tuple = ()
+    description: str = ""
+
+
+@dataclasses.dataclass
+class PluginFailure:
+    """A plugin that could not be used, kept for ``elmscale plugins --verbose``."""
+
+    plugin: str
+    entry_point: str
+    distribution: str
+    error: str
+    traceback: str
+
+
+class Registry:
+    """A pluggy ``PluginManager`` plus the tables of registered names, per kind."""
+
+    def __init__(self):
+        self.pm = pluggy.PluginManager("elmscale")
+        self.pm.add_hookspecs(hookspecs)
+        self._entries = {kind: {} for kind in KINDS}
+        self._aliases = {kind: {} for kind in KINDS}
+        self.failures = []
+        self._loaded = False
+        self._lock = threading.RLock()
+        self._distributions = {}
+
+    # -- loading ---------------------------------------------------------------------------
+    def load_plugins(self, *, entry_points=True):
+        """Load built-ins and (unless disabled) installed entry points, once."""
+        with self._lock:
+            if self._loaded:
+                return
+            self._loaded = True
+            if os.environ.get("ELMSCALE_TRACE_PLUGINS"):
+                self.pm.trace.root.setwriter(logger.debug)
+                self.pm.enable_tracing()
+            import importlib
+
+            for modname in BUILTIN_PLUGINS:
+                self.register_plugin(importlib.import_module(modname), name=modname)
+            if entry_points:
+                self._load_entry_points()
+
+    def _load_entry_points(self):
+        only = os.environ.get("ELMSCALE_LOAD_PLUGINS")
+        only = None if only is None else {s.strip() for s in only.split(",") if s.strip()}
+        disabled = {
+            s.strip() for s in os.environ.get("ELMSCALE_DISABLE_PLUGINS", "").split(",") if s.strip()
+        }
+        for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
+            if (only is not None and ep.name not in only) or ep.name in disabled:
+                continue
+            dist = getattr(ep, "dist", None)
+            dist_name = f"{dist.name} {dist.version}" if dist is not None else "unknown"
+            try:
+                module = ep.load()
+            except Exception as exc:  # noqa: BLE001 - any import failure must not stop the rest
+                self._fail(ep.name, f"{ep.name} = {ep.value}", dist_name, exc)
+                continue
+            self.register_plugin(module, name=ep.name, entry_point=f"{ep.name} = {ep.value}",
+                                 distribution=dist_name)
+
+    def register_plugin(self, plugin, *, name=None, entry_point="", distribution="elmscale"):
+        """Register a module or object implementing hooks, and collect what it registers.
+
+        Used for built-ins, entry points and tests alike. Failures are reported through
+        ``PluginLoadWarning`` (or raised under ``ELMSCALE_STRICT_PLUGINS=1``).
+        """
+        name = name or getattr(plugin, "__name__", repr(plugin))
+        with self._lock:
+            try:
+                self.pm.register(plugin, name=name)
+                self.pm.check_pending()
+            except Exception as exc:  # noqa: BLE001 - PluginValidationError and friends
+                if self.pm.is_registered(plugin):
+                    self.pm.unregister(plugin)
+                self.pm.set_blocked(name)
+                self._fail(name, entry_point, distribution, exc)
+                return
+            self._distributions[name] = distribution
+            for kind, hook_name in KINDS.items():
+                for impl in getattr(self.pm.hook, hook_name).get_hookimpls():
+                    if impl.plugin is not plugin:
+                        continue
+                    try:
+                        impl.function(register=self._register_callback(kind, name))
+                    except Exception as exc:  # noqa: BLE001
+                        self._fail(name, entry_point, distribution, exc)
+
+    def unregister_plugin(self, name):
+        """Remove a plugin and every name it registered (used by tests)."""
+        with self._lock:
+            plugin = self.pm.get_plugin(name)
+            if plugin is not None:
+                self.pm.unregister(plugin)
+            for kind in KINDS:
+                for entry_name in [n for n, e in self._entries[kind].items() if e.plugin == name]:
+                    entry = self._entries[kind].pop(entry_name)
+                    for alias in entry.aliases:
+                        self._aliases[kind].pop(alias, None)
+
+    def _register_callback(self, kind, plugin_name):
+        def register(name, obj, *, aliases=(), description=""):
+            if not isinstance(name, str) or not name:
+                raise TypeError(f"{kind} name must be a non-empty string, got {name!r}")
+            for key in (name, *aliases):
+                holder = self._owner(kind, key)
+                if holder is not None:
+                    msg = (
+                        f"plugin {plugin_name!r} registers {kind} {key!r}, which plugin "
+                        f"{holder.plugin!r} already registered; keeping {holder.plugin!r}'s"
+                    )
+                    self._fail(plugin_name, "", self._distributions.get(plugin_name, ""),
+                               ValueError(msg), warn_only=True)
+                    return
+            entry = Entry(kind, name, obj, plugin_name, tuple(aliases), description)
+            self._entries[kind][name] = entry
+            for alias in aliases:
+                self._aliases[kind][alias] = name
+
+        return register
+
+    def _owner(self, kind, key):
+        key = self._aliases[kind].get(key, key)
+        return self._entries[kind].get(key)
+
+    def _fail(self, plugin, entry_point, distribution, exc, warn_only=False):
+        where = f" (entry point {entry_point!r}" if entry_point else " ("
+        where += f"{', ' if entry_point else ''}distribution {distribution})" if distribution else ")"
+        message = f"elmscale plugin {plugin!r}{where} failed: {type(exc).__name__}: {exc}"
+        self.failures.append(PluginFailure(
+            plugin, entry_point, distribution, f"{type(exc).__name__}: {exc}",
+            "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)),
+        ))
+        if os.environ.get("ELMSCALE_STRICT_PLUGINS") == "1" and not warn_only:
+            raise PluginLoadError(message) from exc
+        warnings.warn(message, PluginLoadWarning, stacklevel=4)
+
+    # -- lookups ---------------------------------------------------------------------------
+    def _check_kind(self, kind):
+        if kind not in KINDS:
+            raise ValueError(f"kind must be one of {sorted(KINDS)}, got {kind!r}")
+
+    def available(self, kind):
+        """Sorted registered names of ``kind`` (aliases not included)."""
+        self._check_kind(kind)
+        self.load_plugins()
+        return sorted(self._entries[kind])
+
+    def entry(self, kind, name):
+        """The ``Entry`` registered as ``name`` (or an alias of it)."""
+        self._check_kind(kind)
+        self.load_plugins()
+        entry = self._owner(kind, name) if isinstance(name, str) else None
+        if entry is None:
+            raise UnknownPluginError(
+                f"{kind} {name!r} is not registered; available: "
+                f"{', '.join(self.available(kind))} (run `elmscale plugins`)"
+            )
+        return entry
+
+    def get(self, kind, name):
+        """The object registered as ``name``."""
+        return self.entry(kind, name).obj
+
+    def list_plugins(self):
+        """One dict per plugin: name, distribution, and what it registered."""
+        self.load_plugins()
+        out = []
+        for name, plugin in self.pm.list_name_plugin():
+            registered = {
+                kind: sorted(e.name for e in self._entries[kind].values() if e.plugin == name)
+                for kind in KINDS
+            }
+            out.append({
+                "name": name,
+                "distribution": self._distributions.get(name, ""),
+                "registered": {k: v for k, v in registered.items() if v},
+            })
+        return out
+
+
+_registry = Registry()
+
+
+def get_registry():
+    """The process-wide ``Registry``."""
+    return _registry
+
+
+def load_plugins():
+    """Load built-in and installed plugins (idempotent)."""
+    _registry.load_plugins()
+
+
+def available(kind):
+    """Registered names for ``kind`` in {"algorithm", "activation", "graph", "kernel"}."""
+    return _registry.available(kind)
+
+
+def get(kind, name):
+    """The object registered as ``name`` for ``kind``; ``UnknownPluginError`` lists the choices."""
+    return _registry.get(kind, name)
+
+
+def make(name, **params):
+    """Build the estimator registered as algorithm ``name``: ``make("us-elm", n_clusters=3)``."""
+    return _registry.get("algorithm", name)(**params)
+
+
+def list_plugins():
+    """What each loaded plugin registered (backs ``elmscale plugins``)."""
+    return _registry.list_plugins()
+
+
+def resolve(kind, value, parameter):
+    """A callable/class given directly is returned as is; a name is looked up.
+
+    ``parameter`` names the estimator parameter in the error message.
+    """
+    if not isinstance(value, str):
+        return value
+    try:
+        return _registry.get(kind, value)
+    except UnknownPluginError as exc:
+        raise UnknownPluginError(f"{parameter}={value!r}: {exc}") from None

@@ -1,0 +1,7 @@
+"""Input validation, random seeds and dask helpers shared by the estimators."""
+
+from ._dask import tree_sum
+from ._random import draw_seed
+from ._validation import as_row_chunked, check_features, is_dask_collection
+
+__all__ = ["as_row_chunked", "check_features", "draw_seed", "is_dask_collection", "tree_sum"]

@@ -1,0 +1,31 @@
+"""Small helpers on top of dask.delayed."""
+
+import dask
+
+
+def _add(*parts):
+    """Sum partial results: arrays, or dicts of arrays with the same keys."""
+    first = parts[0]
+    if isinstance(first, dict):
+        return {key: sum(p[key] for p in parts[1:]) + first[key] for key in first}
+    total = first.copy() if hasattr(first, "copy") else first
+    for p in parts[1:]:
+        total = total + p
+    return total
+
+
+def tree_sum(parts, fan_in=8):
+    """Tree-reduce a list of delayed partial sums (arrays or dicts of arrays).
+
+    The order of additions depends only on the list, never on timing, so the result is
+    reproducible. Fan-in bounds how many partials one task holds in memory at once.
+    """
+    parts = list(parts)
+    if not parts:
+        raise ValueError("tree_sum needs at least one part")
+    while len(parts) > 1:
+        parts = [
+            dask.delayed(_add, pure=True)(*parts[i : i + fan_in])
+            for i in range(0, len(parts), fan_in)
+        ]
+    return parts[0]
