@@ -37,12 +37,17 @@ KINDS = {
     "graph": "register_graph_backends",
     "kernel": "register_kernels",
 }
-BUILTIN_PLUGINS = (
-    "elmscale._builtins.activations",
-    "elmscale._builtins.graphs",
-    "elmscale._builtins.kernels",
-    "elmscale._builtins.algorithms",
-)
+BUILTIN_PACKAGE = "elmscale._builtins"
+
+
+def builtin_plugins():
+    """Module names of the built-in plugins: every module of ``elmscale._builtins``, sorted."""
+    import pkgutil
+
+    from . import _builtins
+
+    return [f"{BUILTIN_PACKAGE}.{m.name}" for m in sorted(
+        pkgutil.iter_modules(_builtins.__path__), key=lambda m: m.name)]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -93,7 +98,7 @@ class Registry:
                 self.pm.enable_tracing()
             import importlib
 
-            for modname in BUILTIN_PLUGINS:
+            for modname in builtin_plugins():
                 self.register_plugin(importlib.import_module(modname), name=modname)
             if entry_points:
                 self._load_entry_points()

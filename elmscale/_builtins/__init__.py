@@ -1,2 +1,3 @@
 """elmscale's own algorithms, activations, graph backends and kernels, registered through the
-same hooks as any third-party plugin (see ``elmscale.registry.BUILTIN_PLUGINS``)."""
+same hooks as any third-party plugin. Every module in this package is loaded as a plugin
+(``elmscale.registry.builtin_plugins``), so a new built-in is one new module here."""
