@@ -1,0 +1,223 @@
+"""Helpers shared by the benchmark scripts in this folder.
+
+- :func:`load_dataset` reads ``<repo>/../shared/datasets/<name>.npz`` (or a scikit-learn
+  bundled set) and raises :class:`DatasetMissing` when the file is absent, so a script can
+  skip that dataset cleanly;
+- clustering scores: :func:`clustering_accuracy` (best one-to-one label matching by the
+  Hungarian method), :func:`nmi`, :func:`purity`, :func:`rand_index`;
+- the environment of a timing: :func:`blas_info` (threadpoolctl), :func:`machine_info`,
+  :func:`peak_memory_mb` (``resource.getrusage``);
+- timing: :func:`timed` (a context manager) and :func:`median_of_repeats`.
+
+Import it from a script in this folder with ``from _common import ...`` (scripts are run as
+``python benchmarks/<script>.py``, which puts this folder on ``sys.path``).
+"""
+
+import contextlib
+import datetime
+import os
+import platform
+import resource
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+DATASETS_DIR = REPO_ROOT.parent / "shared" / "datasets"
+SKLEARN_SETS = ("iris", "wine", "digits", "breast_cancer")
+
+
+class DatasetMissing(LookupError):
+    """The dataset file is not there: skip the dataset, do not fail the run."""
+
+
+def load_dataset(name, datasets_dir=None):
+    """``(X, y)`` of a benchmark dataset: X as stored (float32 for the npz files, float64 for
+    scikit-learn's), y int64 in 0..c-1.
+
+    ``name`` is a scikit-learn bundled set (``iris``, ``wine``, ``digits``, ``breast_cancer``)
+    or the stem of an ``.npz`` file in ``datasets_dir`` (default ``<repo>/../shared/datasets``).
+    Raises :class:`DatasetMissing` when the file does not exist.
+    """
+    if name in SKLEARN_SETS:
+        from sklearn import datasets
+
+        X, y = getattr(datasets, f"load_{name}")(return_X_y=True)
+        return np.asarray(X, dtype=np.float64), np.asarray(y, dtype=np.int64)
+    path = Path(datasets_dir or DATASETS_DIR) / f"{name}.npz"
+    if not path.is_file():
+        raise DatasetMissing(f"dataset {name!r} not found at {path}")
+    with np.load(path) as data:
+        X, y = data["X"], data["y"]
+    return X, np.asarray(y, dtype=np.int64)
+
+
+def available_datasets(names, datasets_dir=None):
+    """Split ``names`` into (present, missing) without loading them."""
+    present, missing = [], []
+    for name in names:
+        ok = name in SKLEARN_SETS or (Path(datasets_dir or DATASETS_DIR) / f"{name}.npz").is_file()
+        (present if ok else missing).append(name)
+    return present, missing
+
+
+# -- clustering scores ---------------------------------------------------------------------
+def _contingency(y_true, y_pred):
+    y_true = np.asarray(y_true).ravel()
+    y_pred = np.asarray(y_pred).ravel()
+    if y_true.shape != y_pred.shape:
+        raise ValueError(f"y_true and y_pred differ in length: {y_true.shape} vs {y_pred.shape}")
+    _, t = np.unique(y_true, return_inverse=True)
+    _, p = np.unique(y_pred, return_inverse=True)
+    C = np.zeros((p.max() + 1, t.max() + 1), dtype=np.int64)
+    np.add.at(C, (p, t), 1)
+    return C  # rows: predicted clusters, columns: classes
+
+
+def clustering_accuracy(y_true, y_pred):
+    """Fraction of points correctly labelled under the best one-to-one map of clusters to
+    classes (the Hungarian method, ``scipy.optimize.linear_sum_assignment``). Clusters left
+    unmatched (more clusters than classes) count as errors."""
+    from scipy.optimize import linear_sum_assignment
+
+    C = _contingency(y_true, y_pred)
+    rows, cols = linear_sum_assignment(C, maximize=True)
+    return float(C[rows, cols].sum() / C.sum())
+
+
+def nmi(y_true, y_pred):
+    """Normalised mutual information (arithmetic normalisation, scikit-learn's default)."""
+    from sklearn.metrics import normalized_mutual_info_score
+
+    return float(normalized_mutual_info_score(y_true, y_pred))
+
+
+def purity(y_true, y_pred):
+    """Fraction of points whose cluster's majority class is their class."""
+    C = _contingency(y_true, y_pred)
+    return float(C.max(axis=1).sum() / C.sum())
+
+
+def rand_index(y_true, y_pred):
+    """Rand index: fraction of point pairs on which the two partitions agree."""
+    from sklearn.metrics import rand_score
+
+    return float(rand_score(y_true, y_pred))
+
+
+def mean_std(values, scale=100.0):
+    """``"mean +- std"`` (population std, as ``np.std``) of ``values * scale``, 2 decimals."""
+    v = np.asarray(values, dtype=np.float64) * scale
+    return f"{v.mean():.2f} +- {v.std():.2f}"
+
+
+# -- environment ---------------------------------------------------------------------------
+def blas_info():
+    """The BLAS libraries loaded in this process, one short string, e.g.
+    ``"openblas 0.3.30 Haswell x1"`` (threadpoolctl; import numpy/scipy first)."""
+    import scipy.linalg  # noqa: F401  (load scipy's BLAS too)
+    from threadpoolctl import threadpool_info
+
+    parts = []
+    for lib in threadpool_info():
+        if lib.get("user_api") != "blas":
+            continue
+        parts.append(f"{lib.get('internal_api')} {lib.get('version')} "
+                     f"{lib.get('architecture')} x{lib.get('num_threads')}")
+    out = "; ".join(dict.fromkeys(parts))
+    core = os.environ.get("OPENBLAS_CORETYPE")
+    return out + (f" (OPENBLAS_CORETYPE={core})" if core else "")
+
+
+def machine_info():
+    """A dict describing the machine and the software versions."""
+    import dask
+    import scipy
+    import sklearn
+
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    try:
+        mem_gib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    except (ValueError, OSError, AttributeError):
+        mem_gib = float("nan")
+    return {
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "memory_gib": round(mem_gib, 1),
+        "os": platform.platform(),
+        "python": platform.python_version(),
+        "numpy": np.__version__,
+        "scipy": scipy.__version__,
+        "scikit-learn": sklearn.__version__,
+        "dask": dask.__version__,
+        "blas": blas_info(),
+    }
+
+
+def utc_now():
+    """The current UTC time as ``YYYY-MM-DD HH:MM UTC``."""
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def command_line():
+    """How this script was invoked, for the results file."""
+    return "python " + " ".join([os.path.relpath(sys.argv[0], REPO_ROOT)] + sys.argv[1:])
+
+
+def peak_memory_mb(children=False):
+    """Peak resident memory of this process (or of its waited-for children) in MiB."""
+    who = resource.RUSAGE_CHILDREN if children else resource.RUSAGE_SELF
+    rss = resource.getrusage(who).ru_maxrss
+    # Linux reports KiB, macOS bytes
+    return rss / 2**20 if sys.platform == "darwin" else rss / 1024
+
+
+# -- timing --------------------------------------------------------------------------------
+class Timer:
+    """Holds the ``seconds`` measured by :func:`timed`."""
+
+    seconds = float("nan")
+
+    def __repr__(self):
+        return f"Timer({self.seconds:.3f} s)"
+
+
+@contextlib.contextmanager
+def timed(log=None, label=""):
+    """``with timed() as t: ...`` then ``t.seconds`` (wall clock, ``perf_counter``).
+    ``log`` (e.g. ``print``) is called with ``"<label>: <s> s"`` at the end."""
+    t = Timer()
+    start = time.perf_counter()
+    try:
+        yield t
+    finally:
+        t.seconds = time.perf_counter() - start
+        if log is not None:
+            log(f"{label}: {t.seconds:.2f} s")
+
+
+def median_of_repeats(func, repeats=5, warmup=0):
+    """Run ``func()`` ``warmup`` times untimed, then ``repeats`` times; return
+    ``(median_seconds, all_seconds, last_result)``."""
+    if repeats < 1:
+        raise ValueError(f"repeats must be >= 1, got {repeats}")
+    result = None
+    for _ in range(warmup):
+        result = func()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        result = func()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times), times, result
