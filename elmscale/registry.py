@@ -73,6 +73,24 @@ class PluginFailure:
     traceback: str
 
 
+def _own_distribution():
+    try:
+        return f"elmscale {importlib.metadata.version('elmscale')}"
+    except importlib.metadata.PackageNotFoundError:
+        return "elmscale"
+
+
+def _check_protocol(kind, name, obj):
+    """The cheap part of each kind's protocol, checked when a name is registered
+    (``elmscale.testing`` has the full contract checks)."""
+    if kind == "algorithm":
+        if not (isinstance(obj, type) and hasattr(obj, "get_params") and hasattr(obj, "fit")):
+            raise TypeError(f"algorithm {name!r} must be an estimator class with get_params "
+                            f"and fit, got {obj!r}")
+    elif not callable(obj):
+        raise TypeError(f"{kind} {name!r} must be callable, got {obj!r}")
+
+
 class Registry:
     """A pluggy ``PluginManager`` plus the tables of registered names, per kind."""
 
@@ -85,6 +103,7 @@ class Registry:
         self._loaded = False
         self._lock = threading.RLock()
         self._distributions = {}
+        self._entry_points = {}
 
     # -- loading ---------------------------------------------------------------------------
     def load_plugins(self, *, entry_points=True):
@@ -98,8 +117,10 @@ class Registry:
                 self.pm.enable_tracing()
             import importlib
 
+            own = _own_distribution()
             for modname in builtin_plugins():
-                self.register_plugin(importlib.import_module(modname), name=modname)
+                self.register_plugin(importlib.import_module(modname), name=modname,
+                                     distribution=own)
             if entry_points:
                 self._load_entry_points()
 
@@ -126,28 +147,68 @@ class Registry:
         """Register a module or object implementing hooks, and collect what it registers.
 
         Used for built-ins, entry points and tests alike. Failures are reported through
-        ``PluginLoadWarning`` (or raised under ``ELMSCALE_STRICT_PLUGINS=1``).
+        ``PluginLoadWarning`` (or raised under ``ELMSCALE_STRICT_PLUGINS=1``). Returns the
+        plugin's name, or None when it was skipped.
         """
         name = name or getattr(plugin, "__name__", repr(plugin))
+        self.load_plugins()  # built-ins first, whoever registers: they keep their names
         with self._lock:
+            if self.pm.has_plugin(name) or self.pm.is_registered(plugin):
+                # a second plugin under a taken name (or the same object twice): skip it,
+                # and leave the one already registered alone
+                holder = self.pm.get_name(plugin) if self.pm.is_registered(plugin) else name
+                self._fail(name, entry_point, distribution, ValueError(
+                    f"a plugin is already registered as {holder!r}; "
+                    "entry point names must be unique"))
+                return None
+            if self.pm.is_blocked(name):
+                self.pm.unblock(name)  # e.g. a sample plugin registered again by a test
+            self._entry_points[name] = entry_point
+            self._distributions[name] = distribution
             try:
                 self.pm.register(plugin, name=name)
-                self.pm.check_pending()
+                self.pm.check_pending()  # hookimpls with a misspelt hook name
+                hookimpls = self.pm.get_hookcallers(plugin) or []
+                if not any(hc.name in KINDS.values() for hc in hookimpls):
+                    raise TypeError(
+                        "it implements none of the hooks "
+                        f"{', '.join(sorted(KINDS.values()))} (is @elmscale.hookimpl missing?)")
             except Exception as exc:  # noqa: BLE001 - PluginValidationError and friends
-                if self.pm.is_registered(plugin):
-                    self.pm.unregister(plugin)
-                self.pm.set_blocked(name)
+                self._block(plugin, name)
                 self._fail(name, entry_point, distribution, exc)
-                return
-            self._distributions[name] = distribution
+                return None
             for kind, hook_name in KINDS.items():
                 for impl in getattr(self.pm.hook, hook_name).get_hookimpls():
                     if impl.plugin is not plugin:
                         continue
+                    kwargs = ({"register": self._register_callback(kind, name)}
+                              if "register" in impl.argnames else {})
                     try:
-                        impl.function(register=self._register_callback(kind, name))
+                        impl.function(**kwargs)
+                    except PluginLoadError:  # strict mode, already reported
+                        self._remove_entries(name)
+                        self._block(plugin, name)
+                        raise
                     except Exception as exc:  # noqa: BLE001
+                        # a hook that raises leaves nothing behind: the plugin is removed whole
+                        self._remove_entries(name)
+                        self._block(plugin, name)
                         self._fail(name, entry_point, distribution, exc)
+                        return None
+            return name
+
+    def _block(self, plugin, name):
+        if self.pm.get_plugin(name) is plugin:
+            self.pm.unregister(plugin)
+        if not self.pm.has_plugin(name):
+            self.pm.set_blocked(name)
+
+    def _remove_entries(self, name):
+        for kind in KINDS:
+            for entry_name in [n for n, e in self._entries[kind].items() if e.plugin == name]:
+                entry = self._entries[kind].pop(entry_name)
+                for alias in entry.aliases:
+                    self._aliases[kind].pop(alias, None)
 
     def unregister_plugin(self, name):
         """Remove a plugin and every name it registered (used by tests)."""
@@ -155,16 +216,19 @@ class Registry:
             plugin = self.pm.get_plugin(name)
             if plugin is not None:
                 self.pm.unregister(plugin)
-            for kind in KINDS:
-                for entry_name in [n for n, e in self._entries[kind].items() if e.plugin == name]:
-                    entry = self._entries[kind].pop(entry_name)
-                    for alias in entry.aliases:
-                        self._aliases[kind].pop(alias, None)
+            self.pm.unblock(name)
+            self._remove_entries(name)
+            self._distributions.pop(name, None)
+            self._entry_points.pop(name, None)
+            self.failures = [f for f in self.failures if f.plugin != name]
 
     def _register_callback(self, kind, plugin_name):
         def register(name, obj, *, aliases=(), description=""):
             if not isinstance(name, str) or not name:
                 raise TypeError(f"{kind} name must be a non-empty string, got {name!r}")
+            if isinstance(aliases, str):
+                aliases = (aliases,)
+            _check_protocol(kind, name, obj)
             for key in (name, *aliases):
                 holder = self._owner(kind, key)
                 if holder is not None:
@@ -172,8 +236,9 @@ class Registry:
                         f"plugin {plugin_name!r} registers {kind} {key!r}, which plugin "
                         f"{holder.plugin!r} already registered; keeping {holder.plugin!r}'s"
                     )
-                    self._fail(plugin_name, "", self._distributions.get(plugin_name, ""),
-                               ValueError(msg), warn_only=True)
+                    self._fail(plugin_name, self._entry_points.get(plugin_name, ""),
+                               self._distributions.get(plugin_name, ""), ValueError(msg),
+                               duplicate=True)
                     return
             entry = Entry(kind, name, obj, plugin_name, tuple(aliases), description)
             self._entries[kind][name] = entry
@@ -186,15 +251,18 @@ class Registry:
         key = self._aliases[kind].get(key, key)
         return self._entries[kind].get(key)
 
-    def _fail(self, plugin, entry_point, distribution, exc, warn_only=False):
-        where = f" (entry point {entry_point!r}" if entry_point else " ("
-        where += f"{', ' if entry_point else ''}distribution {distribution})" if distribution else ")"
-        message = f"elmscale plugin {plugin!r}{where} failed: {type(exc).__name__}: {exc}"
+    def _fail(self, plugin, entry_point, distribution, exc, duplicate=False):
+        where = [f"entry point {entry_point!r}"] if entry_point else []
+        if distribution:
+            where.append(f"distribution {distribution}")
+        where = f" ({', '.join(where)})" if where else ""
+        what = "registers a taken name" if duplicate else "failed"
+        message = f"elmscale plugin {plugin!r}{where} {what}: {type(exc).__name__}: {exc}"
         self.failures.append(PluginFailure(
             plugin, entry_point, distribution, f"{type(exc).__name__}: {exc}",
             "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)),
         ))
-        if os.environ.get("ELMSCALE_STRICT_PLUGINS") == "1" and not warn_only:
+        if os.environ.get("ELMSCALE_STRICT_PLUGINS") == "1":
             raise PluginLoadError(message) from exc
         warnings.warn(message, PluginLoadWarning, stacklevel=4)
 
@@ -230,6 +298,8 @@ class Registry:
         self.load_plugins()
         out = []
         for name, plugin in self.pm.list_name_plugin():
+            if plugin is None:  # blocked: it failed, see ``failures``
+                continue
             registered = {
                 kind: sorted(e.name for e in self._entries[kind].values() if e.plugin == name)
                 for kind in KINDS
@@ -237,6 +307,7 @@ class Registry:
             out.append({
                 "name": name,
                 "distribution": self._distributions.get(name, ""),
+                "entry_point": self._entry_points.get(name, ""),
                 "registered": {k: v for k, v in registered.items() if v},
             })
         return out

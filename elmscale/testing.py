@@ -1,0 +1,284 @@
+"""Contract checks for plugin authors.
+
+Call them from your plugin's tests; each returns None when the object meets elmscale's
+protocol for its kind and raises ``AssertionError`` saying what is wrong otherwise::
+
+    from elmscale.testing import check_activation, check_algorithm, check_graph_backend
+
+    def test_contracts():
+        check_activation(softplus)
+        check_algorithm(CELM)
+        check_graph_backend(my_knn)
+
+The protocols are those documented in ``elmscale.hookspecs``.
+"""
+
+import inspect
+
+import dask.array as da
+import numpy as np
+
+from . import registry
+
+__all__ = ["check_activation", "check_algorithm", "check_graph_backend"]
+
+
+def _resolve(kind, obj):
+    return registry.get(kind, obj) if isinstance(obj, str) else obj
+
+
+def _label(obj):
+    return getattr(obj, "__qualname__", None) or getattr(obj, "__name__", None) or repr(obj)
+
+
+def _fail(label, message):
+    raise AssertionError(f"{label}: {message}")
+
+
+# -- activations -----------------------------------------------------------------------------
+def check_activation(func, *, random_state=0):
+    """Check the activation protocol of ``register_activations``.
+
+    ``func`` (a callable or a registered name) must: carry a valid ``node`` attribute
+    (``"additive"`` or ``"rbf"``; missing means additive); map a float32 and a float64 NumPy
+    block to an ndarray of the same shape and dtype; give finite output for moderate finite
+    input; be stateless (the same block twice gives the same result) and row-wise (a block cut
+    in two gives the two halves of the whole result: elmscale chunks by rows); and pickle with
+    cloudpickle, since workers receive it inside the task graph.
+    """
+    func = _resolve("activation", func)
+    label = f"activation {_label(func)}"
+    if not callable(func):
+        _fail(label, f"must be callable, got {type(func).__name__}")
+    node = getattr(func, "node", "additive")
+    if node not in ("additive", "rbf"):
+        _fail(label, f"attribute node must be 'additive' or 'rbf', got {node!r} "
+              "(set it with @elmscale.hidden.activation(node))")
+    rng = np.random.RandomState(random_state)
+    Z64 = rng.uniform(-6.0, 6.0, size=(13, 7))
+    if node == "rbf":
+        Z64 = np.abs(Z64)  # b * ||x - a|| is never negative
+    for dtype in (np.float64, np.float32):
+        Z = Z64.astype(dtype)
+        out = func(Z.copy())
+        if not isinstance(out, np.ndarray):
+            _fail(label, f"must return a NumPy array, got {type(out).__name__}")
+        if out.shape != Z.shape:
+            _fail(label, f"changed the shape: {Z.shape} in, {out.shape} out")
+        if out.dtype != Z.dtype:
+            _fail(label, f"changed the dtype: {Z.dtype} in, {out.dtype} out (compute in the "
+                  "input's dtype, e.g. with out=Z)")
+        if not np.isfinite(out).all():
+            _fail(label, f"gave non-finite values for finite {Z.dtype} input in [-6, 6]")
+        again = func(Z.copy())
+        if not np.array_equal(out, again):
+            _fail(label, "is not stateless: the same input gave two different outputs")
+        halves = np.concatenate([func(Z[:6].copy()), func(Z[6:].copy())])
+        if not np.allclose(halves, out, rtol=1e-6 if dtype == np.float32 else 1e-12, atol=0):
+            _fail(label, "is not row-wise: a block cut in two rows-wise gives a different "
+                  "result from the whole block")
+    _check_picklable(label, func)
+
+
+def _check_picklable(label, obj):
+    try:
+        import cloudpickle
+
+        cloudpickle.loads(cloudpickle.dumps(obj))
+    except Exception as exc:  # noqa: BLE001
+        _fail(label, f"cannot be pickled for the workers: {type(exc).__name__}: {exc}")
+
+
+# -- graph backends --------------------------------------------------------------------------
+def _brute_force(X, k):
+    d2 = ((X[:, None, :] - X[None, :, :]) ** 2).sum(axis=2)
+    np.fill_diagonal(d2, np.inf)
+    idx = np.argsort(d2, axis=1, kind="stable")[:, :k]
+    return idx, np.sqrt(np.take_along_axis(d2, idx, axis=1))
+
+
+def check_graph_backend(backend, *, n_samples=180, n_features=4, n_neighbors=6,
+                        chunks=(50, 70, 60), min_recall=0.9, random_state=0):
+    """Check the graph-backend protocol of ``register_graph_backends``.
+
+    ``backend(X, n_neighbors, *, random_state)`` (a callable or a registered name) is run on
+    a small dask array with uneven row chunks. It must return ``(indices, distances)``: dask
+    arrays of shape ``(n_samples, n_neighbors)`` whose row chunks are X's, integer indices in
+    range, the row itself excluded, no repeated neighbour in a row, distances non-negative,
+    sorted nearest first and equal to the true distances to the neighbours returned, and
+    recall@k against exact brute force at least ``min_recall`` (1.0 for an exact backend).
+    """
+    backend = _resolve("graph", backend)
+    label = f"graph backend {_label(backend)}"
+    if sum(chunks) != n_samples:
+        raise ValueError(f"chunks {chunks} must add up to n_samples={n_samples}")
+    rng = np.random.RandomState(random_state)
+    centres = rng.uniform(-5, 5, size=(3, n_features))
+    X = centres[rng.randint(3, size=n_samples)] + rng.standard_normal((n_samples, n_features))
+    Xd = da.from_array(X, chunks=(tuple(chunks), (n_features,)))
+    k = n_neighbors
+    result = backend(Xd, k, random_state=random_state)
+    if not (isinstance(result, tuple) and len(result) == 2):
+        _fail(label, f"must return a tuple (indices, distances), got {type(result).__name__}")
+    for what, arr in zip(("indices", "distances"), result):
+        if not isinstance(arr, da.Array):
+            _fail(label, f"{what} must be a dask array, got {type(arr).__name__}")
+        if arr.shape != (n_samples, k):
+            _fail(label, f"{what} has shape {arr.shape}, expected {(n_samples, k)}")
+        if arr.chunks[0] != Xd.chunks[0]:
+            _fail(label, f"{what} row chunks {arr.chunks[0]} are not X's {Xd.chunks[0]}: "
+                  "the graph must stay aligned with X's row blocks")
+    idx, dist = (np.asarray(a) for a in da.compute(*result))
+    if not np.issubdtype(idx.dtype, np.integer):
+        _fail(label, f"indices must be integers, got dtype {idx.dtype}")
+    if idx.min() < 0 or idx.max() >= n_samples:
+        _fail(label, f"indices out of range [0, {n_samples}): min {idx.min()}, max {idx.max()}")
+    rows = np.arange(n_samples)[:, None]
+    if (idx == rows).any():
+        _fail(label, f"{int((idx == rows).any(axis=1).sum())} rows list themselves as a "
+              "neighbour: the row itself must be excluded")
+    srt = np.sort(idx, axis=1)
+    if (srt[:, 1:] == srt[:, :-1]).any():
+        _fail(label, "a row lists the same neighbour twice")
+    if (dist < 0).any() or not np.isfinite(dist).all():
+        _fail(label, "distances must be finite and non-negative")
+    if (np.diff(dist, axis=1) < -1e-9 * (1 + dist[:, 1:])).any():
+        _fail(label, "distances must be sorted, nearest first")
+    true_d = np.sqrt(((X[:, None, :] - X[idx]) ** 2).sum(axis=2))
+    if not np.allclose(dist, true_d, rtol=1e-4, atol=1e-6):
+        worst = float(np.abs(dist - true_d).max())
+        _fail(label, f"distances are not the Euclidean distances to the neighbours returned "
+              f"(largest error {worst:.3g})")
+    exact, _ = _brute_force(X, k)
+    recall = np.mean([len(set(a) & set(b)) / k for a, b in zip(idx, exact)])
+    if recall < min_recall:
+        _fail(label, f"recall@{k} against brute force is {recall:.3f} < {min_recall}")
+
+
+# -- algorithms ------------------------------------------------------------------------------
+_FAST = {"n_clusters": 3, "n_hidden": 40, "graph": "exact", "n_neighbors": 5, "n_init": 2,
+         "random_state": 0}
+
+
+def _sklearn_basics(name, estimator):
+    from sklearn.utils import estimator_checks as ec
+
+    for check in ("check_no_attributes_set_in_init", "check_parameters_default_constructible",
+                  "check_get_params_invariance", "check_set_params",
+                  "check_dont_overwrite_parameters", "check_estimators_overwrite_params",
+                  "check_fit_score_takes_y", "check_n_features_in",
+                  "check_estimators_pickle"):
+        try:
+            getattr(ec, check)(name, estimator)
+        except AssertionError as exc:
+            raise AssertionError(f"algorithm {name}: scikit-learn's {check} failed: {exc}") \
+                from exc
+        except Exception as exc:  # noqa: BLE001 - report which check, whatever the error
+            if type(exc).__name__ == "SkipTest":
+                continue
+            raise AssertionError(f"algorithm {name}: scikit-learn's {check} raised "
+                                 f"{type(exc).__name__}: {exc}") from exc
+
+
+def check_algorithm(cls, *, params=None, X=None, sklearn_checks=True):
+    """Check the algorithm protocol of ``register_algorithms``.
+
+    ``cls`` (a class or a registered name) must be a scikit-learn estimator class:
+    ``get_params``/``set_params``/``clone`` round-trip, ``__init__`` only stores its
+    arguments, ``fit`` returns ``self``, records ``n_features_in_``, leaves X unchanged and
+    only adds attributes ending in ``_``; ``labels_`` (clusterers), ``predict`` and
+    ``transform`` give one row per sample; output follows input (NumPy in, NumPy out; dask in,
+    dask out); and a wrong number of features at predict/transform time is a ``ValueError``.
+    With ``sklearn_checks`` a few of scikit-learn's own estimator checks run too.
+
+    ``params`` override small, fast settings (``n_clusters=3``, ``n_hidden=40``,
+    ``graph="exact"``, ... for the parameters the class has); ``X`` defaults to 90 points in
+    4-D in 3 blobs.
+    """
+    from sklearn.base import clone
+
+    cls = _resolve("algorithm", cls)
+    label = f"algorithm {_label(cls)}"
+    if not isinstance(cls, type):
+        _fail(label, f"must be a class, got {type(cls).__name__}")
+    for method in ("get_params", "set_params", "fit"):
+        if not callable(getattr(cls, method, None)):
+            _fail(label, f"has no {method}() (subclass sklearn.base.BaseEstimator)")
+    signature = inspect.signature(cls.__init__)
+    names = [p for p in signature.parameters if p != "self"]
+    variadic = (inspect.Parameter.VAR_KEYWORD, inspect.Parameter.VAR_POSITIONAL)
+    if any(signature.parameters[p].kind in variadic for p in names):
+        _fail(label, "__init__ must list its parameters explicitly (no *args/**kwargs)")
+    fast = {k: v for k, v in _FAST.items() if k in names}
+    fast.update(params or {})
+    try:
+        est = cls(**fast)
+    except Exception as exc:  # noqa: BLE001
+        _fail(label, f"could not be built with {fast}: {type(exc).__name__}: {exc}")
+    got = est.get_params(deep=False)
+    if sorted(got) != sorted(names):
+        _fail(label, f"get_params() keys {sorted(got)} differ from __init__'s {sorted(names)}")
+    for key, value in fast.items():
+        if got[key] is not value and got[key] != value:
+            _fail(label, f"__init__ changed parameter {key}: passed {value!r}, "
+                  f"get_params() gives {got[key]!r}")
+    extra = sorted(set(vars(est)) - set(names))
+    if extra:
+        _fail(label, f"__init__ must only store its arguments; it also set {extra}")
+    twin = clone(est)
+    if twin.get_params(deep=False).keys() != got.keys():
+        _fail(label, "clone() did not reproduce the parameters")
+
+    if X is None:
+        rng = np.random.RandomState(0)
+        centres = np.array([[0, 0, 0, 0], [6, 6, 0, 0], [0, 6, 6, 0]], dtype=float)
+        X = np.repeat(centres, 30, axis=0) + rng.standard_normal((90, 4))
+    X = np.asarray(X, dtype=np.float64)
+    X_before = X.copy()
+    n = X.shape[0]
+    before = set(vars(est))
+    fitted = est.fit(X)
+    if fitted is not est:
+        _fail(label, f"fit() must return self, got {type(fitted).__name__}")
+    if not np.array_equal(X, X_before):
+        _fail(label, "fit() modified its input X")
+    if getattr(est, "n_features_in_", None) != X.shape[1]:
+        _fail(label, f"fit() must set n_features_in_ = {X.shape[1]}, got "
+              f"{getattr(est, 'n_features_in_', None)!r}")
+    new = sorted(a for a in set(vars(est)) - before
+                 if not a.endswith("_") and not a.startswith("_"))
+    if new:
+        _fail(label, f"fit() set public attributes without a trailing underscore: {new}")
+    if est.get_params(deep=False).keys() != got.keys() or any(
+            est.get_params(deep=False)[k] is not got[k] for k in fast):
+        _fail(label, "fit() changed the estimator's parameters")
+    if hasattr(est, "labels_"):
+        _check_rows(label, "labels_", est.labels_, n, np.ndarray)
+    X_dask = da.from_array(X, chunks=((30, 35, 25), (X.shape[1],)))
+    for method in ("predict", "transform"):
+        if not callable(getattr(est, method, None)):
+            continue
+        _check_rows(label, f"{method}(numpy)", getattr(est, method)(X), n, np.ndarray)
+        _check_rows(label, f"{method}(dask)", getattr(est, method)(X_dask), n, da.Array)
+        try:
+            getattr(est, method)(X[:, :-1])
+        except ValueError:
+            pass
+        except Exception as exc:  # noqa: BLE001
+            _fail(label, f"{method}() with the wrong number of features raised "
+                  f"{type(exc).__name__} instead of ValueError: {exc}")
+        else:
+            _fail(label, f"{method}() accepted X with the wrong number of features")
+    dask_fit = clone(est).fit(X_dask)
+    if hasattr(dask_fit, "labels_"):
+        _check_rows(label, "labels_ after fit(dask)", dask_fit.labels_, n, da.Array)
+    if sklearn_checks:
+        _sklearn_basics(_label(cls), clone(est))
+
+
+def _check_rows(label, what, value, n, kind):
+    if not isinstance(value, kind):
+        _fail(label, f"{what} must be a {kind.__module__.split('.')[0]} array (output follows "
+              f"input), got {type(value).__name__}")
+    if value.shape[0] != n:
+        _fail(label, f"{what} has {value.shape[0]} rows, expected one per sample ({n})")
