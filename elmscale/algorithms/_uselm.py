@@ -145,11 +145,11 @@ class USELM(ClusterMixin, TransformerMixin, BaseELM):
             self._n_components = self.n_clusters if self.n_clusters is not None else 2
         else:
             self._n_components = self.n_components
+        if self.n_clusters is not None and self.n_clusters > N:
+            raise ValueError(f"n_clusters={self.n_clusters} must be <= n_samples={N}")
         if self._n_components >= self.n_hidden:
             raise ValueError(f"n_components={self._n_components} must be smaller than "
                              f"n_hidden={self.n_hidden}")
-        if self.n_clusters is not None and self.n_clusters > N:
-            raise ValueError(f"n_clusters={self.n_clusters} must be <= n_samples={N}")
         if self._n_components >= N:
             raise ValueError(f"n_components={self._n_components} must be smaller than "
                              f"n_samples={N}")

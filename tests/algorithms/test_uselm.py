@@ -1,0 +1,179 @@
+"""US-ELM end to end: paths agree, output follows input, bad input gets a clear error."""
+
+import dask
+import dask.array as da
+import numpy as np
+import pytest
+import scipy.linalg as sla
+from sklearn.base import clone
+from sklearn.metrics import adjusted_rand_score
+
+import elmscale
+from elmscale import USELM
+from elmscale.exceptions import UnknownPluginError
+
+from .._reference import hidden, knn_laplacian
+
+
+def _model(**kw):
+    params = dict(n_clusters=3, n_hidden=60, graph="exact", n_neighbors=8, lam=0.1,
+                  random_state=0)
+    params.update(kw)
+    return USELM(**params)
+
+
+def test_embedding_solves_eq20_against_dense_numpy(blobs):
+    """beta from the chunked engine equals a dense eigen-solve of eq. 20 on the full H, L."""
+    X, _ = blobs
+    m = _model(n_components=2, scaling=None).fit(X)
+    H = hidden(X, m.hidden_layer_)
+    L = knn_laplacian(X, 8)
+    A = np.eye(60) + 0.1 * H.T @ L @ H
+    mu, V = sla.eigh(H.T @ H, A)
+    V = V[:, ::-1][:, 1:3]
+    V /= np.linalg.norm(H @ V, axis=0)
+    for j in range(2):  # same direction up to sign
+        c = abs(V[:, j] @ m.output_weights_[:, j]) / (
+            np.linalg.norm(V[:, j]) * np.linalg.norm(m.output_weights_[:, j]))
+        assert c == pytest.approx(1, abs=1e-8)
+    np.testing.assert_allclose(np.linalg.norm(m.embedding_, axis=0), 1, rtol=1e-8)  # eq. 22
+    np.testing.assert_allclose(m.eigenvalues_, 1 / mu[::-1][1:3], rtol=1e-8)
+
+
+def test_primal_and_dual_agree(blobs):
+    X, y = blobs
+    X = X[:100]
+    primal = _model(n_hidden=150, solver="primal").fit(X)
+    dual = _model(n_hidden=150, solver="dual").fit(X)
+    assert adjusted_rand_score(primal.labels_, dual.labels_) == 1.0
+    np.testing.assert_allclose(primal.eigenvalues_, dual.eigenvalues_, rtol=1e-6)
+
+
+def test_auto_solver_picks_dual_when_hidden_exceeds_samples(blobs):
+    X, _ = blobs
+    m = _model(n_hidden=300).fit(X)
+    assert m._solver == "dual"
+    assert _model(n_hidden=50).fit(X)._solver == "primal"
+
+
+def test_clusters_blobs(blobs):
+    X, y = blobs
+    m = _model().fit(X)
+    assert adjusted_rand_score(y, m.labels_) > 0.95
+    assert m.labels_.dtype == np.int64 and m.labels_.shape == (240,)
+
+
+def test_transform_reproduces_training_embedding_and_predicts_new_points(blobs):
+    X, y = blobs
+    m = _model().fit(X[:200])
+    np.testing.assert_allclose(m.transform(X[:200]), m.embedding_, rtol=1e-12, atol=1e-14)
+    np.testing.assert_array_equal(m.predict(X[:200]), m.labels_)
+    pred = m.predict(X[200:])
+    ref = m.labels_[np.argmin(((X[200:, None] - X[None, :200]) ** 2).sum(-1), axis=1)]
+    assert (pred == ref).mean() > 0.95  # new points land with their nearest training point
+
+
+@pytest.mark.parametrize("chunks", [(240,), (70, 90, 80), (30,) * 8])
+def test_result_does_not_depend_on_chunking(blobs, chunks):
+    X, _ = blobs
+    ref = _model().fit(X)
+    m = _model().fit(da.from_array(X, chunks=(chunks, 5)))
+    assert isinstance(m.embedding_, da.Array) and isinstance(m.labels_, da.Array)
+    np.testing.assert_allclose(m.output_weights_, ref.output_weights_, rtol=1e-7, atol=1e-9)
+    np.testing.assert_allclose(m.embedding_.compute(), ref.embedding_, rtol=1e-7, atol=1e-9)
+    assert adjusted_rand_score(m.labels_.compute(), ref.labels_) == 1.0
+
+
+def test_output_follows_input(blobs_dask):
+    Xd, _ = blobs_dask
+    m = _model().fit(Xd)
+    assert isinstance(m.transform(Xd), da.Array)
+    assert isinstance(m.predict(Xd), da.Array)
+    assert isinstance(m.transform(Xd.compute()), np.ndarray)
+    assert isinstance(m.predict(Xd.compute()), np.ndarray)
+
+
+@pytest.mark.distributed
+def test_fit_on_distributed_cluster_matches_local(blobs, dask_client):
+    X, _ = blobs
+    Xd = da.from_array(X, chunks=((70, 90, 80), 5))
+    m = _model().fit(Xd)
+    assert len(dask_client.scheduler_info()["workers"]) == 2
+    labels = m.labels_.compute()
+    with dask.config.set(scheduler="sync"):
+        ref = _model().fit(Xd)
+    np.testing.assert_allclose(m.output_weights_, ref.output_weights_, rtol=1e-7, atol=1e-9)
+    assert adjusted_rand_score(labels, ref.labels_.compute()) == 1.0
+
+
+def test_make_builds_by_registered_name():
+    m = elmscale.make("us-elm", n_clusters=4, lam=2.0)
+    assert isinstance(m, USELM) and m.n_clusters == 4 and m.lam == 2.0
+    assert clone(m).get_params() == m.get_params()
+
+
+def test_input_is_not_modified(blobs):
+    X, _ = blobs
+    X = np.asfortranarray(X)
+    before = X.copy()
+    _model(scaling="standard").fit(X).predict(X)
+    np.testing.assert_array_equal(X, before)
+
+
+@pytest.mark.parametrize("X,err,match", [
+    (np.array([[0.0, np.nan]] * 20), ValueError, "NaN or infinity"),
+    (np.array([[0.0, np.inf]] * 20), ValueError, "NaN or infinity"),
+    (np.zeros(20), ValueError, "must be 2-D"),
+    (np.zeros((4, 5, 2)), ValueError, "must be 2-D"),
+    (np.zeros((0, 3)), ValueError, "is empty"),
+    (np.array([["a", "b"]] * 20), TypeError, "must hold numbers"),
+])
+def test_bad_input(X, err, match):
+    with pytest.raises(err, match=match):
+        _model().fit(X)
+
+
+def test_nan_in_dask_input_is_reported_at_compute(blobs):
+    X, _ = blobs
+    X = X.copy()
+    X[100, 2] = np.nan
+    with pytest.raises(ValueError, match="NaN or infinity"):
+        _model().fit(da.from_array(X, chunks=(80, 5)))
+
+
+@pytest.mark.parametrize("params,match", [
+    (dict(n_clusters=500), "n_clusters=500 must be <= n_samples=240"),
+    (dict(n_components=60), "n_components=60 must be smaller than n_hidden=60"),
+    (dict(n_neighbors=240), "n_neighbors=240 must be smaller than n_samples=240"),
+    (dict(activation="sigmod"), "activation.*sigmoid"),
+    (dict(graph="annoy"), "graph.*exact.*pynndescent"),
+    (dict(lam=-1.0), "lam"),
+    (dict(weights="gauss"), "weights"),
+])
+def test_bad_parameters(blobs, params, match):
+    with pytest.raises(ValueError, match=match):
+        _model(**params).fit(blobs[0])
+
+
+def test_unknown_activation_lists_registered_names(blobs):
+    with pytest.raises(ValueError) as info:
+        _model(activation="sigmod").fit(blobs[0])
+    for name in elmscale.available("activation"):
+        assert name in str(info.value)
+
+
+def test_predict_with_wrong_number_of_features(blobs):
+    m = _model().fit(blobs[0])
+    with pytest.raises(ValueError, match="has 4 features, but .* fitted with 5 features"):
+        m.predict(blobs[0][:, :4])
+
+
+def test_callable_activation_and_gaussian_nodes(blobs):
+    X, y = blobs
+    for act in ("gaussian", "tanh", elmscale.hidden.relu):
+        m = _model(activation=act).fit(X)
+        assert adjusted_rand_score(y, m.labels_) > 0.9
+
+
+def test_resolve_unknown_name_is_value_error():
+    assert issubclass(UnknownPluginError, ValueError)

@@ -1,0 +1,132 @@
+"""The blockwise reductions equal dense NumPy products, whatever the chunking or cluster."""
+
+import dask.array as da
+import numpy as np
+import pytest
+
+from elmscale import config_context
+from elmscale.graph import knn_graph
+from elmscale.gram import hidden_stats
+from elmscale.hidden import HiddenFeatures, RandomHiddenLayer
+
+from ._reference import hidden, knn_laplacian
+
+CHUNKINGS = [(150,), (50, 50, 50), (17, 60, 33, 40)]
+
+
+def _rel(a, b):
+    return np.abs(a - b).max() / np.abs(b).max()
+
+
+@pytest.fixture
+def data(rng):
+    X = rng.randn(150, 6)
+    y = rng.randn(150, 2)
+    w = rng.uniform(0, 2, 150)
+    labels = rng.randint(-1, 4, 150)
+    return X, y, w, labels
+
+
+def _stats(X, y, w, labels, chunks, layer, *, weights="binary", normalized=False, power=1):
+    Xd = da.from_array(X, chunks=(chunks, 6))
+    features = HiddenFeatures(Xd, layer, cache=False)
+    graph = knn_graph(Xd, 5, backend="exact", weights=weights, normalized=normalized)
+    return hidden_stats(
+        features, ("count", "colsum", "hth", "hty", "htf", "sizes", "htlh"),
+        Y=da.from_array(y, chunks=(chunks, 2)), sample_weight=da.from_array(w, chunks=chunks),
+        labels=da.from_array(labels, chunks=chunks), n_labels=4, graph=graph,
+        laplacian_power=power)
+
+
+@pytest.mark.parametrize("chunks", CHUNKINGS)
+@pytest.mark.parametrize("weights,normalized,power",
+                         [("binary", False, 1), ("heat", True, 1), ("binary", False, 2)])
+def test_chunked_equals_dense(data, chunks, weights, normalized, power):
+    X, y, w, labels = data
+    layer = RandomHiddenLayer.draw(6, 40, "sigmoid", 0)
+    s = _stats(X, y, w, labels, chunks, layer, weights=weights, normalized=normalized,
+               power=power)
+    H = hidden(X, layer)
+    L = knn_laplacian(X, 5, weights=weights, normalized=normalized)
+    Lp = L if power == 1 else L @ L
+    F = np.zeros((150, 4))
+    F[labels >= 0, labels[labels >= 0]] = 1
+    assert s["count"] == pytest.approx(w.sum(), rel=1e-12)
+    assert _rel(s["colsum"], w @ H) < 1e-10
+    assert _rel(s["hth"], H.T @ (w[:, None] * H)) < 1e-10
+    assert _rel(s["hty"], H.T @ (w[:, None] * y)) < 1e-10
+    assert _rel(s["htf"], H.T @ F) < 1e-10
+    np.testing.assert_array_equal(s["sizes"], F.sum(0))
+    assert _rel(s["htlh"], H.T @ Lp @ H) < 1e-10
+
+
+def test_gram_matrices_are_symmetric_psd(data):
+    X, y, w, labels = data
+    layer = RandomHiddenLayer.draw(6, 40, "tanh", 1)
+    s = _stats(X, y, w, labels, (50, 50, 50), layer)
+    for key in ("hth", "htlh"):
+        np.testing.assert_array_equal(s[key], s[key].T)
+        assert np.linalg.eigvalsh(s[key]).min() > -1e-9 * np.abs(s[key]).max()
+
+
+def test_float32_blocks_accumulate_close_to_float64(data):
+    """float32 blocks (summed in float64) agree with float64 to ~1e-6 relative."""
+    X, y, w, labels = data
+    layer = RandomHiddenLayer.draw(6, 40, "sigmoid", 0)
+    with config_context(compute_dtype="float32"):
+        Xd = da.from_array(X.astype(np.float32), chunks=(50, 6))
+        s32 = hidden_stats(HiddenFeatures(Xd, layer, cache=False), ("hth",))
+    H = hidden(X, layer)
+    assert s32["hth"].dtype == np.float64
+    assert _rel(s32["hth"], H.T @ H) < 1e-5
+
+
+def test_cached_and_recomputed_hidden_layer_agree(data):
+    X = data[0]
+    layer = RandomHiddenLayer.draw(6, 30, "relu", 3)
+    Xd = da.from_array(X, chunks=(40, 6))
+    a = hidden_stats(HiddenFeatures(Xd, layer, cache=False), ("hth", "colsum"))
+    b = hidden_stats(HiddenFeatures(Xd, layer, cache=True), ("hth", "colsum"))
+    for key in a:
+        np.testing.assert_array_equal(a[key], b[key])
+
+
+def test_bad_terms_are_rejected(data):
+    Xd = da.from_array(data[0], chunks=(50, 6))
+    features = HiddenFeatures(Xd, RandomHiddenLayer.draw(6, 10, "sigmoid", 0), cache=False)
+    with pytest.raises(ValueError, match="unknown terms"):
+        hidden_stats(features, ("hht",))
+    with pytest.raises(ValueError, match="'htlh' needs a graph"):
+        hidden_stats(features, ("htlh",))
+    with pytest.raises(ValueError, match="laplacian_power must be 1 or 2"):
+        hidden_stats(features, ("hth",), laplacian_power=3)
+
+
+@pytest.mark.distributed
+@pytest.mark.parametrize("n_workers", [1, 2])
+def test_distributed_equals_dense(data, n_workers, dask_client):
+    """On a multi-process LocalCluster (1 or 2 workers), three chunkings: same as dense."""
+    from distributed import Client, LocalCluster
+
+    X, y, w, labels = data
+    layer = RandomHiddenLayer.draw(6, 40, "sigmoid", 0)
+    H = hidden(X, layer)
+    L = knn_laplacian(X, 5)
+
+    def check():
+        for chunks in CHUNKINGS:
+            s = _stats(X, y, w, labels, chunks, layer)
+            assert _rel(s["hth"], H.T @ (w[:, None] * H)) < 1e-10
+            assert _rel(s["htlh"], H.T @ L @ H) < 1e-10
+
+    if n_workers == 2:
+        assert len(dask_client.scheduler_info()["workers"]) == 2
+        check()
+    else:
+        with LocalCluster(n_workers=1, threads_per_worker=1, processes=True,
+                          dashboard_address=None) as cluster, Client(cluster, set_as_default=False) as c1:
+            with c1.as_current():
+                import dask
+
+                with dask.config.set(scheduler=c1.get):
+                    check()
