@@ -1,0 +1,559 @@
+"""EMMC: extreme maximum margin clustering (Zhang, Xia, Liu and Zhang 2013, Algorithm 1).
+
+The data are touched only through the engine's blockwise reductions and a few cheap passes
+over the N x n_outputs scores:
+
+- one pass for H^T H (with the initial labels' H^T F in the same pass); ``H^T H + I/C`` is
+  Cholesky-factored once per fit;
+- per iteration, one pass for the scores ``F = H beta`` (persisted: N x n_outputs) and one for
+  ``H^T F_labels`` (the per-cluster column sums of H, from which ``H^T t = (H^T F) T`` for any
+  target coding T);
+- the balance step selects, among the members of the largest cluster, the m points that
+  prefer the smallest cluster most, exactly, by a distributed radix selection over the scores
+  (16 bits of the order-preserving integer image of each float64 key per pass, counts summed
+  over the chunks, then the few remaining candidates gathered); ties are broken by global row
+  order. No pass gathers the N scores.
+"""
+
+import logging
+import math
+import time
+from numbers import Integral, Real
+
+import dask
+import dask.array as da
+import numpy as np
+import scipy.linalg as sla
+from sklearn.base import ClusterMixin, _fit_context
+from sklearn.utils import check_random_state
+from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.validation import check_is_fitted
+
+from ..base import BaseELM
+from ..cluster import kmeans
+from ..gram import hidden_stats
+from ..hidden import apply_scaling
+from ..solvers import sign_flip
+from ..utils._dask import tree_sum
+from ..utils._random import draw_seed
+
+logger = logging.getLogger(__name__)
+
+OUTPUTS = ("single", "multi")
+INITS = ("elm-kmeans", "kmeans", "random")
+_DIGIT = 16  # bits of the selection key fixed per pass (65536 counters per chunk)
+_SIGN = np.uint64(1 << 63)
+
+
+# -- the function half: everything over small matrices or one block ---------------------------
+def emmc_targets(n_clusters, output="single"):
+    """Target coding T (n_clusters x n_outputs): row c is the ELM target of cluster c.
+
+    ``"single"`` with two clusters: -1 and +1 (relabel by the sign, Prop. 1). ``"single"`` with
+    more: the ordinal codes c + 1/2, the centres of the intervals (c, c + 1] that the
+    relabelling "i - 1 < H beta <= i" (i = c + 1) assigns, so relabelling is rounding to the
+    nearest target. ``"multi"``: one-hot rows (relabel by argmax = nearest target).
+    """
+    if output == "multi":
+        return np.eye(n_clusters)
+    if n_clusters == 2:
+        return np.array([[-1.0], [1.0]])
+    return (np.arange(n_clusters, dtype=np.float64) + 0.5)[:, None]
+
+
+def emmc_relabel(F, n_clusters, output="single"):
+    """Cluster of each row of the scores F = H beta (one block or a whole NumPy array)."""
+    F = np.asarray(F)
+    if output == "multi":
+        return np.argmax(F, axis=1).astype(np.int64)
+    f = F[:, 0]
+    if n_clusters == 2:
+        return (f > 0).astype(np.int64)  # t = -1 where H beta <= 0, else +1
+    return np.clip(np.ceil(f) - 1, 0, n_clusters - 1).astype(np.int64)
+
+
+def emmc_move_keys(F, p, q, output="single"):
+    """How strongly each row prefers to stay in cluster p rather than go to q (float64; the
+    balance step moves the members of p with the smallest keys first).
+
+    Multi-output: ``F[:, p] - F[:, q]``. Single output (two clusters or ordinal): the score
+    itself when q lies below p, its negative when q lies above, so the points nearest q's side
+    of the threshold move first (for two clusters, "the lowest-scoring points of the largest
+    class", Section 4.2). ``+ 0.0`` maps -0.0 to +0.0 so that equal floats are equal keys.
+    """
+    F = np.asarray(F)
+    if output == "multi":
+        key = F[:, p].astype(np.float64) - F[:, q].astype(np.float64)
+    else:
+        key = F[:, 0].astype(np.float64)
+        if q > p:
+            key = -key
+    return key + 0.0
+
+
+def balance_tolerance(balance, n_samples, n_clusters):
+    """l = balance * n, raised to 1 when n is not a multiple of n_clusters (then no labelling
+    has all clusters of equal size, and the greedy moves could not reach l < 1)."""
+    tol = float(balance) * n_samples
+    if n_samples % n_clusters:
+        tol = max(tol, 1.0)
+    return tol
+
+
+def balance_moves(sizes, tol):
+    """The next move of the balance step, ``(p, q, m)``: m points from the largest cluster p
+    to the smallest q (first index on ties), or None when ``max - min <= tol`` holds.
+
+    m = ceil((d - l) / 2) for a gap d = N_p - N_q, so that after the move N_p - N_q <= l; it
+    is below d, so each move strictly lowers sum(N_c^2) and the sequence of moves ends.
+    """
+    sizes = np.asarray(sizes)
+    p, q = int(np.argmax(sizes)), int(np.argmin(sizes))
+    d = int(sizes[p] - sizes[q])
+    if d <= tol:
+        return None
+    m = min(int(math.ceil((d - tol) / 2)), d - 1)
+    return p, q, max(m, 1)
+
+
+def emmc_output_weights(factor, htf, targets):
+    """beta = (H^T H + I/C)^-1 H^T t from the Cholesky factor of ``H^T H + I/C`` and the
+    per-cluster column sums ``H^T F`` (n_hidden x n_clusters): ``H^T t = (H^T F) T``."""
+    return sla.cho_solve(factor, htf @ targets, check_finite=False)
+
+
+def factor_gram(hth, C):
+    """Cholesky factor of ``H^T H + I/C`` (float64), computed once per fit."""
+    M = np.asarray(hth, dtype=np.float64) + np.eye(hth.shape[0]) / C
+    M = 0.5 * (M + M.T)
+    try:
+        return sla.cho_factor(M, lower=True, check_finite=False)
+    except sla.LinAlgError:
+        # rounding made M indefinite (only when 1/C is tiny next to H^T H): lift the diagonal
+        jitter = 1e-12 * max(float(np.trace(M)) / M.shape[0], 1.0)
+        return sla.cho_factor(M + jitter * np.eye(M.shape[0]), lower=True, check_finite=False)
+
+
+# -- per-block kernels (run on the workers) -------------------------------------------------
+def _ordered_uint(key):
+    """Order-preserving map float64 -> uint64 (exact: a < b iff f(a) < f(b), for non-NaN)."""
+    b = np.ascontiguousarray(key, dtype=np.float64).view(np.uint64)
+    return np.where((b & _SIGN) != 0, ~b, b | _SIGN)
+
+
+def _block_keys(F, labels, p, q, output):
+    member = labels == p
+    return _ordered_uint(emmc_move_keys(F[member], p, q, output)), member
+
+
+def _prefix_mask(u, prefix, n_fixed):
+    if n_fixed == 0:
+        return np.ones(u.shape, dtype=bool)
+    return (u >> np.uint64(64 - n_fixed)) == np.uint64(prefix)
+
+
+def _digit_counts(F, labels, p, q, output, prefix, n_fixed):
+    u, _ = _block_keys(F, labels, p, q, output)
+    u = u[_prefix_mask(u, prefix, n_fixed)]
+    digit = (u >> np.uint64(64 - n_fixed - _DIGIT)) & np.uint64((1 << _DIGIT) - 1)
+    return np.bincount(digit.astype(np.int64), minlength=1 << _DIGIT)
+
+
+def _candidates(F, labels, p, q, output, prefix, n_fixed):
+    u, _ = _block_keys(F, labels, p, q, output)
+    return u[_prefix_mask(u, prefix, n_fixed)]
+
+
+def _tie_count(F, labels, p, q, output, u_star):
+    u, _ = _block_keys(F, labels, p, q, output)
+    return np.int64(np.count_nonzero(u == np.uint64(u_star)))
+
+
+def _apply_move(F, labels, p, q, output, u_star, quota):
+    u, member = _block_keys(F, labels, p, q, output)
+    move = u < np.uint64(u_star)
+    if quota:
+        ties = np.flatnonzero(u == np.uint64(u_star))[:quota]  # the first rows of the block
+        move[ties] = True
+    out = labels.copy()
+    out[np.flatnonzero(member)[move]] = q
+    return out
+
+
+def _relabel_block(F, n_clusters, output):
+    return emmc_relabel(F, n_clusters, output)
+
+
+def _bincount(labels, n):
+    return np.bincount(labels, minlength=n).astype(np.int64)
+
+
+def _n_changed(a, b):
+    return np.int64(np.count_nonzero(a != b))
+
+
+def _hash_labels(index, seed, n_clusters):
+    """Random labels keyed by global row index (splitmix64), so independent of chunking."""
+    with np.errstate(over="ignore"):
+        z = index.astype(np.uint64) + np.uint64(seed) * np.uint64(0x9E3779B97F4A7C15)
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        z = z ^ (z >> np.uint64(31))
+    return ((z >> np.uint64(11)).astype(np.float64) * 2.0**-53 * n_clusters).astype(np.int64)
+
+
+def random_labels(n_samples, n_clusters, seed):
+    """Initial labels of ``init="random"`` for rows 0..n_samples-1 (NumPy; the same numbers
+    the chunked fit draws)."""
+    return _hash_labels(np.arange(n_samples), seed, n_clusters)
+
+
+def _from_blocks(blocks, chunks, dtype=np.int64):
+    return da.concatenate([da.from_delayed(b, shape=(n,), dtype=dtype)
+                           for b, n in zip(blocks, chunks)])
+
+
+def _delayed_blocks(x):
+    return x.to_delayed().ravel().tolist()
+
+
+# -- distributed exact selection ------------------------------------------------------------
+def select_smallest(F_blocks, label_blocks, p, q, m, output, *, max_gather=65536):
+    """The m members of cluster p with the smallest move keys, chosen on the cluster.
+
+    Radix selection on the order-preserving uint64 image u of the float64 keys: each pass
+    sums, over the chunks, the counts of the next 16 bits among the candidates that share the
+    prefix fixed so far, and fixes the digit holding the m-th smallest. When at most
+    ``max_gather`` candidates remain (usually after two passes), only those are gathered and
+    sorted on the client. Returns ``(u_star, quotas)``: a member moves when its key is below
+    u_star, or equal to it and among the first ``quotas[b]`` such rows of chunk b; ties are
+    thus broken by global row order, whatever the chunking.
+    """
+    nb = len(F_blocks)
+    fn = dask.delayed(_digit_counts, pure=True)
+    prefix, n_fixed, need = 0, 0, int(m)
+    while True:
+        counts = dask.compute(tree_sum([fn(F_blocks[b], label_blocks[b], p, q, output, prefix,
+                                           n_fixed) for b in range(nb)]))[0]
+        cum = np.cumsum(counts)
+        j = int(np.searchsorted(cum, need))  # first digit whose cumulative count >= need
+        need -= int(cum[j - 1]) if j else 0
+        prefix, n_fixed = (prefix << _DIGIT) | j, n_fixed + _DIGIT
+        if n_fixed == 64:  # all bits fixed: every candidate left is a tie at u_star
+            ties = dask.compute([dask.delayed(_tie_count, pure=True)(
+                F_blocks[b], label_blocks[b], p, q, output, prefix) for b in range(nb)])[0]
+            return prefix, _fill_quotas(ties, need)
+        if counts[j] <= max_gather:
+            cand = dask.compute([dask.delayed(_candidates, pure=True)(
+                F_blocks[b], label_blocks[b], p, q, output, prefix, n_fixed)
+                for b in range(nb)])[0]
+            allu = np.concatenate(cand) if cand else np.empty(0, np.uint64)
+            order = np.argsort(allu, kind="stable")  # stable: earlier rows first among ties
+            u_star = int(allu[order[need - 1]])
+            ties = [int(np.count_nonzero(c == np.uint64(u_star))) for c in cand]
+            n_less = int(np.count_nonzero(allu[order[:need]] < np.uint64(u_star)))
+            return u_star, _fill_quotas(ties, need - n_less)
+
+
+def _fill_quotas(ties, need):
+    quotas = []
+    for t in ties:
+        take = min(int(t), need)
+        quotas.append(take)
+        need -= take
+    return quotas
+
+
+def balance_labels(F, labels, sizes, tol, output, *, max_gather=65536):
+    """Move points from the largest to the smallest cluster until ``max - min <= tol``.
+
+    ``F`` (N x n_outputs) and ``labels`` (N,) are dask arrays with the same row chunks,
+    best persisted. Returns ``(labels, sizes, n_moved)``; the labels are persisted after each
+    move. Each move is one exact distributed selection (see :func:`select_smallest`).
+    """
+    sizes = np.array(sizes, dtype=np.int64)
+    F_blocks, chunks = _delayed_blocks(F), F.chunks[0]
+    n_moved = 0
+    while (move := balance_moves(sizes, tol)) is not None:
+        p, q, m = move
+        label_blocks = _delayed_blocks(labels)
+        u_star, quotas = select_smallest(F_blocks, label_blocks, p, q, m, output,
+                                         max_gather=max_gather)
+        fn = dask.delayed(_apply_move, pure=True)
+        new = [fn(F_blocks[b], label_blocks[b], p, q, output, u_star, quotas[b])
+               for b in range(len(F_blocks))]
+        labels = _from_blocks(new, chunks).persist()  # the array holds the persisted blocks
+        sizes[p] -= m
+        sizes[q] += m
+        n_moved += m
+        logger.debug("balance: moved %d points from cluster %d to %d", m, p, q)
+    return labels, sizes, n_moved
+
+
+# -- the estimator ------------------------------------------------------------------------
+class EMMC(ClusterMixin, BaseELM):
+    """Extreme maximum margin clustering: alternate an ELM fit to the current labels and a
+    relabelling by the ELM's outputs, under a class-balance constraint (Zhang et al. 2013,
+    Algorithm 1).
+
+    Starting from initial labels t (k-means in the ELM feature space by default, the paper's
+    best scheme), each iteration (a) trains an ELM, ``beta = (H^T H + I/C)^-1 H^T t``,
+    (b) relabels every point from its outputs ``H beta`` and (c) enforces
+    ``-l <= N_p - N_q <= l`` for every pair of clusters by moving the points of the largest
+    cluster that prefer the smallest one most, until the labels stop changing or
+    ``max_iter`` is reached.
+
+    Parameters
+    ----------
+    n_clusters : int, default=2
+        Number of clusters k (at least 2).
+    n_hidden : int, default=200
+        Hidden nodes L.
+    C : float, default=1.0
+        ELM trade-off; the ridge penalty is 1/C, added to H^T H (whose scale grows with N).
+    balance : float in [0, 1], default=0.15
+        l as a fraction of n_samples (the paper: 0.03 for balanced data, 0.15 for
+        imbalanced). 1 switches the constraint off (a gap above n is impossible).
+    output : {"single", "multi"}, default="single"
+        One ELM output (two clusters: targets -1/+1 and relabel by the sign; more clusters:
+        ordinal targets c + 1/2 and the thresholds ``i - 1 < H beta <= i``), or one output per
+        cluster (one-hot targets, relabel by argmax).
+    init : {"elm-kmeans", "kmeans", "random"} or array-like of shape (n_samples,), \
+default="elm-kmeans"
+        k-means on H (the ELM feature space), k-means on the scaled X, random labels keyed by
+        row index, or given initial labels in 0..k-1. For the ordinal single-output coding,
+        k-means clusters are numbered along the first principal axis of their centres, so
+        that neighbouring codes are neighbouring clusters.
+    activation : str or callable, default="sigmoid"
+        A registered activation (``elmscale.available("activation")``), e.g. "sigmoid" or
+        "gaussian" (the paper's RBF nodes), or a callable.
+    scaling : {"standard", "minmax"} or None, default="standard"
+        Per-feature scaling of X before the hidden layer (fitted in one pass).
+    n_init : int, default=10
+        Restarts of the k-means initialisation.
+    max_iter : int, default=50
+        Maximum EMMC iterations.
+    cache : "auto" or bool, default="auto"
+        Keep H's blocks in worker memory between passes ("auto": when they take at most a
+        quarter of the cluster's memory; see ``HiddenFeatures``). Recomputing instead costs
+        one ``X_b A`` product and an activation per block and pass.
+    random_state : int, RandomState or None
+        Seeds the hidden layer and the initialisation.
+
+    Attributes
+    ----------
+    labels_ : ndarray or dask array of shape (n_samples,)
+        Final clusters (NumPy for NumPy input, dask for dask input).
+    output_weights_ : ndarray of shape (n_hidden, n_outputs)
+        beta of the last iteration.
+    targets_ : ndarray of shape (n_clusters, n_outputs)
+        The target code of each cluster.
+    cluster_sizes_ : ndarray of shape (n_clusters,)
+    n_iter_ : int
+    converged_ : bool
+        Whether the labels stopped changing before ``max_iter``.
+    history_ : list of dict
+        Per iteration: ``sizes`` (after the balance step), ``n_changed``, ``n_moved`` (by the
+        balance step) and ``seconds``.
+    hidden_layer_ : RandomHiddenLayer
+    n_features_in_ : int
+
+    Notes
+    -----
+    Cost: one pass over X for the scaling, one for H^T H (plus k-means passes over H for the
+    default initialisation), then per iteration one pass over H for the scores and one for
+    ``H^T F``, and a few passes over the N x n_outputs scores for each balance move. With
+    ``cache`` the passes over H read its persisted blocks; without, they rebuild them from X.
+    Client memory is O(n_hidden^2 + n_hidden n_clusters); nothing with N rows is gathered.
+
+    Defaults are chosen to work without labels to tune on. Sigmoid nodes (A, b uniform in
+    (-1, 1) on standardised inputs) do not depend on an unstated RBF width rule. L = 200 is
+    far below N for all but tiny sets, so the ELM cannot interpolate its own labels (with
+    L ~ N and large C it does, and EMMC never leaves its start); C = 1 is then a mild ridge
+    next to H^T H, which grows with N. balance = 0.15 is the paper's setting for imbalanced
+    data: it tolerates real imbalance and still stops the collapse into one cluster.
+
+    References
+    ----------
+    Q. Zhang, X. Xia, H. Liu and J. Zhang, "Extreme maximum margin clustering", IEICE
+    Transactions on Information and Systems E96-D(8), 2013.
+
+    Examples
+    --------
+    >>> from sklearn.datasets import make_blobs
+    >>> from elmscale import EMMC
+    >>> X, y = make_blobs(300, centers=[[-4, 0], [4, 0]], random_state=0)
+    >>> model = EMMC(n_clusters=2, n_hidden=50, random_state=0).fit(X)
+    >>> model.cluster_sizes_.tolist()
+    [150, 150]
+    """
+
+    _parameter_constraints = {
+        **BaseELM._parameter_constraints,
+        "n_clusters": [Interval(Integral, 2, None, closed="left")],
+        "C": [Interval(Real, 0, None, closed="neither")],
+        "balance": [Interval(Real, 0, 1, closed="both")],
+        "output": [StrOptions(set(OUTPUTS))],
+        "init": [StrOptions(set(INITS)), "array-like"],
+        "n_init": [Interval(Integral, 1, None, closed="left")],
+        "max_iter": [Interval(Integral, 1, None, closed="left")],
+    }
+
+    def __init__(self, n_clusters=2, *, n_hidden=200, C=1.0, balance=0.15, output="single",
+                 init="elm-kmeans", activation="sigmoid", scaling="standard", n_init=10,
+                 max_iter=50, cache="auto", random_state=None):
+        self.n_clusters = n_clusters
+        self.n_hidden = n_hidden
+        self.C = C
+        self.balance = balance
+        self.output = output
+        self.init = init
+        self.activation = activation
+        self.scaling = scaling
+        self.n_init = n_init
+        self.max_iter = max_iter
+        self.cache = cache
+        self.random_state = random_state
+
+    def _check_params_vs_input(self, Xd):
+        N = Xd.shape[0]
+        if self.n_clusters > N:
+            raise ValueError(f"n_clusters={self.n_clusters} must be <= n_samples={N}")
+        self._tol = balance_tolerance(self.balance, N, self.n_clusters)
+
+    def _initial_labels(self, Xd, features, rng):
+        k = self.n_clusters
+        if not isinstance(self.init, str):
+            init = np.asarray(self.init)
+            if init.shape != (Xd.shape[0],) or init.dtype.kind not in "iu" or (
+                    init.size and (init.min() < 0 or init.max() >= k)):
+                raise ValueError(f"init as an array must hold n_samples={Xd.shape[0]} integer "
+                                 f"labels in [0, {k - 1}], got shape {init.shape} and dtype "
+                                 f"{init.dtype}")
+            return da.from_array(init.astype(np.int64), chunks=(Xd.chunks[0],))
+        seed = draw_seed(rng)
+        if self.init == "random":
+            index = da.arange(Xd.shape[0], chunks=(Xd.chunks[0],), dtype=np.int64)
+            return index.map_blocks(_hash_labels, seed, k, dtype=np.int64,
+                                    meta=np.empty((0,), dtype=np.int64))
+        if self.init == "elm-kmeans":
+            E = features.H
+        else:
+            layer = self.hidden_layer_
+            E = apply_scaling(Xd, layer.offset, layer.scale)
+            E = E.persist() if features.cached else E
+        centers, labels, _, _ = kmeans(E, k, n_init=self.n_init, random_state=seed)
+        if self.output == "single" and k > 2:
+            # ordinal codes: number the clusters along the first principal axis of the centres
+            Cc = centers - centers.mean(axis=0)
+            axis = sign_flip(np.linalg.svd(Cc, full_matrices=False)[2][:1].T)[:, 0]
+            rank = np.empty(k, dtype=np.int64)
+            rank[np.argsort(Cc @ axis, kind="stable")] = np.arange(k)
+            labels = labels.map_blocks(_take, rank, dtype=np.int64)
+        return labels
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y=None):
+        """Run EMMC on X; ``y`` is ignored."""
+        Xd, was_dask = self._validate_X(X, reset=True)
+        self._check_params_vs_input(Xd)
+        rng = check_random_state(self.random_state)
+        self._draw_hidden_layer(Xd, rng)
+        features = self._hidden_features(Xd)
+        k, output, chunks = self.n_clusters, self.output, Xd.chunks[0]
+        T = emmc_targets(k, output)
+        labels = self._initial_labels(Xd, features, rng).persist()
+        stats = hidden_stats(features, ("hth", "htf"), labels=labels, n_labels=k)
+        factor = factor_gram(stats["hth"], self.C)  # once per fit
+        htf = stats["htf"]
+        history, converged = [], False
+        relabel = dask.delayed(_relabel_block, pure=True)
+        count = dask.delayed(_bincount, pure=True)
+        changed = dask.delayed(_n_changed, pure=True)
+        for it in range(self.max_iter):
+            t0 = time.perf_counter()
+            beta = emmc_output_weights(factor, htf, T)
+            F = features.project(beta).persist()  # N x n_outputs, reused by every selection
+            new = _from_blocks([relabel(f, k, output) for f in _delayed_blocks(F)],
+                               chunks).persist()
+            sizes = dask.compute(tree_sum([count(b, k) for b in _delayed_blocks(new)]))[0]
+            new, sizes, n_moved = balance_labels(F, new, sizes, self._tol, output)
+            n_changed = int(dask.compute(tree_sum(
+                [changed(a, b) for a, b in zip(_delayed_blocks(labels),
+                                               _delayed_blocks(new))]))[0])
+            labels = new
+            del F
+            history.append({"sizes": sizes.copy(), "n_changed": n_changed,
+                            "n_moved": n_moved, "seconds": time.perf_counter() - t0})
+            logger.info("EMMC iteration %d: %d labels changed, %d moved by the balance step, "
+                        "sizes %s", it + 1, n_changed, n_moved, sizes.tolist())
+            if n_changed == 0:
+                converged = True
+                break
+            if it + 1 < self.max_iter:
+                htf = hidden_stats(features, ("htf",), labels=labels, n_labels=k)["htf"]
+                history[-1]["seconds"] = time.perf_counter() - t0
+        features.release()
+        self.output_weights_ = beta
+        self.targets_ = T
+        self.cluster_sizes_ = sizes
+        self.n_iter_ = len(history)
+        self.converged_ = converged
+        self.history_ = history
+        self.labels_ = self._return(labels, was_dask)
+        return self
+
+    def decision_function(self, X):
+        """The ELM outputs ``h(x) beta`` (n_samples x n_outputs)."""
+        check_is_fitted(self, "output_weights_")
+        Xd, was_dask = self._validate_X(X, reset=False)
+        return self._return(self._hidden_features(Xd).project(self.output_weights_), was_dask)
+
+    def predict(self, X):
+        """Clusters of X from the ELM outputs (the relabelling rule, without balancing)."""
+        check_is_fitted(self, "output_weights_")
+        Xd, was_dask = self._validate_X(X, reset=False)
+        F = self._hidden_features(Xd).project(self.output_weights_)
+        labels = F.map_blocks(_relabel_block, self.n_clusters, self.output, drop_axis=1,
+                              dtype=np.int64, meta=np.empty((0,), dtype=np.int64))
+        return self._return(labels, was_dask)
+
+
+def _take(labels, rank):
+    return rank[labels]
+
+
+def emmc_dense(H, init_labels, n_clusters, C, *, balance=0.15, output="single", max_iter=50):
+    """The same iterations on a dense NumPy H (for small data and as a reference).
+
+    Returns ``(labels, beta, history)`` with ``history`` a list of cluster sizes per iteration.
+    """
+    H = np.asarray(H, dtype=np.float64)
+    N = H.shape[0]
+    T = emmc_targets(n_clusters, output)
+    tol = balance_tolerance(balance, N, n_clusters)
+    factor = factor_gram(H.T @ H, C)
+    labels = np.asarray(init_labels, dtype=np.int64)
+    history = []
+    for _ in range(max_iter):
+        beta = sla.cho_solve(factor, H.T @ T[labels], check_finite=False)
+        F = H @ beta
+        new = emmc_relabel(F, n_clusters, output)
+        sizes = np.bincount(new, minlength=n_clusters)
+        while (move := balance_moves(sizes, tol)) is not None:
+            p, q, m = move
+            members = np.flatnonzero(new == p)
+            keys = emmc_move_keys(F[members], p, q, output)
+            new[members[np.lexsort((members, keys))[:m]]] = q
+            sizes = np.bincount(new, minlength=n_clusters)
+        history.append(sizes)
+        done = np.array_equal(new, labels)
+        labels = new
+        if done:
+            break
+    return labels, beta, history
+
+
+__all__ = ["EMMC", "balance_labels", "balance_moves", "balance_tolerance", "emmc_dense",
+           "emmc_move_keys", "emmc_output_weights", "emmc_relabel", "emmc_targets",
+           "factor_gram", "random_labels", "select_smallest"]

@@ -1,0 +1,260 @@
+"""EMMC: chunked iterations against a dense NumPy implementation, the balance constraint, the
+exact distributed selection, input kinds and errors."""
+
+import dask
+import dask.array as da
+import numpy as np
+import pytest
+import scipy.linalg as sla
+from sklearn.datasets import make_blobs
+from sklearn.metrics import adjusted_rand_score
+from sklearn.utils._param_validation import InvalidParameterError
+
+import elmscale
+from elmscale.algorithms._emmc import EMMC, random_labels, select_smallest
+
+from .._reference import hidden
+
+
+# -- a dense NumPy implementation of Algorithm 1, written out independently ------------------
+def _dense_emmc(H, init, k, C, balance, output, max_iter):
+    N = H.shape[0]
+    if output == "multi":
+        T = np.eye(k)
+    elif k == 2:
+        T = np.array([[-1.0], [1.0]])
+    else:
+        T = np.arange(k)[:, None] + 0.5
+    tol = balance * N if N % k == 0 else max(balance * N, 1.0)
+    M = H.T @ H + np.eye(H.shape[1]) / C
+    labels = np.array(init)
+    sizes_per_iter, betas = [], []
+    for _ in range(max_iter):
+        beta = np.linalg.solve(M, H.T @ T[labels])
+        F = H @ beta
+        if output == "multi":
+            new = F.argmax(1)
+        elif k == 2:
+            new = (F[:, 0] > 0).astype(int)
+        else:
+            new = np.clip(np.ceil(F[:, 0]) - 1, 0, k - 1).astype(int)
+        sizes = np.bincount(new, minlength=k)
+        while sizes.max() - sizes.min() > tol:
+            p, q = sizes.argmax(), sizes.argmin()
+            m = min(int(np.ceil((sizes[p] - sizes[q] - tol) / 2)), sizes[p] - sizes[q] - 1)
+            idx = np.flatnonzero(new == p)
+            if output == "multi":
+                key = F[idx, p] - F[idx, q]
+            else:
+                key = F[idx, 0] if q < p else -F[idx, 0]
+            new[idx[np.lexsort((idx, key))[:m]]] = q  # smallest key first, then row order
+            sizes = np.bincount(new, minlength=k)
+        sizes_per_iter.append(sizes)
+        betas.append(beta)
+        done = np.array_equal(new, labels)
+        labels = new
+        if done:
+            break
+    return labels, betas[-1], sizes_per_iter
+
+
+def _data(k, n=240, seed=0, weights=None):
+    if weights is None:
+        X, y = make_blobs(n, n_features=4, centers=k, cluster_std=2.5, random_state=seed)
+    else:
+        sizes = (np.asarray(weights) * n).astype(int)
+        X, y = make_blobs(sizes, n_features=4, cluster_std=1.5, random_state=seed)
+    return X, y
+
+
+CASES = [(2, "single"), (4, "single"), (4, "multi")]
+
+
+@pytest.mark.parametrize("k, output", CASES)
+@pytest.mark.parametrize("chunks", [(240,), (70, 90, 80), (17, 100, 123)])
+def test_chunked_equals_dense_reference(k, output, chunks, global_seed):
+    X, _ = _data(k, seed=global_seed)
+    init = np.random.RandomState(global_seed).randint(k, size=len(X))
+    kw = dict(n_hidden=30, C=0.5, balance=0.03, output=output, max_iter=15,
+              random_state=global_seed)
+    model = EMMC(k, init=init, **kw).fit(da.from_array(X, chunks=(chunks, 4)))
+    H = hidden(X, model.hidden_layer_)
+    labels, beta, sizes = _dense_emmc(H, init, k, 0.5, 0.03, output, 15)
+    np.testing.assert_array_equal(model.labels_.compute(), labels)
+    np.testing.assert_allclose(model.output_weights_, beta, rtol=1e-10, atol=1e-12)
+    assert model.n_iter_ == len(sizes)
+    for h, s in zip(model.history_, sizes):
+        np.testing.assert_array_equal(h["sizes"], s)
+
+
+def test_ties_are_broken_by_row_order_whatever_the_chunking(global_seed):
+    # 6 distinct points, each repeated: every score is tied 40 times; the balance step must
+    # take the first rows of the tie in global order, as the dense reference does
+    rng = np.random.RandomState(global_seed)
+    X = np.repeat(rng.randn(6, 3), 40, axis=0)[rng.permutation(240)]
+    init = np.zeros(240, dtype=int)
+    init[:7] = 1
+    kw = dict(n_hidden=10, C=1.0, balance=0.0, max_iter=5, random_state=global_seed)
+    ref = None
+    for chunks in [(240,), (50, 50, 140), (7, 233)]:
+        model = EMMC(2, init=init, **kw).fit(da.from_array(X, chunks=(chunks, 3)))
+        got = model.labels_.compute()
+        if ref is None:
+            H = hidden(X, model.hidden_layer_)
+            ref = _dense_emmc(H, init, 2, 1.0, 0.0, "single", 5)[0]
+        np.testing.assert_array_equal(got, ref)
+        assert np.bincount(got).tolist() == [120, 120]
+
+
+@pytest.mark.parametrize("k, output", CASES)
+def test_balance_holds_after_every_iteration_on_imbalanced_data(k, output, global_seed):
+    weights = [0.7] + [0.3 / (k - 1)] * (k - 1)
+    X, _ = _data(k, n=400, seed=global_seed, weights=weights)
+    for balance in (0.0, 0.03, 0.15):
+        model = EMMC(k, n_hidden=40, balance=balance, output=output, init="kmeans",
+                     random_state=global_seed).fit(X)
+        tol = max(balance * len(X), 1.0 if len(X) % k else 0.0)
+        assert model.n_iter_ >= 1
+        for h in model.history_:
+            assert h["sizes"].sum() == len(X)
+            assert h["sizes"].max() - h["sizes"].min() <= tol
+        np.testing.assert_array_equal(np.bincount(model.labels_, minlength=k),
+                                      model.history_[-1]["sizes"])
+
+
+def _blocks(arr, chunks):
+    out, start = [], 0
+    for c in chunks:
+        out.append(arr[start:start + c])
+        start += c
+    return out
+
+
+@pytest.mark.parametrize("max_gather", [1, 50, 65536])
+@pytest.mark.parametrize("kind", ["spread", "ties", "all_equal"])
+def test_distributed_selection_is_exact(kind, max_gather, rng):
+    N = 500
+    if kind == "spread":
+        f = rng.randn(N) * 10.0 ** rng.randint(-5, 5, size=N)
+    elif kind == "ties":
+        f = rng.randint(-3, 4, size=N).astype(float) * 0.1
+        f[:10] = -0.0  # -0.0 and +0.0 are the same key
+    else:
+        f = np.full(N, 0.25)
+    F = np.stack([f, -f], axis=1)
+    labels = rng.randint(2, size=N)
+    chunks = (120, 1, 200, 179)
+    Fb, lb = _blocks(F, chunks), _blocks(labels, chunks)
+    members = np.flatnonzero(labels == 1)
+    for m in (1, 7, len(members) // 2, len(members)):
+        u_star, quotas = select_smallest(Fb, lb, 1, 0, m, "single", max_gather=max_gather)
+        from elmscale.algorithms._emmc import _apply_move
+
+        moved = np.concatenate([_apply_move(Fb[b], lb[b], 1, 0, "single", u_star, quotas[b])
+                                for b in range(len(chunks))]) != labels
+        key = f[members] + 0.0
+        expected = members[np.lexsort((members, key))[:m]]
+        np.testing.assert_array_equal(np.flatnonzero(moved), np.sort(expected))
+
+
+@pytest.mark.parametrize("k, output", CASES)
+def test_paths_find_separated_clusters(k, output):
+    X, y = make_blobs(400, n_features=3, centers=k, cluster_std=0.6, random_state=3)
+    model = EMMC(k, n_hidden=60, output=output, random_state=0).fit(X)
+    ari = adjusted_rand_score(y, model.labels_)
+    # the ordinal single-output code cannot always order 4 clusters along one axis
+    assert ari > (0.6 if (output == "single" and k > 2) else 0.95)
+    assert model.targets_.shape == (k, 1 if output == "single" else k)
+    assert model.output_weights_.shape == (60, model.targets_.shape[1])
+
+
+@pytest.mark.parametrize("init", ["elm-kmeans", "kmeans", "random"])
+def test_numpy_and_dask_input_agree(init, blobs, blobs_dask):
+    X, _ = blobs
+    Xd, _ = blobs_dask
+    kw = dict(n_hidden=40, init=init, output="multi", random_state=1)
+    a = EMMC(3, **kw).fit(X)
+    b = EMMC(3, **kw).fit(Xd)
+    assert isinstance(a.labels_, np.ndarray) and isinstance(b.labels_, da.Array)
+    np.testing.assert_array_equal(a.labels_, b.labels_.compute())
+    assert isinstance(a.predict(X), np.ndarray) and isinstance(b.predict(Xd), da.Array)
+    np.testing.assert_array_equal(a.predict(X), b.predict(Xd).compute())
+
+
+def test_random_init_does_not_depend_on_chunking():
+    lab = random_labels(1000, 5, seed=7)
+    d = da.arange(1000, chunks=((300, 1, 699),))
+    from elmscale.algorithms._emmc import _hash_labels
+
+    np.testing.assert_array_equal(d.map_blocks(_hash_labels, 7, 5).compute(), lab)
+    assert set(np.unique(lab)) == set(range(5))
+
+
+def test_cache_does_not_change_the_result(blobs_dask):
+    Xd, _ = blobs_dask
+    kw = dict(n_hidden=30, random_state=0)
+    a = EMMC(3, cache=True, **kw).fit(Xd)
+    b = EMMC(3, cache=False, **kw).fit(Xd)
+    np.testing.assert_array_equal(a.labels_.compute(), b.labels_.compute())
+    np.testing.assert_allclose(a.output_weights_, b.output_weights_, rtol=1e-12)
+
+
+def test_predict_is_the_relabelling_of_the_outputs(blobs):
+    X, _ = blobs
+    model = EMMC(3, n_hidden=30, output="multi", random_state=0).fit(X)
+    np.testing.assert_array_equal(model.predict(X), model.decision_function(X).argmax(1))
+    assert model.converged_ == (model.history_[-1]["n_changed"] == 0)
+
+
+def test_registered_as_emmc():
+    assert elmscale.get("algorithm", "emmc") is EMMC
+
+
+@pytest.mark.distributed
+def test_distributed_fit_matches_synchronous(dask_client, blobs_dask):
+    Xd, _ = blobs_dask
+    kw = dict(n_hidden=30, balance=0.03, random_state=0, cache=True)
+    got = EMMC(3, output="multi", **kw).fit(Xd)
+    with dask.config.set(scheduler="sync"):
+        ref = EMMC(3, output="multi", **kw).fit(Xd)
+        ref_labels = ref.labels_.compute()
+    np.testing.assert_array_equal(got.labels_.compute(), ref_labels)
+    np.testing.assert_allclose(got.output_weights_, ref.output_weights_, rtol=1e-10)
+
+
+# -- errors -------------------------------------------------------------------------------------
+@pytest.mark.parametrize("params, match", [
+    (dict(balance=1.5), r"The 'balance' parameter of EMMC must be a float in the range "
+                        r"\[0.0, 1.0\]. Got 1.5"),
+    (dict(balance=-0.1), r"The 'balance' parameter of EMMC must be a float in the range "
+                         r"\[0.0, 1.0\]. Got -0.1"),
+    (dict(n_clusters=1), r"The 'n_clusters' parameter of EMMC must be an int in the range "
+                         r"\[2, inf\)"),
+    (dict(C=0), r"The 'C' parameter of EMMC must be a float in the range \(0.0, inf\)"),
+    (dict(output="many"), r"The 'output' parameter of EMMC must be a str among"),
+    (dict(init="kmeans++"), r"The 'init' parameter of EMMC must be"),
+    (dict(activation="sigmod"), r"activation"),
+])
+def test_bad_parameters(params, match, blobs):
+    with pytest.raises(InvalidParameterError, match=match):
+        EMMC(**params).fit(blobs[0])
+
+
+def test_bad_input(blobs):
+    X, _ = blobs
+    bad = X.copy()
+    bad[3, 1] = np.nan
+    with pytest.raises(ValueError, match="X contains NaN or infinity"):
+        EMMC(2, n_hidden=10).fit(bad)
+    with pytest.raises(ValueError, match="X must be 2-D"):
+        EMMC(2, n_hidden=10).fit(X[:, 0])
+    with pytest.raises(ValueError, match="n_clusters=5 must be <= n_samples=4"):
+        EMMC(5, n_hidden=10).fit(X[:4])
+    with pytest.raises(ValueError, match=r"init as an array must hold n_samples=240 integer "
+                                         r"labels in \[0, 1\]"):
+        EMMC(2, n_hidden=10, init=np.zeros(10, dtype=int)).fit(X)
+    with pytest.raises(ValueError, match=r"labels in \[0, 1\]"):
+        EMMC(2, n_hidden=10, init=np.full(240, 2)).fit(X)
+    model = EMMC(2, n_hidden=10, random_state=0).fit(X)
+    with pytest.raises(ValueError, match="X has 2 features, but the estimator was fitted with 5"):
+        model.predict(X[:, :2])
