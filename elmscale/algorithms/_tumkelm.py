@@ -1,0 +1,713 @@
+"""TUMK-ELM: unsupervised multiple-kernel ELM clustering (Xiang, Zhao, Li, Hao and Li 2018,
+Algorithm 1), exact (dense N x N kernels) and scalable (blockwise reductions of low-rank
+kernel factors on dask).
+
+Notation. p base kernels K_1..K_p, weights mu, combined kernel K^ = sum_q mu_q K_q; n_c
+clusters; F the N x n_c one-hot assignment, n = F^T 1 the cluster sizes; a_q = diag(K_q).
+
+- Stage 1 (relaxed kernel k-means, eq. 5): the n_c leading eigenvectors U of K^; the cluster
+  of point i is argmax_c U[i, c] (``assignment="argmax"``, the paper) or k-means on the rows
+  of U (``assignment="kmeans"``).
+- Stage 2 (the K-space ELM, eqs. 2-8): each ordered pair (i, j), i = j included, is a sample
+  with features z_ij in R^p and target t_ij = 0 if i and j share a cluster, 1 otherwise;
+  mu = (I/C + Z^T Z)^-1 Z^T T. Only the p x p matrix Z^T Z (independent of the clusters,
+  computed once) and the p-vector Z^T T are needed.
+- Loss (eq. 10): Tr(K^) - Tr(L^1/2 F^T K^ F L^1/2), L = diag(1/n_c): the kernel k-means
+  objective of the assignment under K^.
+
+Feature form (``feature_form``). Eq. 2 of the paper writes z_ij from kernel VALUES
+K_q(x_i, x_j); the distance-based MK-ELM it builds on uses kernel-induced DISTANCES
+d_q(i, j) = K_q(i, i) + K_q(j, j) - 2 K_q(i, j), the reading consistent with t_ij = 1 for
+pairs in different clusters (a large distance predicts "different"). Both are implemented;
+the default is chosen by the benchmark (benchmarks/results/tumkelm.md).
+
+Negative weights. The ridge solution mu is unconstrained and may have negative entries,
+which would make K^ indefinite (its leading eigenvectors then no longer solve the relaxed
+kernel k-means). Each update is therefore projected: negative entries are set to 0 and the
+rest rescaled to sum to 1 (the initial weights 1/p also sum to 1, so the loss of successive
+iterations is on one scale). The raw solution is kept in ``kernel_weights_raw_``. If no
+entry is positive the previous weights are kept and the iteration stops.
+
+Scalable mode. Each kernel is replaced by a :class:`~elmscale.kernels.KernelFactor`,
+K_q ~ alpha_q I + Phi_q Phi_q^T with Phi_q (N x m_q) computed row block by row block. With
+Phi the stacked factors (N x M, M = sum m_q), one pass over X gives, label independent,
+
+    G = Phi^T Phi (M x M),  u = Phi^T 1,  A^T A, A^T 1 (A = [a_q], N x p),  Phi^T A,
+
+and one pass per iteration gives Phi^T F, n and A^T F. Then, e.g.,
+sum_ij K_q(i,j) K_r(i,j) = alpha_q alpha_r N + alpha_q tr G_rr + alpha_r tr G_qq + ||G_qr||_F^2,
+the same-cluster sum of K_q is alpha_q N + ||Phi_q^T F||_F^2, and the leading eigenvectors
+of K^ = (sum mu_q alpha_q) I + Psi Psi^T, Psi = [sqrt(mu_q) Phi_q], are U = Psi V S^-1/2
+from the eigenpairs (V, S) of the small Gram D G D, D = diag(sqrt(mu_q)). Nothing N x N is
+formed; the only N-row array kept between passes is A (N x p).
+"""
+
+import logging
+import operator
+import time
+import warnings
+from numbers import Integral, Real
+
+import dask
+import dask.array as da
+import numpy as np
+import scipy.linalg as sla
+from scipy.sparse.linalg import eigsh
+from sklearn.base import BaseEstimator, ClusterMixin, _fit_context
+from sklearn.cluster import KMeans
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.utils import check_random_state
+from sklearn.utils._param_validation import Interval, StrOptions
+
+from .. import registry
+from ..cluster import kmeans
+from ..exceptions import UnknownPluginError
+from ..hidden import apply_scaling, fit_scaling
+from ..kernels import Kernel, paper_kernels
+from ..solvers import ridge_solve
+from ..utils._dask import tree_sum
+from ..utils._random import draw_seed
+from ..utils._validation import as_row_chunked
+
+logger = logging.getLogger(__name__)
+
+#: ``mode="auto"`` runs the exact (dense) algorithm up to this many samples, the scalable
+#: one above. The exact mode holds K^ (N^2 float64: 800 MB at N = 10,000) and re-evaluates
+#: every base kernel over all N^2 pairs twice per iteration.
+AUTO_EXACT_MAX = 10_000
+
+#: Bytes of one (p x rows x N) block of kernel values in the exact mode.
+_EXACT_BLOCK_BYTES = 128 * 2**20
+
+# Eigenvalues of the small Gram below this fraction of the largest are treated as zero.
+_EIG_RTOL = 1e-12
+
+
+# =========================================================================================
+# Functions over the reduced quantities (the scalable mode's algebra)
+# =========================================================================================
+def _blocks(offsets):
+    return [slice(offsets[q], offsets[q + 1]) for q in range(len(offsets) - 1)]
+
+
+def kspace_gram(stats, feature_form="distance"):
+    """Z^T Z (p x p) of the K-space samples from the label-independent reductions.
+
+    ``stats`` holds ``n`` (N), ``alpha`` (p), ``offsets`` (p + 1 column offsets of the
+    stacked factor), ``G`` (Phi^T Phi), ``u`` (Phi^T 1), ``AA`` (A^T A), ``S`` (A^T 1) and
+    ``PA`` (Phi^T A), as returned by :func:`factor_stats`.
+    """
+    N, alpha, G, u = stats["n"], stats["alpha"], stats["G"], stats["u"]
+    blk = _blocks(stats["offsets"])
+    p = len(alpha)
+    tr = np.array([np.trace(G[b, b]) for b in blk])
+    VV = np.array([[np.sum(G[bq, br] ** 2) for br in blk] for bq in blk]).reshape(p, p)
+    value = np.outer(alpha, alpha) * N + np.outer(alpha, tr) + np.outer(tr, alpha) + VV
+    if feature_form == "value":
+        return value
+    S, AA, PA = stats["S"], stats["AA"], stats["PA"]
+    # KA[q, r] = a_q^T K_r 1 = alpha_r S_q + (Phi_r^T a_q) . (Phi_r^T 1)
+    KA = np.empty((p, p))
+    for r, br in enumerate(blk):
+        KA[:, r] = alpha[r] * S + PA[br].T @ u[br]
+    return 2 * N * AA + 2 * np.outer(S, S) - 4 * KA - 4 * KA.T + 4 * value
+
+
+def kspace_target(stats, cstats, feature_form="distance"):
+    """Z^T T (p,) for the assignment summarised by ``cstats``: ``E`` (Phi^T F, M x n_c),
+    ``sizes`` (n_c) and ``SA`` (A^T F, p x n_c)."""
+    N, alpha, u = stats["n"], stats["alpha"], stats["u"]
+    E = cstats["E"]
+    blk = _blocks(stats["offsets"])
+    uu = np.array([u[b] @ u[b] for b in blk])
+    EE = np.array([np.sum(E[b] ** 2) for b in blk])
+    total = alpha * N + uu  # sum_ij K_q(i, j)
+    same = alpha * N + EE   # sum over same-cluster pairs (every point is assigned)
+    if feature_form == "value":
+        return total - same
+    total_d = 2 * N * stats["S"] - 2 * total
+    same_d = 2 * cstats["SA"] @ cstats["sizes"] - 2 * same
+    return total_d - same_d
+
+
+def tumkelm_loss(stats, cstats, mu):
+    """Eq. 10, Tr(K^) - sum_c (1_c^T K^ 1_c) / n_c, from the reductions."""
+    alpha, E, sizes = stats["alpha"], cstats["E"], cstats["sizes"]
+    nz = sizes > 0
+    per_kernel = np.array([
+        stats["S"][q] - alpha[q] * nz.sum()
+        - np.sum((E[b][:, nz] ** 2).sum(axis=0) / sizes[nz])
+        for q, b in enumerate(_blocks(stats["offsets"]))])
+    return float(mu @ per_kernel)
+
+
+def solve_weights(ZtZ, ZtT, C):
+    """The K-space ELM output weights mu = (I/C + Z^T Z)^-1 Z^T T (eq. 8), unconstrained."""
+    return ridge_solve(ZtZ, np.asarray(ZtT, dtype=np.float64)[:, None], 1.0 / C).ravel()
+
+
+def project_weights(mu_raw):
+    """Usable kernel weights: negative entries set to 0, the rest scaled to sum to 1.
+    Returns None when no entry is positive."""
+    mu = np.maximum(np.asarray(mu_raw, dtype=np.float64), 0.0)
+    total = mu.sum()
+    if not np.isfinite(total) or total <= 0:
+        return None
+    return mu / total
+
+
+def leading_eigenvectors(stats, mu, n_clusters):
+    """Leading eigenvectors of K^ = sum mu_q (alpha_q I + Phi_q Phi_q^T) as U = Phi P.
+
+    Returns ``(P, eigenvalues)``: P (M x n_clusters) maps the stacked factor to U;
+    eigenvalues are those of K^. Each column's sign makes U's column sum non-negative.
+    Columns beyond the rank of the low-rank part are zero.
+    """
+    G, u = stats["G"], stats["u"]
+    blk = _blocks(stats["offsets"])
+    M = G.shape[0]
+    d = np.empty(M)
+    for q, b in enumerate(blk):
+        d[b] = np.sqrt(mu[q])
+    Gm = d[:, None] * G * d[None, :]
+    Gm = 0.5 * (Gm + Gm.T)
+    k = min(n_clusters, M)
+    P = np.zeros((M, n_clusters))
+    lam = np.zeros(n_clusters)
+    if k > 0:
+        s, V = sla.eigh(Gm, subset_by_index=[M - k, M - 1], check_finite=False)
+        s, V = s[::-1], V[:, ::-1]
+        keep = s > _EIG_RTOL * max(s[0], 0.0) if s[0] > 0 else np.zeros(k, dtype=bool)
+        Pk = d[:, None] * V[:, keep] / np.sqrt(s[keep])
+        P[:, : keep.sum()] = Pk
+        lam[: keep.sum()] = s[keep]
+    signs = np.sign(u @ P)
+    signs[signs == 0] = 1.0
+    lam = lam + float(mu @ stats["alpha"])
+    return P * signs, lam
+
+
+# =========================================================================================
+# Blockwise passes (scalable mode)
+# =========================================================================================
+def _features_and_diag(X, factors):
+    Phis = [f.features(X) for f in factors]
+    A = np.column_stack([f.alpha + np.einsum("ij,ij->i", P, P) for f, P in zip(factors, Phis)])
+    Phi = np.hstack(Phis) if Phis else np.zeros((X.shape[0], 0))
+    return Phi, A
+
+
+def _gram_block(X, factors):
+    """Label-independent partial sums of one row chunk (plus its diagonals A)."""
+    Phi, A = _features_and_diag(X, factors)
+    stats = {"n": np.float64(X.shape[0]), "G": Phi.T @ Phi, "u": Phi.sum(axis=0),
+             "AA": A.T @ A, "S": A.sum(axis=0), "PA": Phi.T @ A}
+    return {"stats": stats, "A": A}
+
+
+def _embed(X, factors, folds):
+    U = np.zeros((X.shape[0], folds[0].shape[1]))
+    for f, W in zip(factors, folds):
+        if W.shape[0]:
+            U += f.basis(X) @ W
+    return U
+
+
+def _argmax_block(X, factors, folds):
+    return np.argmax(_embed(X, factors, folds), axis=1).astype(np.int64)
+
+
+def _cluster_block(X, A, labels, factors, folds, n_clusters):
+    """Per-iteration partial sums of one chunk: B^T F per factor (B the basis), the
+    cluster sizes and A^T F. With ``labels=None`` the chunk's labels are the argmax of its
+    rows of the embedding (computed from the same basis)."""
+    Bs = [f.basis(X) for f in factors]
+    if labels is None:
+        U = np.zeros((X.shape[0], n_clusters))
+        for B, W in zip(Bs, folds):
+            if W.shape[0]:
+                U += B @ W
+        labels = np.argmax(U, axis=1)
+    F = np.zeros((X.shape[0], n_clusters))
+    F[np.arange(X.shape[0]), labels] = 1.0
+    BF = [B.T @ F for B in Bs]
+    return {"E": np.vstack(BF) if BF else np.zeros((0, n_clusters)),
+            "sizes": F.sum(axis=0), "SA": A.T @ F}
+
+
+def factor_stats(Xs, factors, *, fan_in=8):
+    """One pass over the row chunks of ``Xs`` (dask, scaled): the label-independent
+    reductions of :func:`kspace_gram` and the persisted diagonals A (dask, N x p)."""
+    p = len(factors)
+    parts = [dask.delayed(_gram_block, pure=True)(b, factors)
+             for b in Xs.to_delayed().ravel().tolist()]
+    stats = tree_sum([dask.delayed(operator.getitem, pure=True)(q, "stats") for q in parts],
+                     fan_in=fan_in)
+    A = da.concatenate([
+        da.from_delayed(dask.delayed(operator.getitem, pure=True)(q, "A"), shape=(n, p),
+                        dtype=np.float64) for q, n in zip(parts, Xs.chunks[0])])
+    stats, A = dask.persist(stats, A)  # one pass computes both
+    stats = dict(stats.compute())
+    offsets = np.concatenate([[0], np.cumsum([f.n_components for f in factors])])
+    stats.update(n=float(stats["n"]), alpha=np.array([f.alpha for f in factors]),
+                 offsets=offsets)
+    return stats, A
+
+
+def cluster_stats(Xs, A, factors, *, labels=None, folds=None, n_clusters, fan_in=8):
+    """One pass: ``E = Phi^T F`` (M x n_c), ``sizes`` and ``SA = A^T F`` for the labels
+    given (dask, chunked like Xs) or, with ``labels=None``, the argmax of ``Phi P``."""
+    weights = [f.weights for f in factors]
+    Xb = Xs.to_delayed().ravel().tolist()
+    Ab = A.to_delayed().ravel().tolist()
+    Lb = labels.to_delayed().ravel().tolist() if labels is not None else [None] * len(Xb)
+    fd = dask.delayed(folds, pure=True) if folds is not None else None
+    parts = [dask.delayed(_cluster_block, pure=True)(x, a, lab, factors, fd, n_clusters)
+             for x, a, lab in zip(Xb, Ab, Lb)]
+    total = dask.compute(tree_sum(parts, fan_in=fan_in))[0]
+    # back from the bases to the factors: Phi_q^T F = W_q^T (B_q^T F)
+    E, start = [], 0
+    for f, W in zip(factors, weights):
+        BF = total["E"][start:start + f.n_basis]
+        start += f.n_basis
+        E.append(BF if W is None else W.T @ BF)
+    total["E"] = np.vstack(E) if E else np.zeros((0, n_clusters))
+    return total
+
+
+def _folds(factors, P, offsets):
+    """Per-factor matrices mapping each basis block to U: W_q P_q."""
+    out = []
+    for f, b in zip(factors, _blocks(offsets)):
+        Pq = P[b]
+        out.append(Pq if f.weights is None else f.weights @ Pq)
+    return out
+
+
+# =========================================================================================
+# Exact (dense) mode
+# =========================================================================================
+def _row_blocks(N, p):
+    rows = max(1, int(_EXACT_BLOCK_BYTES // (8 * max(p, 1) * N)))
+    return [slice(i, min(i + rows, N)) for i in range(0, N, rows)]
+
+
+class DenseKernels:
+    """The base kernels over X (N x d, NumPy) for the exact mode, one row block at a time.
+
+    The full matrices are evaluated once and kept when ``p N^2`` float64 fit in
+    ``cache_bytes`` (default 1 GiB: N <= ~2,900 with the paper's 15 kernels); otherwise
+    every block is re-evaluated when it is needed (twice per iteration).
+    """
+
+    def __init__(self, kernels, X, cache_bytes=2**30):
+        self.kernels, self.X = kernels, X
+        N, p = X.shape[0], len(kernels)
+        self.diags = [np.asarray(k.diagonal(X), dtype=np.float64) for k in kernels]
+        self.cached = p * N * N * 8 <= cache_bytes
+        self._full = [k(X, X) for k in kernels] if self.cached else None
+
+    def block(self, q, sl):
+        if self.cached:
+            return self._full[q][sl].copy()
+        return self.kernels[q](self.X[sl], self.X)
+
+
+def _as_dense(kernels, X):
+    return kernels if isinstance(kernels, DenseKernels) else DenseKernels(kernels, X)
+
+
+def _dense_z(dk, sl, feature_form):
+    """Kernel-space features of the pairs (sl, all): (p, rows, N)."""
+    N = dk.X.shape[0]
+    Z = np.empty((len(dk.kernels), sl.stop - sl.start, N))
+    for q in range(len(dk.kernels)):
+        Z[q] = dk.block(q, sl)
+        if feature_form == "distance":
+            Z[q] *= -2.0
+            Z[q] += dk.diags[q][sl, None]
+            Z[q] += dk.diags[q][None, :]
+    return Z
+
+
+def exact_kspace_gram(kernels, X, feature_form="distance"):
+    """Z^T Z over all N^2 ordered pairs, from dense kernel blocks (exact mode)."""
+    dk = _as_dense(kernels, X)
+    p = len(dk.kernels)
+    ZtZ = np.zeros((p, p))
+    for sl in _row_blocks(X.shape[0], p):
+        Z = _dense_z(dk, sl, feature_form).reshape(p, -1)
+        ZtZ += Z @ Z.T
+    return ZtZ
+
+
+def exact_pass(kernels, X, labels, mu, feature_form="distance", n_clusters=None):
+    """Z^T T and the loss (eq. 10) for one assignment, from dense kernel blocks."""
+    dk = _as_dense(kernels, X)
+    p, N = len(dk.kernels), X.shape[0]
+    labels = np.asarray(labels)
+    n_clusters = int(labels.max()) + 1 if n_clusters is None else n_clusters
+    sizes = np.bincount(labels, minlength=n_clusters).astype(np.float64)
+    F = np.zeros((N, n_clusters))
+    F[np.arange(N), labels] = 1.0
+    ZtT = np.zeros(p)
+    same = np.zeros((p, n_clusters))  # 1_c^T K_q 1_c
+    for sl in _row_blocks(N, 1):
+        T = (labels[sl, None] != labels[None, :]).astype(np.float64).ravel()
+        for q in range(p):
+            Kb = dk.block(q, sl)
+            same[q] += np.einsum("ic,ic->c", F[sl], Kb @ F)
+            if feature_form == "distance":
+                Kb *= -2.0
+                Kb += dk.diags[q][sl, None]
+                Kb += dk.diags[q][None, :]
+            ZtT[q] += Kb.ravel() @ T
+    nz = sizes > 0
+    traces = np.array([d.sum() for d in dk.diags])
+    loss = float(mu @ (traces - (same[:, nz] / sizes[nz]).sum(axis=1)))
+    return ZtT, loss
+
+
+def exact_combined(kernels, X, mu):
+    """K^ = sum mu_q K_q, dense (N x N)."""
+    dk = _as_dense(kernels, X)
+    N = X.shape[0]
+    K = np.zeros((N, N))
+    for sl in _row_blocks(N, 1):
+        for q in range(len(dk.kernels)):
+            if mu[q] != 0:
+                K[sl] += mu[q] * dk.block(q, sl)
+    return 0.5 * (K + K.T)
+
+
+def exact_leading_eigenvectors(K, n_clusters, random_state=0):
+    """The n_clusters leading eigenvectors of a dense symmetric K, signs as in
+    :func:`leading_eigenvectors` (non-negative column sums)."""
+    N = K.shape[0]
+    if N <= 1000 or n_clusters >= N - 1:
+        s, U = sla.eigh(K, subset_by_index=[N - n_clusters, N - 1], check_finite=False)
+    else:  # Lanczos: only matrix-vector products with the dense K
+        v0 = check_random_state(random_state).uniform(-1, 1, N)
+        s, U = eigsh(K, k=n_clusters, which="LA", v0=v0, tol=1e-12)
+        order = np.argsort(s)
+        s, U = s[order], U[:, order]
+    s, U = s[::-1], U[:, ::-1]
+    signs = np.sign(U.sum(axis=0))
+    signs[signs == 0] = 1.0
+    return U * signs, s
+
+
+# =========================================================================================
+# The estimator
+# =========================================================================================
+def resolve_kernels(kernels):
+    """Kernel instances from ``"paper"`` or a list of names, ``(name, params)`` pairs or
+    kernel objects. Raises on an empty list and on unknown names."""
+    if isinstance(kernels, str):
+        if kernels == "paper":
+            return paper_kernels()
+        kernels = [kernels]
+    kernels = list(kernels)
+    if not kernels:
+        raise ValueError("kernels is empty: TUMK-ELM needs at least one base kernel "
+                         "(e.g. kernels='paper', or ['linear', ('rbf', {'width': 1.0})])")
+    out = []
+    for item in kernels:
+        params = {}
+        if isinstance(item, tuple):
+            if len(item) != 2 or not isinstance(item[0], str) or not isinstance(item[1], dict):
+                raise ValueError(f"a kernel given as a tuple must be (name, params_dict), "
+                                 f"got {item!r}")
+            item, params = item
+        if isinstance(item, str):
+            try:
+                cls = registry.get("kernel", item)
+            except UnknownPluginError as exc:
+                raise UnknownPluginError(f"kernels: {exc}") from None
+            out.append(cls(**params))
+        elif isinstance(item, type) and issubclass(item, Kernel):
+            out.append(item(**params))
+        elif callable(item):
+            out.append(item)
+        else:
+            raise TypeError(f"kernels must hold kernel names, (name, params) pairs or kernel "
+                            f"objects, got {type(item).__name__}: {item!r}")
+    return out
+
+
+class TUMKELM(ClusterMixin, BaseEstimator):
+    """TUMK-ELM: unsupervised multiple-kernel ELM clustering (Xiang et al. 2018,
+    Algorithm 1), exact for small data and scalable on dask for large data.
+
+    Alternates relaxed kernel k-means on the combined kernel K^ = sum_q mu_q K_q (the
+    n_clusters leading eigenvectors of K^, then the argmax of each row) with an ELM in the
+    kernel space that learns the weights mu from the pairwise "same cluster / different
+    cluster" targets, until the kernel k-means loss (eq. 10) stops changing.
+
+    Parameters
+    ----------
+    n_clusters : int, default=8
+    kernels : "paper" or list, default="paper"
+        Base kernels. "paper" is the paper's 15: linear, polynomial of degree 2, 3, 4
+        (coef0 = 1) and Gaussian of width 1e-10, 1e-8, ..., 1e10. A list may hold
+        registered kernel names (``elmscale.available("kernel")``), ``(name, params)``
+        pairs such as ``("rbf", {"width": 2.0})``, or kernel objects
+        (:class:`elmscale.kernels.Kernel`).
+    C : float, default=1.0
+        ELM trade-off of the kernel-space regression (ridge penalty 1/C); > 0.
+    delta : float, default=1e-4
+        Stop when the loss changes by at most ``delta`` times its previous value (relative,
+        so it does not depend on the scale of the kernels); >= 0.
+    max_iter : int, default=20
+    mode : {"auto", "exact", "scalable"}, default="auto"
+        "exact": dense N x N kernels on the client (as the paper). "scalable": low-rank
+        kernel factors and blockwise reductions over X's row chunks, nothing N x N.
+        "auto": exact up to ``AUTO_EXACT_MAX`` = 10,000 samples, scalable above.
+    n_landmarks : int, default=300
+        Columns m of each approximated kernel factor (Nystrom landmarks, or random Fourier
+        features); also the cap on explicit polynomial features (scalable mode).
+    approximation : {"nystrom", "rff"}, default="nystrom"
+        Factor of the Gaussian kernels that are neither ~I nor ~11^T (scalable mode).
+    feature_form : {"distance", "value"}, default="distance"
+        Kernel-space features: kernel-induced distances d_q(i, j) (MK-ELM) or kernel values
+        K_q(i, j) (eq. 2 read literally). See the module notes.
+    assignment : {"argmax", "kmeans"}, default="argmax"
+        Stage-1 cluster of each point: argmax of its row of the eigenvectors (the paper) or
+        k-means on those rows.
+    scaling : {"standard", "minmax"} or None, default="standard"
+        Per-feature scaling of X before the kernels.
+    n_init : int, default=10
+        k-means restarts (``assignment="kmeans"``).
+    random_state : int, RandomState or None
+        Seeds the landmark sample, random features, the Lanczos start and k-means.
+
+    Attributes
+    ----------
+    labels_ : ndarray or dask array (n_samples,)
+    kernels_ : list of Kernel
+    kernel_weights_ : ndarray (p,)
+        mu used for the final assignment (non-negative, sums to 1).
+    kernel_weights_raw_ : ndarray (p,)
+        The last unconstrained ridge solution (eq. 8).
+    history_ : ndarray (n_iter_,)
+        Loss (eq. 10) of each iteration's assignment under that iteration's K^ (Fig. 4).
+    weights_history_ : ndarray (n_iter_, p)
+        mu used in each iteration.
+    loss_ : float
+        The last loss.
+    n_iter_ : int
+    mode_ : str
+        "exact" or "scalable".
+    embedding_ : ndarray or dask array (n_samples, n_clusters)
+        Leading eigenvectors of the final K^.
+    eigenvalues_ : ndarray (n_clusters,)
+    factors_ : list of KernelFactor or None
+        The kernel factors (scalable mode).
+    n_features_in_ : int
+
+    Notes
+    -----
+    Exact mode: O(p N^2 d) kernel evaluations per iteration and O(N^2) memory for K^.
+    Scalable mode: with M = sum of the factor columns, one pass over X for the label
+    independent reductions (O(N M^2)), then per iteration one pass computing only the
+    factors' bases and N x n_clusters products (plus k-means passes with
+    ``assignment="kmeans"``); client memory O(M^2); the N x p diagonals are persisted.
+    The scalable reductions equal the exact ones when the factors are exact (m = N).
+
+    The paper's Gaussian widths span 1e-10 to 1e10: on standardised data the narrow ones
+    are the identity and the wide ones the all-ones matrix to machine precision; the
+    scalable mode uses those closed forms (see :class:`elmscale.kernels.RBFKernel`).
+
+    References
+    ----------
+    L. Xiang, G. Zhao, Q. Li, W. Hao and F. Li, "TUMK-ELM: a fast unsupervised heterogeneous
+    data learning approach", IEEE Access 6, 2018.
+
+    Examples
+    --------
+    >>> from sklearn.datasets import load_iris
+    >>> from elmscale.algorithms._tumkelm import TUMKELM
+    >>> X, y = load_iris(return_X_y=True)
+    >>> model = TUMKELM(n_clusters=3, random_state=0).fit(X)
+    >>> model.mode_, len(model.kernel_weights_)
+    ('exact', 15)
+    >>> model.history_.ndim
+    1
+    """
+
+    _parameter_constraints = {
+        "n_clusters": [Interval(Integral, 1, None, closed="left")],
+        "kernels": [StrOptions({"paper"}), list, tuple],
+        "C": [Interval(Real, 0, None, closed="neither")],
+        "delta": [Interval(Real, 0, None, closed="left")],
+        "max_iter": [Interval(Integral, 1, None, closed="left")],
+        "mode": [StrOptions({"auto", "exact", "scalable"})],
+        "n_landmarks": [Interval(Integral, 1, None, closed="left")],
+        "approximation": [StrOptions({"nystrom", "rff"})],
+        "feature_form": [StrOptions({"distance", "value"})],
+        "assignment": [StrOptions({"argmax", "kmeans"})],
+        "scaling": [StrOptions({"standard", "minmax"}), None],
+        "n_init": [Interval(Integral, 1, None, closed="left")],
+        "random_state": ["random_state"],
+    }
+
+    def __init__(self, n_clusters=8, *, kernels="paper", C=1.0, delta=1e-4, max_iter=20,
+                 mode="auto", n_landmarks=300, approximation="nystrom",
+                 feature_form="distance", assignment="argmax", scaling="standard", n_init=10,
+                 random_state=None):
+        self.n_clusters = n_clusters
+        self.kernels = kernels
+        self.C = C
+        self.delta = delta
+        self.max_iter = max_iter
+        self.mode = mode
+        self.n_landmarks = n_landmarks
+        self.approximation = approximation
+        self.feature_form = feature_form
+        self.assignment = assignment
+        self.scaling = scaling
+        self.n_init = n_init
+        self.random_state = random_state
+
+    # -- fit -------------------------------------------------------------------------------
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y=None):
+        """Cluster X: alternate stage 1 (eigenvectors of K^, assignment) and stage 2
+        (kernel weights) until the loss (eq. 10) changes by at most ``delta``."""
+        kernels = resolve_kernels(self.kernels)
+        Xd, was_dask = as_row_chunked(X, n_hidden=max(1, len(kernels) * self.n_landmarks))
+        self.n_features_in_ = Xd.shape[1]
+        N = Xd.shape[0]
+        if self.n_clusters > N:
+            raise ValueError(f"n_clusters={self.n_clusters} must be <= n_samples={N}")
+        self.mode_ = self.mode if self.mode != "auto" else (
+            "exact" if N <= AUTO_EXACT_MAX else "scalable")
+        self.kernels_ = kernels
+        rng = check_random_state(self.random_state)
+        offset, scale = fit_scaling(Xd, self.scaling)
+        self.scaling_ = (offset, scale)
+        Xs = apply_scaling(Xd, offset, scale)
+        t0 = time.perf_counter()
+        if self.mode_ == "exact":
+            self._fit_exact(np.asarray(Xs.compute(), dtype=np.float64), rng)
+            if was_dask:
+                chunks = Xd.chunks[0]
+                self.labels_ = da.from_array(self.labels_, chunks=(chunks,))
+                self.embedding_ = da.from_array(self.embedding_, chunks=(chunks, -1))
+        else:
+            self._fit_scalable(Xs, rng, was_dask)
+        logger.info("TUMK-ELM (%s) fitted %d samples in %.2f s, %d iterations", self.mode_, N,
+                    time.perf_counter() - t0, self.n_iter_)
+        return self
+
+    def _iterate(self, stage1, stage2, p):
+        """Algorithm 1's loop; ``stage1(mu) -> (labels, loss, state)``,
+        ``stage2(state) -> raw mu``."""
+        mu = np.full(p, 1.0 / p)
+        losses, weights = [], []
+        raw = mu.copy()
+        state = None
+        for it in range(self.max_iter):
+            state = stage1(mu)
+            losses.append(state["loss"])
+            weights.append(mu)
+            logger.debug("TUMK-ELM iteration %d: loss %.10g", it + 1, state["loss"])
+            if it > 0 and abs(losses[-1] - losses[-2]) <= self.delta * abs(losses[-2]):
+                break
+            if it == self.max_iter - 1:
+                break
+            raw = stage2(state)
+            new = project_weights(raw)
+            if new is None:
+                warnings.warn("TUMK-ELM: the kernel-space ELM gave no positive kernel weight; "
+                              "keeping the previous weights", ConvergenceWarning, stacklevel=3)
+                break
+            mu = new
+        self.history_ = np.array(losses)
+        self.weights_history_ = np.array(weights)
+        self.loss_ = float(losses[-1])
+        self.n_iter_ = len(losses)
+        self.kernel_weights_ = weights[-1]
+        self.kernel_weights_raw_ = raw
+        return state
+
+    def _fit_exact(self, X, rng):
+        kernels, form, k = self.kernels_, self.feature_form, self.n_clusters
+        dk = DenseKernels(kernels, X)
+        ZtZ = exact_kspace_gram(dk, X, form)
+        eig_seed = draw_seed(rng)
+        km_seed = draw_seed(rng)
+
+        def stage1(mu):
+            K = exact_combined(dk, X, mu)
+            U, s = exact_leading_eigenvectors(K, k, eig_seed)
+            del K
+            if self.assignment == "argmax":
+                labels = np.argmax(U, axis=1).astype(np.int64)
+            else:
+                labels = KMeans(k, n_init=self.n_init, random_state=km_seed).fit(U).labels_
+                labels = labels.astype(np.int64)
+            ZtT, loss = exact_pass(dk, X, labels, mu, form, k)
+            return {"labels": labels, "U": U, "s": s, "ZtT": ZtT, "loss": loss}
+
+        state = self._iterate(stage1, lambda st: solve_weights(ZtZ, st["ZtT"], self.C),
+                              len(kernels))
+        self.labels_, self.embedding_, self.eigenvalues_ = state["labels"], state["U"], state["s"]
+        self.factors_ = None
+        self.kspace_gram_ = ZtZ
+
+    def _fit_scalable(self, Xs, rng, was_dask):
+        kernels, form, k = self.kernels_, self.feature_form, self.n_clusters
+        N = Xs.shape[0]
+        m = self.n_landmarks
+        n_sample = min(N, max(m, 1000))
+        idx = np.sort(rng.choice(N, size=n_sample, replace=False))
+        sample = np.asarray(Xs[idx].compute(), dtype=np.float64)[rng.permutation(n_sample)]
+        factors = [kern.factor(sample, n_samples=N, n_components=m, method=self.approximation,
+                               random_state=rng) for kern in kernels]
+        self.factors_ = factors
+        logger.info("TUMK-ELM factors: %s", ", ".join(
+            f"{f.kind}({f.n_components})" for f in factors))
+        stats, A = factor_stats(Xs, factors)
+        self.kspace_gram_ = kspace_gram(stats, form)
+        km_seed = draw_seed(rng)
+
+        def stage1(mu):
+            P, s = leading_eigenvectors(stats, mu, k)
+            folds = _folds(factors, P, stats["offsets"])
+            if self.assignment == "argmax":
+                labels = None
+            else:
+                U = Xs.map_blocks(_embed, factors, folds, chunks=(Xs.chunks[0], (k,)),
+                                  dtype=np.float64).persist()
+                labels = kmeans(U, k, n_init=self.n_init, random_state=km_seed)[1].persist()
+            cs = cluster_stats(Xs, A, factors, labels=labels, folds=folds, n_clusters=k)
+            loss = tumkelm_loss(stats, cs, mu)
+            return {"folds": folds, "s": s, "labels": labels, "cs": cs, "loss": loss}
+
+        state = self._iterate(
+            stage1, lambda st: solve_weights(self.kspace_gram_,
+                                             kspace_target(stats, st["cs"], form), self.C),
+            len(kernels))
+        folds = state["folds"]
+        U = Xs.map_blocks(_embed, factors, folds, chunks=(Xs.chunks[0], (k,)),
+                          dtype=np.float64)
+        labels = state["labels"]
+        if labels is None:
+            labels = Xs.map_blocks(_argmax_block, factors, folds, drop_axis=1, dtype=np.int64,
+                                   meta=np.empty((0,), dtype=np.int64))
+        self.eigenvalues_ = state["s"]
+        self.reductions_ = stats
+        if was_dask:
+            self.labels_, self.embedding_ = labels.persist(), U
+        else:
+            self.labels_, self.embedding_ = dask.compute(labels, U)
+
+    def fit_predict(self, X, y=None):
+        """Fit and return ``labels_``."""
+        return self.fit(X).labels_
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.allow_nan = False
+        return tags

@@ -1,0 +1,153 @@
+"""The kernel plugin protocol: blocks, factors (explicit, Nystrom, random Fourier, closed
+forms) and the closed-form reductions TUMK-ELM's scalable mode builds on them."""
+
+import dask.array as da
+import numpy as np
+import pytest
+
+import elmscale
+from elmscale.algorithms._tumkelm import (
+    exact_kspace_gram,
+    exact_pass,
+    factor_stats,
+    kspace_gram,
+    kspace_target,
+    tumkelm_loss,
+)
+from elmscale.kernels import (
+    ConstantFactor,
+    ExplicitFactor,
+    IdentityFactor,
+    Kernel,
+    LinearKernel,
+    NystromFactor,
+    PolynomialKernel,
+    RandomFourierFactor,
+    RBFKernel,
+    paper_kernels,
+)
+
+
+@pytest.fixture
+def points(rng):
+    """80 points in 3-d, pairwise distances well above 1e-3 (no duplicates)."""
+    return rng.uniform(-2, 2, size=(80, 3))
+
+
+def _factor(kernel, X, m=None, method="nystrom", seed=0):
+    m = X.shape[0] if m is None else m
+    return kernel.factor(X, n_samples=X.shape[0], n_components=m, method=method,
+                         random_state=np.random.RandomState(seed))
+
+
+def test_registered_names():
+    assert {"linear", "poly", "rbf"} <= set(elmscale.available("kernel"))
+    assert elmscale.get("kernel", "gaussian") is RBFKernel
+    assert elmscale.get("kernel", "polynomial") is PolynomialKernel
+
+
+def test_paper_kernels():
+    ks = paper_kernels()
+    assert len(ks) == 15
+    assert [k.degree for k in ks[1:4]] == [2, 3, 4]
+    assert [k.width for k in ks[4:]] == [10.0 ** e for e in range(-10, 11, 2)]
+
+
+@pytest.mark.parametrize("kernel", [LinearKernel(), PolynomialKernel(2), PolynomialKernel(3, 0.5),
+                                    RBFKernel(0.7)])
+def test_diagonal_matches_block(kernel, points):
+    np.testing.assert_allclose(kernel.diagonal(points), np.diag(kernel(points, points)),
+                               rtol=1e-12)
+
+
+def test_rbf_extreme_widths_exact(points):
+    # differences, not |x|^2 + |y|^2 - 2xy: the diagonal stays exactly 1 at width 1e-10
+    np.testing.assert_array_equal(RBFKernel(1e-10)(points, points), np.eye(len(points)))
+    np.testing.assert_array_equal(RBFKernel(1e10)(points, points), np.ones((80, 80)))
+
+
+@pytest.mark.parametrize("kernel, kind", [
+    (LinearKernel(), "explicit"),
+    (PolynomialKernel(2), "explicit"),
+    (PolynomialKernel(4, 2.0), "explicit"),
+    (PolynomialKernel(3, 0.0), "explicit"),
+    (RBFKernel(1.0), "nystrom"),
+    (RBFKernel(1e-10), "identity"),
+    (RBFKernel(1e10), "constant"),
+])
+def test_factor_reproduces_kernel(kernel, kind, points):
+    f = _factor(kernel, points)
+    assert f.kind == kind
+    K = kernel(points, points)
+    np.testing.assert_allclose(f.dense(points), K, rtol=1e-9, atol=1e-9 * np.abs(K).max())
+    np.testing.assert_allclose(f.diagonal(points), np.diag(K), rtol=1e-9,
+                               atol=1e-9 * np.abs(K).max())
+
+
+def test_polynomial_explicit_only_when_cheap(points):
+    # C(3 + 4, 4) = 35 monomials: explicit with m >= 35, Nystrom below
+    assert _factor(PolynomialKernel(4), points, m=35).kind == "explicit"
+    assert _factor(PolynomialKernel(4), points, m=34).kind == "nystrom"
+
+
+def test_nystrom_with_fewer_landmarks_is_close(rng):
+    X = rng.normal(size=(400, 2))
+    k = RBFKernel(2.0)
+    f = _factor(k, X, m=100)
+    assert f.n_components <= 100
+    err = np.abs(f.dense(X) - k(X, X)).max()
+    assert err < 2e-2  # a smooth 2-d kernel: fast spectral decay
+
+
+def test_random_fourier_features(rng):
+    X = rng.normal(size=(100, 2))
+    k = RBFKernel(1.5)
+    f = _factor(k, np.vstack([X, rng.normal(size=(100, 2))]), m=4000, method="rff")
+    assert isinstance(f, RandomFourierFactor)
+    assert np.abs(f.dense(X) - k(X, X)).max() < 0.1  # O(1/sqrt(m)) per entry
+
+
+def test_third_party_kernel_defaults_to_nystrom(points):
+    class Laplacian(Kernel):
+        def __call__(self, X, Y):
+            return np.exp(-np.abs(X[:, None, :] - Y[None, :, :]).sum(-1))
+
+    k = Laplacian()
+    f = _factor(k, points)
+    assert isinstance(f, NystromFactor)
+    np.testing.assert_allclose(f.dense(points), k(points, points), atol=1e-8)
+    np.testing.assert_allclose(k.diagonal(points[:5]), np.ones(5))
+
+
+def test_identity_threshold_counts_close_pairs(rng):
+    # width 1e-2 on 200 points in 1-d spaced 1e-3 apart: far from the identity
+    X = np.linspace(0, 0.2, 200)[:, None]
+    assert _factor(RBFKernel(1e-2), X).kind == "nystrom"
+    assert _factor(RBFKernel(1e-6), X).kind == "identity"
+
+
+@pytest.mark.parametrize("form", ["distance", "value"])
+def test_closed_forms_equal_dense_sums(form, points, rng):
+    """Reductions of alpha I + Phi Phi^T (closed forms for K ~ I and K ~ 11^T, explicit
+    features) equal the dense sums over all N^2 pairs, chunked over uneven row blocks."""
+    kernels = [LinearKernel(), PolynomialKernel(2), RBFKernel(1e-10), RBFKernel(1e10)]
+    factors = [_factor(k, points) for k in kernels]
+    assert [f.kind for f in factors] == ["explicit", "explicit", "identity", "constant"]
+    assert isinstance(factors[2], IdentityFactor) and isinstance(factors[3], ConstantFactor)
+    assert isinstance(factors[0], ExplicitFactor)
+    Xd = da.from_array(points, chunks=((30, 7, 43), (3,)))
+    stats, A = factor_stats(Xd, factors)
+    np.testing.assert_allclose(A.compute(), np.column_stack([k.diagonal(points) for k in kernels]),
+                               rtol=1e-12)
+    np.testing.assert_allclose(kspace_gram(stats, form), exact_kspace_gram(kernels, points, form),
+                               rtol=1e-10)
+    labels = rng.randint(0, 3, len(points))
+    mu = rng.uniform(size=4)
+    mu /= mu.sum()
+    F = np.eye(3)[labels]
+    Phi = np.hstack([f.features(points) for f in factors])
+    A = np.column_stack([k.diagonal(points) for k in kernels])
+    cs = {"E": Phi.T @ F, "sizes": F.sum(0), "SA": A.T @ F}
+    ZtT, loss = exact_pass(kernels, points, labels, mu, form, 3)
+    np.testing.assert_allclose(kspace_target(stats, cs, form), ZtT, rtol=1e-10)
+    np.testing.assert_allclose(tumkelm_loss(stats, cs, mu), loss, rtol=1e-10)
