@@ -1,0 +1,554 @@
+"""ELM-JEC: joint embedding and clustering (Liu, Lekamalage, Huang and Lin 2017, Algorithm 1)."""
+
+import logging
+import warnings
+from numbers import Integral, Real
+
+import dask
+import dask.array as da
+import numpy as np
+import scipy.linalg as sla
+from scipy.optimize import linear_sum_assignment
+from sklearn.base import ClusterMixin, TransformerMixin, _fit_context, clone
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.model_selection import ParameterGrid
+from sklearn.utils import check_random_state
+from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.validation import check_is_fitted
+
+from ..base import BaseELM
+from ..cluster import kmeans
+from ..exceptions import ElmscaleWarning
+from ..gram import hidden_stats
+from ..hidden import apply_scaling
+from ..solvers import sign_flip
+from ..utils._random import draw_seed
+
+logger = logging.getLogger(__name__)
+
+#: Directions v of the centred hidden space with ||H~ v||^2 <= RANGE_RTOL * ||H~||_2^2 are
+#: treated as the null space of H~ (see :class:`ELMJECReduced`).
+RANGE_RTOL = 1e-10
+#: Eigenvalues of H~^T M H~ at most this times its largest |eigenvalue| count as non-positive.
+POSITIVE_RTOL = 1e-10
+#: Lloyd iterations allowed to each k-means run inside ELM-JEC.
+KMEANS_MAX_ITER = 100
+
+HISTORY_KEYS = ("objective", "kmeans_objective", "baseline_kmeans_objective", "accepted",
+                "n_changed", "n_components")
+
+
+class FewerComponentsWarning(ElmscaleWarning):
+    """H~^T M H~ had fewer than ``n_components`` positive eigenvalues (see ELMJEC's Notes)."""
+
+
+class ELMJECReduced:
+    """The part of ELM-JEC that depends on the data only through H^T H, H^T 1, N, H^T L H.
+
+    Built once per fit (and once for a whole (lam, gamma, n_components) grid). It centres the
+    Gram matrix, ``H~^T H~ = H^T H - N mu mu^T`` with ``mu = H^T 1 / N``, uses
+    ``H~^T L H~ = H^T L H`` (L annihilates constants), and restricts every later
+    eigenproblem to the numerical range of H~^T: the eigenvectors V_r of H~^T H~ whose
+    eigenvalue exceeds ``range_rtol`` times the largest. A direction outside that range gives
+    an (almost) all-zero embedding column ``H~ v`` whatever lam and gamma are, so nothing is
+    lost, and each iteration then solves an r x r eigenproblem (r = ``rank_``) instead of an
+    n_hidden x n_hidden one.
+
+    Parameters
+    ----------
+    hth : ndarray (n_hidden, n_hidden)
+        H^T H.
+    colsum : ndarray (n_hidden,)
+        H^T 1.
+    count : float
+        N.
+    htlh : ndarray (n_hidden, n_hidden)
+        H^T L H.
+    range_rtol : float
+    """
+
+    def __init__(self, hth, colsum, count, htlh, *, range_rtol=RANGE_RTOL):
+        hth = np.asarray(hth, dtype=np.float64)
+        self.count = float(count)
+        self.mean = np.asarray(colsum, dtype=np.float64) / self.count
+        hth_c = hth - self.count * np.outer(self.mean, self.mean)
+        w, V = sla.eigh(0.5 * (hth_c + hth_c.T), check_finite=False)
+        keep = w > range_rtol * max(w[-1], np.finfo(float).tiny)
+        self.basis = V[:, keep]  # V_r, n_hidden x r, orthonormal
+        self.basis_eigenvalues = w[keep]  # diag(V_r^T H~^T H~ V_r)
+        htlh = np.asarray(htlh, dtype=np.float64)
+        Lr = self.basis.T @ htlh @ self.basis
+        self.laplacian_r = 0.5 * (Lr + Lr.T)  # V_r^T H^T L H V_r
+
+    @property
+    def rank_(self):
+        return self.basis.shape[1]
+
+    def centred_htf(self, htf, sizes):
+        """H~^T F = H^T F - mu (1^T F)."""
+        return np.asarray(htf, dtype=np.float64) - np.outer(self.mean, sizes)
+
+    def solve(self, htf, sizes, lam, gamma, n_components):
+        """beta, G and the objective for one labelling F (eqs. 10, 13-14).
+
+        Parameters
+        ----------
+        htf : ndarray (n_hidden, n_clusters)
+            H^T F (uncentred; F one-hot).
+        sizes : ndarray (n_clusters,)
+            Cluster sizes 1^T F. Empty clusters are left out of (F^T F)^-1 (their columns of
+            F are zero, so they contribute nothing) and get a zero column in G.
+        lam, gamma : float
+        n_components : int
+            Upper bound on the number of components (see the trap in ELMJEC's Notes).
+
+        Returns
+        -------
+        beta : ndarray (n_hidden, n_kept), orthonormal columns with fixed signs
+        eigenvalues : ndarray (n_kept,), descending: Tr(beta^T H~^T M H~ beta) per column
+        G : ndarray (n_kept, n_clusters), the cluster centres in the embedding (eq. 10)
+        objective : float, eq. 6 at (beta, F)
+        """
+        sizes = np.asarray(sizes, dtype=np.float64)
+        htf_c = self.centred_htf(htf, sizes)
+        nz = sizes > 0
+        C = self.basis.T @ (htf_c[:, nz] / np.sqrt(sizes[nz]))  # V_r^T H~^T F (F^T F)^-1/2
+        S = (1.0 - lam) * np.diag(self.basis_eigenvalues) - gamma * self.laplacian_r + lam * (
+            C @ C.T)
+        w, Y = sla.eigh(0.5 * (S + S.T), check_finite=False)
+        w, Y = w[::-1], Y[:, ::-1]
+        scale = max(np.abs(w).max(initial=0.0), np.finfo(float).tiny)
+        n_pos = int(np.count_nonzero(w > POSITIVE_RTOL * scale))
+        k = min(n_components, n_pos)
+        if k == 0:
+            raise ValueError(
+                f"H~^T M H~ has no positive eigenvalue for lam={lam!r}, gamma={gamma!r}: every "
+                "embedding direction lowers objective (6). Lower gamma (or lam).")
+        beta = sign_flip(self.basis @ Y[:, :k])
+        G = np.zeros((k, len(sizes)))
+        G[:, nz] = (beta.T @ htf_c[:, nz]) / sizes[nz]
+        return beta, w[:k].copy(), G, float(w[:k].sum())
+
+    def kmeans_objective(self, beta, htf, sizes):
+        """Exact k-means objective of F in E = H~ beta: Tr(E^T E) - Tr(E^T P_F E)."""
+        sizes = np.asarray(sizes, dtype=np.float64)
+        nz = sizes > 0
+        B = self.basis.T @ beta
+        total = float(np.einsum("ij,i,ij->", B, self.basis_eigenvalues, B))
+        EF = beta.T @ self.centred_htf(htf, sizes)[:, nz]
+        return total - float(((EF**2).sum(axis=0) / sizes[nz]).sum())
+
+
+def elmjec_embedding(hth, colsum, count, htlh, htf, sizes, lam, gamma, n_components):
+    """ELM-JEC output weights from the reduced matrices, for one labelling F.
+
+    The function half of :class:`ELMJEC`. Returns ``(beta, eigenvalues, G, objective)`` as
+    :meth:`ELMJECReduced.solve`; to solve many settings or labellings over the same Grams,
+    build one :class:`ELMJECReduced` and call its ``solve``.
+    """
+    return ELMJECReduced(hth, colsum, count, htlh).solve(htf, sizes, lam, gamma, n_components)
+
+
+def _center_rows(block, shift):
+    return block - shift
+
+
+def _contingency(old, new, n_clusters):
+    """Lazy n_clusters^2 contingency table of two labellings (one small reduction)."""
+    return da.bincount(old * n_clusters + new, minlength=n_clusters * n_clusters)
+
+
+def _changed_from_table(table, n_clusters):
+    """Labels changed between two partitions, up to a renaming of the clusters: N minus the
+    largest agreement over one-to-one matchings of cluster names."""
+    table = np.asarray(table).reshape(n_clusters, n_clusters)
+    rows, cols = linear_sum_assignment(table, maximize=True)
+    return int(table.sum() - table[rows, cols].sum())
+
+
+class _Shared:
+    """Everything of a fit that does not depend on lam, gamma or n_components."""
+
+    def __init__(self, features, reduced, labels0, htf0, sizes0, rng_state, was_dask):
+        self.features = features
+        self.reduced = reduced
+        self.labels0 = labels0
+        self.htf0 = htf0
+        self.sizes0 = sizes0
+        self.rng_state = rng_state
+        self.was_dask = was_dask
+
+
+class ELMJEC(ClusterMixin, TransformerMixin, BaseELM):
+    """Extreme Learning Machine for joint embedding and clustering (Liu et al. 2017).
+
+    Finds an embedding ``E = H~ beta`` of the centred hidden-layer output
+    ``H~ = (I - 11^T/N) H`` and a partition F that together maximise (eq. 6)
+
+        Tr(beta^T H~^T M H~ beta),  M = (1 - lam) I + lam F (F^T F)^-1 F^T - gamma L,
+
+    subject to ``beta^T beta = I``: the embedding keeps the data's variance, makes the
+    clusters compact (``Tr(E^T E) - lam * kmeans_objective(E, F)`` is the first two terms) and
+    is smooth on the kNN graph. Algorithm 1: k-means on X gives F; beta = the top
+    ``n_components`` eigenvectors of ``H~^T M H~`` (eqs. 13-14); ``G = beta^T H~^T F (F^T
+    F)^-1`` (eq. 10) are the cluster centres in the embedding. Each iteration runs k-means on
+    E started from G (the baseline) and ``n_restarts`` k-means++ restarts, keeps the run with
+    the lowest k-means objective, then updates beta and G. It stops when the partition no
+    longer changes (up to renaming the clusters) or after ``max_iter`` iterations.
+
+    Parameters
+    ----------
+    n_clusters : int, default=8
+    n_components : int or "auto", default="auto"
+        Upper bound on the embedding dimension n_o; "auto" uses n_clusters. See Notes.
+    n_hidden : int, default=1000
+    lam : float in (0, inf), default=0.5
+        The paper's lambda: weight of the clustering term.
+    gamma : float in (0, inf), default=0.1
+        The paper's gamma: weight of the manifold (graph Laplacian) term.
+    n_restarts : int, default=20
+        k-means++ restarts per iteration besides the one started from G (0: baseline only).
+        Also the number of restarts of the initial k-means on X (at least 1).
+    max_iter : int, default=20
+    activation : str or callable, default="sigmoid"
+    graph : str or callable, default="pynndescent"
+        kNN backend (``elmscale.available("graph")``); "exact" for small data.
+    n_neighbors : int, default=5
+    weights : {"binary", "heat"}, default="binary"
+    sigma : float or None, default=None
+    normalized : bool, default=False
+    scaling : {"minmax", "standard"} or None, default="minmax"
+        "minmax" maps every feature to [-1, 1], the paper's protocol. The initial k-means runs
+        on the scaled X.
+    cache : "auto" or bool, default="auto"
+        Keep H's blocks in worker memory between iterations (see ``HiddenFeatures``); without
+        it every iteration rebuilds H twice (for H^T F and for the embedding).
+    random_state : int, RandomState or None
+
+    Attributes
+    ----------
+    hidden_layer_ : RandomHiddenLayer
+    hidden_mean_ : ndarray (n_hidden,)
+        mu = H^T 1 / N, the centring of the hidden layer.
+    output_weights_ : ndarray (n_hidden, n_components_)
+        beta.
+    eigenvalues_ : ndarray (n_components_,)
+        Eigenvalues of H~^T M H~ kept (descending); their sum is the objective.
+    n_components_ : int
+        Columns actually kept (<= n_components, see Notes).
+    embedding_ : ndarray or dask array (n_samples, n_components_)
+        E = H~ beta for the final beta.
+    labels_ : ndarray or dask array (n_samples,)
+        The final partition F.
+    cluster_centers_ : ndarray (n_clusters, n_components_)
+        G^T: the mean of E over each cluster of F (zero for an empty cluster).
+    objective_ : float
+        Eq. 6 at the end.
+    n_iter_ : int
+        Update iterations run (Step 5 of Algorithm 1).
+    history_ : dict of ndarray, each of length n_iter_ + 1
+        Row 0 is the initialisation, row t iteration t. ``objective`` (eq. 6 after the beta
+        update), ``kmeans_objective`` (inertia of the accepted k-means run),
+        ``baseline_kmeans_objective`` (of the run started from G), ``accepted``
+        ("baseline" or "restart"), ``n_changed`` (labels changed, up to renaming clusters),
+        ``n_components`` (kept). k-means fields are NaN in row 0. ``pandas.DataFrame(
+        model.history_)`` gives the convergence table (the paper's Fig. 1).
+    rank_ : int
+        Numerical rank of H~ used (see Notes).
+    n_features_in_ : int
+
+    Notes
+    -----
+    **Fewer positive eigenvalues than n_components.** H~ has rank r < n_hidden, so
+    ``H~^T M H~`` has a null space of dimension n_hidden - r with eigenvalue 0. For lam > 1
+    the first term ``(1 - lam) H~^T H~`` is negative semi-definite and ``- gamma H^T L H`` is
+    too, so at most rank(F) - 1 = n_clusters - 1 eigenvalues can be positive; the literal "top
+    n_o eigenvectors" then include null-space directions whose embedding columns ``H~ v`` are
+    zero (up to rounding noise). This estimator never returns such columns: it solves the
+    eigenproblem inside the numerical range of H~^T (``rank_`` directions; those outside carry
+    at most 1e-10 of the largest ``||H~ v||^2``) and keeps only the eigenvectors with positive
+    eigenvalue, at most n_components of them. That is the maximiser of eq. 6 over beta with at
+    most n_components orthonormal columns, so Algorithm 1 stays an ascent method (the
+    objective in ``history_`` never decreases) and, in exact arithmetic, gives the same
+    clustering as the literal algorithm whenever its extra columns are null-space ones (zero
+    columns do not change k-means distances). When fewer than n_components are kept, fit
+    emits ``FewerComponentsWarning`` and ``n_components_`` says how many were kept; if none
+    is positive fit raises ``ValueError`` (lower gamma).
+
+    **Cost.** One pass over X for the scaling, one for the graph, one for the fixed Grams H^T
+    H, H^T 1 and H^T L H (computed once per fit), one eigendecomposition of H~^T H~ on the
+    client (O(n_hidden^3)); then per iteration one pass for the n_hidden x n_clusters matrix
+    H^T F, an r x r eigenproblem, and k-means on the N x n_components_ embedding (all restarts
+    share each Lloyd pass, on the cluster for dask input). Client memory is O(n_hidden^2).
+    :func:`elmjec_sweep` fits a whole (lam, gamma, n_components) grid over one Gram pass.
+
+    References
+    ----------
+    T. Liu, C. K. L. Lekamalage, G.-B. Huang and Z. Lin, "Extreme learning machine for joint
+    embedding and clustering", Neurocomputing 277, 2018 (online 2017).
+
+    Examples
+    --------
+    >>> from sklearn.datasets import load_iris
+    >>> from elmscale import ELMJEC
+    >>> X, y = load_iris(return_X_y=True)
+    >>> model = ELMJEC(n_clusters=3, n_hidden=200, graph="exact", random_state=0).fit(X)
+    >>> model.embedding_.shape
+    (150, 3)
+    >>> sorted(set(model.labels_.tolist()))
+    [0, 1, 2]
+    """
+
+    _parameter_constraints = {
+        **BaseELM._parameter_constraints,
+        **BaseELM._graph_constraints,
+        "n_clusters": [Interval(Integral, 1, None, closed="left")],
+        "n_components": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"})],
+        "lam": [Interval(Real, 0, None, closed="neither")],
+        "gamma": [Interval(Real, 0, None, closed="neither")],
+        "n_restarts": [Interval(Integral, 0, None, closed="left")],
+        "max_iter": [Interval(Integral, 0, None, closed="left")],
+    }
+
+    def __init__(self, n_clusters=8, *, n_components="auto", n_hidden=1000, lam=0.5, gamma=0.1,
+                 n_restarts=20, max_iter=20, activation="sigmoid", graph="pynndescent",
+                 n_neighbors=5, weights="binary", sigma=None, normalized=False,
+                 scaling="minmax", cache="auto", random_state=None):
+        self.n_clusters = n_clusters
+        self.n_components = n_components
+        self.n_hidden = n_hidden
+        self.lam = lam
+        self.gamma = gamma
+        self.n_restarts = n_restarts
+        self.max_iter = max_iter
+        self.activation = activation
+        self.graph = graph
+        self.n_neighbors = n_neighbors
+        self.weights = weights
+        self.sigma = sigma
+        self.normalized = normalized
+        self.scaling = scaling
+        self.cache = cache
+        self.random_state = random_state
+
+    # -- fit -------------------------------------------------------------------------------
+    def _check_params_vs_input(self, Xd):
+        N = Xd.shape[0]
+        self._n_components = (self.n_clusters if self.n_components == "auto"
+                              else self.n_components)
+        if self.n_clusters > N:
+            raise ValueError(f"n_clusters={self.n_clusters} must be <= n_samples={N}")
+        if self._n_components >= N:
+            raise ValueError(f"n_components={self._n_components} must be smaller than "
+                             f"n_samples={N}")
+        if self._n_components >= self.n_hidden:
+            raise ValueError(f"n_components={self._n_components} must be smaller than "
+                             f"n_hidden={self.n_hidden}")
+
+    def _prepare(self, X):
+        """Validate, draw the layer, build the graph, compute the fixed Grams (one pass) and
+        the initial partition: everything that lam, gamma and n_components do not change."""
+        Xd, was_dask = self._validate_X(X, reset=True)
+        self._check_params_vs_input(Xd)
+        rng = check_random_state(self.random_state)
+        layer = self._draw_hidden_layer(Xd, rng)
+        features = self._hidden_features(Xd)
+        graph = self._build_graph(Xd, rng)
+        stats = hidden_stats(features, ("count", "colsum", "hth", "htlh"), graph=graph)
+        reduced = ELMJECReduced(stats["hth"], stats["colsum"], stats["count"], stats["htlh"])
+        logger.info("ELM-JEC: numerical rank of the centred hidden layer %d of %d",
+                    reduced.rank_, self.n_hidden)
+        # Step 1: k-means on the (scaled) inputs
+        Xs = apply_scaling(Xd, layer.offset, layer.scale)
+        _, labels0, _, _ = kmeans(Xs, self.n_clusters, n_init=max(self.n_restarts, 1),
+                                  max_iter=KMEANS_MAX_ITER, random_state=draw_seed(rng))
+        labels0 = labels0.persist()
+        f0 = hidden_stats(features, ("htf", "sizes"), labels=labels0, n_labels=self.n_clusters)
+        return _Shared(features, reduced, labels0, f0["htf"], f0["sizes"], rng.get_state(),
+                       was_dask)
+
+    def _run(self, shared, *, warn=True):
+        """Algorithm 1 from the shared part, for this estimator's lam, gamma, n_components."""
+        rng = np.random.RandomState()
+        rng.set_state(shared.rng_state)
+        red, features, c = shared.reduced, shared.features, self.n_clusters
+        lam, gamma, n_o = float(self.lam), float(self.gamma), self._n_components
+        labels, htf, sizes = shared.labels0, shared.htf0, shared.sizes0
+        beta, eig, G, obj = red.solve(htf, sizes, lam, gamma, n_o)
+        hist = {key: [] for key in HISTORY_KEYS}
+
+        def record(objective, km, km_base, accepted, changed, kept):
+            for key, val in zip(HISTORY_KEYS, (objective, km, km_base, accepted, changed, kept)):
+                hist[key].append(val)
+
+        record(obj, np.nan, np.nan, "", np.nan, beta.shape[1])
+        fewest = beta.shape[1]
+        n_iter, converged = 0, False
+        E = self._embed(features, red.mean, beta).persist()
+        for it in range(1, self.max_iter + 1):
+            n_iter = it
+            seed = draw_seed(rng)
+            _, lab_b, in_b, _ = kmeans(E, c, init=G.T, max_iter=KMEANS_MAX_ITER)
+            new, inertia, accepted = lab_b, in_b, "baseline"
+            if self.n_restarts > 0:
+                _, lab_r, in_r, _ = kmeans(E, c, n_init=self.n_restarts,
+                                           max_iter=KMEANS_MAX_ITER, random_state=seed)
+                if in_r < in_b:
+                    new, inertia, accepted = lab_r, in_r, "restart"
+            new = new.persist()
+            stats, table = dask.compute(
+                hidden_stats(features, ("htf", "sizes"), labels=new, n_labels=c, compute=False),
+                _contingency(labels, new, c))
+            changed = _changed_from_table(table, c)
+            if changed == 0:  # same partition: beta and G are those of the previous step
+                record(obj, inertia, in_b, accepted, 0, beta.shape[1])
+                converged = True
+                break
+            labels, htf, sizes = new, stats["htf"], stats["sizes"]
+            beta, eig, G, obj = red.solve(htf, sizes, lam, gamma, n_o)
+            fewest = min(fewest, beta.shape[1])
+            record(obj, inertia, in_b, accepted, changed, beta.shape[1])
+            E = self._embed(features, red.mean, beta).persist()
+            logger.info("ELM-JEC iteration %d: objective %.6g, k-means %.6g (%s), %d labels "
+                        "changed", it, obj, inertia, accepted, changed)
+        if warn and fewest < n_o:
+            warnings.warn(
+                f"H~^T M H~ had only {fewest} positive eigenvalue(s) for lam={lam!r}, "
+                f"gamma={gamma!r}: kept {fewest} < n_components={n_o} components (null-space "
+                "directions would give all-zero embedding columns; for lam > 1 at most "
+                f"n_clusters - 1 = {c - 1} can be positive). See ELMJEC's Notes.",
+                FewerComponentsWarning, stacklevel=4)
+        if warn and not converged and self.max_iter > 0:
+            warnings.warn(f"ELM-JEC did not converge: the partition still changed after "
+                          f"max_iter={self.max_iter} iterations", ConvergenceWarning,
+                          stacklevel=4)
+        self.hidden_mean_ = red.mean
+        self.rank_ = red.rank_
+        self.output_weights_ = beta
+        self.eigenvalues_ = eig
+        self.n_components_ = beta.shape[1]
+        self.cluster_centers_ = G.T.copy()
+        self.objective_ = obj
+        self.n_iter_ = n_iter
+        self.history_ = {key: (np.array(val, dtype=object) if key == "accepted"
+                               else np.array(val, dtype=float)) for key, val in hist.items()}
+        if shared.was_dask:
+            self.embedding_ = E
+            self.labels_ = labels
+        else:
+            self.embedding_, self.labels_ = dask.compute(E, labels)
+        return self
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y=None):
+        """Run Algorithm 1 on X. ``y`` is ignored."""
+        return self._run(self._prepare(X))
+
+    @staticmethod
+    def _embed(features, mean, beta):
+        """E = H~ beta = H beta - mu^T beta, lazy and chunked like X."""
+        shift = (mean @ beta).astype(features.X.dtype)
+        return features.project(beta).map_blocks(_center_rows, shift, dtype=features.X.dtype)
+
+    # -- use -------------------------------------------------------------------------------
+    def transform(self, X):
+        """Embed X (seen or unseen points): ``E = (h(x) - mu) beta``."""
+        check_is_fitted(self, "output_weights_")
+        Xd, was_dask = self._validate_X(X, reset=False)
+        E = self._embed(self._hidden_features(Xd), self.hidden_mean_, self.output_weights_)
+        return self._return(E, was_dask)
+
+    def predict(self, X):
+        """Index of the nearest centre (a column of G) in the embedding."""
+        check_is_fitted(self, "cluster_centers_")
+        Xd, was_dask = self._validate_X(X, reset=False)
+        E = self._embed(self._hidden_features(Xd), self.hidden_mean_, self.output_weights_)
+        labels = E.map_blocks(_nearest_center, self.cluster_centers_, drop_axis=1,
+                              dtype=np.int64, meta=np.empty((0,), dtype=np.int64))
+        return self._return(labels, was_dask)
+
+    def fit_transform(self, X, y=None):
+        """Fit and return the training embedding (``embedding_``)."""
+        return self.fit(X).embedding_
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.transformer_tags.preserves_dtype = ["float64"]
+        return tags
+
+
+def _nearest_center(E, centers):
+    d2 = ((E[:, None, :].astype(np.float64) - centers[None]) ** 2).sum(axis=2)
+    return np.argmin(d2, axis=1)
+
+
+def elmjec_sweep(X, param_grid, estimator=None, **params):
+    """Fit ELM-JEC for every (lam, gamma, n_components) setting over ONE Gram pass.
+
+    H^T H, H^T 1 and H^T L H do not depend on lam, gamma or n_components, nor does the
+    hidden layer, the graph, the numerical range of H~ or the initial k-means partition. This
+    computes them once and then runs only the iterations for each setting. Each returned
+    estimator equals ``clone(estimator).set_params(**setting).fit(X)`` (same random_state).
+
+    Parameters
+    ----------
+    X : array-like or dask array (n_samples, n_features)
+    param_grid : dict of lists, or list of dicts
+        Over ``lam``, ``gamma`` and ``n_components`` only (as ``sklearn.model_selection.
+        ParameterGrid``).
+    estimator : ELMJEC or None
+        The other parameters; None builds ``ELMJEC(**params)``.
+    **params
+        Parameters of ELMJEC when ``estimator`` is None.
+
+    Returns
+    -------
+    list of (dict, ELMJEC or Exception)
+        Each setting with its fitted estimator, or the ``ValueError`` it raised (no positive
+        eigenvalue). Warnings about kept components are not emitted: read ``n_components_``.
+
+    Examples
+    --------
+    >>> from sklearn.datasets import load_iris
+    >>> from elmscale.algorithms._elmjec import elmjec_sweep
+    >>> X, _ = load_iris(return_X_y=True)
+    >>> fits = elmjec_sweep(X, {"lam": [0.25, 1.0], "gamma": [0.1]}, n_clusters=3,
+    ...                     n_hidden=100, graph="exact", random_state=0)
+    >>> [setting["lam"] for setting, model in fits]
+    [0.25, 1.0]
+    """
+    if estimator is None:
+        estimator = ELMJEC(**params)
+    elif params:
+        raise TypeError("pass either an estimator or keyword parameters, not both")
+    grid = list(ParameterGrid(param_grid))
+    allowed = {"lam", "gamma", "n_components"}
+    for setting in grid:
+        extra = set(setting) - allowed
+        if extra:
+            raise ValueError(f"elmjec_sweep varies only {sorted(allowed)}; got {sorted(extra)} "
+                             "(set the others on the estimator)")
+    base = clone(estimator)
+    base._validate_params()
+    for setting in grid:  # validate every setting before the expensive shared part
+        clone(base).set_params(**setting)._validate_params()
+    max_no = max((s.get("n_components", base.n_components) for s in grid), default=1,
+                 key=lambda v: base.n_clusters if v == "auto" else v)
+    probe = clone(base).set_params(n_components=max_no)
+    shared = probe._prepare(X)
+    results = []
+    for setting in grid:
+        model = clone(base).set_params(**setting)
+        model._check_params_vs_input(shared.features.X)
+        for attr in ("n_features_in_", "feature_names_in_", "hidden_layer_"):
+            if hasattr(probe, attr):
+                setattr(model, attr, getattr(probe, attr))
+        try:
+            results.append((setting, model._run(shared, warn=False)))
+        except ValueError as exc:
+            results.append((setting, exc))
+    return results
+
+
+__all__ = ["ELMJEC", "ELMJECReduced", "FewerComponentsWarning", "elmjec_embedding",
+           "elmjec_sweep"]

@@ -1,0 +1,127 @@
+"""Dense NumPy ELM-JEC (Algorithm 1) with the same random draws as ``elmscale.ELMJEC``.
+
+Everything here is written from the formulas with N x N matrices (M = (1 - lam) I + lam F
+(F^T F)^-1 F^T - gamma L), never from the engine's reduced matrices, and k-means is a plain
+per-restart Lloyd loop following the rules of ``elmscale.cluster.kmeans`` (k-means++ starts
+from the same seeds, the same stopping rule, empty clusters keep their centre).
+"""
+
+import numpy as np
+import scipy.linalg as sla
+from scipy.optimize import linear_sum_assignment
+from sklearn.cluster import kmeans_plusplus
+from sklearn.utils import check_random_state
+
+from elmscale.hidden import RandomHiddenLayer
+from elmscale.solvers import sign_flip
+
+from ._reference import knn_laplacian
+
+
+def minmax(X):
+    lo, hi = X.min(axis=0), X.max(axis=0)
+    offset, scale = (hi + lo) / 2, (hi - lo) / 2
+    scale = np.where(scale > 1e-12 * max(1.0, np.abs(offset).max()), scale, 1.0)
+    return offset, scale
+
+
+def kmeans_dense(E, k, *, n_init=10, max_iter=100, tol=1e-4, init=None, random_state=None,
+                 init_sample=20000):
+    """Returns (centers, labels, inertia)."""
+    E = np.asarray(E, dtype=np.float64)
+    N = E.shape[0]
+    rng = check_random_state(random_state)
+    if init is not None:
+        starts, var = [np.asarray(init, dtype=np.float64)], 1.0
+    else:
+        sample = E if N <= init_sample else E[np.sort(rng.choice(N, init_sample, replace=False))]
+        starts = [kmeans_plusplus(sample, k, random_state=rng.randint(2**31 - 1))[0]
+                  for _ in range(n_init)]
+        var = float(np.mean(np.var(sample, axis=0))) or 1.0
+
+    def dist2(c):
+        return ((E[:, None, :] - c[None, :, :]) ** 2).sum(axis=2)
+
+    finals = []
+    for c in starts:
+        c = c.copy()
+        for _ in range(max_iter):
+            lab = dist2(c).argmin(axis=1)
+            new = c.copy()
+            for j in range(k):
+                if np.any(lab == j):
+                    new[j] = E[lab == j].mean(axis=0)
+            shift = ((new - c) ** 2).sum()
+            c = new
+            if not shift > tol * var:
+                break
+        finals.append(c)
+    inertias = [dist2(c).min(axis=1).sum() for c in finals]
+    best = int(np.argmin(inertias))
+    return finals[best], dist2(finals[best]).argmin(axis=1), float(inertias[best])
+
+
+def changed(old, new, k):
+    table = np.zeros((k, k))
+    np.add.at(table, (old, new), 1)
+    r, c = linear_sum_assignment(table, maximize=True)
+    return int(len(old) - table[r, c].sum())
+
+
+def solve_dense(Hc, L, labels, k, lam, gamma, n_components, range_rtol=1e-10, pos_rtol=1e-10):
+    """beta, G, objective from the N x N matrix M (restricted to the range of H~^T)."""
+    N = Hc.shape[0]
+    F = np.zeros((N, k))
+    F[np.arange(N), labels] = 1.0
+    sizes = F.sum(axis=0)
+    inv = np.where(sizes > 0, 1.0 / np.where(sizes > 0, sizes, 1.0), 0.0)
+    M = (1 - lam) * np.eye(N) + lam * (F * inv) @ F.T - gamma * L
+    S = Hc.T @ M @ Hc
+    w, V = np.linalg.eigh(Hc.T @ Hc)
+    V = V[:, w > range_rtol * w[-1]]
+    mu, Y = np.linalg.eigh(V.T @ S @ V)
+    mu, Y = mu[::-1], Y[:, ::-1]
+    n_pos = int((mu > pos_rtol * np.abs(mu).max()).sum())
+    kept = min(n_components, n_pos)
+    beta = sign_flip(V @ Y[:, :kept])
+    G = beta.T @ Hc.T @ F * inv
+    return beta, G, float(np.trace(beta.T @ S @ beta))
+
+
+def elmjec_dense(X, n_clusters, *, n_hidden, lam, gamma, n_components, n_restarts, max_iter,
+                 n_neighbors, random_state):
+    """Algorithm 1, densely. Returns a dict with beta, G, E, labels, history."""
+    X = np.asarray(X, dtype=np.float64)
+    rng = np.random.RandomState(random_state)
+    offset, scale = minmax(X)
+    layer = RandomHiddenLayer.draw(X.shape[1], n_hidden, "sigmoid", rng, offset=offset,
+                                   scale=scale)
+    rng.randint(0, 2**31 - 1)  # the graph's seed (unused by the exact graph)
+    Xs = (X - offset) / scale
+    L = knn_laplacian(Xs, n_neighbors)
+    H = layer(X)
+    Hc = H - H.mean(axis=0)
+    _, labels, _ = kmeans_dense(Xs, n_clusters, n_init=max(n_restarts, 1),
+                                random_state=rng.randint(0, 2**31 - 1))
+    beta, G, obj = solve_dense(Hc, L, labels, n_clusters, lam, gamma, n_components)
+    history = {"objective": [obj], "kmeans_objective": [np.nan], "n_changed": [np.nan]}
+    for _ in range(max_iter):
+        seed = rng.randint(0, 2**31 - 1)
+        E = Hc @ beta
+        _, lab_b, in_b = kmeans_dense(E, n_clusters, init=G.T)
+        new, inertia = lab_b, in_b
+        if n_restarts > 0:
+            _, lab_r, in_r = kmeans_dense(E, n_clusters, n_init=n_restarts, random_state=seed)
+            if in_r < in_b:
+                new, inertia = lab_r, in_r
+        n_changed = changed(labels, new, n_clusters)
+        history["kmeans_objective"].append(inertia)
+        history["n_changed"].append(n_changed)
+        if n_changed == 0:
+            history["objective"].append(obj)
+            break
+        labels = new
+        beta, G, obj = solve_dense(Hc, L, labels, n_clusters, lam, gamma, n_components)
+        history["objective"].append(obj)
+    return {"beta": beta, "G": G, "E": Hc @ beta, "labels": labels, "objective": obj,
+            "history": {k: np.array(v, dtype=float) for k, v in history.items()}}

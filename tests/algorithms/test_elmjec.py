@@ -1,0 +1,304 @@
+"""ELM-JEC: chunked == dense NumPy Algorithm 1, ascent, the rank trap, sweeps, bad input."""
+
+import warnings
+
+import dask.array as da
+import numpy as np
+import pytest
+from sklearn.base import clone
+from sklearn.datasets import make_blobs
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.metrics import adjusted_rand_score
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+import elmscale
+from elmscale import gram
+from elmscale.algorithms import _elmjec
+from elmscale.algorithms._elmjec import (ELMJEC, ELMJECReduced, FewerComponentsWarning,
+                                         elmjec_embedding, elmjec_sweep)
+
+from .._reference import hidden, knn_laplacian
+from .._reference_elmjec import elmjec_dense, minmax, solve_dense
+
+pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+
+
+@pytest.fixture
+def overlapping(global_seed):
+    """(X, y): 210 points in 4-d, 4 overlapping blobs: Algorithm 1 takes a few iterations."""
+    return make_blobs(n_samples=210, n_features=4, centers=4, cluster_std=3.5,
+                      random_state=global_seed)
+
+
+PARAMS = dict(n_clusters=4, n_hidden=40, graph="exact", n_neighbors=5, n_restarts=3,
+              max_iter=6, lam=0.5, gamma=0.05, n_components=3, random_state=7)
+
+
+def _model(**kw):
+    return ELMJEC(**{**PARAMS, **kw})
+
+
+def _same_partition(a, b):
+    return adjusted_rand_score(np.asarray(a), np.asarray(b)) == 1.0
+
+
+@pytest.mark.parametrize("lam,gamma,n_components", [(0.5, 0.5, 3), (4.0, 0.05, 5)])
+def test_chunked_equals_dense_numpy_algorithm(overlapping, lam, gamma, n_components):
+    """Uneven dask chunks, same seed: beta, G, E, the objective history and the labels match
+    a dense implementation written from eq. 6 with the N x N matrix M."""
+    X, _ = overlapping
+    Xd = da.from_array(X, chunks=((50, 90, 70), (4,)))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FewerComponentsWarning)
+        m = _model(lam=lam, gamma=gamma, n_components=n_components).fit(Xd)
+    ref = elmjec_dense(X, 4, n_hidden=40, lam=lam, gamma=gamma, n_components=n_components,
+                       n_restarts=3, max_iter=6, n_neighbors=5, random_state=7)
+    assert m.history_["n_changed"][1] > 0  # the case exercises the update step
+    np.testing.assert_allclose(m.history_["objective"], ref["history"]["objective"], rtol=1e-10)
+    np.testing.assert_allclose(m.history_["kmeans_objective"], ref["history"]["kmeans_objective"],
+                               rtol=1e-10)
+    np.testing.assert_array_equal(m.history_["n_changed"], ref["history"]["n_changed"])
+    assert _same_partition(m.labels_.compute(), ref["labels"])
+    np.testing.assert_allclose(m.output_weights_, ref["beta"], rtol=1e-8, atol=1e-9)
+    E = m.embedding_.compute()
+    np.testing.assert_allclose(E, ref["E"], rtol=1e-10, atol=1e-10 * np.abs(ref["E"]).max())
+    np.testing.assert_allclose(m.objective_, ref["objective"], rtol=1e-10)
+
+
+def test_reduced_solve_equals_dense_eq_6(overlapping):
+    """The function over reduced matrices: objective = Tr(beta^T H~^T M H~ beta), beta
+    orthonormal, G the cluster means of E (eq. 10)."""
+    X, _ = overlapping
+    m = _model(scaling=None, max_iter=0).fit(X)
+    H = hidden(X, m.hidden_layer_)
+    L = knn_laplacian(X, 5)
+    labels = np.arange(len(X)) % 4
+    F = np.eye(4)[labels]
+    beta, eig, G, obj = elmjec_embedding(H.T @ H, H.sum(0), len(X), H.T @ L @ H, H.T @ F,
+                                         F.sum(0), 0.5, 0.05, 3)
+    Hc = H - H.mean(0)
+    b_ref, G_ref, obj_ref = solve_dense(Hc, L, labels, 4, 0.5, 0.05, 3)
+    np.testing.assert_allclose(obj, obj_ref, rtol=1e-10)
+    np.testing.assert_allclose(eig.sum(), obj, rtol=1e-12)
+    np.testing.assert_allclose(beta.T @ beta, np.eye(3), atol=1e-12)
+    np.testing.assert_allclose(G, np.stack([(Hc @ beta)[labels == j].mean(0) for j in range(4)],
+                                           axis=1), rtol=1e-9, atol=1e-12)
+    red = ELMJECReduced(H.T @ H, H.sum(0), len(X), H.T @ L @ H)
+    E = Hc @ beta
+    km = sum(((E[labels == j] - E[labels == j].mean(0)) ** 2).sum() for j in range(4))
+    np.testing.assert_allclose(red.kmeans_objective(beta, H.T @ F, F.sum(0)), km, rtol=1e-9)
+
+
+def test_accepted_partition_never_worse_than_baseline_and_objective_ascends(overlapping):
+    X, _ = overlapping
+    m = _model(max_iter=8, lam=2.0, n_components=2).fit(X)
+    h = m.history_
+    assert (h["n_changed"][1:] > 0).sum() >= 2 and len(h["objective"]) == m.n_iter_ + 1
+    assert np.all(h["kmeans_objective"][1:] <= h["baseline_kmeans_objective"][1:])
+    assert set(h["accepted"][1:]) <= {"baseline", "restart"}
+    # block-coordinate ascent on eq. 6: F step (never worse than Lloyd from G), then beta step
+    assert np.all(np.diff(h["objective"]) >= -1e-9 * np.abs(h["objective"]).max())
+    # without restarts the baseline is always the accepted run
+    b = _model(max_iter=4, n_restarts=0).fit(X)
+    assert set(b.history_["accepted"][1:]) == {"baseline"}
+
+
+def test_fewer_positive_eigenvalues_than_components_trap(overlapping):
+    """lam > 1: at most n_clusters - 1 = 3 positive eigenvalues. The literal top-n_o eigenvectors
+    give all-zero embedding columns; the estimator keeps the positive ones only and warns."""
+    X, _ = overlapping
+    with pytest.warns(FewerComponentsWarning, match=r"only [123] positive .* n_components=8"):
+        m = _model(lam=4.0, n_components=8, n_hidden=300).fit(X)  # rank H~ < N < n_h
+    assert 1 <= m.n_components_ <= 3
+    assert m.embedding_.shape == (len(X), m.n_components_)
+    assert m.cluster_centers_.shape == (4, m.n_components_)
+    kept = np.linalg.norm(m.embedding_, axis=0)
+    assert np.all(kept > 1e-6 * kept.max())  # no null-space (all-zero) column
+    assert np.all(m.eigenvalues_ > 0)
+    # the trap, literally: top 8 eigenvectors of the full H~^T M H~
+    H = hidden(X, m.hidden_layer_)
+    Hc = H - H.mean(0)
+    offset, scale = minmax(X)
+    L = knn_laplacian((X - offset) / scale, 5)
+    F = np.eye(4)[np.asarray(m.labels_)]
+    M = -3.0 * np.eye(len(X)) + 4.0 * F @ np.diag(1 / F.sum(0)) @ F.T - 0.05 * L
+    w, V = np.linalg.eigh(Hc.T @ M @ Hc)
+    literal = Hc @ V[:, ::-1][:, :8]
+    norms = np.linalg.norm(literal, axis=0)
+    assert (norms < 1e-6 * norms.max()).sum() >= 8 - 3  # all-zero columns beyond n_clusters - 1
+    # when nothing is positive, fit says what to change
+    with pytest.raises(ValueError, match="no positive eigenvalue for lam=4.0, gamma=1000000.0"
+                                         ".*Lower gamma"):
+        _model(lam=4.0, gamma=1e6).fit(X)
+
+
+def test_numpy_and_dask_input_agree_and_output_follows_input(overlapping):
+    X, _ = overlapping
+    mn = _model().fit(X)
+    md = _model().fit(da.from_array(X, chunks=(64, 4)))
+    assert isinstance(mn.labels_, np.ndarray) and isinstance(mn.embedding_, np.ndarray)
+    assert isinstance(md.labels_, da.Array) and isinstance(md.embedding_, da.Array)
+    np.testing.assert_array_equal(mn.labels_, md.labels_.compute())
+    np.testing.assert_allclose(mn.embedding_, md.embedding_.compute(), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(mn.history_["objective"], md.history_["objective"], rtol=1e-10)
+    assert isinstance(md.predict(da.from_array(X[:30], chunks=10)), da.Array)
+    assert isinstance(mn.transform(X[:30]), np.ndarray)
+
+
+def test_transform_and_predict_on_unseen_points(overlapping):
+    X, y = overlapping
+    m = _model().fit(X[:150])
+    np.testing.assert_allclose(m.transform(X[:150]), m.embedding_, rtol=1e-10, atol=1e-12)
+    H = hidden(X[150:], m.hidden_layer_)
+    E_new = (H - m.hidden_mean_) @ m.output_weights_  # E = (h(x) - mu) beta
+    np.testing.assert_allclose(m.transform(X[150:]), E_new, rtol=1e-10, atol=1e-12)
+    d2 = ((E_new[:, None, :] - m.cluster_centers_[None]) ** 2).sum(2)
+    np.testing.assert_array_equal(m.predict(X[150:]), d2.argmin(1))
+    # G holds the cluster means of the training embedding under labels_
+    for j in range(4):
+        np.testing.assert_allclose(m.cluster_centers_[j], m.embedding_[m.labels_ == j].mean(0),
+                                   rtol=1e-9, atol=1e-12)
+
+
+def test_one_gram_pass_per_fit_and_one_htf_pass_per_iteration(overlapping, monkeypatch):
+    calls = []
+    real = gram.hidden_stats
+
+    def spy(features, terms, **kw):
+        calls.append(tuple(terms))
+        return real(features, terms, **kw)
+
+    monkeypatch.setattr(_elmjec, "hidden_stats", spy)
+    m = _model(cache=True).fit(X := overlapping[0])
+    assert [c for c in calls if "hth" in c or "htlh" in c] == [("count", "colsum", "hth",
+                                                                "htlh")]
+    assert [c for c in calls if "hth" not in c] == [("htf", "sizes")] * (m.n_iter_ + 1)
+    # the sweep: still one fixed-Gram pass for the whole grid
+    calls.clear()
+    fits = elmjec_sweep(X, {"lam": [0.5, 2.0], "gamma": [0.05, 0.2], "n_components": [2, 3]},
+                        clone(_model()))
+    assert len(fits) == 8
+    assert sum("hth" in c for c in calls) == 1
+
+
+def test_sweep_equals_fitting_each_setting(overlapping):
+    X, _ = overlapping
+    grid = {"lam": [0.5, 4.0], "gamma": [0.05], "n_components": [2, 3]}
+    for setting, fitted in elmjec_sweep(X, grid, **PARAMS):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FewerComponentsWarning)
+            alone = _model(**setting).fit(X)
+        np.testing.assert_array_equal(fitted.labels_, alone.labels_)
+        np.testing.assert_allclose(fitted.output_weights_, alone.output_weights_, rtol=1e-12)
+        np.testing.assert_allclose(fitted.history_["objective"], alone.history_["objective"],
+                                   rtol=1e-12)
+        np.testing.assert_array_equal(fitted.predict(X[:20]), alone.predict(X[:20]))
+    with pytest.raises(ValueError, match=r"varies only .*'n_hidden'"):
+        elmjec_sweep(X, {"n_hidden": [10]}, **PARAMS)
+    with pytest.raises(ValueError, match=r"'gamma' parameter of ELMJEC must be a float in the "
+                                         r"range \(0.0, inf\)"):
+        elmjec_sweep(X, {"gamma": [0.1, -1.0]}, **PARAMS)
+    fits = elmjec_sweep(X, {"gamma": [0.05, 1e6], "lam": [4.0]}, **PARAMS)
+    assert isinstance(fits[1][1], ValueError) and isinstance(fits[0][1], ELMJEC)
+
+
+def test_clusters_separated_blobs(blobs):
+    X, y = blobs
+    m = ELMJEC(3, n_hidden=60, graph="exact", random_state=0).fit(X)
+    assert adjusted_rand_score(y, m.labels_) > 0.95
+    assert np.array_equal(m.fit_predict(X), m.labels_)
+
+
+@pytest.mark.distributed
+def test_fit_on_distributed_cluster_matches_local(overlapping, dask_client):
+    X, _ = overlapping
+    Xd = da.from_array(X, chunks=((50, 90, 70), (4,)))
+    dist = _model(max_iter=2, n_restarts=1).fit(Xd)
+    labels = dist.labels_.compute()
+    with elmscale_sync():
+        local = _model(max_iter=2, n_restarts=1).fit(Xd)
+        local_labels = local.labels_.compute()
+    np.testing.assert_array_equal(labels, local_labels)
+    np.testing.assert_allclose(dist.history_["objective"], local.history_["objective"],
+                               rtol=1e-10)
+
+
+def elmscale_sync():
+    import dask
+
+    return dask.config.set(scheduler="sync")
+
+
+def test_registered_as_plugin():
+    assert "elm-jec" in elmscale.available("algorithm")
+    m = elmscale.make("elm-jec", n_clusters=2)
+    assert isinstance(m, ELMJEC) and m.n_clusters == 2
+
+
+@pytest.mark.parametrize("params,match", [
+    (dict(lam=0.0), r"'lam' parameter of ELMJEC must be a float in the range \(0.0, inf\)"),
+    (dict(lam=-1.0), r"'lam' parameter of ELMJEC must be a float in the range \(0.0, inf\)"),
+    (dict(lam=np.inf), r"'lam' parameter of ELMJEC must be a float in the range \(0.0, inf\)"),
+    (dict(gamma=0.0), r"'gamma' parameter of ELMJEC must be a float in the range \(0.0, inf\)"),
+    (dict(gamma=np.inf), r"'gamma' parameter of ELMJEC must be a float in the range \(0.0, "
+                         r"inf\)"),
+    (dict(gamma="big"), r"'gamma' parameter of ELMJEC must be a float"),
+    (dict(n_clusters=500), "n_clusters=500 must be <= n_samples=210"),
+    (dict(n_components=40), "n_components=40 must be smaller than n_hidden=40"),
+    (dict(n_neighbors=210), "n_neighbors=210 must be smaller than n_samples=210"),
+    (dict(n_restarts=-1), "n_restarts"),
+    (dict(max_iter=1.5), "max_iter"),
+    (dict(activation="sigmod"), "activation.*sigmoid"),
+])
+def test_bad_parameters(overlapping, params, match):
+    with pytest.raises(ValueError, match=match):
+        _model(**params).fit(overlapping[0])
+
+
+@pytest.mark.parametrize("X,err,match", [
+    (np.array([[0.0, np.nan]] * 20), ValueError, "NaN or infinity"),
+    (np.zeros(20), ValueError, "must be 2-D"),
+    (np.zeros((0, 3)), ValueError, "is empty"),
+    (np.array([["a", "b"]] * 20), TypeError, "must hold numbers"),
+])
+def test_bad_input(X, err, match):
+    with pytest.raises(err, match=match):
+        _model().fit(X)
+
+
+def test_predict_before_fit_and_wrong_features(overlapping):
+    from sklearn.exceptions import NotFittedError
+
+    with pytest.raises(NotFittedError):
+        _model().predict(overlapping[0])
+    m = _model(max_iter=1).fit(overlapping[0])
+    with pytest.raises(ValueError, match="has 3 features, but .* fitted with 4 features"):
+        m.predict(overlapping[0][:, :3])
+
+
+# All five come from the engine's shared input validation (elmscale.utils._validation), whose
+# messages are elmscale's own wording rather than scikit-learn's; the behaviour (an error) is
+# right in each case.
+_VALIDATION = "elmscale's shared input validation words this error differently: "
+EXPECTED_FAILED_CHECKS = {
+    "check_n_features_in_after_fitting": _VALIDATION + "'X has 1 features, but the estimator "
+                                         "was fitted with 4 features'",
+    "check_complex_data": _VALIDATION + "complex input raises TypeError('must hold numbers')",
+    "check_dtype_object": _VALIDATION + "object arrays raise TypeError('must hold numbers')",
+    "check_estimators_empty_data_messages": _VALIDATION + "'X has 0 features, at least 1 is "
+                                            "required'",
+    "check_fit2d_predict1d": _VALIDATION + "'X must be 2-D ...; reshape 1-D data with "
+                             "X.reshape(-1, 1)'",
+}
+
+
+@parametrize_with_checks(
+    [ELMJEC(n_clusters=2, n_hidden=12, graph="exact", n_neighbors=3, n_restarts=2, max_iter=3,
+            random_state=0)],
+    expected_failed_checks=lambda est: EXPECTED_FAILED_CHECKS,
+)
+def test_sklearn_compatible(estimator, check):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FewerComponentsWarning)
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        check(estimator)
