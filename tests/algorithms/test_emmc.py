@@ -111,8 +111,8 @@ def test_balance_holds_after_every_iteration_on_imbalanced_data(k, output, globa
     weights = [0.7] + [0.3 / (k - 1)] * (k - 1)
     X, _ = _data(k, n=400, seed=global_seed, weights=weights)
     for balance in (0.0, 0.03, 0.15):
-        model = EMMC(k, n_hidden=40, balance=balance, output=output, init="kmeans",
-                     random_state=global_seed).fit(X)
+        model = EMMC(k, n_hidden=40, balance=balance, output=output, init="kmeans", n_init=2,
+                     max_iter=10, random_state=global_seed).fit(X)
         tol = max(balance * len(X), 1.0 if len(X) % k else 0.0)
         assert model.n_iter_ >= 1
         for h in model.history_:
@@ -258,3 +258,10 @@ def test_bad_input(blobs):
     model = EMMC(2, n_hidden=10, random_state=0).fit(X)
     with pytest.raises(ValueError, match="X has 2 features, but the estimator was fitted with 5"):
         model.predict(X[:, :2])
+
+
+@pytest.mark.parametrize("k, expected", [(2, 1), (3, 3)])
+def test_output_auto_is_single_for_two_clusters_else_multi(k, expected, blobs):
+    X, _ = blobs
+    model = EMMC(k, n_hidden=20, max_iter=2, random_state=0).fit(X)
+    assert model.output == "auto" and model.targets_.shape == (k, expected)

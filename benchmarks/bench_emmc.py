@@ -1,0 +1,251 @@
+"""EMMC benchmarks: the protocol of Tables 7-9 of Zhang, Xia, Liu and Zhang (2013) and a scale run.
+
+Protocol (paper): C from {2^-10, ..., 2^10}; L = N for the small sets, 300 for letter and
+Ringnorm, 1000 for USPS; 20 runs; clustering accuracy (best one-to-one matching) and Rand
+index; seconds per fit. The paper reports the best C; so does the "tuned" column here (an
+oracle: it looks at the labels), next to a "default" column (``EMMC(n_clusters=k)`` with
+every other parameter at its default: no labels used).
+
+    python benchmarks/bench_emmc.py --quick                 # 2 runs, 5 values of C, small sets
+    python benchmarks/bench_emmc.py --runs 20 --c-step 1    # the full protocol
+    python benchmarks/bench_emmc.py --tables none --scale   # only the scale run
+
+Datasets come from ../shared/datasets (relative to the repository); a missing file is skipped.
+The scale run fits 1,000,000 points (a 10-d Gaussian mixture) with 2 and 10 clusters, with and
+without caching H, each in a fresh process so that peak RSS is that fit's own.
+"""
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+DATASETS = ROOT.parent / "shared" / "datasets"
+
+# name: (loader spec, n_clusters, L ("N" = n_samples), balance, paper ACC %, paper seconds)
+SETS = {
+    "Ionosphere": ("ionosphere", None, "N", 0.15, 74.73, None),
+    "Digits1-7": ("digits", (1, 7), "N", 0.03, 99.26, None),
+    "Digits8-9": ("digits", (8, 9), "N", 0.03, 98.36, None),
+    "LetterA-B": ("letter", (0, 1), 300, 0.03, 95.06, None),
+    "Ringnorm": ("ringnorm", None, 300, 0.03, 98.40, 73.0),
+    "Digits0689": ("digits", (0, 6, 8, 9), "N", 0.03, 96.25, None),
+    "Digits1279": ("digits", (1, 2, 7, 9), "N", 0.03, 96.37, None),
+    "LetterABCD": ("letter", (0, 1, 2, 3), 300, 0.03, 78.76, 43.3),
+    "USPS": ("usps", None, 1000, 0.15, 96.20, 536.6),
+}
+
+
+def load(spec, classes):
+    if spec == "digits":
+        from sklearn.datasets import load_digits
+
+        X, y = load_digits(return_X_y=True)
+    else:
+        path = DATASETS / f"{spec}.npz"
+        if not path.exists():
+            return None
+        data = np.load(path)
+        X, y = data["X"], data["y"]
+    X = np.asarray(X, dtype=np.float64)
+    if classes is not None:
+        keep = np.isin(y, classes)
+        X, y = X[keep], y[keep]
+    return X, np.unique(y, return_inverse=True)[1]
+
+
+def accuracy(y, labels):
+    from scipy.optimize import linear_sum_assignment
+    from sklearn.metrics import confusion_matrix
+
+    cm = confusion_matrix(y, labels)
+    r, c = linear_sum_assignment(-cm)
+    return cm[r, c].sum() / len(y)
+
+
+def fit_scores(X, y, **params):
+    from sklearn.metrics import rand_score
+
+    from elmscale import EMMC
+
+    t = time.perf_counter()
+    model = EMMC(**params).fit(X)
+    seconds = time.perf_counter() - t
+    return accuracy(y, model.labels_), rand_score(y, model.labels_), seconds, model.n_iter_
+
+
+def summarise(rows):
+    acc = [r[0] for r in rows]
+    ri = [r[1] for r in rows]
+    sec = [r[2] for r in rows]
+    sd = (lambda v: statistics.stdev(v) if len(v) > 1 else 0.0)
+    return {"acc": statistics.mean(acc), "acc_sd": sd(acc), "ri": statistics.mean(ri),
+            "ri_sd": sd(ri), "sec": statistics.median(sec), "iters": statistics.mean(
+                [r[3] for r in rows])}
+
+
+def run_tables(args):
+    import dask
+
+    names = list(SETS) if args.datasets == "all" else args.datasets.split(",")
+    exps = list(range(-10, 11, args.c_step))
+    results = {}
+    with dask.config.set(scheduler="sync"):  # one core: other jobs share the machine
+        for name in names:
+            spec, classes, L, balance, paper_acc, paper_sec = SETS[name]
+            data = load(spec, classes)
+            if data is None:
+                print(f"{name}: dataset absent, skipped", flush=True)
+                continue
+            X, y = data
+            k = len(np.unique(y))
+            L = X.shape[0] if L == "N" else L
+            runs = args.runs_large if X.shape[0] > 5000 else args.runs
+            grid = {}
+            t0 = time.perf_counter()
+            for e in exps:
+                grid[e] = summarise([fit_scores(
+                    X, y, n_clusters=k, n_hidden=L, C=2.0**e, balance=balance,
+                    activation=args.activation, scaling=args.scaling, random_state=r)
+                    for r in range(runs)])
+            best = max(grid, key=lambda e: grid[e]["acc"])
+            default = summarise([fit_scores(X, y, n_clusters=k, random_state=r)
+                                 for r in range(runs)])
+            entry = {"n": X.shape[0], "d": X.shape[1], "k": k, "L": L, "balance": balance,
+                     "runs": runs, "best_log2C": best, "tuned": grid[best], "default": default,
+                     "grid": grid, "paper_acc": paper_acc, "paper_sec": paper_sec}
+            if k > 2 and args.multi:
+                entry["default_multi"] = summarise([fit_scores(
+                    X, y, n_clusters=k, output="multi", random_state=r) for r in range(runs)])
+            results[name] = entry
+            print(json.dumps({name: {key: v for key, v in entry.items() if key != "grid"}}),
+                  f"({time.perf_counter() - t0:.0f} s)", flush=True)
+    return results
+
+
+def table_markdown(results):
+    lines = ["| data set | n, d, k | L | l/n | paper ACC | tuned: log2 C | ACC % | RI | s/fit | "
+             "default: ACC % | RI | s/fit | default multi-output: ACC % |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for name, e in results.items():
+        t, d = e["tuned"], e["default"]
+        dm = e.get("default_multi")
+        lines.append(
+            f"| {name} | {e['n']}, {e['d']}, {e['k']} | {e['L']} | {e['balance']} | "
+            f"{e['paper_acc']:.2f}{'' if e['paper_sec'] is None else f' ({e[chr(112) + 'aper_sec']} s)'} | "
+            f"{e['best_log2C']} | {100 * t['acc']:.2f} +- {100 * t['acc_sd']:.2f} | "
+            f"{t['ri']:.3f} | {t['sec']:.2f} | {100 * d['acc']:.2f} +- {100 * d['acc_sd']:.2f} | "
+            f"{d['ri']:.3f} | {d['sec']:.2f} | "
+            f"{'-' if dm is None else f'{100 * dm[chr(97) + chr(99) + chr(99)]:.2f}'} |")
+    return "\n".join(lines)
+
+
+# -- the scale run ---------------------------------------------------------------------------
+def scale_child(n, k, cache, n_hidden, n_init, max_iter, seed=0):
+    """One fit in this (fresh) process; prints one JSON line."""
+    import dask
+    import dask.array as da
+    from threadpoolctl import threadpool_limits
+
+    from elmscale import EMMC, config_context
+
+    rng = np.random.RandomState(seed)
+    d = 10
+    centres = rng.randn(k, d) * 4.0
+    y = rng.randint(k, size=n)
+    X = (centres[y] + rng.randn(n, d)).astype(np.float32)
+    Xd = da.from_array(X, chunks=(100_000, d))
+    with threadpool_limits(1), dask.config.set(scheduler="threads", num_workers=2), \
+            config_context(compute_dtype="float32"):
+        t = time.perf_counter()
+        model = EMMC(k, n_hidden=n_hidden, n_init=n_init, max_iter=max_iter, cache=cache,
+                     output="multi" if k > 2 else "single", random_state=seed).fit(Xd)
+        labels = model.labels_.compute()
+        total = time.perf_counter() - t
+    iters = [h["seconds"] for h in model.history_]
+    print(json.dumps({
+        "n": n, "k": k, "cache": cache, "n_hidden": n_hidden, "n_init": n_init,
+        "total_s": total, "n_iter": model.n_iter_, "converged": bool(model.converged_),
+        "iter_s_median": statistics.median(iters), "iter_s": iters,
+        "init_and_gram_s": total - sum(iters), "acc": accuracy(y, labels),
+        "peak_rss_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
+        "sizes": model.cluster_sizes_.tolist()}), flush=True)
+
+
+def run_scale(args):
+    out = []
+    for k in [int(v) for v in args.scale_clusters.split(",")]:
+        for cache in (True, False):
+            cmd = [sys.executable, __file__, "--scale-child", str(args.scale_n), str(k),
+                   str(int(cache)), str(args.scale_hidden), str(args.scale_n_init),
+                   str(args.scale_max_iter)]
+            res = subprocess.run(cmd, capture_output=True, text=True, env=os.environ.copy())
+            line = [v for v in res.stdout.splitlines() if v.startswith("{")]
+            if res.returncode or not line:
+                print(res.stderr[-2000:], flush=True)
+                continue
+            out.append(json.loads(line[-1]))
+            print(line[-1], flush=True)
+    return out
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true",
+                        help="2 runs, C in {2^-10, 2^-5, ..., 2^10}, the small sets only")
+    parser.add_argument("--runs", type=int, default=20, help="runs per setting (small sets)")
+    parser.add_argument("--runs-large", type=int, default=None,
+                        help="runs per setting for sets above 5000 points (default: --runs)")
+    parser.add_argument("--c-step", type=int, default=1, help="step of the exponent of C")
+    parser.add_argument("--datasets", default="all", help=f"comma list of {list(SETS)}")
+    parser.add_argument("--tables", default="run", choices=["run", "none"])
+    parser.add_argument("--activation", default="sigmoid")
+    parser.add_argument("--scaling", default="standard")
+    parser.add_argument("--multi", action="store_true",
+                        help="add a default-parameters column with output='multi'")
+    parser.add_argument("--scale", action="store_true", help="run the 1M-point scale run")
+    parser.add_argument("--scale-n", type=int, default=1_000_000)
+    parser.add_argument("--scale-clusters", default="2,10")
+    parser.add_argument("--scale-hidden", type=int, default=200)
+    parser.add_argument("--scale-n-init", type=int, default=3)
+    parser.add_argument("--scale-max-iter", type=int, default=50)
+    parser.add_argument("--json", default=None, help="write all results to this file")
+    parser.add_argument("--scale-child", nargs=6, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.scale_child:
+        n, k, cache, L, n_init, max_iter = (int(v) for v in args.scale_child)
+        scale_child(n, k, bool(cache), L, n_init, max_iter)
+        return
+    if args.quick:
+        args.runs, args.c_step = 2, 5
+        if args.datasets == "all":
+            args.datasets = "Ionosphere,Digits1-7,Digits8-9,Digits0689,Digits1279"
+    if args.runs_large is None:
+        args.runs_large = args.runs
+    warnings.filterwarnings("ignore", module="elmscale.registry")
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    results = {"blas": [{k: i.get(k) for k in ("internal_api", "architecture", "num_threads")}
+                        for i in threadpool_info()], "date": time.strftime("%Y-%m-%d %H:%M UTC",
+                                                                           time.gmtime())}
+    if args.tables == "run":
+        with threadpool_limits(1):
+            results["tables"] = run_tables(args)
+        print(table_markdown(results["tables"]))
+    if args.scale:
+        results["scale"] = run_scale(args)
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=1, default=float))
+
+
+if __name__ == "__main__":
+    main()
