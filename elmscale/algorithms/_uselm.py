@@ -51,8 +51,9 @@ class USELM(ClusterMixin, TransformerMixin, BaseELM):
         Weight of the manifold term (the paper's lambda).
     activation : str or callable, default="sigmoid"
         A registered activation name (``elmscale.available("activation")``) or a callable.
-    graph : str or callable, default="pynndescent"
-        kNN backend (``elmscale.available("graph")``); "exact" for small data.
+    graph : "auto", str or callable, default="auto"
+        kNN backend (``elmscale.available("graph")``). "auto" takes "exact" up to 10,000
+        samples (faster and exact there) and "pynndescent" above.
     n_neighbors : int, default=10
     weights : {"binary", "heat"}, default="binary"
     sigma : float or None, default=None
@@ -120,7 +121,7 @@ class USELM(ClusterMixin, TransformerMixin, BaseELM):
     }
 
     def __init__(self, n_clusters=8, *, n_components="auto", n_hidden=1000, lam=0.1,
-                 activation="sigmoid", graph="pynndescent", n_neighbors=10, weights="binary",
+                 activation="sigmoid", graph="auto", n_neighbors=10, weights="binary",
                  sigma=None, normalized=False, scaling="standard", solver="auto", n_init=10,
                  cache="auto", random_state=None):
         self.n_clusters = n_clusters

@@ -18,8 +18,15 @@ def _check_k(X, n_neighbors):
         )
 
 
-def _block_candidates(Xq, Xr, q_start, r_start, k):
-    """The k nearest rows of Xr for each row of Xq, by global index, excluding self."""
+def _block_candidates(Xq, Xr, q_start, r_start, k, max_rows=2048):
+    """The k nearest rows of Xr for each row of Xq, by global index, excluding self.
+
+    Query rows are processed ``max_rows`` at a time so a task holds at most
+    max_rows x len(Xr) distances."""
+    if Xq.shape[0] > max_rows:
+        parts = [_block_candidates(Xq[i : i + max_rows], Xr, q_start + i, r_start, k, max_rows)
+                 for i in range(0, Xq.shape[0], max_rows)]
+        return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
     Xq = Xq.astype(np.float64, copy=False)
     Xr = Xr.astype(np.float64, copy=False)
     d2 = (Xq * Xq).sum(1)[:, None] + (Xr * Xr).sum(1)[None, :] - 2.0 * (Xq @ Xr.T)
