@@ -1,0 +1,232 @@
+"""TUMK-ELM: dense NumPy reference, exact vs scalable, reductions, loss history, inputs,
+distributed, errors."""
+
+import dask.array as da
+import numpy as np
+import pytest
+from sklearn.datasets import make_blobs
+from sklearn.metrics import adjusted_rand_score
+from sklearn.utils._param_validation import InvalidParameterError
+
+import elmscale
+from elmscale.algorithms._tumkelm import (
+    AUTO_EXACT_MAX,
+    TUMKELM,
+    exact_combined,
+    exact_kspace_gram,
+    exact_leading_eigenvectors,
+    exact_pass,
+    factor_stats,
+    kspace_gram,
+    kspace_target,
+    leading_eigenvectors,
+    project_weights,
+    tumkelm_loss,
+)
+from elmscale.exceptions import UnknownPluginError
+from elmscale.kernels import LinearKernel, PolynomialKernel, RBFKernel
+
+# kernels whose scalable factors are exact (explicit features and closed forms), so the
+# chunked scalable mode must equal the dense reference to rounding
+EXACT_FACTOR_KERNELS = [LinearKernel(), PolynomialKernel(2), RBFKernel(1e-10), RBFKernel(1e10)]
+
+
+def dense_tumkelm(X, kernels, n_clusters, *, C=1.0, delta=1e-4, max_iter=20, form="distance"):
+    """Algorithm 1 written literally with dense N x N kernels and the N^2 x p matrix Z."""
+    N, p = X.shape[0], len(kernels)
+    Ks = [k(X, X) for k in kernels]
+    if form == "distance":
+        Ks_z = [np.diag(K)[:, None] + np.diag(K)[None, :] - 2 * K for K in Ks]
+    else:
+        Ks_z = Ks
+    Z = np.stack([z.ravel() for z in Ks_z], axis=1)
+    mu = np.full(p, 1.0 / p)
+    losses, weights = [], []
+    for it in range(max_iter):
+        Kh = sum(m * K for m, K in zip(mu, Ks))
+        s, U = np.linalg.eigh(Kh)
+        U = U[:, ::-1][:, :n_clusters]
+        U = U * np.where(U.sum(0) >= 0, 1.0, -1.0)
+        labels = np.argmax(U, axis=1)
+        Fm = np.eye(n_clusters)[labels]
+        n = Fm.sum(0)
+        Lh = np.diag(np.where(n > 0, 1 / np.sqrt(np.maximum(n, 1)), 0))
+        loss = np.trace(Kh) - np.trace(Lh @ Fm.T @ Kh @ Fm @ Lh)
+        losses.append(loss)
+        weights.append(mu)
+        if it > 0 and abs(losses[-1] - losses[-2]) <= delta * abs(losses[-2]):
+            break
+        if it == max_iter - 1:
+            break
+        T = (labels[:, None] != labels[None, :]).astype(float).ravel()
+        raw = np.linalg.solve(np.eye(p) / C + Z.T @ Z, Z.T @ T)
+        mu = np.maximum(raw, 0) / np.maximum(raw, 0).sum()
+    return labels, np.array(losses), np.array(weights)
+
+
+@pytest.fixture
+def small(global_seed):
+    """60 points in 3-d, 3 blobs (NumPy), no duplicate rows."""
+    return make_blobs(n_samples=60, n_features=3, centers=3, cluster_std=1.5,
+                      random_state=global_seed)
+
+
+@pytest.mark.parametrize("form", ["distance", "value"])
+@pytest.mark.parametrize("mode", ["exact", "scalable"])
+def test_chunked_equals_dense_reference(small, form, mode):
+    X, _ = small
+    # the value form with the all-ones kernel drifts to K^ = 11^T, whose eigenvectors past
+    # the first are arbitrary (see test_value_form_degenerates): leave that kernel out there
+    kernels = EXACT_FACTOR_KERNELS if form == "distance" else EXACT_FACTOR_KERNELS[:3]
+    labels, losses, weights = dense_tumkelm(X, kernels, 3, form=form, max_iter=6)
+    Xd = da.from_array(X, chunks=((25, 15, 20), (3,)))
+    model = TUMKELM(3, kernels=kernels, mode=mode, feature_form=form, max_iter=6,
+                    scaling=None).fit(Xd)
+    np.testing.assert_array_equal(model.labels_.compute(), labels)
+    np.testing.assert_allclose(model.history_, losses, rtol=1e-10)
+    np.testing.assert_allclose(model.weights_history_, weights, rtol=1e-8, atol=1e-12)
+
+
+def test_scalable_reductions_equal_exact_with_exact_factors(small, rng):
+    """m = N landmarks: the Nystrom factors are exact, and every reduction of the scalable
+    mode (Z^T Z, Z^T T, loss, leading eigenvectors) equals the dense one to rounding."""
+    X, _ = small
+    kernels = [LinearKernel(), PolynomialKernel(3), RBFKernel(1.0), RBFKernel(30.0),
+               RBFKernel(1e-10), RBFKernel(1e10)]
+    factors = [k.factor(X, n_samples=60, n_components=60, random_state=rng) for k in kernels]
+    assert [f.kind for f in factors] == ["explicit", "explicit", "nystrom", "nystrom",
+                                         "identity", "constant"]
+    stats, A = factor_stats(da.from_array(X, chunks=((20, 40), (3,))), factors)
+    mu = rng.uniform(size=len(kernels))
+    mu /= mu.sum()
+    U_ex, s_ex = exact_leading_eigenvectors(exact_combined(kernels, X, mu), 3)
+    P, s = leading_eigenvectors(stats, mu, 3)
+    U = np.hstack([f.features(X) for f in factors]) @ P
+    np.testing.assert_allclose(s, s_ex, rtol=1e-8)
+    np.testing.assert_allclose(U, U_ex, atol=1e-7)
+    labels = np.argmax(U_ex, axis=1)
+    F = np.eye(3)[labels]
+    Phi = np.hstack([f.features(X) for f in factors])
+    cs = {"E": Phi.T @ F, "sizes": F.sum(0), "SA": A.compute().T @ F}
+    for form in ("distance", "value"):
+        ZtZ = exact_kspace_gram(kernels, X, form)
+        ZtT, loss = exact_pass(kernels, X, labels, mu, form, 3)
+        tol = dict(rtol=1e-7, atol=1e-9 * np.abs(ZtZ).max())
+        np.testing.assert_allclose(kspace_gram(stats, form), ZtZ, **tol)
+        np.testing.assert_allclose(kspace_target(stats, cs, form), ZtT, rtol=1e-7,
+                                   atol=1e-9 * np.abs(ZtT).max())
+        np.testing.assert_allclose(tumkelm_loss(stats, cs, mu), loss, rtol=1e-7)
+
+
+def test_exact_and_scalable_agree_on_2000_points(global_seed):
+    """The paper's 15 kernels on 2,000 points; scalable mode with 200 Nystrom landmarks
+    gives the same clusters (up to permutation) as the exact mode."""
+    X, y = make_blobs(n_samples=2000, n_features=5, centers=4, cluster_std=1.5,
+                      random_state=global_seed)
+    exact = TUMKELM(4, mode="exact", max_iter=8, random_state=0).fit(X)
+    scal = TUMKELM(4, mode="scalable", n_landmarks=200, max_iter=8, random_state=0).fit(X)
+    assert exact.mode_ == "exact" and scal.mode_ == "scalable"
+    assert adjusted_rand_score(exact.labels_, scal.labels_) > 0.99
+    assert adjusted_rand_score(y, scal.labels_) > 0.9
+
+
+def test_loss_reported_per_iteration(small):
+    X, _ = small
+    model = TUMKELM(3, kernels=EXACT_FACTOR_KERNELS + [RBFKernel(1.0)], mode="exact",
+                    max_iter=5, delta=0.0).fit(X)
+    assert model.history_.shape == (model.n_iter_,)
+    assert model.weights_history_.shape == (model.n_iter_, 5)
+    np.testing.assert_allclose(model.weights_history_.sum(1), 1.0)
+    assert np.all(model.weights_history_ >= 0)
+    assert model.loss_ == model.history_[-1]
+    assert np.all(np.isfinite(model.history_))
+    # the last entry is eq. 10 for the final labels under the final weights
+    Xs = (X - X.mean(0)) / X.std(0)
+    _, loss = exact_pass(model.kernels_, Xs, model.labels_, model.kernel_weights_, "distance", 3)
+    np.testing.assert_allclose(model.loss_, loss, rtol=1e-10)
+
+
+@pytest.mark.parametrize("mode", ["exact", "scalable"])
+@pytest.mark.parametrize("assignment", ["argmax", "kmeans"])
+def test_numpy_and_dask_input_agree(blobs, blobs_dask, mode, assignment):
+    X, y = blobs
+    Xd, _ = blobs_dask
+    params = dict(kernels=["linear", ("poly", {"degree": 2}), ("rbf", {"width": 1.0})],
+                  mode=mode, assignment=assignment, n_landmarks=50, random_state=0, max_iter=5)
+    a = TUMKELM(3, **params).fit(X)
+    b = TUMKELM(3, **params).fit(Xd)
+    assert isinstance(a.labels_, np.ndarray) and isinstance(b.labels_, da.Array)
+    np.testing.assert_array_equal(a.labels_, b.labels_.compute())
+    np.testing.assert_allclose(a.history_, b.history_, rtol=1e-10)
+    assert adjusted_rand_score(y, a.labels_) > 0.9
+
+
+@pytest.mark.distributed
+def test_distributed_matches_sync(dask_client, blobs_dask):
+    Xd, y = blobs_dask
+    params = dict(kernels="paper", mode="scalable", n_landmarks=60, random_state=1, max_iter=5)
+    dist = TUMKELM(3, **params).fit(Xd)
+    labels = dist.labels_.compute()
+    import dask
+
+    with dask.config.set(scheduler="sync"):
+        sync = TUMKELM(3, **params).fit(Xd)
+        np.testing.assert_array_equal(labels, sync.labels_.compute())
+    np.testing.assert_allclose(dist.history_, sync.history_, rtol=1e-10)
+
+
+def test_auto_mode_and_registry(small):
+    X, _ = small
+    model = elmscale.make("tumk-elm", n_clusters=3, kernels=EXACT_FACTOR_KERNELS)
+    assert isinstance(model, TUMKELM)
+    assert model.fit(X).mode_ == "exact"
+    assert AUTO_EXACT_MAX == 10_000
+    assert model.fit_predict(X).shape == (60,)
+
+
+def test_negative_weights_are_projected(small):
+    assert project_weights(np.array([-1.0, 2.0, 1.0])).tolist() == [0.0, 2 / 3, 1 / 3]
+    assert project_weights(np.array([-1.0, -2.0])) is None
+    X, _ = small
+    # the value form regresses "different cluster" on kernel values: informative kernels
+    # get negative raw weights
+    model = TUMKELM(3, kernels=EXACT_FACTOR_KERNELS + [RBFKernel(1.0)], feature_form="value",
+                    max_iter=3).fit(X)
+    assert np.all(model.kernel_weights_ >= 0)
+    np.testing.assert_allclose(model.kernel_weights_.sum(), 1.0)
+
+
+@pytest.mark.parametrize("params, error, match", [
+    (dict(kernels=[]), ValueError, "kernels is empty"),
+    (dict(kernels=["linear", "nope"]), UnknownPluginError,
+     r"kernels: kernel 'nope' is not registered; available: linear, poly, rbf"),
+    (dict(kernels=[("rbf", 1.0)]), ValueError, r"must be \(name, params_dict\)"),
+    (dict(C=0.0), InvalidParameterError, r"The 'C' parameter of TUMKELM must be a float in "
+                                         r"the range \(0.0, inf\)"),
+    (dict(C=-1.0), InvalidParameterError, r"'C' parameter"),
+    (dict(delta=-1e-3), InvalidParameterError, r"The 'delta' parameter of TUMKELM must be a "
+                                               r"float in the range \[0.0, inf\)"),
+    (dict(mode="fast"), InvalidParameterError, r"'mode' parameter"),
+    (dict(feature_form="kernel"), InvalidParameterError, r"'feature_form' parameter"),
+    (dict(n_clusters=100), ValueError, r"n_clusters=100 must be <= n_samples=60"),
+])
+def test_bad_parameters(small, params, error, match):
+    X, _ = small
+    params = {"n_clusters": 3, **params}
+    with pytest.raises(error, match=match):
+        TUMKELM(**params).fit(X)
+
+
+def test_value_form_degenerates(small):
+    """Documented behaviour: with kernel VALUES as features and targets t = 1 for different
+    clusters, the all-ones kernel (constant feature 1) takes all the weight."""
+    X, _ = small
+    model = TUMKELM(3, kernels=EXACT_FACTOR_KERNELS, feature_form="value", max_iter=3).fit(X)
+    assert model.weights_history_[1, 3] > 0.99
+
+
+def test_bad_input():
+    with pytest.raises(ValueError, match="contains NaN"):
+        TUMKELM(2).fit(np.array([[0.0, 1.0], [np.nan, 1.0], [2.0, 3.0]]))
+    with pytest.raises(ValueError, match="must be 2-D"):
+        TUMKELM(2).fit(np.arange(5.0))
