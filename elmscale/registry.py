@@ -12,7 +12,14 @@ and its entry point; the others keep working. Environment variables:
 ``ELMSCALE_DISABLE_PLUGINS=x,y``
     skip these entry points;
 ``ELMSCALE_TRACE_PLUGINS=1``
-    log every hook call at DEBUG level.
+    log every hook call and every name registered at DEBUG level (logger
+    ``elmscale.registry``).
+
+Built-ins always load first, so a plugin cannot take over a built-in name: a name (or alias)
+already taken is refused with a warning naming both plugins, and the plugin's other names are
+kept. A plugin whose hook raises is removed whole; a hook with an unknown name (a misspelling)
+or a signature that does not match its spec blocks the plugin; so does a second plugin under a
+name already in use, without disturbing the first.
 """
 
 import dataclasses
@@ -104,6 +111,7 @@ class Registry:
         self._lock = threading.RLock()
         self._distributions = {}
         self._entry_points = {}
+        self._trace = False
 
     # -- loading ---------------------------------------------------------------------------
     def load_plugins(self, *, entry_points=True):
@@ -112,7 +120,8 @@ class Registry:
             if self._loaded:
                 return
             self._loaded = True
-            if os.environ.get("ELMSCALE_TRACE_PLUGINS"):
+            self._trace = bool(os.environ.get("ELMSCALE_TRACE_PLUGINS"))
+            if self._trace:
                 self.pm.trace.root.setwriter(logger.debug)
                 self.pm.enable_tracing()
             import importlib
@@ -137,7 +146,7 @@ class Registry:
             dist_name = f"{dist.name} {dist.version}" if dist is not None else "unknown"
             try:
                 module = ep.load()
-            except Exception as exc:  # noqa: BLE001 - any import failure must not stop the rest
+            except (Exception, SystemExit) as exc:  # noqa: BLE001 - nothing may stop the rest
                 self._fail(ep.name, f"{ep.name} = {ep.value}", dist_name, exc)
                 continue
             self.register_plugin(module, name=ep.name, entry_point=f"{ep.name} = {ep.value}",
@@ -183,6 +192,8 @@ class Registry:
                         continue
                     kwargs = ({"register": self._register_callback(kind, name)}
                               if "register" in impl.argnames else {})
+                    if self._trace:
+                        logger.debug("plugin %r: calling %s", name, hook_name)
                     try:
                         impl.function(**kwargs)
                     except PluginLoadError:  # strict mode, already reported
@@ -241,6 +252,9 @@ class Registry:
                                duplicate=True)
                     return
             entry = Entry(kind, name, obj, plugin_name, tuple(aliases), description)
+            if self._trace:
+                logger.debug("plugin %r registers %s %r (aliases %s)", plugin_name, kind, name,
+                             list(aliases))
             self._entries[kind][name] = entry
             for alias in aliases:
                 self._aliases[kind][alias] = name

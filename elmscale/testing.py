@@ -160,14 +160,24 @@ _FAST = {"n_clusters": 3, "n_hidden": 40, "graph": "exact", "n_neighbors": 5, "n
          "random_state": 0}
 
 
-def _sklearn_basics(name, estimator):
+SKLEARN_CHECKS = (
+    "check_no_attributes_set_in_init", "check_parameters_default_constructible",
+    "check_get_params_invariance", "check_set_params", "check_dont_overwrite_parameters",
+    "check_estimators_overwrite_params", "check_fit_score_takes_y", "check_n_features_in",
+    "check_estimators_pickle",
+)
+
+
+def _sklearn_basics(name, estimator, skip_checks):
     from sklearn.utils import estimator_checks as ec
 
-    for check in ("check_no_attributes_set_in_init", "check_parameters_default_constructible",
-                  "check_get_params_invariance", "check_set_params",
-                  "check_dont_overwrite_parameters", "check_estimators_overwrite_params",
-                  "check_fit_score_takes_y", "check_n_features_in",
-                  "check_estimators_pickle"):
+    unknown = set(skip_checks) - set(SKLEARN_CHECKS)
+    if unknown:
+        raise ValueError(f"skip_checks: unknown checks {sorted(unknown)}; "
+                         f"choose among {list(SKLEARN_CHECKS)}")
+    for check in SKLEARN_CHECKS:
+        if check in skip_checks:
+            continue
         try:
             getattr(ec, check)(name, estimator)
         except AssertionError as exc:
@@ -180,7 +190,7 @@ def _sklearn_basics(name, estimator):
                                  f"{type(exc).__name__}: {exc}") from exc
 
 
-def check_algorithm(cls, *, params=None, X=None, sklearn_checks=True):
+def check_algorithm(cls, *, params=None, X=None, y=None, sklearn_checks=True, skip_checks=()):
     """Check the algorithm protocol of ``register_algorithms``.
 
     ``cls`` (a class or a registered name) must be a scikit-learn estimator class:
@@ -189,11 +199,14 @@ def check_algorithm(cls, *, params=None, X=None, sklearn_checks=True):
     only adds attributes ending in ``_``; ``labels_`` (clusterers), ``predict`` and
     ``transform`` give one row per sample; output follows input (NumPy in, NumPy out; dask in,
     dask out); and a wrong number of features at predict/transform time is a ``ValueError``.
-    With ``sklearn_checks`` a few of scikit-learn's own estimator checks run too.
+    With ``sklearn_checks`` a few of scikit-learn's own estimator checks run too (listed in
+    ``SKLEARN_CHECKS``; name any that cannot apply in ``skip_checks``, e.g.
+    ``"check_dont_overwrite_parameters"``, which sets ``n_clusters=1``).
 
     ``params`` override small, fast settings (``n_clusters=3``, ``n_hidden=40``,
     ``graph="exact"``, ... for the parameters the class has); ``X`` defaults to 90 points in
-    4-D in 3 blobs.
+    4-D in 3 blobs; pass ``y`` (or ``y="blobs"``, the blob labels) for supervised and
+    semi-supervised estimators.
     """
     from sklearn.base import clone
 
@@ -233,11 +246,13 @@ def check_algorithm(cls, *, params=None, X=None, sklearn_checks=True):
         rng = np.random.RandomState(0)
         centres = np.array([[0, 0, 0, 0], [6, 6, 0, 0], [0, 6, 6, 0]], dtype=float)
         X = np.repeat(centres, 30, axis=0) + rng.standard_normal((90, 4))
+        if isinstance(y, str) and y == "blobs":
+            y = np.repeat(np.arange(3), 30)
     X = np.asarray(X, dtype=np.float64)
     X_before = X.copy()
     n = X.shape[0]
     before = set(vars(est))
-    fitted = est.fit(X)
+    fitted = est.fit(X) if y is None else est.fit(X, y)
     if fitted is not est:
         _fail(label, f"fit() must return self, got {type(fitted).__name__}")
     if not np.array_equal(X, X_before):
@@ -269,11 +284,11 @@ def check_algorithm(cls, *, params=None, X=None, sklearn_checks=True):
                   f"{type(exc).__name__} instead of ValueError: {exc}")
         else:
             _fail(label, f"{method}() accepted X with the wrong number of features")
-    dask_fit = clone(est).fit(X_dask)
+    dask_fit = clone(est).fit(X_dask) if y is None else clone(est).fit(X_dask, y)
     if hasattr(dask_fit, "labels_"):
         _check_rows(label, "labels_ after fit(dask)", dask_fit.labels_, n, da.Array)
     if sklearn_checks:
-        _sklearn_basics(_label(cls), clone(est))
+        _sklearn_basics(_label(cls), clone(est), skip_checks)
 
 
 def _check_rows(label, what, value, n, kind):

@@ -487,3 +487,39 @@ class _FitReturnsLabels(elmscale.USELM):
 def test_check_algorithm_failures(cls, message):
     with pytest.raises(AssertionError, match=re.escape(message)):
         check_algorithm(cls, sklearn_checks=False)
+
+
+def test_trace_logs_hook_calls_and_names(clean_env, samples, caplog):
+    clean_env.setenv("ELMSCALE_LOAD_PLUGINS", "")
+    clean_env.setenv("ELMSCALE_TRACE_PLUGINS", "1")
+    reg = Registry()
+    with caplog.at_level("DEBUG", logger="elmscale.registry"):
+        reg.register_plugin(samples("good_plugin"), name="good")
+    messages = [r.getMessage() for r in caplog.records]
+    assert "plugin 'good': calling register_algorithms" in messages
+    assert "plugin 'good' registers activation 'cube' (aliases [])" in messages
+    assert ("plugin 'elmscale._builtins.uselm' registers algorithm 'us-elm' "
+            "(aliases ['uselm'])") in messages
+
+
+def test_plugin_calling_sys_exit_on_import_is_contained(fake_entry_points, tmp_path,
+                                                        monkeypatch):
+    (tmp_path / "exits_plugin.py").write_text("import sys\nsys.exit(3)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    fake_entry_points(exits="exits_plugin", good="good_plugin")
+    reg = Registry()
+    with pytest.warns(PluginLoadWarning, match="'exits' .* failed: SystemExit: 3"):
+        reg.load_plugins()
+    assert "cube" in reg.available("activation")
+
+
+@pytest.mark.slow  # numba compiles pynndescent for ~20 s; the exact backend covers the checks
+def test_pynndescent_graph_meets_the_contract():
+    check_graph_backend("pynndescent", min_recall=0.9)
+
+
+def test_check_algorithm_supervised_and_skips():
+    if "elm-classifier" in elmscale.available("algorithm"):
+        check_algorithm("elm-classifier", y="blobs", sklearn_checks=False)
+    with pytest.raises(ValueError, match=r"skip_checks: unknown checks \['check_nope'\]"):
+        check_algorithm("us-elm", skip_checks=("check_nope",))
