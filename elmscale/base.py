@@ -72,16 +72,17 @@ class BaseELM(BaseEstimator):
         if self.n_neighbors >= Xd.shape[0]:
             raise ValueError(f"n_neighbors={self.n_neighbors} must be smaller than "
                              f"n_samples={Xd.shape[0]}")
-        Xs = apply_scaling(Xd, self.hidden_layer_.offset, self.hidden_layer_.scale)
         # "auto": below EXACT_GRAPH_MAX_SAMPLES exact search is both faster (no numba
         # compilation, ~20 s per fresh process) and better (recall 1) than NN-descent
         backend = self.graph
         if backend == "auto":
             backend = "exact" if Xd.shape[0] <= EXACT_GRAPH_MAX_SAMPLES else "pynndescent"
         self._graph_backend = backend
-        return knn_graph(Xs, self.n_neighbors, backend=backend, weights=self.weights,
+        layer = self.hidden_layer_
+        return knn_graph(Xd, self.n_neighbors, backend=backend, weights=self.weights,
                          sigma=self.sigma, normalized=self.normalized,
-                         random_state=draw_seed(rng))
+                         random_state=draw_seed(rng),
+                         transform=lambda A: apply_scaling(A, layer.offset, layer.scale))
 
     @staticmethod
     def _return(result, was_dask):

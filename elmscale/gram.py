@@ -69,6 +69,10 @@ def _block_partials(H, terms, *, Y=None, weight=None, labels=None, n_labels=None
     return out
 
 
+def _apply_layer(X_block, layer):
+    return layer(X_block)
+
+
 def _finish(total):
     if "htlh" in total:  # symmetric in exact arithmetic; remove the rounding asymmetry
         total["htlh"] = 0.5 * (total["htlh"] + total["htlh"].T)
@@ -122,18 +126,23 @@ def hidden_stats(features, terms, *, Y=None, sample_weight=None, labels=None, n_
     if laplacian_power not in (1, 2):
         raise ValueError(f"laplacian_power must be 1 or 2, got {laplacian_power!r}")
     nb = len(features.chunks)
-    H_blocks = features.blocks()
+    layer = dask.delayed(features.layer, pure=True)
+    if graph is not None and graph.order is not None:
+        # the graph was built on locality-ordered rows: move every row-aligned input there
+        H_blocks = [dask.delayed(_apply_layer, pure=True)(blk, layer)
+                    for blk in graph.X.to_delayed().ravel()]
+        Y, sample_weight, labels = (graph.order.apply(a) for a in (Y, sample_weight, labels))
+    else:
+        H_blocks = features.blocks()
     Y_blocks = _blocks_of(Y, nb, "Y")
     w_blocks = _blocks_of(sample_weight, nb, "sample_weight")
     lab_blocks = _blocks_of(labels, nb, "labels")
-    layer = dask.delayed(features.layer, pure=True)
     parts = []
     for b in range(nb):
         kwargs = dict(Y=Y_blocks[b], weight=w_blocks[b], labels=lab_blocks[b],
                       n_labels=n_labels, power=laplacian_power)
         if "htlh" in terms:
-            kwargs.update(graph_block=graph.blocks[b], halo_X=graph.halo_rows(features.X, b),
-                          layer=layer)
+            kwargs.update(graph_block=graph.blocks[b], halo_X=graph.halo_rows(b), layer=layer)
         parts.append(dask.delayed(_block_partials, pure=True)(H_blocks[b], terms, **kwargs))
     total = dask.delayed(_finish, pure=True)(tree_sum(parts, fan_in=fan_in))
     return dask.compute(total)[0] if compute else total

@@ -130,3 +130,25 @@ def test_distributed_equals_dense(data, n_workers, dask_client):
 
                 with dask.config.set(scheduler=c1.get):
                     check()
+
+
+def test_locality_ordered_graph_gives_the_same_sums(data):
+    """Ordering rows by cell is internal: every reduction, weighted and labelled ones
+    included, equals the dense product in the input order."""
+    X, y, w, labels = data
+    layer = RandomHiddenLayer.draw(6, 40, "sigmoid", 0)
+    Xd = da.from_array(X, chunks=((17, 60, 33, 40), 6))
+    graph = knn_graph(Xd, 5, backend="exact", order=True, random_state=0)
+    assert graph.order is not None
+    s = hidden_stats(HiddenFeatures(Xd, layer, cache=True), ("hth", "hty", "htf", "htlh"),
+                     Y=da.from_array(y, chunks=((17, 60, 33, 40), 2)),
+                     sample_weight=da.from_array(w, chunks=((17, 60, 33, 40),)),
+                     labels=da.from_array(labels, chunks=((17, 60, 33, 40),)), n_labels=4,
+                     graph=graph)
+    H = hidden(X, layer)
+    F = np.zeros((150, 4))
+    F[labels >= 0, labels[labels >= 0]] = 1
+    assert _rel(s["hth"], H.T @ (w[:, None] * H)) < 1e-10
+    assert _rel(s["hty"], H.T @ (w[:, None] * y)) < 1e-10
+    assert _rel(s["htf"], H.T @ F) < 1e-10
+    assert _rel(s["htlh"], H.T @ knn_laplacian(X, 5) @ H) < 1e-10

@@ -75,3 +75,22 @@ def test_graph_parameter_errors(rng):
     with pytest.raises(UnknownPluginError, match="available: exact, pynndescent"):
         knn_graph(Xd, 3, backend="annoy")
     assert {"exact", "pynndescent"} <= set(available("graph"))
+
+
+def test_locality_order_is_a_permutation_that_shrinks_the_halo():
+    from sklearn.datasets import make_blobs
+
+    from elmscale.graph._ordering import locality_order
+
+    X, _ = make_blobs(3000, n_features=3, centers=6, random_state=0)
+    Xd = da.from_array(X, chunks=(500, 3))
+    order = locality_order(Xd, random_state=0)
+    Xo = order.apply(Xd).compute()
+    assert Xo.shape == X.shape
+    np.testing.assert_array_equal(np.sort(Xo, axis=0), np.sort(X, axis=0))
+    ids = order.apply(da.from_array(np.arange(3000), chunks=500)).compute()
+    np.testing.assert_array_equal(np.sort(ids), np.arange(3000))  # each row exactly once
+    np.testing.assert_array_equal(Xo, X[ids])
+    plain = knn_graph(Xd, 10, backend="exact", order=False)
+    ordered = knn_graph(Xd, 10, backend="exact", order=True)
+    assert ordered.halo_size() < 0.25 * plain.halo_size()
