@@ -75,7 +75,21 @@ def _env():
 
 @pytest.fixture(scope="module")
 def installed():
-    """Both distributions pip-installed (editable, no dependencies) for this module."""
+    """Both distributions pip-installed (editable, no dependencies) for this module; a file
+    lock keeps two concurrent runs on one environment from uninstalling under each other."""
+    import fcntl
+    import tempfile
+
+    lock = open(Path(tempfile.gettempdir()) / "elmscale-integration-plugins.lock", "w")
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    try:
+        yield from _install()
+    finally:
+        fcntl.flock(lock, fcntl.LOCK_UN)
+        lock.close()
+
+
+def _install():
     try:
         probe = _pip("--version", timeout=30)
     except (OSError, subprocess.TimeoutExpired) as exc:
@@ -125,8 +139,8 @@ from sklearn.datasets import load_iris
 from sklearn.metrics import adjusted_rand_score
 
 X, y = load_iris(return_X_y=True)
-celm = elmscale.make("c-elm", n_clusters=3, n_hidden=200, random_state=0).fit(X)
-uselm = elmscale.make("us-elm", n_clusters=3, n_hidden=200, graph="exact",
+celm = elmscale.make("c-elm", n_clusters=3, n_hidden=100, random_state=0).fit(X)
+uselm = elmscale.make("us-elm", n_clusters=3, n_hidden=100, graph="exact",
                       activation="softplus", random_state=0).fit(X)
 plugins = {p["name"]: p for p in elmscale.list_plugins()}
 print(json.dumps({
@@ -158,7 +172,7 @@ def test_installed_plugin_is_discovered_and_the_broken_one_reported(installed):
         "registered": {"algorithm": ["c-elm"], "activation": ["softplus"]},
     }
     assert out["celm_ari"] > 0.55  # C-ELM-FS on iris
-    assert out["uselm_ari"] > 0.4  # a built-in, with the plugin's activation
+    assert out["uselm_ari"] > 0.5  # a built-in, with the plugin's activation
 
 
 SWITCHES = """
