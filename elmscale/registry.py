@@ -136,9 +136,8 @@ class Registry:
     def _load_entry_points(self):
         only = os.environ.get("ELMSCALE_LOAD_PLUGINS")
         only = None if only is None else {s.strip() for s in only.split(",") if s.strip()}
-        disabled = {
-            s.strip() for s in os.environ.get("ELMSCALE_DISABLE_PLUGINS", "").split(",") if s.strip()
-        }
+        disabled = os.environ.get("ELMSCALE_DISABLE_PLUGINS", "")
+        disabled = {s.strip() for s in disabled.split(",") if s.strip()}
         for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
             if (only is not None and ep.name not in only) or ep.name in disabled:
                 continue

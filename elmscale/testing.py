@@ -120,7 +120,7 @@ def check_graph_backend(backend, *, n_samples=180, n_features=4, n_neighbors=6,
     result = backend(Xd, k, random_state=random_state)
     if not (isinstance(result, tuple) and len(result) == 2):
         _fail(label, f"must return a tuple (indices, distances), got {type(result).__name__}")
-    for what, arr in zip(("indices", "distances"), result):
+    for what, arr in zip(("indices", "distances"), result, strict=True):
         if not isinstance(arr, da.Array):
             _fail(label, f"{what} must be a dask array, got {type(arr).__name__}")
         if arr.shape != (n_samples, k):
@@ -150,7 +150,7 @@ def check_graph_backend(backend, *, n_samples=180, n_features=4, n_neighbors=6,
         _fail(label, f"distances are not the Euclidean distances to the neighbours returned "
               f"(largest error {worst:.3g})")
     exact, _ = _brute_force(X, k)
-    recall = np.mean([len(set(a) & set(b)) / k for a, b in zip(idx, exact)])
+    recall = np.mean([len(set(a) & set(b)) / k for a, b in zip(idx, exact, strict=True)])
     if recall < min_recall:
         _fail(label, f"recall@{k} against brute force is {recall:.3f} < {min_recall}")
 
