@@ -1,6 +1,7 @@
 """US-ELM: unsupervised ELM (Huang, Song, Gupta and Wu 2014, Algorithm 2)."""
 
 import logging
+import time
 from numbers import Integral, Real
 
 import dask
@@ -84,6 +85,8 @@ class USELM(ClusterMixin, TransformerMixin, BaseELM):
     cluster_centers_ : ndarray (n_clusters, n_components)
     inertia_ : float
     n_features_in_ : int
+    timings_ : dict
+        Wall seconds of the fit's stages (graph, gram, solve, embed_cluster).
 
     Notes
     -----
@@ -163,15 +166,20 @@ class USELM(ClusterMixin, TransformerMixin, BaseELM):
         Xd, was_dask = self._validate_X(X, reset=True)
         self._check_params_vs_input(Xd)
         rng = check_random_state(self.random_state)
+        clock = _Clock()
         self._draw_hidden_layer(Xd, rng)
         features = self._hidden_features(Xd)
         graph = self._build_graph(Xd, rng)
+        clock.lap("graph")
         if self._solver == "primal":
             stats = hidden_stats(features, ("hth", "htlh"), graph=graph)
+            clock.lap("gram")
             beta, gamma = uselm_embedding(stats["hth"], stats["htlh"], self.lam,
                                           self._n_components)
         else:
             beta, gamma = self._fit_dual(features, graph)
+        clock.lap("solve")
+        del graph  # release the graph's blocks on the workers
         self.output_weights_ = beta
         self.eigenvalues_ = gamma
         E = features.project(beta)
@@ -182,6 +190,9 @@ class USELM(ClusterMixin, TransformerMixin, BaseELM):
         self.embedding_ = E
         if self.n_clusters is not None:
             self._cluster(E, was_dask, rng)
+        clock.lap("embed_cluster")
+        self.timings_ = clock.laps
+        logger.info("US-ELM fit: %s", ", ".join(f"{k} {v:.2f} s" for k, v in clock.laps.items()))
         return self
 
     def _fit_dual(self, features, graph):
@@ -230,6 +241,19 @@ class USELM(ClusterMixin, TransformerMixin, BaseELM):
         tags = super().__sklearn_tags__()
         tags.transformer_tags.preserves_dtype = ["float64"]
         return tags
+
+
+class _Clock:
+    """Wall time of consecutive stages."""
+
+    def __init__(self):
+        self.laps = {}
+        self._last = time.perf_counter()
+
+    def lap(self, name):
+        now = time.perf_counter()
+        self.laps[name] = self.laps.get(name, 0.0) + now - self._last
+        self._last = now
 
 
 def _nearest_center(E, centers):

@@ -282,6 +282,7 @@ def knn_graph(X, n_neighbors=10, *, backend="pynndescent", weights="binary", sig
                      weights=weights, normalized=normalized, sigma=sigma_value)
     graph.halo_counts = counts
     graph.X = X
+    graph.indices, graph.distances = idx, dist  # directed kNN lists, in the graph's row order
     graph.order = row_order
     logger.info("kNN graph: %d rows in %d chunks (%s), %d halo rows in all", graph.n_samples,
                 nb, "locality-ordered" if row_order is not None else "input order",
