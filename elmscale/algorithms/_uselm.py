@@ -179,7 +179,9 @@ class USELM(ClusterMixin, TransformerMixin, BaseELM):
         else:
             beta, gamma = self._fit_dual(features, graph)
         clock.lap("solve")
-        del graph  # release the graph's blocks on the workers
+        if getattr(self, "_keep_graph", False):  # benchmarks inspect halo and recall
+            self._graph = graph
+        del graph  # otherwise release the graph's blocks on the workers
         self.output_weights_ = beta
         self.eigenvalues_ = gamma
         E = features.project(beta)

@@ -10,6 +10,7 @@ import logging
 
 import dask
 import numpy as np
+import scipy.sparse as sp
 from sklearn.cluster import kmeans_plusplus
 from sklearn.utils import check_random_state
 
@@ -32,11 +33,12 @@ def _nearest(block, centers):
 def _lloyd_partials(block, centers):
     R, k, d = centers.shape
     lab, best = _nearest(block, centers)
-    sums = np.zeros((R, k, d))
-    counts = np.zeros((R, k))
-    for r in range(R):
-        np.add.at(sums[r], lab[r], block)
-        counts[r] = np.bincount(lab[r], minlength=k)
+    n = block.shape[0]
+    # one sparse one-hot product per restart: far faster than np.add.at
+    onehot = sp.csr_matrix((np.ones(R * n), (lab.ravel() + np.repeat(np.arange(R) * k, n),
+                                             np.tile(np.arange(n), R))), shape=(R * k, n))
+    sums = np.asarray(onehot @ block.astype(np.float64, copy=False)).reshape(R, k, d)
+    counts = np.asarray(onehot.sum(axis=1)).reshape(R, k)
     return {"sums": sums, "counts": counts, "inertia": best.sum(axis=1)}
 
 

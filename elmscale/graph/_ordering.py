@@ -14,6 +14,7 @@ depend on the order, so the ordering stays internal to a fit.
 import dask
 import dask.array as da
 import numpy as np
+from scipy.cluster.hierarchy import leaves_list, linkage
 from sklearn.cluster import KMeans
 
 SAMPLE_ROWS = 20_000
@@ -81,18 +82,23 @@ class RowOrder:
 def locality_order(X, *, n_cells=None, random_state=0):
     """A :class:`RowOrder` sorting X's rows by coarse k-means cell.
 
-    ``n_cells`` defaults to 4 per row chunk (at most 1,000): each chunk then holds a few
-    whole cells. The cells are fitted on at most 20,000 sampled rows on the client.
+    ``n_cells`` defaults to 16 per row chunk (at least 64, at most 1,000): each chunk then
+    holds a run of whole cells, numbered so that neighbouring cells are consecutive. The cells are fitted on at most 20,000 sampled rows on the client.
     """
     N = X.shape[0]
     nb = len(X.chunks[0])
-    n_cells = n_cells or int(min(max(4 * nb, 1), 1000, N))
+    n_cells = n_cells or int(min(max(16 * nb, 64), 1000, N))
     rng = np.random.RandomState(random_state)
     idx = np.sort(rng.choice(N, size=min(N, SAMPLE_ROWS), replace=False))
     sample = np.asarray(X[idx].compute(), dtype=np.float64)
     n_cells = min(n_cells, len(sample))
     centers = KMeans(n_cells, n_init=1, max_iter=20, random_state=random_state).fit(
         sample).cluster_centers_
+    if n_cells > 2:
+        # number cells along the leaves of a Ward dendrogram of their centres, so that
+        # consecutive cells (and hence chunks) hold nearby points
+        leaves = leaves_list(linkage(centers, method="ward"))
+        centers = centers[leaves]
     cells = [dask.delayed(_cells, pure=True)(blk, centers) for blk in X.to_delayed().ravel()]
     cells = list(dask.persist(*cells))
     counts = np.array(dask.compute(*[dask.delayed(_counts)(c, n_cells) for c in cells]))

@@ -1,0 +1,246 @@
+"""US-ELM at scale: elmscale on a 2-worker LocalCluster against the plain NumPy floor and peers.
+
+    python benchmarks/bench_uselm_scale.py --n 1000000            # elmscale + NumPy Gram floor
+    python benchmarks/bench_uselm_scale.py --n 100000 --peers     # + end-to-end peers
+
+elmscale: synthetic d-dimensional mixture generated on the workers, USELM (n_hidden=1000,
+10 neighbours, float32 blocks) fitted on the cluster; stage times from ``timings_``, peak RSS
+of each worker and of the client, ACC, recall@k of the graph against exact search on a sample.
+Floor (same process, after the cluster is closed): H = g(XA + b) held in memory, H^T H and
+H^T (L H) with scipy.sparse on the SAME symmetrised graph, single process, float32 blocks.
+Peers (--peers): the plain NumPy US-ELM end to end, scikit-learn SpectralClustering (amg),
+UMAP(10) + KMeans, KMeans.
+"""
+
+import argparse
+import json
+import resource
+import time
+
+import numpy as np
+
+from _common import blas_info, clustering_accuracy, machine_info, utc_now
+from _mixture import mixture_dask, mixture_numpy
+
+
+def _worker_peak_mb():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def run_elmscale(args, log):
+    import dask
+    from distributed import Client, LocalCluster
+
+    import elmscale
+
+    out = {}
+    with LocalCluster(n_workers=args.workers, threads_per_worker=1, dashboard_address=":0",
+                      memory_limit=f"{args.worker_gb}GiB") as cluster, Client(cluster) as client:
+        if args.warm:  # compile pynndescent's numba code in every worker before timing
+            t0 = time.perf_counter()
+            client.run(_warm_pynndescent)
+            out["warmup_s"] = time.perf_counter() - t0
+            log(f"workers warmed (numba compile) in {out['warmup_s']:.1f} s")
+        Xd, yd = mixture_dask(args.n, args.d, args.clusters, args.seed)
+        Xd, yd = dask.persist(Xd, yd)
+        dask.compute(Xd.sum())
+        with elmscale.config_context(compute_dtype=args.dtype, chunk_bytes=args.chunk_mb * 2**20):
+            Xd = Xd.rechunk({0: _rows_per_chunk(args)})
+            Xd = Xd.persist()
+            t0 = time.perf_counter()
+            model = elmscale.USELM(n_clusters=args.clusters, n_hidden=args.n_hidden,
+                                   n_neighbors=args.k, lam=args.lam, graph=args.graph,
+                                   random_state=args.seed)
+            model._keep_graph = True
+            model.fit(Xd)
+            labels = model.labels_.compute()
+            out["fit_s"] = time.perf_counter() - t0
+        out["stages_s"] = model.timings_
+        out["acc"] = clustering_accuracy(yd.compute(), labels)
+        out["n_chunks"] = len(Xd.chunks[0])
+        graph = model._graph
+        out["halo_rows"] = graph.halo_size()
+        out["recall"] = _recall(graph, args)
+        out["worker_peak_mb"] = sorted(client.run(_worker_peak_mb).values())
+        out["client_peak_mb"] = _worker_peak_mb()
+        idx = np.asarray(graph.indices.compute()) if args.floor else None
+        Xo = np.asarray(graph.X.compute()) if args.floor else None
+        layer = model.hidden_layer_
+        log(json.dumps(out, default=float))
+    return out, idx, Xo, layer
+
+
+def _rows_per_chunk(args):
+    itemsize = 4 if args.dtype == "float32" else 8
+    return max(1000, args.chunk_mb * 2**20 // (args.n_hidden * itemsize))
+
+
+def _warm_pynndescent():
+    import pynndescent
+
+    X = np.random.RandomState(0).rand(2000, 5).astype(np.float32)
+    pynndescent.NNDescent(X, n_neighbors=31, random_state=0).neighbor_graph  # noqa: B018
+
+
+def _recall(graph, args, n_sample=1000):
+    """recall@k of the graph's directed lists against brute force on sampled rows."""
+    rng = np.random.RandomState(args.seed)
+    X = graph.X
+    rows = np.sort(rng.choice(X.shape[0], n_sample, replace=False))
+    Q = np.asarray(X[rows].compute(), dtype=np.float64)
+    got = np.asarray(graph.indices[rows].compute())
+    # exact neighbours of the sample, block by block over X on the cluster
+    import dask
+
+    def block_best(block, start):
+        B = block.astype(np.float64)
+        d2 = (Q**2).sum(1)[:, None] + (B**2).sum(1)[None] - 2 * Q @ B.T
+        cols = np.arange(start, start + B.shape[0])
+        d2[rows[:, None] == cols[None]] = np.inf
+        part = np.argpartition(d2, args.k, axis=1)[:, : args.k]
+        return cols[part], np.take_along_axis(d2, part, 1)
+
+    starts = np.concatenate([[0], np.cumsum(X.chunks[0])])
+    parts = dask.compute(*[dask.delayed(block_best)(b, int(s)) for b, s in
+                           zip(X.to_delayed().ravel(), starts[:-1])])
+    idx = np.concatenate([p[0] for p in parts], 1)
+    d2 = np.concatenate([p[1] for p in parts], 1)
+    exact = np.take_along_axis(idx, np.argsort(d2, 1)[:, : args.k], 1)
+    return float(np.mean([len(set(a) & set(b)) / args.k for a, b in zip(got, exact)]))
+
+
+def run_floor(X, idx, layer, args, log):
+    """Plain single-process NumPy/scipy: H in memory, H^T H and H^T (L H)."""
+    import scipy.sparse as sp
+
+    N, k = idx.shape
+    A = sp.csr_matrix((np.ones(N * k, dtype=np.float32), (np.repeat(np.arange(N), k),
+                                                          idx.ravel())), shape=(N, N))
+    W = A.maximum(A.T).tocsr()
+    d = np.asarray(W.sum(axis=1)).ravel().astype(np.float32)
+    Aw = layer.input_weights.astype(np.float32)
+    b = layer.biases.astype(np.float32)
+    Xs = ((X - layer.offset) / layer.scale).astype(np.float32)
+    times = []
+    for _ in range(args.repeats):
+        t0 = time.perf_counter()
+        H = Xs @ Aw
+        H += b
+        H *= 0.5
+        np.tanh(H, out=H)
+        H *= 0.5
+        H += 0.5
+        t_h = time.perf_counter()
+        hth = (H.T @ H).astype(np.float64)
+        t_hth = time.perf_counter()
+        LH = W @ H
+        np.subtract(d[:, None] * H, LH, out=LH)
+        htlh = (H.T @ LH).astype(np.float64)
+        t_end = time.perf_counter()
+        times.append({"hidden": t_h - t0, "hth": t_hth - t_h, "htlh": t_end - t_hth,
+                      "total": t_end - t0})
+        del H, LH, hth, htlh
+    out = {"floor_runs": times, "floor_median_s": float(np.median([t["total"] for t in times])),
+           "floor_peak_mb": _worker_peak_mb()}
+    log(json.dumps(out, default=float))
+    return out
+
+
+def run_peers(args, log):
+    from sklearn.cluster import KMeans, SpectralClustering
+    from sklearn.preprocessing import StandardScaler
+
+    X, y = mixture_numpy(args.n, args.d, args.clusters, args.seed)
+    Xs = StandardScaler().fit_transform(X)
+    out = {}
+
+    def record(name, fn):
+        t0 = time.perf_counter()
+        try:
+            labels = fn()
+        except ImportError as exc:
+            log(f"{name}: skipped ({exc})")
+            return
+        out[name] = {"s": time.perf_counter() - t0, "acc": clustering_accuracy(y, labels)}
+        log(f"{name}: {out[name]}")
+
+    record("numpy_uselm", lambda: _numpy_uselm(Xs, args))
+    record("kmeans", lambda: KMeans(args.clusters, n_init=10, random_state=0).fit_predict(Xs))
+    record("spectral_amg", lambda: SpectralClustering(
+        args.clusters, affinity="nearest_neighbors", n_neighbors=args.k,
+        eigen_solver="amg", random_state=0, n_jobs=2).fit_predict(Xs))
+
+    def umap_kmeans():
+        import umap
+
+        E = umap.UMAP(n_components=10, n_neighbors=args.k, random_state=0).fit_transform(Xs)
+        return KMeans(args.clusters, n_init=10, random_state=0).fit_predict(E)
+
+    record("umap_kmeans", umap_kmeans)
+    return out
+
+
+def _numpy_uselm(Xs, args):
+    """The plain in-memory US-ELM: pynndescent graph, dense H, scipy.sparse L, eigh."""
+    import pynndescent
+    import scipy.linalg as sla
+    import scipy.sparse as sp
+    from sklearn.cluster import KMeans
+
+    N = Xs.shape[0]
+    idx, _ = pynndescent.NNDescent(Xs, n_neighbors=args.k + 1, random_state=0).neighbor_graph
+    idx = idx[:, 1:]
+    A = sp.csr_matrix((np.ones(idx.size), (np.repeat(np.arange(N), args.k), idx.ravel())),
+                      shape=(N, N))
+    W = A.maximum(A.T).tocsr()
+    L = sp.diags(np.asarray(W.sum(1)).ravel()) - W
+    rng = np.random.RandomState(0)
+    H = 1 / (1 + np.exp(-(Xs @ rng.uniform(-1, 1, (Xs.shape[1], args.n_hidden))
+                          + rng.uniform(-1, 1, args.n_hidden))))
+    hth = H.T @ H
+    htlh = H.T @ (L @ H)
+    n = args.n_hidden
+    _, V = sla.eigh(hth, np.eye(n) + args.lam * htlh, subset_by_index=[n - args.clusters - 1,
+                                                                          n - 1])
+    V = V[:, ::-1][:, 1:]
+    E = H @ V
+    E /= np.linalg.norm(E, axis=0)
+    return KMeans(args.clusters, n_init=10, random_state=0).fit_predict(E)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--n", type=int, default=1_000_000)
+    p.add_argument("--d", type=int, default=50)
+    p.add_argument("--clusters", type=int, default=10)
+    p.add_argument("--n-hidden", type=int, default=1000)
+    p.add_argument("--k", type=int, default=10)
+    p.add_argument("--lam", type=float, default=0.1)
+    p.add_argument("--graph", default="auto")
+    p.add_argument("--dtype", default="float32")
+    p.add_argument("--chunk-mb", type=int, default=128)
+    p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--worker-gb", type=float, default=8)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--repeats", type=int, default=3, help="floor repeats (median reported)")
+    p.add_argument("--no-floor", dest="floor", action="store_false")
+    p.add_argument("--no-warm", dest="warm", action="store_false")
+    p.add_argument("--peers", action="store_true")
+    args = p.parse_args()
+    log = print
+    log(f"# {utc_now()} {machine_info()}")
+    log(f"# BLAS: {blas_info()}")
+    log(f"# args: {vars(args)}")
+    result = {"args": vars(args)}
+    ours, idx, Xo, layer = run_elmscale(args, log)
+    result["elmscale"] = ours
+    if args.floor:
+        result["floor"] = run_floor(Xo, idx, layer, args, log)
+        result["gram_over_floor"] = ours["stages_s"]["gram"] / result["floor"]["floor_median_s"]
+    if args.peers:
+        result["peers"] = run_peers(args, log)
+    log("RESULT " + json.dumps(result, default=float))
+
+
+if __name__ == "__main__":
+    main()
