@@ -478,8 +478,9 @@ class TUMKELM(ClusterMixin, BaseEstimator):
     assignment : {"argmax", "kmeans"}, default="argmax"
         Stage-1 cluster of each point: argmax of its row of the eigenvectors (the paper) or
         k-means on those rows.
-    scaling : {"standard", "minmax"} or None, default="standard"
-        Per-feature scaling of X before the kernels.
+    scaling : {"minmax", "standard"} or None, default="minmax"
+        Per-feature scaling of X before the kernels: "minmax" maps each feature to [-1, 1]
+        (better than "standard" on iris, wine and segment in the benchmark).
     n_init : int, default=10
         k-means restarts (``assignment="kmeans"``).
     random_state : int, RandomState or None
@@ -557,7 +558,7 @@ class TUMKELM(ClusterMixin, BaseEstimator):
 
     def __init__(self, n_clusters=8, *, kernels="paper", C=1.0, delta=1e-4, max_iter=20,
                  mode="auto", n_landmarks=300, approximation="nystrom",
-                 feature_form="distance", assignment="argmax", scaling="standard", n_init=10,
+                 feature_form="distance", assignment="argmax", scaling="minmax", n_init=10,
                  random_state=None):
         self.n_clusters = n_clusters
         self.kernels = kernels

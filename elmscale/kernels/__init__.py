@@ -348,10 +348,14 @@ class RBFKernel(Kernel):
     - **identity** (K ~ I, closed form) when the estimated off-diagonal mass of a row,
       ``(N - 1) * mean_{i != j in S} K(i, j)``, is below ``identity_tol`` (default 1e-3):
       the kernel is then numerically the identity (a width far below the distances between
-      points, e.g. 1e-10 ... 1e-4 on standardised data). Exact duplicate rows, for which K is
-      1 whatever the width, are then treated as distinct.
+      points, e.g. 1e-10 ... 1e-4 on standardised data). Pairs of exact duplicate rows, for
+      which K is 1 whatever the width, are left out of that estimate and treated as distinct
+      (K = 0) by the closed form: the one place where the scalable mode differs from the
+      exact kernel by more than the approximation of the other factors.
     - **constant** (K ~ 1 1^T, closed form) when ``1 - min_{S} K < constant_tol`` (1e-12):
       a width far above the diameter of the data (1e6 ... 1e10).
+    - **identity** also when Nystrom on the first m sample rows would lose, on the other
+      sample rows, more of the diagonal (relative) than the identity's off-diagonal error.
     - otherwise **Nystrom** on the sample (``method="nystrom"``, the default) or random
       Fourier features (``method="rff"``). A near-identity kernel is not low-rank and
       Nystrom would lose its diagonal, hence the identity closed form above.
@@ -376,8 +380,10 @@ class RBFKernel(Kernel):
         sample = np.asarray(sample, dtype=np.float64)
         s = sample.shape[0]
         if s > 1:
-            Ks = self(sample, sample)
-            off = (Ks.sum() - s) / (s * (s - 1))
+            d2 = cdist(sample, sample, "sqeuclidean")
+            Ks = np.exp(-d2 / (2.0 * float(self.width) ** 2))
+            distinct = d2 > 0  # exact duplicates (and the diagonal) do not count
+            off = Ks[distinct].sum() / (s * (s - 1))
             if (n_samples - 1) * off < self.identity_tol:
                 return IdentityFactor(1.0)
             if 1.0 - Ks.min() < self.constant_tol:
@@ -385,7 +391,16 @@ class RBFKernel(Kernel):
         if method == "rff":
             rng = random_state if random_state is not None else np.random.RandomState(0)
             return RandomFourierFactor(float(self.width), sample.shape[1], n_components, rng)
-        return NystromFactor(self, sample[:n_components])
+        factor = NystromFactor(self, sample[:n_components])
+        if s > n_components + 1:
+            # a near-identity kernel is not low-rank: on the held-out sample rows Nystrom
+            # loses part of the diagonal. Keep whichever error per row is smaller, the lost
+            # diagonal (Nystrom) or the off-diagonal mass (identity closed form).
+            held = sample[n_components:]
+            lost = 1.0 - np.mean(factor.diagonal(held))
+            if lost > (n_samples - 1) * off:
+                return IdentityFactor(1.0)
+        return factor
 
 
 def paper_kernels():
