@@ -40,8 +40,10 @@ landmarks); ``n_samples`` is the size of the full data, which a kernel may use t
 whether a closed form is accurate enough (see :meth:`RBFKernel.factor`).
 """
 
+import contextlib
 import itertools
 import math
+import threading
 
 import numpy as np
 from scipy.spatial.distance import cdist
@@ -369,9 +371,8 @@ class RBFKernel(Kernel):
 
     def __call__(self, X, Y):
         # cdist computes differences, so K(x, x) is exactly 1 even for width = 1e-10
-        d2 = cdist(np.asarray(X, dtype=np.float64), np.asarray(Y, dtype=np.float64),
-                   "sqeuclidean")
-        return np.exp(-d2 / (2.0 * float(self.width) ** 2))
+        d2 = _sqdist(np.asarray(X, dtype=np.float64), np.asarray(Y, dtype=np.float64))
+        return np.exp(d2 * (-0.5 / float(self.width) ** 2))
 
     def diagonal(self, X):
         return np.ones(X.shape[0])
@@ -403,6 +404,39 @@ class RBFKernel(Kernel):
         return factor
 
 
+_last = threading.local()
+
+
+@contextlib.contextmanager
+def shared_distances():
+    """Within this block, Gaussian kernels evaluated on the same (X, Y) arrays, e.g. several
+    widths on one row block and the shared landmarks, compute the squared distances once.
+    The caller promises not to modify X or Y inside the block; the cache is dropped on exit.
+    """
+    _last.enabled, _last.entry = True, None
+    try:
+        yield
+    finally:
+        _last.enabled, _last.entry = False, None
+
+
+def _key(A):
+    return (A.__array_interface__["data"][0], A.shape, A.strides)
+
+
+def _sqdist(X, Y):
+    """cdist "sqeuclidean", remembering the last pair inside :func:`shared_distances`
+    (the arrays stay referenced with the result, so their memory is not reused)."""
+    if not getattr(_last, "enabled", False):
+        return cdist(X, Y, "sqeuclidean")
+    hit = _last.entry
+    if hit is not None and hit[0] == _key(X) and hit[1] == _key(Y):
+        return hit[4]
+    d2 = cdist(X, Y, "sqeuclidean")
+    _last.entry = (_key(X), _key(Y), X, Y, d2)
+    return d2
+
+
 def paper_kernels():
     """The 15 base kernels of TUMK-ELM (Xiang et al. 2018): linear; polynomial of degree 2,
     3, 4 (coef0 = 1); Gaussian of width 1e-10, 1e-8, ..., 1e10."""
@@ -422,4 +456,5 @@ __all__ = [
     "RBFKernel",
     "RandomFourierFactor",
     "paper_kernels",
+    "shared_distances",
 ]
