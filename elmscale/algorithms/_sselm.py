@@ -1,0 +1,267 @@
+"""SS-ELM: semi-supervised ELM (Huang, Song, Gupta and Wu 2014, Section V, Algorithm 1)."""
+
+import logging
+import numbers
+from numbers import Integral, Real
+
+import dask
+import numpy as np
+import scipy.linalg as sla
+from sklearn.base import ClassifierMixin, _fit_context
+from sklearn.utils import check_random_state
+from sklearn.utils._param_validation import Interval, StrOptions
+
+from ..base import BaseELM
+from ..graph import knn_graph
+from ..gram import hidden_stats
+from ..hidden import apply_scaling
+from ..solvers import ridge_solve
+from ..utils._random import draw_seed
+from ._elm import _ClassifierOutputsMixin, _one_hot, _take_weight, encode_targets
+
+logger = logging.getLogger(__name__)
+
+
+def sselm_output_weights(hth, hty, htlh, lam):
+    """SS-ELM output weights in the primal (eq. 16):
+    ``beta = (I + H^T C H + lam H^T L H)^-1 H^T C Y~``.
+
+    ``hth = H^T C H`` and ``hty = H^T C Y~`` are the weighted Gram terms (C = diag(c_i),
+    c_i = C0 / N_{t_i} for labelled points and 0 for unlabelled ones; Y~ the one-hot targets,
+    zero rows for unlabelled points); ``htlh`` is ``H^T L H`` or ``H^T L^2 H``. The system
+    matrix is symmetric positive definite (identity plus two PSD terms) and is solved by
+    Cholesky in float64. ``htlh=None`` or ``lam=0`` drops the manifold term; with equal c_i = C
+    this is exactly the supervised ELM of eq. 7, since
+    ``(I + C H^T H)^-1 C H^T Y = (H^T H + I/C)^-1 H^T Y``.
+
+    This is the function half of :class:`SSELM`: the three matrices do not depend on C0
+    (up to a factor) or lam, so a parameter grid costs one pass over the data.
+    """
+    A = np.asarray(hth, dtype=np.float64)
+    if htlh is not None and lam != 0:
+        A = A + lam * np.asarray(htlh, dtype=np.float64)
+    return ridge_solve(A, hty, 1.0)
+
+
+def sselm_dual_output_weights(H, Y, c, L, lam):
+    """SS-ELM output weights in the dual (eq. 17), for n_hidden > n_samples:
+    ``beta = H^T (I + C H H^T + lam L H H^T)^-1 C Y~``.
+
+    ``L`` is the (dense or sparse) Laplacian, already raised to the wanted power; ``c`` the
+    diagonal of C. The N x N system is not symmetric; it is solved by LU (N is small here,
+    since n_hidden > N). It equals eq. 16 because
+    ``(I + H^T M H) H^T = H^T (I + M H H^T)`` with ``M = C + lam L``.
+    """
+    H = np.asarray(H, dtype=np.float64)
+    Y = np.asarray(Y, dtype=np.float64)
+    c = np.asarray(c, dtype=np.float64)
+    N = H.shape[0]
+    K = H @ H.T
+    M = np.diag(c)
+    if L is not None and lam != 0:
+        L = L.toarray() if hasattr(L, "toarray") else np.asarray(L, dtype=np.float64)
+        M = M + lam * L
+    U = sla.solve(np.eye(N) + M @ K, c[:, None] * Y, check_finite=False)
+    return H.T @ U
+
+
+def _unlabelled(block):
+    """True where a label is -1 (scikit-learn's mark for unlabelled samples). Labels held as
+    strings (dtype U/S) are all labelled: use dtype object with -1 to mix strings and -1."""
+    block = np.asarray(block)
+    if block.dtype.kind in "biuf":
+        return block == -1
+    if block.dtype.kind == "O":
+        return np.array([isinstance(v, numbers.Number) and not isinstance(v, bool) and v == -1
+                         for v in block.ravel()], dtype=bool).reshape(block.shape)
+    return np.zeros(block.shape, dtype=bool)
+
+
+class SSELM(_ClassifierOutputsMixin, ClassifierMixin, BaseELM):
+    """Semi-supervised Extreme Learning Machine (Huang et al. 2014, Algorithm 1).
+
+    ``fit(X, y)`` takes labels with ``-1`` for unlabelled rows (scikit-learn's
+    semi-supervised convention). The output weights minimise
+    ``1/2 ||beta||^2 + 1/2 sum_i C_i ||y_i - h(x_i) beta||^2 + lam/2 Tr(beta^T H^T L^p H beta)``
+    (eq. 14) with ``C_i = C0 / N_{t_i}`` for a labelled point of class t_i (so each class has
+    total weight C0, however unbalanced the labelled set) and 0 for unlabelled points. L is the
+    Laplacian of a kNN graph built on labelled and unlabelled points together; p is
+    ``laplacian_power``. The solution is eq. 16 (``n_hidden <= n_samples``) or its dual, eq. 17.
+
+    Parameters
+    ----------
+    n_hidden : int, default=1000
+        Hidden nodes n_h.
+    C0 : float, default=1.0
+        Weight of the labelled fit; sample i of class t gets ``C0 / N_t``.
+    lam : float, default=0.01
+        Weight of the manifold term (the paper's lambda). ``lam=0`` skips the graph.
+    activation : str or callable, default="sigmoid"
+    graph : str or callable, default="pynndescent"
+        kNN backend (``elmscale.available("graph")``); "exact" for small data.
+    n_neighbors : int, default=10
+        k of the kNN graph (clipped to n_samples - 1).
+    weights : {"binary", "heat"}, default="heat"
+        Edge weights; heat is ``exp(-||xi - xj||^2 / (2 sigma^2))``.
+    sigma : float or None, default=None
+        Heat-kernel width; None uses the mean kNN distance (in the scaled space).
+    normalized : bool, default=True
+        Use the normalised Laplacian ``I - D^-1/2 W D^-1/2``.
+    laplacian_power : {1, 2}, default=2
+        p in ``L^p``. The paper defers these graph settings to the Laplacian SVM setups
+        (Melacci and Belkin 2011), which use powers of a normalised Laplacian; with p = 1 the
+        validation-chosen lam tends to switch the manifold term off (see Notes).
+    scaling : {"standard", "minmax"} or None, default="standard"
+        Per-feature scaling of X before the graph and the hidden layer.
+    solver : {"auto", "primal", "dual"}, default="auto"
+        "auto" takes the dual (eq. 17) when n_hidden > n_samples.
+    cache : "auto" or bool, default=False
+        Keep H's blocks in worker memory; fit makes one pass over H, so False.
+    random_state : int, RandomState or None
+        Seeds the hidden layer and the approximate graph.
+
+    Attributes
+    ----------
+    classes_ : ndarray (n_classes,)
+        The labels seen among the labelled samples, sorted.
+    hidden_layer_ : RandomHiddenLayer
+    output_weights_ : ndarray (n_hidden, n_classes)
+        beta.
+    class_counts_ : ndarray (n_classes,)
+        N_t, labelled samples per class.
+    n_labelled_ : int
+    n_features_in_ : int
+
+    Notes
+    -----
+    Cost: one pass over X for the scaling, one for the graph, one for the three reduced
+    matrices H^T C H, H^T C Y~ and H^T L^p H (each chunk rebuilds its block of H and the
+    hidden rows of its cross-chunk neighbours from X; ``L^2`` is ``(LH)^T (LH)``), then an
+    O(n_hidden^3) Cholesky solve on the client. Client memory O(n_hidden^2).
+
+    Bad input: labels of the wrong length, no labelled sample, or labelled samples of a
+    single class raise ``ValueError``. A class with a single labelled sample is accepted: the
+    balancing gives that sample the weight C0, the total of every other class. String labels
+    work; to mark unlabelled samples among strings use dtype object and ``-1``. NaN in X
+    raises ``ValueError`` (for dask input at the first computation that touches it).
+
+    With ``lam=0`` and equal C_i the problem is the supervised ELM (eq. 16 reduces to eq. 7).
+
+    References
+    ----------
+    G. Huang, S. Song, J. N. D. Gupta and C. Wu, "Semi-supervised and unsupervised extreme
+    learning machines", IEEE Transactions on Cybernetics 44(12), 2014.
+    S. Melacci and M. Belkin, "Laplacian support vector machines trained in the primal",
+    JMLR 12, 2011.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn.datasets import make_moons
+    >>> from elmscale import SSELM
+    >>> X, y = make_moons(300, noise=0.05, random_state=0)
+    >>> y_semi = np.full_like(y, -1)
+    >>> y_semi[[0, 1, 2, 3, 4, 5]] = y[[0, 1, 2, 3, 4, 5]]
+    >>> model = SSELM(n_hidden=200, C0=10.0, lam=1.0, graph="exact", random_state=0)
+    >>> model = model.fit(X, y_semi)
+    >>> model.n_labelled_
+    6
+    >>> bool(model.score(X, y) > 0.9)
+    True
+    """
+
+    _parameter_constraints = {
+        **BaseELM._parameter_constraints,
+        **BaseELM._graph_constraints,
+        "C0": [Interval(Real, 0, None, closed="neither")],
+        "lam": [Interval(Real, 0, None, closed="left")],
+        "laplacian_power": [StrOptions({"1", "2"}), Interval(Integral, 1, 2, closed="both")],
+        "solver": [StrOptions({"auto", "primal", "dual"})],
+    }
+
+    def __init__(self, n_hidden=1000, *, C0=1.0, lam=0.01, activation="sigmoid",
+                 graph="pynndescent", n_neighbors=10, weights="heat", sigma=None,
+                 normalized=True, laplacian_power=2, scaling="standard", solver="auto",
+                 cache=False, random_state=None):
+        self.n_hidden = n_hidden
+        self.C0 = C0
+        self.lam = lam
+        self.activation = activation
+        self.graph = graph
+        self.n_neighbors = n_neighbors
+        self.weights = weights
+        self.sigma = sigma
+        self.normalized = normalized
+        self.laplacian_power = laplacian_power
+        self.scaling = scaling
+        self.solver = solver
+        self.cache = cache
+        self.random_state = random_state
+
+    def _build_graph(self, Xd, rng):
+        Xs = apply_scaling(Xd, self.hidden_layer_.offset, self.hidden_layer_.scale)
+        k = min(self.n_neighbors, Xd.shape[0] - 1)
+        return knn_graph(Xs, k, backend=self.graph, weights=self.weights, sigma=self.sigma,
+                         normalized=self.normalized, random_state=draw_seed(rng))
+
+    def _prepare(self, X, y):
+        """Validate, encode the labels, draw the hidden layer, build the graph. Returns
+        ``(features, codes, weight, Y, graph)``; the pieces of a fit before the Gram pass."""
+        Xd, _ = self._validate_X(X, reset=True)
+        if y is None:
+            raise ValueError("SSELM requires y (with -1 for unlabelled samples), got None")
+        classes, codes, counts = encode_targets(y, Xd, unlabelled=_unlabelled)
+        if len(classes) == 0:
+            raise ValueError("SSELM needs labelled samples: every label in y is -1 "
+                             "(unlabelled)")
+        if len(classes) < 2:
+            raise ValueError(f"SSELM needs labelled samples of at least 2 classes; got 1 "
+                             f"class: {classes.tolist()}")
+        self.classes_ = classes
+        self.class_counts_ = counts
+        self.n_labelled_ = int(counts.sum())
+        c = len(classes)
+        N = Xd.shape[0]
+        self._solver = ("dual" if self.n_hidden > N else "primal") if self.solver == "auto" \
+            else self.solver
+        self._laplacian_power = int(self.laplacian_power)
+        rng = check_random_state(self.random_state)
+        self._draw_hidden_layer(Xd, rng)
+        features = self._hidden_features(Xd)
+        # C_i = C0 / N_{t_i} for labelled samples, 0 for unlabelled ones (eq. 15)
+        per_class = self.C0 / counts
+        weight = codes.map_blocks(_take_weight, per_class, dtype=np.float64)
+        Y = codes.map_blocks(_one_hot, c, new_axis=1, chunks=(codes.chunks[0], (c,)),
+                             dtype=np.float64)
+        graph = self._build_graph(Xd, rng) if self.lam > 0 else None
+        return features, weight, Y, graph
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y):
+        """Build the graph on all samples, reduce H^T C H, H^T C Y~ and H^T L^p H in one pass
+        and solve eq. 16 (or eq. 17 in the dual)."""
+        features, weight, Y, graph = self._prepare(X, y)
+        if self._solver == "primal":
+            terms = ("hth", "hty") + (("htlh",) if graph is not None else ())
+            stats = hidden_stats(features, terms, Y=Y, sample_weight=weight, graph=graph,
+                                 laplacian_power=self._laplacian_power)
+            beta = sselm_output_weights(stats["hth"], stats["hty"], stats.get("htlh"),
+                                        self.lam)
+        else:  # n_hidden > N: H (N x n_hidden) and L (N x N) are small
+            lap = dask.delayed(graph.laplacian)() if graph is not None else None
+            H, Yc, c, L = dask.compute(features.H, Y, weight, lap)
+            if L is not None and self._laplacian_power == 2:
+                L = L @ L
+            beta = sselm_dual_output_weights(H, Yc, c, L, self.lam)
+        self.output_weights_ = beta
+        logger.info("SSELM: %s solve, n_hidden=%d, n_samples=%d, labelled=%d", self._solver,
+                    self.n_hidden, features.X.shape[0], self.n_labelled_)
+        return self
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.classifier_tags.multi_class = True
+        return tags
+
+
+__all__ = ["SSELM", "sselm_dual_output_weights", "sselm_output_weights"]
