@@ -30,7 +30,6 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from ..base import BaseELM
-import scipy.sparse as sp
 from sklearn.cluster import kmeans_plusplus
 
 from ..gram import hidden_stats
@@ -228,12 +227,16 @@ def _km_nearest(block, centers):
 def _km_partials(block, centers):
     R, k, d = centers.shape
     lab, best = _km_nearest(block, centers)
-    n = block.shape[0]
-    # per-cluster sums of all restarts as one sparse (R k x n) one-hot product
-    onehot = sp.csr_matrix((np.ones(R * n), ((lab + k * np.arange(R)[:, None]).ravel(),
-                                             np.tile(np.arange(n), R))), shape=(R * k, n))
-    sums = np.asarray(onehot @ block.astype(np.float64, copy=False)).reshape(R, k, d)
-    counts = np.asarray(onehot.sum(axis=1)).reshape(R, k)
+    block = block.astype(np.float64, copy=False)
+    sums = np.empty((R, k, d))
+    counts = np.empty((R, k))
+    clusters = np.arange(k)[:, None]
+    for r in range(R):
+        # per-cluster sums as a dense one-hot (k x n) GEMM: BLAS, unlike np.add.at or a
+        # sparse one-hot product (both several times slower for n_hidden-dimensional rows)
+        onehot = (lab[r][None, :] == clusters).astype(np.float64)
+        sums[r] = onehot @ block
+        counts[r] = onehot.sum(axis=1)
     return {"sums": sums, "counts": counts, "inertia": best.sum(axis=1)}
 
 
@@ -245,8 +248,8 @@ def init_kmeans(E, n_clusters, *, n_init=10, max_iter=100, tol=1e-4, random_stat
                 sample_size=20000):
     """Lloyd's k-means on a row-chunked dask array, all restarts batched in one pass per
     iteration (the algorithm of ``elmscale.cluster.kmeans``, with the distances to all
-    restarts' centres as one BLAS product and the per-cluster sums as a sparse one-hot
-    product, which matters for the n_hidden-dimensional ELM feature space).
+    restarts' centres as one BLAS product and the per-cluster sums as one-hot BLAS
+    products, which matters for the n_hidden-dimensional ELM feature space).
 
     k-means++ starts are drawn from a sample of at most ``sample_size`` rows. Returns
     ``(centers, labels)`` of the restart with the lowest inertia.
@@ -264,17 +267,21 @@ def init_kmeans(E, n_clusters, *, n_init=10, max_iter=100, tol=1e-4, random_stat
     centers = starts
     active = np.ones(n_init, dtype=bool)
     for _ in range(max_iter):
-        total = dask.compute(tree_sum([fn(b, centers) for b in blocks]))[0]
+        run = np.flatnonzero(active)  # converged restarts drop out of the passes
+        cur = centers[run]
+        total = dask.compute(tree_sum([fn(b, cur) for b in blocks]))[0]
         counts = total["counts"]
         new = np.where(counts[:, :, None] > 0,
-                       total["sums"] / np.maximum(counts, 1)[:, :, None], centers)
-        shift = ((new - centers) ** 2).sum(axis=(1, 2))
-        centers = np.where(active[:, None, None], new, centers)
-        active &= shift > tol * scale
+                       total["sums"] / np.maximum(counts, 1)[:, :, None], cur)
+        shift = ((new - cur) ** 2).sum(axis=(1, 2))
+        centers[run] = new
+        active[run] = shift > tol * scale
         if not active.any():
             break
     inertia = dask.compute(tree_sum([fn(b, centers) for b in blocks]))[0]["inertia"]
-    best = centers[int(np.argmin(inertia))]
+    # restarts that reached the same partition (up to numbering) differ in inertia by
+    # rounding only, which depends on the chunking: take the first within 1e-9 of the best
+    best = centers[int(np.flatnonzero(inertia <= inertia.min() * (1 + 1e-9))[0])]
     labels = E.map_blocks(_km_labels, best, drop_axis=1, dtype=np.int64,
                           meta=np.empty((0,), dtype=np.int64))
     return best, labels
