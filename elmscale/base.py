@@ -55,7 +55,7 @@ class BaseELM(BaseEstimator):
             if hasattr(X, "columns") and all(isinstance(c, str) for c in X.columns):
                 self.feature_names_in_ = np.asarray(X.columns, dtype=object)
         else:
-            check_features(Xd, self.n_features_in_)
+            check_features(Xd, self.n_features_in_, estimator=type(self).__name__)
         return Xd, was_dask
 
     def _draw_hidden_layer(self, Xd, rng):

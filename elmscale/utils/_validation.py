@@ -46,8 +46,18 @@ def as_row_chunked(X, *, n_hidden=1000, name="X", dtype=None, check_finite=True)
     if not hasattr(X, "ndim"):
         raise TypeError(f"{name} must be array-like, got {type(X).__name__}")
     _reject(X.ndim != 2, f"{name} must be 2-D (n_samples, n_features), got {X.ndim}-D "
-            f"with shape {tuple(X.shape)}; reshape 1-D data with X.reshape(-1, 1)")
+            f"with shape {tuple(X.shape)}. Reshape your data, e.g. X.reshape(-1, 1) for a "
+            "single feature")
     kind = np.dtype(X.dtype).kind
+    if kind == "c":
+        raise ValueError(f"Complex data not supported: {name} has dtype {X.dtype}")
+    if kind == "O" and not was_dask:
+        try:
+            X = X.astype(np.float64)
+        except (TypeError, ValueError) as exc:
+            raise TypeError(f"{name} must hold numbers (bool, int or float); converting its "
+                            f"object dtype failed: {exc}") from None
+        kind = "f"
     if kind not in "biuf":
         raise TypeError(f"{name} must hold numbers (bool, int or float), got dtype {X.dtype}")
     if was_dask:
@@ -55,8 +65,10 @@ def as_row_chunked(X, *, n_hidden=1000, name="X", dtype=None, check_finite=True)
             raise ValueError(f"{name} has unknown chunk sizes; call "
                              f"{name}.compute_chunk_sizes() (or pass lengths=True when "
                              "converting a DataFrame) first")
-    _reject(X.shape[0] < 1, f"{name} is empty: it has 0 samples, at least 1 is required")
-    _reject(X.shape[1] < 1, f"{name} has 0 features, at least 1 is required")
+    _reject(X.shape[0] < 1, f"{name} is empty: 0 sample(s) (shape={tuple(X.shape)}) while a "
+            "minimum of 1 is required.")
+    _reject(X.shape[1] < 1, f"{name} has 0 feature(s) (shape={tuple(X.shape)}) while a "
+            "minimum of 1 is required.")
     if not was_dask:
         X = np.asarray(X)
         if check_finite and kind == "f" and not np.isfinite(X).all():
@@ -80,12 +92,12 @@ def _assert_finite(block, name_="X"):
     return block
 
 
-def check_features(X, n_features, name="X"):
+def check_features(X, n_features, name="X", estimator="the estimator"):
     """Raise if ``X`` does not have the number of features seen in ``fit``."""
     if X.shape[1] != n_features:
         raise ValueError(
-            f"{name} has {X.shape[1]} features, but the estimator was fitted with "
-            f"{n_features} features"
+            f"{name} has {X.shape[1]} features, but {estimator} is expecting {n_features} "
+            "features as input (the number it was fitted with)"
         )
 
 
