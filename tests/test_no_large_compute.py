@@ -1,0 +1,49 @@
+"""Nothing with N rows reaches the client during a fit on dask input."""
+
+import dask
+import dask.array as da
+import numpy as np
+import pytest
+
+import elmscale
+
+
+def _rows(obj, out):
+    """Collect the leading dimension of every array in a computed result."""
+    if isinstance(obj, dict):
+        for v in obj.values():
+            _rows(v, out)
+    elif isinstance(obj, (tuple, list)):
+        for v in obj:
+            _rows(v, out)
+    elif hasattr(obj, "shape") and len(getattr(obj, "shape", ())) > 0:
+        out.append(obj.shape[0])
+    return out
+
+
+@pytest.fixture
+def no_large_compute(monkeypatch):
+    """Records the largest number of rows any ``dask.compute`` returned to the client."""
+    seen = []
+    real = dask.base.compute
+
+    def spy(*args, **kwargs):
+        result = real(*args, **kwargs)
+        seen.extend(_rows(result, []))
+        return result
+
+    monkeypatch.setattr(dask.base, "compute", spy)
+    monkeypatch.setattr(dask, "compute", spy)
+    return seen
+
+
+def test_uselm_fit_on_dask_input_brings_back_no_n_sized_array(no_large_compute):
+    N = 30_000
+    X = np.random.RandomState(0).randn(N, 3)
+    Xd = da.from_array(X, chunks=(6_000, 3))
+    model = elmscale.USELM(n_clusters=3, n_hidden=20, graph="exact", n_neighbors=5,
+                           random_state=0).fit(Xd)
+    assert isinstance(model.labels_, da.Array)
+    assert no_large_compute, "the spy saw no compute at all"
+    # bounded samples (k-means++ and cell seeds: 20,000 rows) are allowed, N-sized data not
+    assert max(no_large_compute) <= 20_000 < N
