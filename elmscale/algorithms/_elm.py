@@ -141,8 +141,8 @@ def encode_targets(y, Xd, *, unlabelled=None, classes=None):
         return classes, codes, counts
     y = column_or_1d(np.asarray(y), warn=True)
     _check_y_length(y, Xd.shape[0])
-    check_classification_targets(y)
     mask = np.zeros(y.shape[0], dtype=bool) if unlabelled is None else unlabelled(y)
+    check_classification_targets(y[~mask] if mask.any() else y)
     if classes is None:
         classes = np.unique(y[~mask])
     codes = _encode(y, classes, unlabelled)

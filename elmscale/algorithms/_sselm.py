@@ -11,7 +11,7 @@ from sklearn.base import ClassifierMixin, _fit_context
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 
-from ..base import BaseELM
+from ..base import EXACT_GRAPH_MAX_SAMPLES, BaseELM
 from ..graph import knn_graph
 from ..gram import hidden_stats
 from ..hidden import apply_scaling
@@ -97,8 +97,9 @@ class SSELM(_ClassifierOutputsMixin, ClassifierMixin, BaseELM):
     lam : float, default=0.01
         Weight of the manifold term (the paper's lambda). ``lam=0`` skips the graph.
     activation : str or callable, default="sigmoid"
-    graph : str or callable, default="pynndescent"
-        kNN backend (``elmscale.available("graph")``); "exact" for small data.
+    graph : "auto", str or callable, default="auto"
+        kNN backend (``elmscale.available("graph")``); "auto" takes exact search up to
+        10,000 samples and pynndescent above.
     n_neighbors : int, default=10
         k of the kNN graph (clipped to n_samples - 1).
     weights : {"binary", "heat"}, default="heat"
@@ -162,7 +163,7 @@ class SSELM(_ClassifierOutputsMixin, ClassifierMixin, BaseELM):
     >>> X, y = make_moons(300, noise=0.05, random_state=0)
     >>> y_semi = np.full_like(y, -1)
     >>> y_semi[[0, 1, 2, 3, 4, 5]] = y[[0, 1, 2, 3, 4, 5]]
-    >>> model = SSELM(n_hidden=200, C0=10.0, lam=1.0, graph="exact", random_state=0)
+    >>> model = SSELM(n_hidden=200, C0=10.0, lam=1e4, activation="tanh", random_state=0)
     >>> model = model.fit(X, y_semi)
     >>> model.n_labelled_
     6
@@ -180,7 +181,7 @@ class SSELM(_ClassifierOutputsMixin, ClassifierMixin, BaseELM):
     }
 
     def __init__(self, n_hidden=1000, *, C0=1.0, lam=0.01, activation="sigmoid",
-                 graph="pynndescent", n_neighbors=10, weights="heat", sigma=None,
+                 graph="auto", n_neighbors=10, weights="heat", sigma=None,
                  normalized=True, laplacian_power=2, scaling="standard", solver="auto",
                  cache=False, random_state=None):
         self.n_hidden = n_hidden
@@ -199,17 +200,27 @@ class SSELM(_ClassifierOutputsMixin, ClassifierMixin, BaseELM):
         self.random_state = random_state
 
     def _build_graph(self, Xd, rng):
-        Xs = apply_scaling(Xd, self.hidden_layer_.offset, self.hidden_layer_.scale)
-        k = min(self.n_neighbors, Xd.shape[0] - 1)
-        return knn_graph(Xs, k, backend=self.graph, weights=self.weights, sigma=self.sigma,
-                         normalized=self.normalized, random_state=draw_seed(rng))
+        # as BaseELM._build_graph, with k clipped to n_samples - 1; the dual gathers L in the
+        # rows' own order, so it asks for no locality ordering
+        N = Xd.shape[0]
+        backend = self.graph
+        if backend == "auto":
+            backend = "exact" if N <= EXACT_GRAPH_MAX_SAMPLES else "pynndescent"
+        self._graph_backend = backend
+        layer = self.hidden_layer_
+        return knn_graph(Xd, min(self.n_neighbors, N - 1), backend=backend,
+                         weights=self.weights, sigma=self.sigma, normalized=self.normalized,
+                         random_state=draw_seed(rng),
+                         transform=lambda A: apply_scaling(A, layer.offset, layer.scale),
+                         order=False if self._solver == "dual" else "auto")
 
     def _prepare(self, X, y):
         """Validate, encode the labels, draw the hidden layer, build the graph. Returns
         ``(features, codes, weight, Y, graph)``; the pieces of a fit before the Gram pass."""
         Xd, _ = self._validate_X(X, reset=True)
         if y is None:
-            raise ValueError("SSELM requires y (with -1 for unlabelled samples), got None")
+            raise ValueError("SSELM requires y to be passed, but the target y is None "
+                             "(mark unlabelled samples with -1)")
         classes, codes, counts = encode_targets(y, Xd, unlabelled=_unlabelled)
         if len(classes) == 0:
             raise ValueError("SSELM needs labelled samples: every label in y is -1 "
