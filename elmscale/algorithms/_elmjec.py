@@ -402,6 +402,7 @@ class ELMJEC(ClusterMixin, TransformerMixin, BaseELM):
             changed = _changed_from_table(table, c)
             if changed == 0:  # same partition: beta and G are those of the previous step
                 record(obj, inertia, in_b, accepted, 0, beta.shape[1])
+                logger.info("ELM-JEC iteration %d: partition unchanged, converged", it)
                 converged = True
                 break
             labels, htf, sizes = new, stats["htf"], stats["sizes"]
