@@ -522,6 +522,13 @@ class TUMKELM(ClusterMixin, BaseEstimator):
     eigenvalues_ : ndarray (n_clusters,)
     factors_ : list of KernelFactor or None
         The kernel factors (scalable mode).
+    kspace_gram_ : ndarray (p, p)
+        Z^T Z of the kernel-space samples (independent of the clusters).
+    reductions_ : dict
+        Scalable mode: the label-independent reductions (``G = Phi^T Phi``, ``u``, ``AA``,
+        ``S``, ``PA``, ``alpha``, ``offsets``, ``n``); see :func:`kspace_gram`.
+    scaling_ : tuple
+        (offset, scale) of the input scaling.
     n_features_in_ : int
 
     Notes
