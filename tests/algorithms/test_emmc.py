@@ -110,7 +110,7 @@ def test_ties_are_broken_by_row_order_whatever_the_chunking(global_seed):
 def test_balance_holds_after_every_iteration_on_imbalanced_data(k, output, global_seed):
     weights = [0.7] + [0.3 / (k - 1)] * (k - 1)
     X, _ = _data(k, n=400, seed=global_seed, weights=weights)
-    for balance in (0.0, 0.03, 0.15):
+    for balance in (0.0, 0.15):
         model = EMMC(k, n_hidden=40, balance=balance, output=output, init="kmeans", n_init=2,
                      max_iter=10, random_state=global_seed).fit(X)
         tol = max(balance * len(X), 1.0 if len(X) % k else 0.0)
@@ -160,7 +160,7 @@ def test_distributed_selection_is_exact(kind, max_gather, rng):
 @pytest.mark.parametrize("k, output", CASES)
 def test_paths_find_separated_clusters(k, output):
     X, y = make_blobs(400, n_features=3, centers=k, cluster_std=0.6, random_state=3)
-    model = EMMC(k, n_hidden=60, output=output, random_state=0).fit(X)
+    model = EMMC(k, n_hidden=60, output=output, n_init=3, random_state=0).fit(X)
     ari = adjusted_rand_score(y, model.labels_)
     # the ordinal single-output code cannot always order 4 clusters along one axis
     assert ari > (0.6 if (output == "single" and k > 2) else 0.95)
@@ -172,7 +172,7 @@ def test_paths_find_separated_clusters(k, output):
 def test_numpy_and_dask_input_agree(init, blobs, blobs_dask):
     X, _ = blobs
     Xd, _ = blobs_dask
-    kw = dict(n_hidden=40, init=init, output="multi", random_state=1)
+    kw = dict(n_hidden=40, init=init, output="multi", n_init=3, random_state=1)
     a = EMMC(3, **kw).fit(X)
     b = EMMC(3, **kw).fit(Xd)
     assert isinstance(a.labels_, np.ndarray) and isinstance(b.labels_, da.Array)
@@ -192,7 +192,7 @@ def test_random_init_does_not_depend_on_chunking():
 
 def test_cache_does_not_change_the_result(blobs_dask):
     Xd, _ = blobs_dask
-    kw = dict(n_hidden=30, random_state=0)
+    kw = dict(n_hidden=30, n_init=2, random_state=0)
     a = EMMC(3, cache=True, **kw).fit(Xd)
     b = EMMC(3, cache=False, **kw).fit(Xd)
     np.testing.assert_array_equal(a.labels_.compute(), b.labels_.compute())
@@ -213,7 +213,7 @@ def test_registered_as_emmc():
 @pytest.mark.distributed
 def test_distributed_fit_matches_synchronous(dask_client, blobs_dask):
     Xd, _ = blobs_dask
-    kw = dict(n_hidden=30, balance=0.03, random_state=0, cache=True)
+    kw = dict(n_hidden=30, balance=0.03, n_init=2, random_state=0, cache=True)
     got = EMMC(3, output="multi", **kw).fit(Xd)
     with dask.config.set(scheduler="sync"):
         ref = EMMC(3, output="multi", **kw).fit(Xd)
