@@ -68,6 +68,7 @@ PAPER = {"iris": 86.06, "wine": 96.63, "segment": 64.22, "coil20": 87.58, "uspst
          "yale": 44.08, "orl": 59.26}
 LAMS = tuple(10.0 ** p for p in range(-4, 5))
 N_OS = (2, 4, 8, 16, 32)
+SWEEP_LAMS = (1e-3, 1e-2, 1e-1, 1.0, 10.0)  # default-sweep: around the default lam = 0.1
 
 
 def paper_n_hidden(name):
@@ -200,7 +201,8 @@ def run_default_sweep(name, X, y, seeds, log, lams=LAMS):
     variants = [("default", {})]
     variants += [(f"n_neighbors={k}", {"n_neighbors": k}) for k in (5, 20)]
     variants += [("weights=heat", {"weights": "heat"}), ("normalized=True", {"normalized": True}),
-                 ("scaling=minmax", {"scaling": "minmax"}), ("scaling=None", {"scaling": None})]
+                 ("scaling=minmax", {"scaling": "minmax"}), ("scaling=None", {"scaling": None}),
+                 ("scaling=minmax+normalized=True", {"scaling": "minmax", "normalized": True})]
     out = []
     for label, change in variants:
         cfg = {**DEFAULT_GRAPH, **change}
@@ -262,7 +264,11 @@ def main(argv=None):
     args = p.parse_args(argv)
 
     import dask
+    import scipy.linalg  # noqa: F401  (load every BLAS before pinning them all to one thread)
+    import sklearn.cluster  # noqa: F401
     from threadpoolctl import threadpool_limits
+
+    import elmscale  # noqa: F401
 
     def log(msg):
         print(msg, flush=True)
@@ -274,13 +280,12 @@ def main(argv=None):
            "normalized": args.normalized,
            "scaling": None if args.scaling == "none" else args.scaling}
     names = [n for n in args.datasets.split(",") if n]
-    header = {"date": utc_now(), "command": command_line(), "machine": machine_info(),
-              "mode": args.mode, "seeds": seeds}
-    log(f"# {args.mode}  {header['date']}\n# {header['command']}\n# {header['machine']}")
     results = []
     start = time.perf_counter()
     with threadpool_limits(1), dask.config.set(scheduler="synchronous"):
-        header["blas"] = blas_info()
+        header = {"date": utc_now(), "command": command_line(), "machine": machine_info(),
+                  "mode": args.mode, "seeds": seeds, "blas": blas_info()}
+        log(f"# {args.mode}  {header['date']}\n# {header['command']}\n# {header['machine']}")
         for name in names:
             try:
                 X, y = load_dataset(name)
@@ -300,7 +305,8 @@ def main(argv=None):
                 elif args.mode == "defaults":
                     results.append(run_defaults(name, X, y, seeds, log))
                 elif args.mode == "default-sweep":
-                    results.extend(run_default_sweep(name, X, y, seeds, log, lams))
+                    results.extend(run_default_sweep(name, X, y, seeds, log,
+                                                     lams if args.quick else SWEEP_LAMS))
                 elif args.mode == "spectral":
                     results.append(run_spectral(name, X, y, seeds, log))
                 elif args.mode == "check-slicing":
