@@ -25,13 +25,12 @@ import dask.array as da
 import numpy as np
 import scipy.linalg as sla
 from sklearn.base import ClusterMixin, _fit_context
+from sklearn.cluster import kmeans_plusplus
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from ..base import BaseELM
-from sklearn.cluster import kmeans_plusplus
-
 from ..gram import hidden_stats
 from ..hidden import apply_scaling
 from ..solvers import sign_flip

@@ -5,7 +5,6 @@ import dask
 import dask.array as da
 import numpy as np
 import pytest
-import scipy.linalg as sla
 from sklearn.datasets import make_blobs
 from sklearn.metrics import adjusted_rand_score
 from sklearn.utils._param_validation import InvalidParameterError
