@@ -1,17 +1,15 @@
 """Dense NumPy ELM-JEC (Algorithm 1) with the same random draws as ``elmscale.ELMJEC``.
 
 Everything here is written from the formulas with N x N matrices (M = (1 - lam) I + lam F
-(F^T F)^-1 F^T - gamma L), never from the engine's reduced matrices, and k-means is a plain
-per-restart Lloyd loop following the rules of ``elmscale.cluster.kmeans`` (k-means++ starts
-from the same seeds, the same stopping rule, empty clusters keep their centre).
+(F^T F)^-1 F^T - gamma L), never from the engine's reduced matrices. k-means itself is the
+engine's, run on one chunk of the dense embedding (see ``kmeans_dense``).
 """
 
+import dask.array as da
 import numpy as np
-import scipy.linalg as sla
 from scipy.optimize import linear_sum_assignment
-from sklearn.cluster import kmeans_plusplus
-from sklearn.utils import check_random_state
 
+from elmscale.cluster import kmeans
 from elmscale.hidden import RandomHiddenLayer
 from elmscale.solvers import sign_flip
 
@@ -25,40 +23,14 @@ def minmax(X):
     return offset, scale
 
 
-def kmeans_dense(E, k, *, n_init=10, max_iter=100, tol=1e-4, init=None, random_state=None,
-                 init_sample=20000):
-    """Returns (centers, labels, inertia)."""
-    E = np.asarray(E, dtype=np.float64)
-    N = E.shape[0]
-    rng = check_random_state(random_state)
-    if init is not None:
-        starts, var = [np.asarray(init, dtype=np.float64)], 1.0
-    else:
-        sample = E if N <= init_sample else E[np.sort(rng.choice(N, init_sample, replace=False))]
-        starts = [kmeans_plusplus(sample, k, random_state=rng.randint(2**31 - 1))[0]
-                  for _ in range(n_init)]
-        var = float(np.mean(np.var(sample, axis=0))) or 1.0
-
-    def dist2(c):
-        return ((E[:, None, :] - c[None, :, :]) ** 2).sum(axis=2)
-
-    finals = []
-    for c in starts:
-        c = c.copy()
-        for _ in range(max_iter):
-            lab = dist2(c).argmin(axis=1)
-            new = c.copy()
-            for j in range(k):
-                if np.any(lab == j):
-                    new[j] = E[lab == j].mean(axis=0)
-            shift = ((new - c) ** 2).sum()
-            c = new
-            if not shift > tol * var:
-                break
-        finals.append(c)
-    inertias = [dist2(c).min(axis=1).sum() for c in finals]
-    best = int(np.argmin(inertias))
-    return finals[best], dist2(finals[best]).argmin(axis=1), float(inertias[best])
+def kmeans_dense(E, k, *, n_init=10, max_iter=100, init=None, random_state=None):
+    """k-means of the dense embedding: ``elmscale.cluster.kmeans`` on ONE chunk holding all of
+    E. k-means is the engine's component with its own tests; what this reference checks is
+    everything ELM-JEC does around it. Returns (centers, labels, inertia)."""
+    Ed = da.from_array(np.asarray(E, dtype=np.float64), chunks=E.shape)
+    centers, labels, inertia, _ = kmeans(Ed, k, n_init=n_init, max_iter=max_iter, init=init,
+                                         random_state=random_state)
+    return centers, np.asarray(labels.compute()), inertia
 
 
 def changed(old, new, k):
