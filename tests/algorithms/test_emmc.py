@@ -255,7 +255,7 @@ def test_bad_input(blobs):
     with pytest.raises(ValueError, match=r"labels in \[0, 1\]"):
         EMMC(2, n_hidden=10, init=np.full(240, 2)).fit(X)
     model = EMMC(2, n_hidden=10, random_state=0).fit(X)
-    with pytest.raises(ValueError, match="X has 2 features, but the estimator was fitted with 5"):
+    with pytest.raises(ValueError, match=r"X has 2 features, but .* 5"):
         model.predict(X[:, :2])
 
 
