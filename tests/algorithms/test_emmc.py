@@ -264,3 +264,65 @@ def test_output_auto_is_single_for_two_clusters_else_multi(k, expected, blobs):
     X, _ = blobs
     model = EMMC(k, n_hidden=20, max_iter=2, random_state=0).fit(X)
     assert model.output == "auto" and model.targets_.shape == (k, expected)
+
+
+def test_algorithm_protocol():
+    from elmscale.testing import check_algorithm
+
+    # check_dont_overwrite_parameters sets n_clusters=1, which EMMC rightly refuses
+    check_algorithm("emmc", params=dict(n_hidden=20, n_init=2, max_iter=5, random_state=0),
+                    skip_checks=("check_dont_overwrite_parameters",))
+
+
+def test_fit_on_dask_input_brings_back_no_n_sized_array(monkeypatch):
+    # every dask.compute of a fit returns small things: Gram partials, counts, candidates
+    seen, real = [], dask.base.compute
+
+    def spy(*args, **kwargs):
+        result = real(*args, **kwargs)
+
+        def rows(obj):
+            if isinstance(obj, dict):
+                for v in obj.values():
+                    rows(v)
+            elif isinstance(obj, (tuple, list)):
+                for v in obj:
+                    rows(v)
+            elif getattr(obj, "ndim", 0) > 0:
+                seen.append(obj.shape[0])
+
+        rows(result)
+        return result
+
+    monkeypatch.setattr(dask.base, "compute", spy)
+    monkeypatch.setattr(dask, "compute", spy)
+    X, _ = _data(3, n=3000, seed=0, weights=[0.6, 0.2, 0.2])
+    # sample_size < N: the k-means++ sample is the only row-sized gather, and it is bounded
+    from elmscale.algorithms import _emmc
+
+    monkeypatch.setattr(_emmc, "init_kmeans", _small_sample(_emmc.init_kmeans))
+    EMMC(3, n_hidden=30, balance=0.0, n_init=2, random_state=0).fit(
+        da.from_array(X, chunks=(500, 4)))
+    # 500 rows of the k-means++ sample, 65536 radix counters of the selection; never N = 3000
+    assert seen and all(n <= 500 or n == 1 << 16 for n in seen)
+
+
+def _small_sample(func):
+    def wrapped(*args, **kwargs):
+        return func(*args, sample_size=500, **kwargs)
+    return wrapped
+
+
+from sklearn.utils.estimator_checks import parametrize_with_checks  # noqa: E402
+
+
+_N_CLUSTERS_1 = "sets n_clusters=1, which EMMC refuses (a margin needs two clusters)"
+EXPECTED_FAILED_CHECKS = {name: _N_CLUSTERS_1 for name in (
+    "check_dont_overwrite_parameters", "check_methods_subset_invariance", "check_fit2d_1sample",
+    "check_fit2d_1feature", "check_fit2d_predict1d")}
+
+
+@parametrize_with_checks([EMMC(n_hidden=12, n_init=2, max_iter=5, random_state=0)],
+                         expected_failed_checks=lambda est: EXPECTED_FAILED_CHECKS)
+def test_sklearn_compatible(estimator, check):
+    check(estimator)
