@@ -7,6 +7,7 @@ import pytest
 import scipy.linalg as sla
 from sklearn.base import clone
 from sklearn.metrics import adjusted_rand_score
+from sklearn.utils.estimator_checks import parametrize_with_checks
 
 import elmscale
 from elmscale import USELM
@@ -195,3 +196,10 @@ def test_warm_start_sweep_reuses_the_gram_pass_and_matches_fresh_fits(blobs, mon
     assert len(calls) == 1 + 3  # one pass for the sweep, one per fresh fit
     model.set_params(n_neighbors=5).fit(X)  # a graph parameter changed: a new pass
     assert len(calls) == 5
+
+
+@parametrize_with_checks([USELM(n_clusters=3, n_hidden=30, graph="exact", n_neighbors=3,
+                                random_state=0)])
+def test_sklearn_compatible(estimator, check):
+    """Every scikit-learn estimator check passes; none is expected to fail."""
+    check(estimator)
