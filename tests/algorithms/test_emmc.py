@@ -296,13 +296,14 @@ def test_fit_on_dask_input_brings_back_no_n_sized_array(monkeypatch):
 
     monkeypatch.setattr(dask.base, "compute", spy)
     monkeypatch.setattr(dask, "compute", spy)
-    X, _ = _data(3, n=3000, seed=0, weights=[0.6, 0.2, 0.2])
+    X, _ = _data(3, n=3000, seed=0, weights=[0.5, 0.25, 0.25])
     # sample_size < N: the k-means++ sample is the only row-sized gather, and it is bounded
     from elmscale.algorithms import _emmc
 
     monkeypatch.setattr(_emmc, "init_kmeans", _small_sample(_emmc.init_kmeans))
-    EMMC(3, n_hidden=30, balance=0.0, n_init=2, random_state=0).fit(
-        da.from_array(X, chunks=(500, 4)))
+    model = EMMC(3, n_hidden=30, balance=0.03, n_init=2, max_iter=3, random_state=0).fit(
+        da.from_array(X, chunks=(1000, 4)))
+    assert sum(h["n_moved"] for h in model.history_) > 0  # the selection ran
     # 500 rows of the k-means++ sample, 65536 radix counters of the selection; never N = 3000
     assert seen and all(n <= 500 or n == 1 << 16 for n in seen)
 
