@@ -76,7 +76,7 @@ def _nndescent_graph(X_blocks, n_neighbors, n_build, seed):
 
     X = np.concatenate(X_blocks).astype(np.float32, copy=False)
     index = pynndescent.NNDescent(
-        X, n_neighbors=n_build + 1, random_state=seed, low_memory=True, n_jobs=1,
+        X, n_neighbors=n_build + 1, random_state=seed, low_memory=True, n_jobs=-1,
         compressed=False, verbose=False,
     )
     idx, dist = index.neighbor_graph
@@ -96,8 +96,9 @@ def nndescent_knn(X, n_neighbors, *, random_state=None):
 
     How the work is split: the whole of X (N x d, small next to H) is gathered on ONE worker,
     which builds the index and reads its ``neighbor_graph``; the lists are then sliced back
-    into X's row chunks. The build is the serial part (numba compiles for about 20 s in each
-    fresh process the first time). To reach recall@k >= 0.9 the index is built with
+    into X's row chunks. The build is the serial part: it runs NN-descent with all of the
+    worker machine's cores (``n_jobs=-1``), since every other task waits for the graph.
+    numba compiles for about 20 s in each fresh process the first time. To reach recall@k >= 0.9 the index is built with
     ``max(2 k, 30)`` neighbours and the k best are kept: recall of NN-descent grows quickly
     with the size of its lists.
     """
