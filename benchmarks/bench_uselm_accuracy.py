@@ -194,7 +194,7 @@ DEFAULT_GRAPH = {"n_neighbors": 10, "weights": "binary", "normalized": False,
                  "scaling": "standard"}
 
 
-def run_default_sweep(name, X, y, seeds, log, lams=LAMS):
+def run_default_sweep(name, X, y, seeds, log, lams=LAMS, only=()):
     """The default model (n_h = 1000, n_o = c, exact graph) with one graph/scaling option
     changed at a time, every lam of ``lams`` from the same Gram pass."""
     c = len(np.unique(y))
@@ -202,7 +202,11 @@ def run_default_sweep(name, X, y, seeds, log, lams=LAMS):
     variants += [(f"n_neighbors={k}", {"n_neighbors": k}) for k in (5, 20)]
     variants += [("weights=heat", {"weights": "heat"}), ("normalized=True", {"normalized": True}),
                  ("scaling=minmax", {"scaling": "minmax"}), ("scaling=None", {"scaling": None}),
-                 ("scaling=minmax+normalized=True", {"scaling": "minmax", "normalized": True})]
+                 ("scaling=minmax+normalized=True", {"scaling": "minmax", "normalized": True}),
+                 ("scaling=minmax+normalized=True+n_neighbors=5",
+                  {"scaling": "minmax", "normalized": True, "n_neighbors": 5})]
+    if only:
+        variants = [v for v in variants if v[0] in only]
     out = []
     for label, change in variants:
         cfg = {**DEFAULT_GRAPH, **change}
@@ -238,6 +242,26 @@ def grid_table(results):
     return "\n".join(lines)
 
 
+def parse_overrides(items):
+    """``["lam=0.01", "normalized=true", "scaling=minmax"]`` -> USELM keyword arguments."""
+    out = {}
+    for item in items:
+        key, value = item.split("=", 1)
+        if value.lower() in ("true", "false"):
+            out[key] = value.lower() == "true"
+        elif value.lower() == "none":
+            out[key] = None
+        else:
+            try:
+                out[key] = int(value)
+            except ValueError:
+                try:
+                    out[key] = float(value)
+                except ValueError:
+                    out[key] = value
+    return out
+
+
 def parse_config(text):
     """``k,weights,normalized,scaling`` e.g. ``10,binary,0,standard``."""
     k, w, n, s = text.split(",")
@@ -260,6 +284,10 @@ def main(argv=None):
     p.add_argument("--scaling", default="standard", choices=("standard", "minmax", "none"))
     p.add_argument("--configs", default="",
                    help="pilot: ';'-separated k,weights,normalized,scaling settings")
+    p.add_argument("--variants", default="",
+                   help="default-sweep: ';'-separated variant labels to run (default: all)")
+    p.add_argument("--set", action="append", default=[], metavar="PARAM=VALUE",
+                   help="defaults: override a USELM parameter (repeatable), e.g. lam=0.01")
     p.add_argument("--json", default=None, help="write the raw results here")
     args = p.parse_args(argv)
 
@@ -303,10 +331,12 @@ def main(argv=None):
                             f"(lam {r['best']['lam']:g}, n_o {r['best']['n_o']})")
                         results.append(r)
                 elif args.mode == "defaults":
-                    results.append(run_defaults(name, X, y, seeds, log))
+                    results.append(run_defaults(name, X, y, seeds, log,
+                                                **parse_overrides(args.set)))
                 elif args.mode == "default-sweep":
-                    results.extend(run_default_sweep(name, X, y, seeds, log,
-                                                     lams if args.quick else SWEEP_LAMS))
+                    results.extend(run_default_sweep(
+                        name, X, y, seeds, log, lams if args.quick else SWEEP_LAMS,
+                        only=[v for v in args.variants.split(";") if v]))
                 elif args.mode == "spectral":
                     results.append(run_spectral(name, X, y, seeds, log))
                 elif args.mode == "check-slicing":
