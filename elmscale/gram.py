@@ -62,10 +62,13 @@ def _block_partials(H, terms, *, Y=None, weight=None, labels=None, n_labels=None
         if "sizes" in terms:
             out["sizes"] = np.bincount(lab[keep], minlength=n_labels).astype(f64)
     if "htlh" in terms:
-        H_loc = H if halo_X is None or len(halo_X) == 0 else np.vstack(
-            [H, layer(np.concatenate(halo_X))])
-        LH = graph_block.diagonal.astype(H.dtype)[:, None] * H - graph_block.W.astype(H.dtype) @ H_loc
-        out["htlh"] = (LH.T @ LH if power == 2 else H.T @ LH).astype(f64)
+        W_local, W_halo = graph_block.split(H.dtype)
+        WH = W_local @ H  # L H = diag * H - W [H; H_halo], without stacking H and H_halo
+        if halo_X:
+            WH += W_halo @ layer(np.concatenate(halo_X))
+        WH *= -1
+        WH += graph_block.diagonal.astype(H.dtype)[:, None] * H
+        out["htlh"] = (WH.T @ WH if power == 2 else H.T @ WH).astype(f64)
     return out
 
 

@@ -41,6 +41,21 @@ class GraphBlock:
     degree: np.ndarray
     diagonal: np.ndarray
 
+    def split(self, dtype):
+        """``(W_local, W_halo)``: the columns of the chunk's own rows and of its halo, in
+        ``dtype``; computed once per worker process and kept on the block."""
+        cache = self.__dict__.setdefault("_split", {})
+        if dtype not in cache:
+            n = self.stop - self.start
+            W = self.W.astype(dtype)
+            cache[dtype] = (W[:, :n].tocsr(), W[:, n:].tocsr())
+        return cache[dtype]
+
+    def __getstate__(self):
+        state = self.__dict__.copy()
+        state.pop("_split", None)
+        return state
+
     def global_csr(self, n_samples):
         """This block's rows of W with global column indices (for tests and small data)."""
         cols = np.concatenate([np.arange(self.start, self.stop), self.halo])
