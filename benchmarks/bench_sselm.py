@@ -21,7 +21,6 @@ Scale run (``python benchmarks/bench_sselm.py scale --n 1000000``)
 
 import argparse
 import json
-import os
 import sys
 import threading
 import time
@@ -128,7 +127,10 @@ def run_table2(args):
             n_h = args.n_hidden
         classes = np.unique(y)
         rows = []
-        for r, f, lab, val, unl, test in splits(y, n_lab, n_val, args.repeats, args.seed):
+        for i, (r, f, lab, val, unl, test) in enumerate(
+                splits(y, n_lab, n_val, args.repeats, args.seed)):
+            if i < args.skip_runs:
+                continue
             if args.max_runs and len(rows) >= args.max_runs:
                 break
             t0 = time.perf_counter()
@@ -291,10 +293,11 @@ def run_scale(args):
         y_semi = da.where(keep, y, -1)
         X, y, y_semi = dask.persist(X, y, y_semi)
         n_lab = int(keep.sum().compute())
-        # warm pynndescent's numba compilation on the workers (reported separately)
-        t = time.perf_counter()
-        client.run(_warm_nndescent)
-        warm = time.perf_counter() - t
+        warm = None
+        if args.warm:  # numba compiles ~20 s per fresh process (minutes on a loaded machine)
+            t = time.perf_counter()
+            client.run(_warm_nndescent)
+            warm = time.perf_counter() - t
         model = SSELM(n_hidden=args.n_hidden, C0=args.C0, lam=args.lam, graph="pynndescent",
                       n_neighbors=10, laplacian_power=args.power, random_state=0)
         with dask.config.set({"array.chunk-size": "64MiB"}), PeakMemory() as mem:
@@ -338,6 +341,7 @@ def main(argv=None):
     t.add_argument("--n-hidden", type=int, default=0, help="override Table I's n_h (0: keep)")
     t.add_argument("--seed", type=int, default=0)
     t.add_argument("--max-runs", type=int, default=0, help="stop after this many splits")
+    t.add_argument("--skip-runs", type=int, default=0, help="start at this split (resume)")
     t.add_argument("--quick", action="store_true", help="1 repeat, first fold only, g50c")
     t.add_argument("--out", default="")
     s = sub.add_parser("scale", help="synthetic scale run on a 2-worker LocalCluster")
@@ -351,6 +355,8 @@ def main(argv=None):
     s.add_argument("--power", type=int, default=2)
     s.add_argument("--chunk", type=int, default=50_000)
     s.add_argument("--worker-memory", default="1.6GiB")
+    s.add_argument("--warm", action="store_true",
+                   help="compile pynndescent on the workers before timing the fit")
     s.add_argument("--out", default="")
     args = p.parse_args(argv)
     if args.cmd == "table2":

@@ -176,7 +176,7 @@ class SSELM(_ClassifierOutputsMixin, ClassifierMixin, BaseELM):
         **BaseELM._graph_constraints,
         "C0": [Interval(Real, 0, None, closed="neither")],
         "lam": [Interval(Real, 0, None, closed="left")],
-        "laplacian_power": [StrOptions({"1", "2"}), Interval(Integral, 1, 2, closed="both")],
+        "laplacian_power": [Interval(Integral, 1, 2, closed="both")],
         "solver": [StrOptions({"auto", "primal", "dual"})],
     }
 
