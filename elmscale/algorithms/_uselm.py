@@ -54,8 +54,10 @@ class USELM(ClusterMixin, TransformerMixin, BaseELM):
         Embedding dimension n_o; "auto" uses n_clusters (2 when n_clusters is None).
     n_hidden : int, default=1000
         Hidden nodes n_h.
-    lam : float, default=0.1
-        Weight of the manifold term (the paper's lambda).
+    lam : float, default=0.01
+        Weight of the manifold term (the paper's lambda). The defaults (lam=0.01,
+        normalized=True, scaling="minmax") had the best mean accuracy over the seven Table V
+        datasets without tuning (benchmarks/RESULTS.md).
     activation : str or callable, default="sigmoid"
         A registered activation name (``elmscale.available("activation")``) or a callable.
     graph : "auto", str or callable, default="auto"
@@ -65,11 +67,11 @@ class USELM(ClusterMixin, TransformerMixin, BaseELM):
     weights : {"binary", "heat"}, default="binary"
     sigma : float or None, default=None
         Heat-kernel width; None uses the mean kNN distance.
-    normalized : bool, default=False
+    normalized : bool, default=True
         Use the normalised Laplacian D^-1/2 L D^-1/2.
-    scaling : {"standard", "minmax"} or None, default="standard"
-        Per-feature scaling of X before the graph and the hidden layer (fitted in one pass,
-        applied inside each task).
+    scaling : {"standard", "minmax"} or None, default="minmax"
+        Per-feature scaling of X (to [-1, 1] for "minmax") before the graph and the hidden
+        layer; fitted in one pass, applied inside each task.
     solver : {"auto", "primal", "dual"}, default="auto"
         "auto" takes the dual when n_hidden > n_samples.
     n_init : int, default=10
@@ -134,9 +136,9 @@ class USELM(ClusterMixin, TransformerMixin, BaseELM):
         "warm_start": ["boolean"],
     }
 
-    def __init__(self, n_clusters=8, *, n_components="auto", n_hidden=1000, lam=0.1,
+    def __init__(self, n_clusters=8, *, n_components="auto", n_hidden=1000, lam=0.01,
                  activation="sigmoid", graph="auto", n_neighbors=10, weights="binary",
-                 sigma=None, normalized=False, scaling="standard", solver="auto", n_init=10,
+                 sigma=None, normalized=True, scaling="minmax", solver="auto", n_init=10,
                  cache="auto", warm_start=False, random_state=None):
         self.n_clusters = n_clusters
         self.n_components = n_components

@@ -26,7 +26,7 @@ def _model(**kw):
 def test_embedding_solves_eq20_against_dense_numpy(blobs):
     """beta from the chunked engine equals a dense eigen-solve of eq. 20 on the full H, L."""
     X, _ = blobs
-    m = _model(n_components=2, scaling=None).fit(X)
+    m = _model(n_components=2, scaling=None, normalized=False).fit(X)
     H = hidden(X, m.hidden_layer_)
     L = knn_laplacian(X, 8)
     A = np.eye(60) + 0.1 * H.T @ L @ H
