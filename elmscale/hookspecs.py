@@ -22,7 +22,7 @@ def register_algorithms(register):
     """Register estimator classes: ``register("us-elm", USELM)``.
 
     ``obj`` must be a scikit-learn estimator class (``get_params``, ``fit``); it is built by
-    ``elmscale.make(name, **params)``.
+    ``elmscale.make(name, **params)``. Check it with ``elmscale.testing.check_algorithm``.
     """
 
 
@@ -53,5 +53,8 @@ def register_kernels(register):
     """Register kernels for kernel ELMs: ``register("rbf", RBFKernel)``.
 
     ``obj`` is a class implementing ``elmscale.kernels.Kernel``: ``__call__(X, Y)`` evaluates a
-    block, and optionally ``features(X)`` gives a factor Phi with K ~ Phi Phi^T.
+    block (exact mode), ``diagonal(X)`` gives K(x_i, x_i), and optionally
+    ``factor(sample, *, n_samples, n_components, method, random_state)`` returns a
+    ``KernelFactor`` (K ~ alpha I + Phi Phi^T, or a closed form) for the scalable mode; the
+    inherited default is Nystrom on the sample. ``elmscale.testing`` has contract checks.
     """
