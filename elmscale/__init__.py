@@ -1,17 +1,38 @@
 """elmscale: unsupervised and semi-supervised Extreme Learning Machines on Dask."""
 
 from ._config import config_context, get_config, set_config
-from .algorithms import USELM, uselm_embedding
+from .algorithms import (
+    ELMJEC,
+    EMMC,
+    SSELM,
+    TUMKELM,
+    USELM,
+    ELMClassifier,
+    ELMRegressor,
+    elmjec_sweep,
+    uselm_embedding,
+)
+from .exceptions import PluginLoadError, PluginLoadWarning, UnknownPluginError
 from .hookspecs import hookimpl
 from .registry import available, get, list_plugins, load_plugins, make
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "ELMClassifier",
+    "ELMJEC",
+    "ELMRegressor",
+    "EMMC",
+    "PluginLoadError",
+    "PluginLoadWarning",
+    "SSELM",
+    "TUMKELM",
     "USELM",
+    "UnknownPluginError",
     "__version__",
     "available",
     "config_context",
+    "elmjec_sweep",
     "get",
     "get_config",
     "hookimpl",

@@ -1,5 +1,36 @@
-"""The estimators. Each pairs a function over the reduced matrices with an estimator class."""
+"""The estimators. Each pairs functions over the reduced matrices (usable on their own, e.g.
+for sweeps) with an estimator class that validates, builds H lazily and reduces it."""
 
+from ._elm import ELMClassifier, ELMRegressor, elm_output_weights
+from ._elmjec import ELMJEC, elmjec_embedding, elmjec_sweep
+from ._emmc import EMMC
+from ._sselm import SSELM, sselm_output_weights
+from ._tumkelm import (
+    TUMKELM,
+    kspace_gram,
+    kspace_target,
+    leading_eigenvectors,
+    solve_weights,
+    tumkelm_loss,
+)
 from ._uselm import USELM, uselm_embedding
 
-__all__ = ["USELM", "uselm_embedding"]
+__all__ = [
+    "ELMClassifier",
+    "ELMJEC",
+    "ELMRegressor",
+    "EMMC",
+    "SSELM",
+    "TUMKELM",
+    "USELM",
+    "elm_output_weights",
+    "elmjec_embedding",
+    "elmjec_sweep",
+    "kspace_gram",
+    "kspace_target",
+    "leading_eigenvectors",
+    "solve_weights",
+    "sselm_output_weights",
+    "tumkelm_loss",
+    "uselm_embedding",
+]
