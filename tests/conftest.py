@@ -15,6 +15,10 @@ os.environ.setdefault("ELMSCALE_LOAD_PLUGINS", "")
 
 DATASETS = Path(__file__).resolve().parents[1].parent / "shared" / "datasets"
 
+# sample plugin modules (some raise on import on purpose), not tests: never collected,
+# not even by --doctest-modules
+collect_ignore = ["plugins"]
+
 
 def pytest_addoption(parser):
     parser.addoption("--runslow", action="store_true", default=False, help="run slow tests")
