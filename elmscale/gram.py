@@ -65,7 +65,12 @@ def _block_partials(H, terms, *, Y=None, weight=None, labels=None, n_labels=None
         W_local, W_halo = graph_block.split(H.dtype)
         WH = W_local @ H  # L H = diag * H - W [H; H_halo], without stacking H and H_halo
         if halo_X:
-            WH += W_halo @ layer(np.concatenate(halo_X))
+            # the halo can hold several times the chunk's rows (high-dimensional data crosses
+            # every cut): rebuild its hidden rows one chunk-sized slice at a time
+            halo = np.concatenate(halo_X)
+            step = max(H.shape[0], 1)
+            for lo in range(0, halo.shape[0], step):
+                WH += W_halo[:, lo : lo + step] @ layer(halo[lo : lo + step])
         WH *= -1
         WH += graph_block.diagonal.astype(H.dtype)[:, None] * H
         out["htlh"] = (WH.T @ WH if power == 2 else H.T @ WH).astype(f64)
@@ -122,6 +127,11 @@ def hidden_stats(features, terms, *, Y=None, sample_weight=None, labels=None, n_
         raise ValueError(f"unknown terms {sorted(unknown)}; choose from {TERMS}")
     if "htlh" in terms and graph is None:
         raise ValueError("term 'htlh' needs a graph")
+    if graph is not None and graph.source_name != features.X.name:
+        # the graph term rebuilds halo rows from the graph's X with features.layer: a graph
+        # built on another array (e.g. pre-scaled X) would silently give a wrong H^T L H
+        raise ValueError("graph was built on a different array than features.X; build it "
+                         "from the same X, passing any scaling as knn_graph(..., transform=)")
     if "hty" in terms and Y is None:
         raise ValueError("term 'hty' needs Y")
     if ("htf" in terms or "sizes" in terms) and (labels is None or n_labels is None):

@@ -152,3 +152,12 @@ def test_locality_ordered_graph_gives_the_same_sums(data):
     assert _rel(s["hty"], H.T @ (w[:, None] * y)) < 1e-10
     assert _rel(s["htf"], H.T @ F) < 1e-10
     assert _rel(s["htlh"], H.T @ knn_laplacian(X, 5) @ H) < 1e-10
+
+
+def test_graph_built_on_another_array_is_rejected(data):
+    X = data[0]
+    layer = RandomHiddenLayer.draw(6, 10, "sigmoid", 0)
+    Xd = da.from_array(X, chunks=(50, 6))
+    graph = knn_graph(Xd * 2.0, 5, backend="exact")
+    with pytest.raises(ValueError, match="graph was built on a different array"):
+        hidden_stats(HiddenFeatures(Xd, layer, cache=False), ("htlh",), graph=graph)

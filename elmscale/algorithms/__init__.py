@@ -1,10 +1,10 @@
 """The estimators. Each pairs functions over the reduced matrices (usable on their own, e.g.
 for sweeps) with an estimator class that validates, builds H lazily and reduces it."""
 
-from ._elm import ELMClassifier, ELMRegressor, elm_output_weights
+from ._elm import ELMClassifier, ELMRegressor, elm_dual_output_weights, elm_output_weights
 from ._elmjec import ELMJEC, elmjec_embedding, elmjec_sweep
 from ._emmc import EMMC
-from ._sselm import SSELM, sselm_output_weights
+from ._sselm import SSELM, sselm_dual_output_weights, sselm_output_weights
 from ._tumkelm import (
     TUMKELM,
     kspace_gram,
@@ -23,6 +23,7 @@ __all__ = [
     "SSELM",
     "TUMKELM",
     "USELM",
+    "elm_dual_output_weights",
     "elm_output_weights",
     "elmjec_embedding",
     "elmjec_sweep",
@@ -30,6 +31,7 @@ __all__ = [
     "kspace_target",
     "leading_eigenvectors",
     "solve_weights",
+    "sselm_dual_output_weights",
     "sselm_output_weights",
     "tumkelm_loss",
     "uselm_embedding",

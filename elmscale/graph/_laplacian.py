@@ -245,6 +245,7 @@ def knn_graph(X, n_neighbors=10, *, backend="pynndescent", weights="binary", sig
     if order not in ("auto", True, False):
         raise ValueError(f"order must be 'auto', True or False, got {order!r}")
     backend_fn = registry.resolve("graph", backend, "graph")
+    source_name = X.name
     transform = transform or (lambda A: A)
     nb = len(X.chunks[0])
     if order == "auto":
@@ -297,6 +298,7 @@ def knn_graph(X, n_neighbors=10, *, backend="pynndescent", weights="binary", sig
                      weights=weights, normalized=normalized, sigma=sigma_value)
     graph.halo_counts = counts
     graph.X = X
+    graph.source_name = source_name  # the array it was built for (checked by hidden_stats)
     graph.indices, graph.distances = idx, dist  # directed kNN lists, in the graph's row order
     graph.order = row_order
     logger.info("kNN graph: %d rows in %d chunks (%s), %d halo rows in all", graph.n_samples,
