@@ -19,7 +19,7 @@ Feature form (``feature_form``). Eq. 2 of the paper writes z_ij from kernel VALU
 K_q(x_i, x_j); the distance-based MK-ELM it builds on uses kernel-induced DISTANCES
 d_q(i, j) = K_q(i, i) + K_q(j, j) - 2 K_q(i, j), the reading consistent with t_ij = 1 for
 pairs in different clusters (a large distance predicts "different"). Both are implemented;
-the default is chosen by the benchmark (benchmarks/results/tumkelm.md).
+the default is chosen by the benchmark (benchmarks/RESULTS.md, section TUMK-ELM).
 
 Negative weights. The ridge solution mu is unconstrained and may have negative entries,
 which would make K^ indefinite (its leading eigenvectors then no longer solve the relaxed
