@@ -21,6 +21,7 @@ import warnings
 from pathlib import Path
 
 import numpy as np
+from _common import clustering_accuracy
 
 HERE = Path(__file__).resolve().parent
 DATASETS = HERE.parent.parent / "shared" / "datasets"
@@ -46,16 +47,7 @@ def load(name):
 
 def acc(y, labels):
     """Clustering accuracy (%) under the best one-to-one matching of clusters to classes."""
-    from scipy.optimize import linear_sum_assignment
-
-    y = np.asarray(y)
-    labels = np.asarray(labels)
-    _, yi = np.unique(y, return_inverse=True)
-    _, li = np.unique(labels, return_inverse=True)
-    table = np.zeros((li.max() + 1, yi.max() + 1))
-    np.add.at(table, (li, yi), 1)
-    r, c = linear_sum_assignment(table, maximize=True)
-    return 100.0 * table[r, c].sum() / len(y)
+    return 100.0 * clustering_accuracy(y, labels)
 
 
 def minmax(X):
