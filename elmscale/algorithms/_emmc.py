@@ -25,12 +25,12 @@ import dask.array as da
 import numpy as np
 import scipy.linalg as sla
 from sklearn.base import ClusterMixin, _fit_context
-from sklearn.cluster import kmeans_plusplus
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from ..base import BaseELM
+from ..cluster import kmeans
 from ..gram import hidden_stats
 from ..hidden import apply_scaling
 from ..solvers import sign_flip
@@ -206,84 +206,6 @@ def random_labels(n_samples, n_clusters, seed):
     """Initial labels of ``init="random"`` for rows 0..n_samples-1 (NumPy; the same numbers
     the chunked fit draws)."""
     return _hash_labels(np.arange(n_samples), seed, n_clusters)
-
-
-# -- k-means for the initialisation ---------------------------------------------------------
-def _km_nearest(block, centers):
-    """Nearest of the (R, k, d) centres for every restart: labels (R, n) and squared
-    distances; one BLAS product per block for all restarts."""
-    block = block.astype(np.float64, copy=False)
-    R, k, d = centers.shape
-    G = block @ centers.reshape(R * k, d).T  # (n, R k)
-    d2 = np.einsum("rkj,rkj->rk", centers, centers).reshape(1, R * k) - 2.0 * G
-    d2 = d2.reshape(-1, R, k)
-    lab = np.argmin(d2, axis=2).T  # (R, n)
-    best = np.take_along_axis(d2, lab.T[:, :, None], axis=2)[:, :, 0].T
-    x2 = np.einsum("ij,ij->i", block, block)
-    return lab, np.maximum(best + x2[None, :], 0.0)
-
-
-def _km_partials(block, centers):
-    R, k, d = centers.shape
-    lab, best = _km_nearest(block, centers)
-    block = block.astype(np.float64, copy=False)
-    sums = np.empty((R, k, d))
-    counts = np.empty((R, k))
-    clusters = np.arange(k)[:, None]
-    for r in range(R):
-        # per-cluster sums as a dense one-hot (k x n) GEMM: BLAS, unlike np.add.at or a
-        # sparse one-hot product (both several times slower for n_hidden-dimensional rows)
-        onehot = (lab[r][None, :] == clusters).astype(np.float64)
-        sums[r] = onehot @ block
-        counts[r] = onehot.sum(axis=1)
-    return {"sums": sums, "counts": counts, "inertia": best.sum(axis=1)}
-
-
-def _km_labels(block, centers):
-    return _km_nearest(block, centers[None])[0][0]
-
-
-def init_kmeans(E, n_clusters, *, n_init=10, max_iter=100, tol=1e-4, random_state=None,
-                sample_size=20000):
-    """Lloyd's k-means on a row-chunked dask array, all restarts batched in one pass per
-    iteration (the algorithm of ``elmscale.cluster.kmeans``, with the distances to all
-    restarts' centres as one BLAS product and the per-cluster sums as one-hot BLAS
-    products, which matters for the n_hidden-dimensional ELM feature space).
-
-    k-means++ starts are drawn from a sample of at most ``sample_size`` rows. Returns
-    ``(centers, labels)`` of the restart with the lowest inertia.
-    """
-    rng = check_random_state(random_state)
-    N = E.shape[0]
-    idx = np.arange(N) if N <= sample_size else np.sort(rng.choice(N, sample_size,
-                                                                      replace=False))
-    sample = np.asarray(E[idx].compute() if N > sample_size else E.compute(), dtype=np.float64)
-    starts = np.stack([kmeans_plusplus(sample, n_clusters, random_state=rng.randint(2**31 - 1))[0]
-                       for _ in range(n_init)])
-    scale = float(np.mean(np.var(sample, axis=0))) or 1.0
-    blocks = _delayed_blocks(E)
-    fn = dask.delayed(_km_partials, pure=True)
-    centers = starts
-    active = np.ones(n_init, dtype=bool)
-    for _ in range(max_iter):
-        run = np.flatnonzero(active)  # converged restarts drop out of the passes
-        cur = centers[run]
-        total = dask.compute(tree_sum([fn(b, cur) for b in blocks]))[0]
-        counts = total["counts"]
-        new = np.where(counts[:, :, None] > 0,
-                       total["sums"] / np.maximum(counts, 1)[:, :, None], cur)
-        shift = ((new - cur) ** 2).sum(axis=(1, 2))
-        centers[run] = new
-        active[run] = shift > tol * scale
-        if not active.any():
-            break
-    inertia = dask.compute(tree_sum([fn(b, centers) for b in blocks]))[0]["inertia"]
-    # restarts that reached the same partition (up to numbering) differ in inertia by
-    # rounding only, which depends on the chunking: take the first within 1e-9 of the best
-    best = centers[int(np.flatnonzero(inertia <= inertia.min() * (1 + 1e-9))[0])]
-    labels = E.map_blocks(_km_labels, best, drop_axis=1, dtype=np.int64,
-                          meta=np.empty((0,), dtype=np.int64))
-    return best, labels
 
 
 def _from_blocks(blocks, chunks, dtype=np.int64):
@@ -529,7 +451,7 @@ default="elm-kmeans"
             layer = self.hidden_layer_
             E = apply_scaling(Xd, layer.offset, layer.scale)
             E = E.persist() if features.cached else E
-        centers, labels = init_kmeans(E, k, n_init=self.n_init, random_state=seed)
+        centers, labels, _, _ = kmeans(E, k, n_init=self.n_init, random_state=seed)
         if self._output == "single" and k > 2:
             # ordinal codes: number the clusters along the first principal axis of the centres
             Cc = centers - centers.mean(axis=0)
@@ -610,6 +532,6 @@ def _take(labels, rank):
     return rank[labels]
 
 
-__all__ = ["EMMC", "balance_labels", "balance_moves", "balance_tolerance", "init_kmeans",
+__all__ = ["EMMC", "balance_labels", "balance_moves", "balance_tolerance",
            "emmc_move_keys", "emmc_output_weights", "emmc_relabel", "emmc_targets",
            "factor_gram", "random_labels", "select_smallest"]

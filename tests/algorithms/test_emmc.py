@@ -86,6 +86,35 @@ def test_chunked_equals_dense_reference(k, output, chunks, global_seed):
         np.testing.assert_array_equal(h["sizes"], s)
 
 
+@pytest.mark.parametrize("k, output", [(2, "single"), (4, "multi")])
+@pytest.mark.parametrize("chunks", [(240,), (17, 100, 123)])
+def test_default_elm_kmeans_start_equals_dense_reference(k, output, chunks, monkeypatch,
+                                                         global_seed):
+    # the whole default path: the engine's k-means on the chunked H (elmscale.cluster.kmeans)
+    # against scikit-learn's KMeans on the dense H, with the seed the fit hands to k-means,
+    # then the dense iterations from that start
+    from sklearn.cluster import KMeans
+
+    from elmscale.algorithms import _emmc
+
+    seeds = []
+
+    def spy(E, n_clusters, **kwargs):
+        seeds.append(kwargs["random_state"])
+        return elmscale.cluster.kmeans(E, n_clusters, **kwargs)
+
+    monkeypatch.setattr(_emmc, "kmeans", spy)
+    X, _ = _data(k, seed=global_seed)
+    model = EMMC(k, n_hidden=30, C=0.5, balance=0.03, output=output, n_init=3, max_iter=15,
+                 random_state=global_seed).fit(da.from_array(X, chunks=(chunks, 4)))
+    H = hidden(X, model.hidden_layer_)
+    km_seed = np.random.RandomState(seeds[0]).randint(2**31 - 1)  # as kmeans draws it
+    init = KMeans(k, n_init=3, random_state=km_seed).fit(H).labels_
+    labels, beta, _ = _dense_emmc(H, init, k, 0.5, 0.03, output, 15)
+    np.testing.assert_array_equal(model.labels_.compute(), labels)
+    np.testing.assert_allclose(model.output_weights_, beta, rtol=1e-8, atol=1e-10)
+
+
 def test_ties_are_broken_by_row_order_whatever_the_chunking(global_seed):
     # 6 distinct points, each repeated: every score is tied 40 times; the balance step must
     # take the first rows of the tie in global order, as the dense reference does
@@ -297,20 +326,20 @@ def test_fit_on_dask_input_brings_back_no_n_sized_array(monkeypatch):
     monkeypatch.setattr(dask.base, "compute", spy)
     monkeypatch.setattr(dask, "compute", spy)
     X, _ = _data(3, n=3000, seed=0, weights=[0.5, 0.25, 0.25])
-    # sample_size < N: the k-means++ sample is the only row-sized gather, and it is bounded
+    # init_sample < N: the k-means sample is the only row-sized gather, and it is bounded
     from elmscale.algorithms import _emmc
 
-    monkeypatch.setattr(_emmc, "init_kmeans", _small_sample(_emmc.init_kmeans))
+    monkeypatch.setattr(_emmc, "kmeans", _small_sample(_emmc.kmeans))
     model = EMMC(3, n_hidden=30, balance=0.03, n_init=2, max_iter=3, random_state=0).fit(
         da.from_array(X, chunks=(1000, 4)))
     assert sum(h["n_moved"] for h in model.history_) > 0  # the selection ran
-    # 500 rows of the k-means++ sample, 65536 radix counters of the selection; never N = 3000
+    # 500 rows of the k-means sample, 65536 radix counters of the selection; never N = 3000
     assert seen and all(n <= 500 or n == 1 << 16 for n in seen)
 
 
 def _small_sample(func):
     def wrapped(*args, **kwargs):
-        return func(*args, sample_size=500, **kwargs)
+        return func(*args, init_sample=500, **kwargs)
     return wrapped
 
 
