@@ -4,7 +4,8 @@ The data are touched only through the engine's blockwise reductions and a few ch
 over the N x n_outputs scores:
 
 - one pass for H^T H (with the initial labels' H^T F in the same pass); ``H^T H + I/C`` is
-  Cholesky-factored once per fit;
+  Cholesky-factored once per fit (``emmc_sweep`` instead eigendecomposes H^T H once and
+  serves every C of a grid from it, with the hidden layer and the initial labels shared);
 - per iteration, one pass for the scores ``F = H beta`` (persisted: N x n_outputs) and one for
   ``H^T F_labels`` (the per-cluster column sums of H, from which ``H^T t = (H^T F) T`` for any
   target coding T);
@@ -18,13 +19,14 @@ over the N x n_outputs scores:
 import logging
 import math
 import time
+from functools import partial
 from numbers import Integral, Real
 
 import dask
 import dask.array as da
 import numpy as np
 import scipy.linalg as sla
-from sklearn.base import ClusterMixin, _fit_context
+from sklearn.base import ClusterMixin, _fit_context, clone
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
@@ -114,12 +116,6 @@ def balance_moves(sizes, tol):
         return None
     m = min(int(math.ceil((d - tol) / 2)), d - 1)
     return p, q, max(m, 1)
-
-
-def emmc_output_weights(factor, htf, targets):
-    """beta = (H^T H + I/C)^-1 H^T t from the Cholesky factor of ``H^T H + I/C`` and the
-    per-cluster column sums ``H^T F`` (n_hidden x n_clusters): ``H^T t = (H^T F) T``."""
-    return sla.cho_solve(factor, htf @ targets, check_finite=False)
 
 
 def factor_gram(hth, C):
@@ -461,27 +457,32 @@ default="elm-kmeans"
             labels = labels.map_blocks(_take, rank, dtype=np.int64)
         return labels
 
-    @_fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X, y=None):
-        """Run EMMC on X; ``y`` is ignored."""
+    def _prepare(self, X):
+        """Everything that does not depend on C: the hidden layer, the initial labels, H^T H
+        and the initial labels' H^T F (one pass)."""
         Xd, was_dask = self._validate_X(X, reset=True)
         self._check_params_vs_input(Xd)
         rng = check_random_state(self.random_state)
         self._draw_hidden_layer(Xd, rng)
         features = self._hidden_features(Xd)
-        k, output, chunks = self.n_clusters, self._output, Xd.chunks[0]
-        T = emmc_targets(k, output)
         labels = self._initial_labels(Xd, features, rng).persist()
-        stats = hidden_stats(features, ("hth", "htf"), labels=labels, n_labels=k)
-        factor = factor_gram(stats["hth"], self.C)  # once per fit
-        htf = stats["htf"]
+        stats = hidden_stats(features, ("hth", "htf"), labels=labels, n_labels=self.n_clusters)
+        return _Shared(features, labels, stats["hth"], stats["htf"], was_dask)
+
+    def _run(self, shared, solve):
+        """Algorithm 1's iterations from the shared start; ``solve(rhs)`` returns
+        ``(H^T H + I/C)^-1 rhs``."""
+        k, output, features = self.n_clusters, self._output, shared.features
+        chunks = features.chunks
+        T = emmc_targets(k, output)
+        labels, htf = shared.labels, shared.htf
         history, converged = [], False
         relabel = dask.delayed(_relabel_block, pure=True)
         count = dask.delayed(_bincount, pure=True)
         changed = dask.delayed(_n_changed, pure=True)
         for it in range(self.max_iter):
             t0 = time.perf_counter()
-            beta = emmc_output_weights(factor, htf, T)
+            beta = solve(htf @ T)  # H^T t = (H^T F) T
             F = features.project(beta).persist()  # N x n_outputs, reused by every selection
             new = _from_blocks([relabel(f, k, output) for f in _delayed_blocks(F)],
                                chunks).persist()
@@ -502,15 +503,24 @@ default="elm-kmeans"
             if it + 1 < self.max_iter:
                 htf = hidden_stats(features, ("htf",), labels=labels, n_labels=k)["htf"]
                 history[-1]["seconds"] = time.perf_counter() - t0
-        features.release()
         self.output_weights_ = beta
         self.targets_ = T
         self.cluster_sizes_ = sizes
         self.n_iter_ = len(history)
         self.converged_ = converged
         self.history_ = history
-        self.labels_ = self._return(labels, was_dask)
+        self.labels_ = self._return(labels, shared.was_dask)
         return self
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y=None):
+        """Run EMMC on X; ``y`` is ignored."""
+        shared = self._prepare(X)
+        factor = factor_gram(shared.hth, self.C)  # once per fit
+        try:
+            return self._run(shared, partial(sla.cho_solve, factor, check_finite=False))
+        finally:
+            shared.features.release()
 
     def decision_function(self, X):
         """The ELM outputs ``h(x) beta`` (n_samples x n_outputs)."""
@@ -532,6 +542,85 @@ def _take(labels, rank):
     return rank[labels]
 
 
+class _Shared:
+    """What every C shares: H (HiddenFeatures), the initial labels, H^T H and their H^T F."""
+
+    def __init__(self, features, labels, hth, htf, was_dask):
+        self.features, self.labels, self.hth, self.htf = features, labels, hth, htf
+        self.was_dask = was_dask
+
+
+def gram_eigh(hth):
+    """``H^T H = V diag(S) V^T``, made once and shared by every C; eigenvalues below 0
+    (rounding of a positive semi-definite matrix) are set to 0."""
+    S, V = np.linalg.eigh(0.5 * (hth + hth.T))
+    return np.maximum(S, 0.0), V
+
+
+def eig_solve(S, V, C, rhs):
+    """``(H^T H + I/C)^-1 rhs = V diag(1 / (S + 1/C)) V^T rhs``."""
+    return V @ ((V.T @ rhs) / (S + 1.0 / C)[:, None])
+
+
+def emmc_sweep(X, Cs, estimator=None, **params):
+    """Fit EMMC for every C in ``Cs`` from ONE hidden layer, initialisation and Gram pass.
+
+    The hidden layer, the initial labels (the k-means restarts included) and H^T H do not
+    depend on C; this computes them once, eigendecomposes ``H^T H = V S V^T`` once, and then
+    runs only the iterations for each C, with ``beta = V (S + I/C)^-1 V^T H^T t``. Each
+    returned estimator equals ``clone(estimator).set_params(C=C).fit(X)`` (same
+    random_state), up to the rounding of the eigendecomposition against the fit's Cholesky
+    factor (labels can differ only where a score lies within rounding of a threshold).
+
+    Parameters
+    ----------
+    X : array-like or dask array (n_samples, n_features)
+    Cs : iterable of float > 0
+    estimator : EMMC or None
+        The other parameters; None builds ``EMMC(**params)``.
+    **params
+        Parameters of EMMC when ``estimator`` is None (``C`` is ignored).
+
+    Returns
+    -------
+    list of (float, EMMC)
+        Each C with its fitted estimator, in the order of ``Cs``.
+
+    Examples
+    --------
+    >>> from sklearn.datasets import make_blobs
+    >>> from elmscale.algorithms._emmc import emmc_sweep
+    >>> X, y = make_blobs(300, centers=[[-4, 0], [4, 0]], random_state=0)
+    >>> fits = emmc_sweep(X, [0.25, 1.0, 4.0], n_clusters=2, n_hidden=50, random_state=0)
+    >>> [(C, model.cluster_sizes_.tolist()) for C, model in fits]
+    [(0.25, [150, 150]), (1.0, [150, 150]), (4.0, [150, 150])]
+    """
+    if estimator is None:
+        estimator = EMMC(**params)
+    elif params:
+        raise TypeError("pass either an estimator or keyword parameters, not both")
+    Cs = [float(C) for C in Cs]
+    base = clone(estimator)
+    base._validate_params()
+    for C in Cs:  # validate every C before the expensive shared part
+        clone(base).set_params(C=C)._validate_params()
+    probe = clone(base)
+    shared = probe._prepare(X)
+    results = []
+    try:
+        S, V = gram_eigh(shared.hth)
+        for C in Cs:
+            model = clone(base).set_params(C=C)
+            for attr in ("n_features_in_", "feature_names_in_", "hidden_layer_", "_tol",
+                         "_output"):
+                if hasattr(probe, attr):
+                    setattr(model, attr, getattr(probe, attr))
+            results.append((C, model._run(shared, partial(eig_solve, S, V, C))))
+    finally:
+        shared.features.release()
+    return results
+
+
 __all__ = ["EMMC", "balance_labels", "balance_moves", "balance_tolerance",
-           "emmc_move_keys", "emmc_output_weights", "emmc_relabel", "emmc_targets",
-           "factor_gram", "random_labels", "select_smallest"]
+           "eig_solve", "emmc_move_keys", "emmc_relabel", "emmc_sweep", "emmc_targets",
+           "factor_gram", "gram_eigh", "random_labels", "select_smallest"]

@@ -5,6 +5,7 @@ import dask
 import dask.array as da
 import numpy as np
 import pytest
+from sklearn.base import clone
 from sklearn.datasets import make_blobs
 from sklearn.metrics import adjusted_rand_score
 from sklearn.utils._param_validation import InvalidParameterError
@@ -113,6 +114,36 @@ def test_default_elm_kmeans_start_equals_dense_reference(k, output, chunks, monk
     labels, beta, _ = _dense_emmc(H, init, k, 0.5, 0.03, output, 15)
     np.testing.assert_array_equal(model.labels_.compute(), labels)
     np.testing.assert_allclose(model.output_weights_, beta, rtol=1e-8, atol=1e-10)
+
+
+@pytest.mark.parametrize("k, output", CASES)
+def test_sweep_equals_separate_fits(k, output, global_seed):
+    from elmscale.algorithms._emmc import emmc_sweep
+
+    X, _ = _data(k, seed=global_seed)
+    Xd = da.from_array(X, chunks=((70, 90, 80), 4))
+    Cs = [2.0**-6, 0.5, 8.0]
+    base = EMMC(k, n_hidden=30, balance=0.03, output=output, n_init=2, max_iter=15,
+                random_state=global_seed)
+    fits = emmc_sweep(Xd, Cs, base)
+    assert [C for C, _ in fits] == Cs
+    for C, model in fits:
+        ref = clone(base).set_params(C=C).fit(Xd)
+        np.testing.assert_array_equal(model.labels_.compute(), ref.labels_.compute())
+        np.testing.assert_allclose(model.output_weights_, ref.output_weights_, rtol=1e-7,
+                                   atol=1e-9)
+        assert model.n_iter_ == ref.n_iter_ and model.C == C
+        np.testing.assert_array_equal(model.predict(X), ref.predict(X))
+
+
+def test_sweep_errors(blobs):
+    from elmscale.algorithms._emmc import emmc_sweep
+
+    X, _ = blobs
+    with pytest.raises(InvalidParameterError, match="'C' parameter of EMMC"):
+        emmc_sweep(X, [1.0, -1.0], n_clusters=3)
+    with pytest.raises(TypeError, match="either an estimator or keyword"):
+        emmc_sweep(X, [1.0], EMMC(3), n_hidden=10)
 
 
 def test_ties_are_broken_by_row_order_whatever_the_chunking(global_seed):
