@@ -89,6 +89,26 @@ def test_reduced_solve_equals_dense_eq_6(overlapping):
     np.testing.assert_allclose(red.kmeans_objective(beta, H.T @ F, F.sum(0)), km, rtol=1e-9)
 
 
+@pytest.mark.parametrize("spectrum", [
+    np.r_[np.linspace(-5.0, -1.0, 55), [3e-10, 1e-9, 2.0, 3.0, 4.0]],  # near-zero: exact check
+    np.r_[np.linspace(-5.0, -1.0, 58), [2.0, 3.0]],  # fewer positive than asked
+    np.linspace(0.5, 3.0, 60),  # all positive
+])
+def test_top_eigenpairs_and_positive_count_equal_the_full_spectrum(spectrum):
+    """The per-iteration solve computes only the top n_components eigenpairs; they and the
+    number kept as positive (> POSITIVE_RTOL * max |eigenvalue|) equal the full spectrum's."""
+    Q, _ = np.linalg.qr(np.random.default_rng(0).standard_normal((60, 60)))
+    S = (Q * spectrum) @ Q.T
+    S = 0.5 * (S + S.T)
+    full = np.linalg.eigvalsh(S)[::-1]
+    expected = int(np.count_nonzero(full > _elmjec.POSITIVE_RTOL * np.abs(full).max()))
+    w, Y = _elmjec._top_eigh(S, 8)
+    np.testing.assert_allclose(w, full[:8], rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(Y.T @ Y, np.eye(8), atol=1e-12)
+    np.testing.assert_allclose(S @ Y, Y * w, atol=1e-12)  # (3e-10 and 1e-9 nearly coincide)
+    assert _elmjec._count_positive(S, w) == min(8, expected)
+
+
 def test_accepted_partition_never_worse_than_baseline_and_objective_ascends(overlapping):
     X, _ = overlapping
     m = _model(max_iter=8, lam=2.0, n_components=2).fit(X)
