@@ -89,6 +89,13 @@ _LANCZOS_MIN = 500
 # Eigenvalues of the small Gram below this fraction of the largest are treated as zero.
 _EIG_RTOL = 1e-12
 
+#: The scalable mode keeps the stacked factor Phi (N x M float64) in memory, persisted next
+#: to the diagonals A, when it takes at most this many bytes: each iteration's pass is then
+#: two (rows x M) x (M x n_c) products per chunk instead of re-evaluating every kernel's
+#: basis on the chunk (Frogs: 0.11 s -> ~0.01 s per iteration). Above it the bases are
+#: recomputed from X every pass, so memory stays O(chunk) whatever N.
+KEEP_FEATURES_BYTES = 2**30
+
 
 # =========================================================================================
 # Functions over the reduced quantities (the scalable mode's algebra)
@@ -213,12 +220,13 @@ def _features_and_diag(X, factors):
     return Phi, A
 
 
-def _gram_block(X, factors):
-    """Label-independent partial sums of one row chunk (plus its diagonals A)."""
+def _gram_block(X, factors, keep_features=False):
+    """Label-independent partial sums of one row chunk (plus its diagonals A, and its rows
+    of Phi with ``keep_features``)."""
     Phi, A = _features_and_diag(X, factors)
     stats = {"n": np.float64(X.shape[0]), "G": Phi.T @ Phi, "u": Phi.sum(axis=0),
              "AA": A.T @ A, "S": A.sum(axis=0), "PA": Phi.T @ A}
-    return {"stats": stats, "A": A}
+    return {"stats": stats, "A": A, "Phi": Phi if keep_features else None}
 
 
 def _embed(X, factors, folds):
@@ -228,6 +236,10 @@ def _embed(X, factors, folds):
             if W.shape[0]:
                 U += f.basis(X) @ W
     return U
+
+
+def _argmax_rows(U):
+    return np.argmax(U, axis=1).astype(np.int64)
 
 
 def _argmax_block(X, factors, folds):
@@ -253,28 +265,59 @@ def _cluster_block(X, A, labels, factors, folds, n_clusters):
             "sizes": F.sum(axis=0), "SA": A.T @ F}
 
 
-def factor_stats(Xs, factors, *, fan_in=8):
+def _rows_of(parts, key, chunks, width):
+    return da.concatenate([
+        da.from_delayed(dask.delayed(operator.getitem, pure=True)(q, key), shape=(n, width),
+                        dtype=np.float64) for q, n in zip(parts, chunks)])
+
+
+def factor_stats(Xs, factors, *, fan_in=8, keep_features=False):
     """One pass over the row chunks of ``Xs`` (dask, scaled): the label-independent
-    reductions of :func:`kspace_gram` and the persisted diagonals A (dask, N x p)."""
+    reductions of :func:`kspace_gram` and the persisted diagonals A (dask, N x p).
+    With ``keep_features`` the stacked factor Phi (dask, N x M) is persisted in the same
+    pass and returned third."""
     p = len(factors)
-    parts = [dask.delayed(_gram_block, pure=True)(b, factors)
+    M = int(sum(f.n_components for f in factors))
+    parts = [dask.delayed(_gram_block, pure=True)(b, factors, keep_features)
              for b in Xs.to_delayed().ravel().tolist()]
     stats = tree_sum([dask.delayed(operator.getitem, pure=True)(q, "stats") for q in parts],
                      fan_in=fan_in)
-    A = da.concatenate([
-        da.from_delayed(dask.delayed(operator.getitem, pure=True)(q, "A"), shape=(n, p),
-                        dtype=np.float64) for q, n in zip(parts, Xs.chunks[0])])
-    stats, A = dask.persist(stats, A)  # one pass computes both
+    A = _rows_of(parts, "A", Xs.chunks[0], p)
+    if keep_features:
+        Phi = _rows_of(parts, "Phi", Xs.chunks[0], M)
+        stats, A, Phi = dask.persist(stats, A, Phi)  # one pass computes all three
+    else:
+        stats, A = dask.persist(stats, A)
     stats = dict(stats.compute())
     offsets = np.concatenate([[0], np.cumsum([f.n_components for f in factors])])
     stats.update(n=float(stats["n"]), alpha=np.array([f.alpha for f in factors]),
                  offsets=offsets)
-    return stats, A
+    return (stats, A, Phi) if keep_features else (stats, A)
 
 
-def cluster_stats(Xs, A, factors, *, labels=None, folds=None, n_clusters, fan_in=8):
+def _cluster_block_features(Phi, A, labels, P, n_clusters):
+    """:func:`_cluster_block` from the kept rows of Phi: ``E = Phi^T F`` directly."""
+    if labels is None:
+        labels = np.argmax(Phi @ P, axis=1)
+    F = np.zeros((Phi.shape[0], n_clusters))
+    F[np.arange(Phi.shape[0]), labels] = 1.0
+    return {"E": Phi.T @ F, "sizes": F.sum(axis=0), "SA": A.T @ F}
+
+
+def cluster_stats(Xs, A, factors, *, labels=None, folds=None, n_clusters, fan_in=8,
+                  features=None, P=None):
     """One pass: ``E = Phi^T F`` (M x n_c), ``sizes`` and ``SA = A^T F`` for the labels
-    given (dask, chunked like Xs) or, with ``labels=None``, the argmax of ``Phi P``."""
+    given (dask, chunked like Xs) or, with ``labels=None``, the argmax of ``Phi P``.
+    With ``features`` (the persisted Phi of :func:`factor_stats`) and ``P`` the pass reads
+    Phi instead of re-evaluating the kernels' bases on X."""
+    if features is not None:
+        Fb = features.to_delayed().ravel().tolist()
+        Ab = A.to_delayed().ravel().tolist()
+        Lb = labels.to_delayed().ravel().tolist() if labels is not None else [None] * len(Fb)
+        Pd = dask.delayed(P, pure=True)
+        parts = [dask.delayed(_cluster_block_features, pure=True)(f, a, lab, Pd, n_clusters)
+                 for f, a, lab in zip(Fb, Ab, Lb)]
+        return dict(dask.compute(tree_sum(parts, fan_in=fan_in))[0])
     weights = [f.weights for f in factors]
     Xb = Xs.to_delayed().ravel().tolist()
     Ab = A.to_delayed().ravel().tolist()
@@ -699,34 +742,49 @@ class TUMKELM(ClusterMixin, BaseEstimator):
         self.factors_ = factors
         logger.info("TUMK-ELM factors: %s", ", ".join(
             f"{f.kind}({f.n_components})" for f in factors))
-        stats, A = factor_stats(Xs, factors)
+        M = int(sum(f.n_components for f in factors))
+        keep = N * M * 8 <= KEEP_FEATURES_BYTES
+        if keep:
+            stats, A, Phi = factor_stats(Xs, factors, keep_features=True)
+        else:
+            (stats, A), Phi = factor_stats(Xs, factors), None
         self.kspace_gram_ = kspace_gram(stats, form)
         km_seed = draw_seed(rng)
 
+        def embedding(P, folds):
+            if Phi is not None:
+                return Phi.map_blocks(np.dot, P, chunks=(Phi.chunks[0], (k,)),
+                                      dtype=np.float64)
+            return Xs.map_blocks(_embed, factors, folds, chunks=(Xs.chunks[0], (k,)),
+                                 dtype=np.float64)
+
         def stage1(mu):
             P, s = leading_eigenvectors(stats, mu, k)
-            folds = _folds(factors, P, stats["offsets"])
+            folds = None if Phi is not None else _folds(factors, P, stats["offsets"])
             if self.assignment == "argmax":
                 labels = None
             else:
-                U = Xs.map_blocks(_embed, factors, folds, chunks=(Xs.chunks[0], (k,)),
-                                  dtype=np.float64).persist()
+                U = embedding(P, folds).persist()
                 labels = kmeans(U, k, n_init=self.n_init, random_state=km_seed)[1].persist()
-            cs = cluster_stats(Xs, A, factors, labels=labels, folds=folds, n_clusters=k)
+            cs = cluster_stats(Xs, A, factors, labels=labels, folds=folds, n_clusters=k,
+                               features=Phi, P=P)
             loss = tumkelm_loss(stats, cs, mu)
-            return {"folds": folds, "s": s, "labels": labels, "cs": cs, "loss": loss}
+            return {"P": P, "folds": folds, "s": s, "labels": labels, "cs": cs, "loss": loss}
 
         state = self._iterate(
             stage1, lambda st: solve_weights(self.kspace_gram_,
                                              kspace_target(stats, st["cs"], form), self.C),
             len(kernels))
         folds = state["folds"]
-        U = Xs.map_blocks(_embed, factors, folds, chunks=(Xs.chunks[0], (k,)),
-                          dtype=np.float64)
+        U = embedding(state["P"], folds)
         labels = state["labels"]
         if labels is None:
-            labels = Xs.map_blocks(_argmax_block, factors, folds, drop_axis=1, dtype=np.int64,
-                                   meta=np.empty((0,), dtype=np.int64))
+            if Phi is not None:
+                labels = U.map_blocks(_argmax_rows, drop_axis=1, dtype=np.int64,
+                                      meta=np.empty((0,), dtype=np.int64))
+            else:
+                labels = Xs.map_blocks(_argmax_block, factors, folds, drop_axis=1,
+                                       dtype=np.int64, meta=np.empty((0,), dtype=np.int64))
         self.eigenvalues_ = state["s"]
         self.reductions_ = stats
         if was_dask:

@@ -172,6 +172,28 @@ def test_numpy_and_dask_input_agree(blobs, blobs_dask, mode, assignment):
     assert adjusted_rand_score(y, a.labels_) > 0.8
 
 
+@pytest.mark.parametrize("assignment", ["argmax", "kmeans"])
+def test_kept_features_equal_recomputed_bases(blobs_dask, monkeypatch, assignment):
+    """The scalable mode's two per-iteration passes (Phi kept in memory vs every kernel's
+    basis re-evaluated from X) give the same fit."""
+    import elmscale.algorithms._tumkelm as mod
+
+    Xd, _ = blobs_dask
+    params = dict(kernels=["linear", ("poly", {"degree": 3}), ("rbf", {"width": 1.0}),
+                           ("rbf", {"width": 1e-10}), ("rbf", {"width": 1e10})],
+                  mode="scalable", assignment=assignment, n_landmarks=40, random_state=0,
+                  max_iter=5)
+    kept = TUMKELM(3, **params).fit(Xd)
+    monkeypatch.setattr(mod, "KEEP_FEATURES_BYTES", 0)
+    recomputed = TUMKELM(3, **params).fit(Xd)
+    np.testing.assert_array_equal(kept.labels_.compute(), recomputed.labels_.compute())
+    np.testing.assert_allclose(kept.history_, recomputed.history_, rtol=1e-10)
+    np.testing.assert_allclose(kept.weights_history_, recomputed.weights_history_,
+                               rtol=1e-8, atol=1e-12)
+    np.testing.assert_allclose(kept.embedding_.compute(), recomputed.embedding_.compute(),
+                               atol=1e-10)
+
+
 @pytest.mark.distributed
 def test_distributed_matches_sync(dask_client, blobs_dask):
     Xd, y = blobs_dask
