@@ -183,8 +183,8 @@ def leading_eigenvectors(stats, mu, n_clusters):
     d = np.empty(M)
     for q, b in enumerate(blk):
         d[b] = np.sqrt(mu[q])
-    Gm = d[:, None] * G * d[None, :]
-    Gm = 0.5 * (Gm + Gm.T)
+    # G is exactly symmetric (factor_stats), and so is outer(d, d): so is their product
+    Gm = G * np.outer(d, d)
     k = min(n_clusters, M)
     P = np.zeros((M, n_clusters))
     lam = np.zeros(n_clusters)
@@ -289,6 +289,7 @@ def factor_stats(Xs, factors, *, fan_in=8, keep_features=False):
     else:
         stats, A = dask.persist(stats, A)
     stats = dict(stats.compute())
+    stats["G"] = 0.5 * (stats["G"] + stats["G"].T)
     offsets = np.concatenate([[0], np.cumsum([f.n_components for f in factors])])
     stats.update(n=float(stats["n"]), alpha=np.array([f.alpha for f in factors]),
                  offsets=offsets)
@@ -366,9 +367,16 @@ class DenseKernels:
         N, p = X.shape[0], len(kernels)
         self.diags = [np.asarray(k.diagonal(X), dtype=np.float64) for k in kernels]
         self.cached = p * N * N * 8 <= cache_bytes
-        self._full = [k(X, X) for k in kernels] if self.cached else None
+        if self.cached:
+            with shared_distances():
+                self._full = [k(X, X) for k in kernels]
+        else:
+            self._full = None
 
     def block(self, q, sl):
+        """K_q(X[sl], X). Callers loop over q for one ``sl`` inside
+        :func:`~elmscale.kernels.shared_distances`, so the Gaussians of different widths
+        share one distance computation."""
         if self.cached:
             return self._full[q][sl].copy()
         return self.kernels[q](self.X[sl], self.X)
@@ -396,9 +404,10 @@ def exact_kspace_gram(kernels, X, feature_form="distance"):
     dk = _as_dense(kernels, X)
     p = len(dk.kernels)
     ZtZ = np.zeros((p, p))
-    for sl in _row_blocks(X.shape[0], p):
-        Z = _dense_z(dk, sl, feature_form).reshape(p, -1)
-        ZtZ += Z @ Z.T
+    with shared_distances():
+        for sl in _row_blocks(X.shape[0], p):
+            Z = _dense_z(dk, sl, feature_form).reshape(p, -1)
+            ZtZ += Z @ Z.T
     return ZtZ
 
 
@@ -413,16 +422,17 @@ def exact_pass(kernels, X, labels, mu, feature_form="distance", n_clusters=None)
     F[np.arange(N), labels] = 1.0
     ZtT = np.zeros(p)
     same = np.zeros((p, n_clusters))  # 1_c^T K_q 1_c
-    for sl in _row_blocks(N, 1):
-        T = (labels[sl, None] != labels[None, :]).astype(np.float64).ravel()
-        for q in range(p):
-            Kb = dk.block(q, sl)
-            same[q] += np.einsum("ic,ic->c", F[sl], Kb @ F)
-            if feature_form == "distance":
-                Kb *= -2.0
-                Kb += dk.diags[q][sl, None]
-                Kb += dk.diags[q][None, :]
-            ZtT[q] += Kb.ravel() @ T
+    with shared_distances():
+        for sl in _row_blocks(N, 1):
+            T = (labels[sl, None] != labels[None, :]).astype(np.float64).ravel()
+            for q in range(p):
+                Kb = dk.block(q, sl)
+                same[q] += np.einsum("ic,ic->c", F[sl], Kb @ F)
+                if feature_form == "distance":
+                    Kb *= -2.0
+                    Kb += dk.diags[q][sl, None]
+                    Kb += dk.diags[q][None, :]
+                ZtT[q] += Kb.ravel() @ T
     nz = sizes > 0
     traces = np.array([d.sum() for d in dk.diags])
     loss = float(mu @ (traces - (same[:, nz] / sizes[nz]).sum(axis=1)))
@@ -434,10 +444,11 @@ def exact_combined(kernels, X, mu):
     dk = _as_dense(kernels, X)
     N = X.shape[0]
     K = np.zeros((N, N))
-    for sl in _row_blocks(N, 1):
-        for q in range(len(dk.kernels)):
-            if mu[q] != 0:
-                K[sl] += mu[q] * dk.block(q, sl)
+    with shared_distances():
+        for sl in _row_blocks(N, 1):
+            for q in range(len(dk.kernels)):
+                if mu[q] != 0:
+                    K[sl] += mu[q] * dk.block(q, sl)
     return 0.5 * (K + K.T)
 
 
@@ -737,8 +748,10 @@ class TUMKELM(ClusterMixin, BaseEstimator):
         n_sample = min(N, max(m, 1000))
         idx = np.sort(rng.choice(N, size=n_sample, replace=False))
         sample = np.asarray(Xs[idx].compute(), dtype=np.float64)[rng.permutation(n_sample)]
-        factors = [kern.factor(sample, n_samples=N, n_components=m, method=self.approximation,
-                               random_state=rng) for kern in kernels]
+        with shared_distances():  # one sample x sample distance matrix for all widths
+            factors = [kern.factor(sample, n_samples=N, n_components=m,
+                                   method=self.approximation, random_state=rng)
+                       for kern in kernels]
         self.factors_ = factors
         logger.info("TUMK-ELM factors: %s", ", ".join(
             f"{f.kind}({f.n_components})" for f in factors))

@@ -381,7 +381,7 @@ class RBFKernel(Kernel):
         sample = np.asarray(sample, dtype=np.float64)
         s = sample.shape[0]
         if s > 1:
-            d2 = cdist(sample, sample, "sqeuclidean")
+            d2 = _sqdist(sample, sample)  # shared by the widths inside shared_distances()
             Ks = np.exp(-d2 / (2.0 * float(self.width) ** 2))
             distinct = d2 > 0  # exact duplicates (and the diagonal) do not count
             off = Ks[distinct].sum() / (s * (s - 1))
@@ -407,17 +407,23 @@ class RBFKernel(Kernel):
 _last = threading.local()
 
 
+#: Distance matrices remembered inside :func:`shared_distances` (most recent first).
+_SHARED_ENTRIES = 4
+
+
 @contextlib.contextmanager
 def shared_distances():
     """Within this block, Gaussian kernels evaluated on the same (X, Y) arrays, e.g. several
-    widths on one row block and the shared landmarks, compute the squared distances once.
+    widths on one row block and the shared landmarks, compute the squared distances once
+    (the last few (X, Y) pairs are remembered, so factoring several widths on one landmark
+    sample, which alternates sample x sample and landmark blocks, also shares them).
     The caller promises not to modify X or Y inside the block; the cache is dropped on exit.
     """
-    _last.enabled, _last.entry = True, None
+    _last.enabled, _last.entries = True, []
     try:
         yield
     finally:
-        _last.enabled, _last.entry = False, None
+        _last.enabled, _last.entries = False, []
 
 
 def _key(A):
@@ -429,11 +435,15 @@ def _sqdist(X, Y):
     (the arrays stay referenced with the result, so their memory is not reused)."""
     if not getattr(_last, "enabled", False):
         return cdist(X, Y, "sqeuclidean")
-    hit = _last.entry
-    if hit is not None and hit[0] == _key(X) and hit[1] == _key(Y):
-        return hit[4]
+    kx, ky = _key(X), _key(Y)
+    for i, hit in enumerate(_last.entries):
+        if hit[0] == kx and hit[1] == ky:
+            if i:
+                _last.entries.insert(0, _last.entries.pop(i))
+            return hit[4]
     d2 = cdist(X, Y, "sqeuclidean")
-    _last.entry = (_key(X), _key(Y), X, Y, d2)
+    _last.entries.insert(0, (kx, ky, X, Y, d2))
+    del _last.entries[_SHARED_ENTRIES:]
     return d2
 
 
