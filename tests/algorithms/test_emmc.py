@@ -146,6 +146,50 @@ def test_sweep_errors(blobs):
         emmc_sweep(X, [1.0], EMMC(3), n_hidden=10)
 
 
+def test_mixed_hidden_layer_equals_its_formula(global_seed):
+    # default layer: round(0.5 L) sigmoid nodes of the engine's draw, then Gaussian nodes
+    # exp(-||x' - c||^2 / (w m)^2) with c rows of the scaled X and m their median distance
+    from scipy.spatial.distance import cdist, pdist
+
+    X, _ = _data(3, seed=global_seed)
+    Xd = da.from_array(X, chunks=((70, 90, 80), 4))
+    model = EMMC(3, n_hidden=31, rbf_width=0.7, max_iter=1, n_init=1,
+                 random_state=global_seed).fit(Xd)
+    layer = model.hidden_layer_
+    Xs = (X - X.mean(0)) / X.std(0)
+    sig = layer.parts[0]
+    centres = layer.parts[1].input_weights.T
+    assert (sig.n_hidden, len(centres)) == (15, 16)
+    # each centre is a distinct scaled row
+    d = cdist(centres, Xs)
+    assert np.allclose(d.min(axis=1), 0, atol=1e-9) and len(set(d.argmin(axis=1))) == 16
+    m = np.median(pdist(centres))
+    expected = np.hstack([1 / (1 + np.exp(-(Xs @ sig.input_weights + sig.biases))),
+                          np.exp(-cdist(Xs, centres, "sqeuclidean") / (0.7 * m) ** 2)])
+    np.testing.assert_allclose(hidden(X, layer), expected, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(model.decision_function(X), expected @ model.output_weights_,
+                               rtol=1e-8, atol=1e-10)
+
+
+@pytest.mark.parametrize("fraction, kinds", [(0.0, {"additive"}), (1.0, {"rbf"})])
+def test_rbf_fraction_extremes_give_one_kind_of_node(fraction, kinds, blobs):
+    X, _ = blobs
+    model = EMMC(3, n_hidden=20, rbf_fraction=fraction, max_iter=2, n_init=1,
+                 random_state=0).fit(X)
+    assert {model.hidden_layer_.node} == kinds and model.hidden_layer_.n_hidden == 20
+
+
+def test_gaussian_nodes_separate_clusters_that_differ_in_spread():
+    # ringnorm in miniature: N(0, 4I) vs N(a, I), separable by the norm only; sigmoid nodes
+    # alone stay near chance, the default mixed layer finds the two clusters
+    rng = np.random.RandomState(0)
+    y = np.repeat([0, 1], 300)
+    X = np.where(y[:, None] == 0, 2.0 * rng.randn(600, 20), rng.randn(600, 20) + 0.45)
+    kw = dict(n_hidden=60, n_init=2, random_state=0)
+    assert adjusted_rand_score(y, EMMC(2, **kw).fit(X).labels_) > 0.7
+    assert adjusted_rand_score(y, EMMC(2, rbf_fraction=0, **kw).fit(X).labels_) < 0.3
+
+
 def test_ties_are_broken_by_row_order_whatever_the_chunking(global_seed):
     # 6 distinct points, each repeated: every score is tied 40 times; the balance step must
     # take the first rows of the tie in global order, as the dense reference does
@@ -293,6 +337,10 @@ def test_distributed_fit_matches_synchronous(dask_client, blobs_dask):
     (dict(output="many"), r"The 'output' parameter of EMMC must be a str among"),
     (dict(init="kmeans++"), r"The 'init' parameter of EMMC must be"),
     (dict(activation="sigmod"), r"activation"),
+    (dict(rbf_fraction=1.5), r"The 'rbf_fraction' parameter of EMMC must be a float in the "
+                             r"range \[0.0, 1.0\]. Got 1.5"),
+    (dict(rbf_width=0.0), r"The 'rbf_width' parameter of EMMC must be a float in the range "
+                          r"\(0.0, inf\)"),
 ])
 def test_bad_parameters(params, match, blobs):
     with pytest.raises(InvalidParameterError, match=match):
