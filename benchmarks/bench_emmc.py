@@ -1,16 +1,22 @@
-"""EMMC benchmarks: the protocol of Tables 7-9 of Zhang, Xia, Liu and Zhang (2013) and a scale run.
+"""EMMC benchmarks: the protocol of Tables 7-9 of Zhang, Xia, Liu and Zhang (2013), a timing
+run for an idle machine and a scale run.
 
 Protocol (paper): C from {2^-10, ..., 2^10}; L = N for the small sets, 300 for letter and
 Ringnorm, 1000 for USPS; 20 runs; clustering accuracy (best one-to-one matching) and Rand
 index; seconds per fit. The paper reports the best C; so does the "tuned" column here (an
 oracle: it looks at the labels), next to a "default" column (``EMMC(n_clusters=k)`` with
-every other parameter at its default: no labels used).
+every other parameter at its default: no labels used). Each run (seed) fits the whole C grid
+with ``emmc_sweep``: one hidden layer, one initialisation and one eigendecomposition of H^T H
+serve all 21 values of C; the seconds per fit of the tuned column are the shared part plus
+that C's iterations (what a separate fit at that C costs, up to Cholesky vs eigh).
 
     python benchmarks/bench_emmc.py --quick                 # 2 runs, 5 values of C, small sets
     python benchmarks/bench_emmc.py --runs 20 --c-step 1    # the full protocol
+    python benchmarks/bench_emmc.py --tables none --timing  # seconds per fit (idle machine)
     python benchmarks/bench_emmc.py --tables none --scale   # only the scale run
 
 Datasets come from ../shared/datasets (relative to the repository); a missing file is skipped.
+Every timing records wall and CPU seconds (``time.process_time``) and the load average.
 The scale run fits 1,000,000 points (a 10-d Gaussian mixture) with 2 and 10 clusters, with and
 without caching H, each in a fresh process so that peak RSS is that fit's own.
 """
@@ -67,26 +73,47 @@ def load(spec, classes):
 accuracy = clustering_accuracy
 
 
-def fit_scores(X, y, **params):
+def _scores(y, model):
     from sklearn.metrics import rand_score
 
+    return accuracy(y, model.labels_), rand_score(y, model.labels_)
+
+
+def fit_scores(X, y, **params):
+    """One separate fit: (acc, RI, wall s, CPU s, iterations)."""
     from elmscale import get
 
     EMMC = get("algorithm", "emmc")
-    t = time.perf_counter()
+    t, c = time.perf_counter(), time.process_time()
     model = EMMC(**params).fit(X)
-    seconds = time.perf_counter() - t
-    return accuracy(y, model.labels_), rand_score(y, model.labels_), seconds, model.n_iter_
+    wall, cpu = time.perf_counter() - t, time.process_time() - c
+    return (*_scores(y, model), wall, cpu, model.n_iter_)
+
+
+def sweep_scores(X, y, Cs, **params):
+    """One run over the whole C grid (emmc_sweep): {C: (acc, RI, wall s, CPU s, iterations)},
+    seconds = the shared part + that C's iterations."""
+    from elmscale.algorithms._emmc import emmc_sweep
+
+    out = {}
+    for C, model in emmc_sweep(X, Cs, **params):
+        t = model.sweep_seconds_
+        out[C] = (*_scores(y, model), t["shared_s"] + t["run_s"],
+                  t["shared_cpu_s"] + t["run_cpu_s"], model.n_iter_)
+    return out
 
 
 def summarise(rows):
-    acc = [r[0] for r in rows]
-    ri = [r[1] for r in rows]
-    sec = [r[2] for r in rows]
     sd = (lambda v: statistics.stdev(v) if len(v) > 1 else 0.0)
+    acc, ri, sec, cpu, iters = (list(col) for col in zip(*rows))
     return {"acc": statistics.mean(acc), "acc_sd": sd(acc), "ri": statistics.mean(ri),
-            "ri_sd": sd(ri), "sec": statistics.median(sec), "iters": statistics.mean(
-                [r[3] for r in rows])}
+            "ri_sd": sd(ri), "sec": statistics.median(sec), "cpu": statistics.median(cpu),
+            "iters": statistics.mean(iters)}
+
+
+def tuned_grid(X, y, Cs, runs, **params):
+    per_run = [sweep_scores(X, y, Cs, random_state=r, **params) for r in range(runs)]
+    return {C: summarise([run[C] for run in per_run]) for C in Cs}
 
 
 def run_tables(args):
@@ -94,6 +121,7 @@ def run_tables(args):
 
     names = list(SETS) if args.datasets == "all" else args.datasets.split(",")
     exps = list(range(-10, 11, args.c_step))
+    Cs = [2.0**e for e in exps]
     results = {}
     with dask.config.set(scheduler="sync"):  # one core: other jobs share the machine
         for name in names:
@@ -106,25 +134,23 @@ def run_tables(args):
             k = len(np.unique(y))
             L = X.shape[0] if L == "N" else L
             runs = args.runs_large if X.shape[0] > 5000 else args.runs
-            grid = {}
-            t0 = time.perf_counter()
-            for e in exps:
-                grid[e] = summarise([fit_scores(
-                    X, y, n_clusters=k, n_hidden=L, C=2.0**e, balance=balance,
-                    output=args.output, activation=args.activation, scaling=args.scaling,
-                    random_state=r)
-                    for r in range(runs)])
+            t0, load0 = time.perf_counter(), os.getloadavg()[0]
+            common = dict(n_clusters=k, n_hidden=L, balance=balance, activation=args.activation,
+                          rbf_fraction=args.rbf_fraction, scaling=args.scaling)
+            by_C = tuned_grid(X, y, Cs, runs, output=args.output, **common)
+            grid = dict(zip(exps, (by_C[C] for C in Cs)))
             best = max(grid, key=lambda e: grid[e]["acc"])
             default = summarise([fit_scores(X, y, n_clusters=k, random_state=r)
                                  for r in range(runs)])
             entry = {"n": X.shape[0], "d": X.shape[1], "k": k, "L": L, "balance": balance,
                      "runs": runs, "best_log2C": best, "tuned": grid[best], "default": default,
-                     "grid": grid, "paper_acc": paper_acc, "paper_sec": paper_sec}
+                     "grid": grid, "paper_acc": paper_acc, "paper_sec": paper_sec,
+                     "rbf_fraction": args.rbf_fraction, "activation": args.activation}
             if k > 2 and args.multi:
-                entry["tuned_multi"] = summarise([fit_scores(
-                    X, y, n_clusters=k, n_hidden=L, C=2.0**best, balance=balance,
-                    output="multi", activation=args.activation, scaling=args.scaling,
-                    random_state=r) for r in range(runs)])
+                multi = tuned_grid(X, y, Cs, runs, output="multi", **common)
+                mbest = max(multi, key=lambda C: multi[C]["acc"])
+                entry["tuned_multi"] = {**multi[mbest], "log2C": int(np.log2(mbest))}
+            entry["loadavg"] = [load0, os.getloadavg()[0]]
             results[name] = entry
             print(json.dumps({name: {key: v for key, v in entry.items() if key != "grid"}}),
                   f"({time.perf_counter() - t0:.0f} s)", flush=True)
@@ -132,22 +158,72 @@ def run_tables(args):
 
 
 def table_markdown(results):
-    lines = ["| data set | n, d, k | L | l/n | paper ACC % (s) | tuned: log2 C | ACC % | RI | "
-             "s/fit | default: ACC % | RI | s/fit | tuned C, multi-output: ACC % |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| data set | n, d, k | L | l/n | runs | paper ACC % (s) | tuned: log2 C | ACC % | "
+             "RI | s/fit (CPU s) | default: ACC % | RI | s/fit (CPU s) | multi-output, "
+             "best C: ACC % (log2 C) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for name, e in results.items():
         t, d = e["tuned"], e["default"]
         paper = f"{e['paper_acc']:.2f}"
         if e["paper_sec"] is not None:
             paper += f" ({e['paper_sec']} s)"
         multi = e.get("tuned_multi")
-        multi = "-" if multi is None else f"{100 * multi['acc']:.2f} +- {100 * multi['acc_sd']:.2f}"
+        multi = "-" if multi is None else (f"{100 * multi['acc']:.2f} +- "
+                                           f"{100 * multi['acc_sd']:.2f} ({multi['log2C']})")
         lines.append(
-            f"| {name} | {e['n']}, {e['d']}, {e['k']} | {e['L']} | {e['balance']} | {paper} | "
-            f"{e['best_log2C']} | {100 * t['acc']:.2f} +- {100 * t['acc_sd']:.2f} | "
-            f"{t['ri']:.3f} | {t['sec']:.2f} | {100 * d['acc']:.2f} +- {100 * d['acc_sd']:.2f} | "
-            f"{d['ri']:.3f} | {d['sec']:.2f} | {multi} |")
+            f"| {name} | {e['n']}, {e['d']}, {e['k']} | {e['L']} | {e['balance']} | "
+            f"{e['runs']} | {paper} | {e['best_log2C']} | "
+            f"{100 * t['acc']:.2f} +- {100 * t['acc_sd']:.2f} | {t['ri']:.3f} | "
+            f"{t['sec']:.2f} ({t['cpu']:.2f}) | {100 * d['acc']:.2f} +- {100 * d['acc_sd']:.2f} | "
+            f"{d['ri']:.3f} | {d['sec']:.2f} ({d['cpu']:.2f}) | {multi} |")
     return "\n".join(lines)
+
+
+# -- seconds per fit, for an idle machine ---------------------------------------------------
+TIMED = ("Ringnorm", "LetterABCD", "USPS")
+
+
+def run_timing(args):
+    """Seconds per separate fit, median of ``--timing-repeats``, on Ringnorm, LetterABCD and
+    USPS: the defaults (``EMMC(n_clusters=k)``) and the paper's L with C = 1. Threaded dask
+    scheduler with 2 workers, BLAS pinned to 1 thread per worker."""
+    import dask
+    from threadpoolctl import threadpool_limits
+
+    rows = []
+    with threadpool_limits(1), dask.config.set(scheduler="threads", num_workers=2):
+        for name in TIMED:
+            spec, classes, L, balance, paper_acc, paper_sec = SETS[name]
+            data = load(spec, classes)
+            if data is None:
+                print(f"{name}: dataset absent, skipped", flush=True)
+                continue
+            X, y = data
+            k = len(np.unique(y))
+            for label, params in (("defaults", {}),
+                                  ("paper L, C=1", dict(n_hidden=L, balance=balance))):
+                fits = [fit_scores(X, y, n_clusters=k, random_state=r, **params)
+                        for r in range(args.timing_repeats)]
+                row = {"set": name, "setting": label, "n_hidden": params.get("n_hidden", 200),
+                       "wall_s": statistics.median(f[2] for f in fits),
+                       "cpu_s": statistics.median(f[3] for f in fits),
+                       "acc": statistics.mean(f[0] for f in fits),
+                       "paper_s": paper_sec, "loadavg": os.getloadavg(),
+                       "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+                row["speedup"] = paper_sec / row["wall_s"]
+                rows.append(row)
+                print(json.dumps(row), flush=True)
+    lines = ["| data set | setting | L | s/fit (median of %d) | CPU s | paper s | speed-up | "
+             "ACC %% | load avg (1 min) |" % args.timing_repeats, "|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['set']} | {r['setting']} | {r['n_hidden']} | {r['wall_s']:.2f} | "
+                     f"{r['cpu_s']:.2f} | {r['paper_s']} | {r['speedup']:.0f}x | "
+                     f"{100 * r['acc']:.2f} | {r['loadavg'][0]:.2f} |")
+    print("\n".join(lines))
+    with open(args.timing_out, "a") as f:
+        for r in rows:
+            f.write(json.dumps(r) + "\n")
+    return rows
 
 
 # -- the scale run ---------------------------------------------------------------------------
@@ -212,11 +288,18 @@ def main():
     parser.add_argument("--datasets", default="all", help=f"comma list of {list(SETS)}")
     parser.add_argument("--tables", default="run", choices=["run", "none"])
     parser.add_argument("--activation", default="sigmoid")
+    parser.add_argument("--rbf-fraction", type=float, default=0.5,
+                        help="share of Gaussian nodes on data rows (EMMC's default 0.5)")
     parser.add_argument("--scaling", default="standard")
     parser.add_argument("--output", default="single",
                         help="output of the tuned column (the paper's tables: single)")
     parser.add_argument("--multi", action="store_true",
                         help="add a column: the tuned setting with output='multi' (k > 2)")
+    parser.add_argument("--timing", action="store_true",
+                        help="seconds per fit on Ringnorm, LetterABCD, USPS (idle machine)")
+    parser.add_argument("--timing-repeats", type=int, default=3)
+    parser.add_argument("--timing-out", default=str(ROOT / "benchmarks" / "results" /
+                                                    "emmc_timing.jsonl"))
     parser.add_argument("--scale", action="store_true", help="run the 1M-point scale run")
     parser.add_argument("--scale-n", type=int, default=1_000_000)
     parser.add_argument("--scale-clusters", default="2,10")
@@ -246,6 +329,8 @@ def main():
         with threadpool_limits(1):
             results["tables"] = run_tables(args)
         print(table_markdown(results["tables"]))
+    if args.timing:
+        results["timing"] = run_timing(args)
     if args.scale:
         results["scale"] = run_scale(args)
     if args.json:

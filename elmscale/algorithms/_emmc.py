@@ -670,7 +670,11 @@ def emmc_sweep(X, Cs, estimator=None, **params):
     Returns
     -------
     list of (float, EMMC)
-        Each C with its fitted estimator, in the order of ``Cs``.
+        Each C with its fitted estimator, in the order of ``Cs``. Each estimator also has
+        ``sweep_seconds_``: wall and CPU (client process) seconds of the shared part
+        (``shared_s``, ``shared_cpu_s``: hidden layer, initialisation, Gram pass,
+        eigendecomposition) and of its own iterations (``run_s``, ``run_cpu_s``); a separate
+        fit at that C costs about shared + run.
 
     Examples
     --------
@@ -691,17 +695,23 @@ def emmc_sweep(X, Cs, estimator=None, **params):
     for C in Cs:  # validate every C before the expensive shared part
         clone(base).set_params(C=C)._validate_params()
     probe = clone(base)
+    t0, c0 = time.perf_counter(), time.process_time()
     shared = probe._prepare(X)
     results = []
     try:
         S, V = gram_eigh(shared.hth)
+        prep = {"shared_s": time.perf_counter() - t0, "shared_cpu_s": time.process_time() - c0}
         for C in Cs:
+            t0, c0 = time.perf_counter(), time.process_time()
             model = clone(base).set_params(C=C)
             for attr in ("n_features_in_", "feature_names_in_", "hidden_layer_", "_tol",
                          "_output"):
                 if hasattr(probe, attr):
                     setattr(model, attr, getattr(probe, attr))
-            results.append((C, model._run(shared, partial(eig_solve, S, V, C))))
+            model._run(shared, partial(eig_solve, S, V, C))
+            model.sweep_seconds_ = {**prep, "run_s": time.perf_counter() - t0,
+                                    "run_cpu_s": time.process_time() - c0}
+            results.append((C, model))
     finally:
         shared.features.release()
     return results
