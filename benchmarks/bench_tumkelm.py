@@ -8,6 +8,8 @@ Segment (../shared/datasets), for both feature forms and both assignments.
     python benchmarks/bench_tumkelm.py tables [--quick] [--datasets iris,wine] [--json out]
     python benchmarks/bench_tumkelm.py scale --n 100000 --mode scalable [--json out]
     python benchmarks/bench_tumkelm.py scale --n 10000 --mode exact
+    python benchmarks/bench_tumkelm.py repeats --datasets iris,wine --seeds 10   # mean +- std
+    python benchmarks/bench_tumkelm.py timing --json benchmarks/results/tumkelm_timing.jsonl
 
 Each ``scale`` run is best started in its own process: it reports the process's peak resident
 memory. BLAS is pinned to one thread per dask thread (set before NumPy is imported).
@@ -118,6 +120,66 @@ def tables(args):
     return out
 
 
+def _mean_std(values):
+    v = np.asarray(values, dtype=np.float64)
+    return float(v.mean()), float(v.std(ddof=1)) if len(v) > 1 else 0.0
+
+
+def repeats(args):
+    """Every configuration over ``--seeds`` seeds (random_state = 0 .. seeds-1): mean +- std
+    of ACC, NMI, purity, CPU seconds; a markdown table at the end."""
+    import os as _os
+
+    out, rows = [], []
+    for name in args.datasets.split(","):
+        data = load(name)
+        if data is None:
+            continue
+        X, y = data
+        for mode in args.modes.split(","):
+            if mode == "exact" and X.shape[0] > args.exact_max:
+                print(f"skip exact on {name}: N = {X.shape[0]} > --exact-max", file=sys.stderr)
+                continue
+            for scaling in args.scalings.split(","):
+                for form in args.forms.split(","):
+                    for assignment in args.assignments.split(","):
+                        runs = []
+                        for seed in range(args.seeds):
+                            r = run_one(X, y, mode=mode, feature_form=form,
+                                        assignment=assignment, C=1.0,
+                                        n_landmarks=args.landmarks, max_iter=args.max_iter,
+                                        scaling=None if scaling == "none" else scaling,
+                                        random_state=seed)
+                            r.update(dataset=name, n=X.shape[0], form=form, seed=seed,
+                                     assignment=assignment, scaling=scaling,
+                                     landmarks=args.landmarks, max_iter=args.max_iter,
+                                     loadavg=_os.getloadavg()[0], protocol="repeats")
+                            out.append(r)
+                            runs.append(r)
+                            print(json.dumps({key: r[key] for key in (
+                                "dataset", "mode", "form", "assignment", "seed", "acc",
+                                "cpu_seconds", "seconds", "n_iter")}), file=sys.stderr,
+                                flush=True)
+                        row = {"dataset": name, "n": X.shape[0], "mode": mode,
+                               "scaling": scaling, "form": form, "assignment": assignment,
+                               "seeds": args.seeds}
+                        for key in ("acc", "nmi", "purity", "cpu_seconds", "seconds",
+                                    "n_iter", "loadavg"):
+                            row[key] = _mean_std([r[key] for r in runs])
+                        print(json.dumps(row), flush=True)
+                        rows.append(row)
+    print("\n| dataset | N | mode | scaling | form | assignment | ACC | NMI | purity | "
+          "cpu s | wall s | iters | load | paper ACC |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        f = " | ".join(f"{r[k][0]:.4f} +- {r[k][1]:.4f}" for k in ("acc", "nmi", "purity"))
+        print(f"| {r['dataset']} | {r['n']} | {r['mode']} | {r['scaling']} | {r['form']} | "
+              f"{r['assignment']} | {f} | {r['cpu_seconds'][0]:.2f} | {r['seconds'][0]:.2f} | "
+              f"{r['n_iter'][0]:.1f} | {r['loadavg'][0]:.1f} | "
+              f"{PAPER_ACC.get(r['dataset'], float('nan')):.4f} |")
+    return out
+
+
 def mixture(n, d=10, k=10, seed=0):
     """A labelled Gaussian mixture: k centres drawn N(0, 3^2 I) in d dimensions, unit
     within-cluster covariance, equal weights. Generated in blocks (float64)."""
@@ -146,6 +208,59 @@ def scale(args):
     return out
 
 
+def timing(args):
+    """Seconds per fit for the lead's idle-machine run: Frogs and Shuttle (NumPy input,
+    scalable mode, defaults otherwise: distance form, argmax, 300 landmarks, C = 1), median
+    of ``--repeats`` fits after one warm-up fit; then the scalable mode on the 100,000-point
+    mixture (dask input, 25,000-row chunks), one fit per assignment. Prints a markdown
+    table; ``--json`` appends one line per fit."""
+    import os as _os
+    import statistics
+
+    import dask.array as da
+
+    from elmscale.algorithms._tumkelm import TUMKELM
+
+    out, rows = [], []
+    for name in args.datasets.split(","):
+        data = load(name)
+        if data is None:
+            continue
+        X, y = data
+        k = len(np.unique(y))
+        TUMKELM(k, mode=args.mode, random_state=0).fit(X[:1000])  # warm-up (imports, caches)
+        runs = []
+        for rep in range(args.repeats):
+            r = run_one(X, y, mode=args.mode, random_state=0)
+            r.update(dataset=name, n=X.shape[0], repeat=rep, loadavg=_os.getloadavg(),
+                     protocol="timing")
+            print(json.dumps({k: v for k, v in r.items() if k != "loss_history"}), flush=True)
+            runs.append(r)
+            out.append(r)
+        rows.append((name, X.shape[0], args.mode, "argmax", runs))
+    if args.scale_n:
+        X, y = mixture(args.scale_n, seed=0)
+        Xd = da.from_array(X, chunks=(25_000, X.shape[1]))
+        for assignment in ("argmax", "kmeans"):
+            r = run_one(Xd, y, mode="scalable", assignment=assignment, random_state=0)
+            r.update(dataset="mixture", n=args.scale_n, assignment=assignment,
+                     loadavg=_os.getloadavg(), protocol="timing",
+                     peak_rss_gb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20)
+            print(json.dumps({k: v for k, v in r.items() if k != "loss_history"}), flush=True)
+            out.append(r)
+            rows.append(("mixture (10-d, 10 clusters)", args.scale_n, "scalable", assignment,
+                         [r]))
+    print("\n| dataset | N | mode | assignment | fits | wall s (median) | cpu s (median) | "
+          "iterations | ACC | load (1 min) | paper s |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for name, n, mode, assignment, runs in rows:
+        med = lambda key: statistics.median(r[key] for r in runs)  # noqa: E731
+        print(f"| {name} | {n:,} | {mode} | {assignment} | {len(runs)} | {med('seconds'):.3f} | "
+              f"{med('cpu_seconds'):.3f} | {runs[0]['n_iter']} | {runs[0]['acc']:.4f} | "
+              f"{runs[-1]['loadavg'][0]:.2f} | {PAPER_SECONDS.get(name, '-')} |")
+    return out
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -157,6 +272,20 @@ def main(argv=None):
     t.add_argument("--assignments", default="argmax,kmeans")
     t.add_argument("--scaling", default="minmax", choices=["minmax", "standard"])
     t.add_argument("--quick", action="store_true", help="iris and wine only, max_iter 5")
+    r = sub.add_parser("repeats", help="Tables protocol over several seeds, mean +- std")
+    r.add_argument("--datasets", default="iris,wine,frogs,segment,shuttle")
+    r.add_argument("--modes", default="exact")
+    r.add_argument("--exact-max", type=int, default=10_000)
+    r.add_argument("--forms", default="distance,value")
+    r.add_argument("--assignments", default="argmax,kmeans")
+    r.add_argument("--scalings", default="minmax",
+                   help="comma list of minmax, standard, none")
+    r.add_argument("--seeds", type=int, default=10)
+    g = sub.add_parser("timing", help="seconds per fit (idle machine): Frogs, Shuttle, 100k")
+    g.add_argument("--datasets", default="frogs,shuttle")
+    g.add_argument("--mode", default="scalable", choices=["scalable", "exact", "auto"])
+    g.add_argument("--repeats", type=int, default=3)
+    g.add_argument("--scale-n", type=int, default=100_000, help="0 to skip")
     s = sub.add_parser("scale", help="scalable mode on a synthetic mixture")
     s.add_argument("--n", type=int, default=100_000)
     s.add_argument("--d", type=int, default=10)
@@ -165,7 +294,7 @@ def main(argv=None):
     s.add_argument("--form", default="distance", choices=["distance", "value"])
     s.add_argument("--assignments", default="argmax,kmeans")
     s.add_argument("--chunk", type=int, default=25_000)
-    for q in (t, s):
+    for q in (t, r, g, s):
         q.add_argument("--landmarks", type=int, default=300)
         q.add_argument("--max-iter", type=int, default=20)
         q.add_argument("--seed", type=int, default=0)
@@ -174,7 +303,8 @@ def main(argv=None):
     if args.cmd == "tables" and args.quick:
         args.datasets, args.max_iter = "iris,wine", 5
     print(json.dumps({"blas": blas_info(), "argv": sys.argv[1:]}), flush=True)
-    results = tables(args) if args.cmd == "tables" else scale(args)
+    results = {"tables": tables, "repeats": repeats, "timing": timing,
+               "scale": scale}[args.cmd](args)
     if args.json:
         with open(args.json, "a") as fh:
             for r in results:

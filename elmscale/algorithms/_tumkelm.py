@@ -378,7 +378,9 @@ class DenseKernels:
         :func:`~elmscale.kernels.shared_distances`, so the Gaussians of different widths
         share one distance computation."""
         if self.cached:
-            return self._full[q][sl].copy()
+            view = self._full[q][sl]
+            view.flags.writeable = False  # a view of the cache: callers must not modify it
+            return view
         return self.kernels[q](self.X[sl], self.X)
 
 
@@ -420,19 +422,21 @@ def exact_pass(kernels, X, labels, mu, feature_form="distance", n_clusters=None)
     sizes = np.bincount(labels, minlength=n_clusters).astype(np.float64)
     F = np.zeros((N, n_clusters))
     F[np.arange(N), labels] = 1.0
-    ZtT = np.zeros(p)
     same = np.zeros((p, n_clusters))  # 1_c^T K_q 1_c
+    total = np.zeros(p)  # 1^T K_q 1
     with shared_distances():
         for sl in _row_blocks(N, 1):
-            T = (labels[sl, None] != labels[None, :]).astype(np.float64).ravel()
             for q in range(p):
-                Kb = dk.block(q, sl)
-                same[q] += np.einsum("ic,ic->c", F[sl], Kb @ F)
-                if feature_form == "distance":
-                    Kb *= -2.0
-                    Kb += dk.diags[q][sl, None]
-                    Kb += dk.diags[q][None, :]
-                ZtT[q] += Kb.ravel() @ T
+                KF = dk.block(q, sl) @ F
+                same[q] += np.einsum("ic,ic->c", F[sl], KF)
+                total[q] += KF.sum()
+    # sum_ij K_q(i, j) T_ij = 1^T K_q 1 - sum_c 1_c^T K_q 1_c, and for the distance form
+    # sum_ij (a_i + a_j) T_ij = 2 sum_i a_i (N - n_c(i)): the same closed forms as
+    # kspace_target, with only K_q F formed (no N x N target matrix)
+    ZtT = total - same.sum(axis=1)
+    if feature_form == "distance":
+        others = N - sizes[labels]
+        ZtT = 2 * np.array([d @ others for d in dk.diags]) - 2 * ZtT
     nz = sizes > 0
     traces = np.array([d.sum() for d in dk.diags])
     loss = float(mu @ (traces - (same[:, nz] / sizes[nz]).sum(axis=1)))
