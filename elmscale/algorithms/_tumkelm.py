@@ -39,7 +39,9 @@ sum_ij K_q(i,j) K_r(i,j) = alpha_q alpha_r N + alpha_q tr G_rr + alpha_r tr G_qq
 the same-cluster sum of K_q is alpha_q N + ||Phi_q^T F||_F^2, and the leading eigenvectors
 of K^ = (sum mu_q alpha_q) I + Psi Psi^T, Psi = [sqrt(mu_q) Phi_q], are U = Psi V S^-1/2
 from the eigenpairs (V, S) of the small Gram D G D, D = diag(sqrt(mu_q)). Nothing N x N is
-formed; the only N-row array kept between passes is A (N x p).
+formed; the N-row arrays kept between passes are A (N x p) and, when it takes at most
+``KEEP_FEATURES_BYTES``, Phi itself (then an iteration's pass is two (rows x M) x (M x n_c)
+products per chunk instead of a re-evaluation of every kernel).
 """
 
 import logging
@@ -73,9 +75,12 @@ from ..utils._validation import as_row_chunked
 logger = logging.getLogger(__name__)
 
 #: ``mode="auto"`` runs the exact (dense) algorithm up to this many samples, the scalable
-#: one above. The exact mode holds K^ (N^2 float64: 800 MB at N = 10,000) and re-evaluates
-#: every base kernel over all N^2 pairs twice per iteration.
-AUTO_EXACT_MAX = 10_000
+#: one above. Up to ~2,990 samples the exact mode keeps the paper's 15 kernels in memory
+#: (``DenseKernels``, 1 GiB); above, it re-evaluates every base kernel over all N^2 pairs
+#: twice per iteration: Frogs (7,195 points) then costs 168 s of CPU against 1.3 s for the
+#: scalable mode (benchmarks/RESULTS.md). ``mode="exact"`` still runs any N that fits
+#: K^ (N^2 float64: 800 MB at N = 10,000) in memory.
+AUTO_EXACT_MAX = 2_500
 
 #: Bytes of one (p x rows x N) block of kernel values in the exact mode.
 _EXACT_BLOCK_BYTES = 128 * 2**20
@@ -538,7 +543,7 @@ class TUMKELM(ClusterMixin, BaseEstimator):
     mode : {"auto", "exact", "scalable"}, default="auto"
         "exact": dense N x N kernels on the client (as the paper). "scalable": low-rank
         kernel factors and blockwise reductions over X's row chunks, nothing N x N.
-        "auto": exact up to ``AUTO_EXACT_MAX`` = 10,000 samples, scalable above.
+        "auto": exact up to ``AUTO_EXACT_MAX`` = 2,500 samples, scalable above.
     n_landmarks : int, default=300
         Columns m of each approximated kernel factor (Nystrom landmarks, or random Fourier
         features); also the cap on explicit polynomial features (scalable mode).
@@ -596,6 +601,10 @@ class TUMKELM(ClusterMixin, BaseEstimator):
     independent reductions (O(N M^2)), then per iteration one pass computing only the
     factors' bases and N x n_clusters products (plus k-means passes with
     ``assignment="kmeans"``); client memory O(M^2); the N x p diagonals are persisted.
+    When the stacked factor Phi (N x M float64) takes at most ``KEEP_FEATURES_BYTES``
+    (1 GiB: e.g. 100,000 points with the paper's 15 kernels and 300 landmarks), it is
+    persisted by the first pass and the per-iteration passes read it instead of
+    re-evaluating the kernels.
     The scalable reductions equal the exact ones when the factors are exact (m = N).
 
     The paper's Gaussian widths span 1e-10 to 1e10: on standardised data the narrow ones
