@@ -66,6 +66,14 @@ def load(name):
     return X, y
 
 
+def datasets(names):
+    """(name, X, y) for each comma-separated name whose data is present."""
+    for name in names.split(","):
+        data = load(name)
+        if data is not None:
+            yield (name, *data)
+
+
 def blas_info():
     try:
         from threadpoolctl import threadpool_info
@@ -94,16 +102,11 @@ def run_one(X, y, **params):
 
 
 def tables(args):
-    names = args.datasets.split(",")
     forms = args.forms.split(",")
     assignments = args.assignments.split(",")
     modes = args.modes.split(",")
     out = []
-    for name in names:
-        data = load(name)
-        if data is None:
-            continue
-        X, y = data
+    for name, X, y in datasets(args.datasets):
         for mode in modes:
             if mode == "exact" and X.shape[0] > args.exact_max:
                 print(f"skip exact on {name}: N = {X.shape[0]} > --exact-max", file=sys.stderr)
@@ -131,11 +134,7 @@ def repeats(args):
     import os as _os
 
     out, rows = [], []
-    for name in args.datasets.split(","):
-        data = load(name)
-        if data is None:
-            continue
-        X, y = data
+    for name, X, y in datasets(args.datasets):
         for mode in args.modes.split(","):
             if mode == "exact" and X.shape[0] > args.exact_max:
                 print(f"skip exact on {name}: N = {X.shape[0]} > --exact-max", file=sys.stderr)
@@ -222,11 +221,7 @@ def timing(args):
     from elmscale.algorithms._tumkelm import TUMKELM
 
     out, rows = [], []
-    for name in args.datasets.split(","):
-        data = load(name)
-        if data is None:
-            continue
-        X, y = data
+    for name, X, y in datasets(args.datasets):
         k = len(np.unique(y))
         TUMKELM(k, mode=args.mode, random_state=0).fit(X[:1000])  # warm-up (imports, caches)
         runs = []
@@ -265,19 +260,15 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = p.add_subparsers(dest="cmd", required=True)
     t = sub.add_parser("tables", help="Tables 2-5 protocol")
-    t.add_argument("--datasets", default="iris,wine,segment,frogs,shuttle")
-    t.add_argument("--modes", default="exact,scalable")
-    t.add_argument("--exact-max", type=int, default=10_000)
-    t.add_argument("--forms", default="distance,value")
-    t.add_argument("--assignments", default="argmax,kmeans")
+    r = sub.add_parser("repeats", help="Tables protocol over several seeds, mean +- std")
+    for q, modes in ((t, "exact,scalable"), (r, "exact")):
+        q.add_argument("--datasets", default="iris,wine,segment,frogs,shuttle")
+        q.add_argument("--modes", default=modes)
+        q.add_argument("--exact-max", type=int, default=10_000)
+        q.add_argument("--forms", default="distance,value")
+        q.add_argument("--assignments", default="argmax,kmeans")
     t.add_argument("--scaling", default="minmax", choices=["minmax", "standard"])
     t.add_argument("--quick", action="store_true", help="iris and wine only, max_iter 5")
-    r = sub.add_parser("repeats", help="Tables protocol over several seeds, mean +- std")
-    r.add_argument("--datasets", default="iris,wine,frogs,segment,shuttle")
-    r.add_argument("--modes", default="exact")
-    r.add_argument("--exact-max", type=int, default=10_000)
-    r.add_argument("--forms", default="distance,value")
-    r.add_argument("--assignments", default="argmax,kmeans")
     r.add_argument("--scalings", default="minmax",
                    help="comma list of minmax, standard, none")
     r.add_argument("--seeds", type=int, default=10)
