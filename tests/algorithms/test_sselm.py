@@ -26,7 +26,7 @@ def dense_sselm(model, X, y_semi, *, n_neighbors, weights, normalized, power, la
     H = hidden(X, layer)
     Xs = (X - layer.offset) / layer.scale
     L = knn_laplacian(Xs, n_neighbors, weights=weights, normalized=normalized)
-    Lp = L @ L if power == 2 else L
+    Lp = np.linalg.matrix_power(L, power)
     classes = np.unique(y_semi[y_semi != -1])
     lab = y_semi != -1
     codes = np.searchsorted(classes, y_semi[lab])
@@ -65,6 +65,21 @@ def test_primal_equals_dual(rng, power):
     ref = dense_sselm(primal, X, y, n_neighbors=6, weights="heat", normalized=True,
                       power=power, lam=0.3, C0=5.0)
     assert _rel(primal.output_weights_, ref) < RTOL
+
+
+@pytest.mark.parametrize("power,weights", [(3, "binary"), (5, "binary"), (4, "heat")])
+def test_dual_higher_power_equals_dense(rng, power, weights):
+    """p > 2 (the SS-ELM authors' G50C demo uses p = 5): the dual's L^p by repeated sparse
+    products equals eq. 16 with numpy.linalg.matrix_power(L, p)."""
+    X = rng.normal(size=(60, 3))
+    y = np.full(60, -1)
+    y[:5], y[5:12] = 0, 1
+    kw = dict(n_neighbors=7, weights=weights, normalized=True, lam=0.2, C0=4.0)
+    model = SSELM(n_hidden=90, graph="exact", laplacian_power=power, random_state=2,
+                  **kw).fit(X, y)
+    assert model._solver == "dual"
+    ref = dense_sselm(model, X, y, power=power, **kw)
+    assert _rel(model.output_weights_, ref) < 1e-8
 
 
 def test_lam_zero_equal_weights_is_supervised_elm(blobs):
@@ -173,8 +188,10 @@ def test_bad_input(moons_partially_labelled):
         m.fit(da.from_array(Xn, chunks=(100, 2)), y_semi)
     with pytest.raises(ValueError, match="Unknown label type"):
         m.fit(X, np.linspace(0, 1, 300))
+    with pytest.raises(ValueError, match="laplacian_power=3 needs the dual solver"):
+        SSELM(n_hidden=20, laplacian_power=3).fit(X, y_semi)
     with pytest.raises(ValueError, match="laplacian_power"):
-        SSELM(laplacian_power=3).fit(X, y_semi)
+        SSELM(laplacian_power=0).fit(X, y_semi)
 
 
 # -- distributed ---------------------------------------------------------------------------------
