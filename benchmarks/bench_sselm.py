@@ -21,6 +21,7 @@ Scale run (``python benchmarks/bench_sselm.py scale --n 1000000``)
 
 import argparse
 import json
+import os
 import sys
 import threading
 import time
@@ -64,6 +65,40 @@ def splits(y, n_lab, n_val, repeats, seed):
             val, unl = train_test_split(rest2, train_size=n_val, stratify=y[rest2],
                                         random_state=rs + 1)
             yield r, f, np.sort(lab), np.sort(val), np.sort(unl), np.sort(test)
+
+
+def g50c_standard_splits(trials, seed=0):
+    """G50C with the file's standard splits, as in the SS-ELM authors' demo (demo_SSELM.m):
+    trial t takes L = idxLabs[t] (50 points); V = the first 25 points of each class in
+    idxUnls[t] (50); U = 313 random points of the rest (ceil(550 * 3/4) - 2 * 50); T = the
+    remaining 137. Yields like :func:`splits` (repeat = trial, fold = 0)."""
+    d = np.load(DATASETS / "g50c.npz")
+    y, IL, IU = d["y"], d["idxLabs"], d["idxUnls"]
+    n_lab = IL.shape[1]
+    n_unl = int(np.ceil(len(y) * 3 / 4)) - 2 * n_lab
+    rng = np.random.RandomState(seed)
+    for t in trials:
+        yu = y[IU[t]]
+        idx_v = np.concatenate([np.flatnonzero(yu == c)[: n_lab // 2] for c in np.unique(y)])
+        rest = np.setdiff1d(np.arange(IU.shape[1]), idx_v)
+        perm = rng.permutation(len(rest))
+        yield (t, 0, np.sort(IL[t]), np.sort(IU[t][idx_v]), np.sort(IU[t][rest[perm[:n_unl]]]),
+               np.sort(IU[t][rest[perm[n_unl:]]]))
+
+
+def _graph_G(model, features, graph, power, X_tr):
+    """H^T L^p H: one blockwise pass for p <= 2; for p > 2 (dual-only in SSELM) the small
+    benchmark sets gather L and H and take repeated sparse products."""
+    from elmscale.gram import hidden_stats
+
+    if power <= 2:
+        return hidden_stats(features, ("htlh",), graph=graph, laplacian_power=power)["htlh"]
+    L = graph.laplacian()
+    H = model.hidden_layer_(X_tr)
+    M = H
+    for _ in range(power):
+        M = L @ M
+    return H.T @ M
 
 
 def _one_hot(codes, c):
@@ -112,9 +147,9 @@ def run_table2(args):
 
     from elmscale.algorithms._elm import ELMClassifier
     from elmscale.algorithms._sselm import SSELM
-    from elmscale.gram import hidden_stats
 
-    graphs = [tuple(g.split(":")) for g in args.graphs.split(",")]
+    graphs = [tuple(g.split(":")) + (("heat",) if g.count(":") == 3 else ())
+              for g in args.graphs.split(",")]
     results = {}
     for name in args.datasets.split(","):
         data = load(name)
@@ -127,29 +162,34 @@ def run_table2(args):
             n_h = args.n_hidden
         classes = np.unique(y)
         rows = []
-        for i, (r, f, lab, val, unl, test) in enumerate(
-                splits(y, n_lab, n_val, args.repeats, args.seed)):
+        if name == "g50c" and args.g50c_splits == "standard":
+            split_iter = g50c_standard_splits(range(args.trials), args.seed)
+        else:
+            split_iter = splits(y, n_lab, n_val, args.repeats, args.seed)
+        for i, (r, f, lab, val, unl, test) in enumerate(split_iter):
             if i < args.skip_runs:
                 continue
             if args.max_runs and len(rows) >= args.max_runs:
                 break
             t0 = time.perf_counter()
             seed = 100 * r + f
-            train = np.concatenate([lab, unl])
-            y_tr = np.concatenate([y[lab], np.full(len(unl), -1)])
+            # the graph's unlabelled points: U (the paper's Table I protocol), or, with
+            # --graph-on all, U + V + T (transductive: no label of V or T is used in the fit)
+            unl_g = unl if args.graph_on == "LU" else np.concatenate([unl, val, test])
+            train = np.concatenate([lab, unl_g])
+            y_tr = np.concatenate([y[lab], np.full(len(unl_g), -1)])
             X_tr = X[train]
             counts = np.bincount(y[lab], minlength=len(classes)).astype(float)
             d = 1.0 / counts[y[lab]]
             Y_l = _one_hot(y[lab], len(classes))
             best = None
-            for scaling, k, p, norm in graphs:
+            for scaling, k, p, norm, wts in graphs:
                 scaling = None if scaling == "none" else scaling
-                m = SSELM(n_hidden=n_h, graph="exact", n_neighbors=int(k), weights="heat",
+                m = SSELM(n_hidden=n_h, graph="exact", n_neighbors=int(k), weights=wts,
                           normalized=norm == "norm", laplacian_power=int(p), scaling=scaling,
                           random_state=seed)
                 features, _, _, graph = m._prepare(X_tr, y_tr)
-                G = hidden_stats(features, ("htlh",), graph=graph,
-                                 laplacian_power=int(p))["htlh"]
+                G = _graph_G(m, features, graph, int(p), X_tr)
                 layer = m.hidden_layer_
                 H_l, H_v, H_t = layer(X[lab]), layer(X[val]), layer(X[test])
                 out_v, out_t = sselm_sweep(G, H_l, Y_l, d, [H_v, H_t])
@@ -158,15 +198,17 @@ def run_table2(args):
                 # validation error first, validation squared error as tie-breaker
                 key = err_v + 1e-6 * mse_v / (1.0 + mse_v.max())
                 i, j = np.unravel_index(np.argmin(key), key.shape)
-                cand = (key[i, j], dict(scaling=scaling, n_neighbors=int(k),
+                cand = (key[i, j], dict(scaling=scaling, n_neighbors=int(k), weights=wts,
                                         laplacian_power=int(p), normalized=norm == "norm",
                                         lam=GRID[i], C0=GRID[j]), err_t[i, j],
                         float(err_t.min()))
                 if best is None or cand[0] < best[0]:
                     best = cand
             params = best[1]
-            model = SSELM(n_hidden=n_h, graph="exact", weights="heat", random_state=seed,
+            t_fit = time.process_time()
+            model = SSELM(n_hidden=n_h, graph="exact", random_state=seed,
                           **params).fit(X_tr, y_tr)
+            fit_cpu = time.process_time() - t_fit
             ss_test = 100.0 * np.mean(model.predict(X[test]) != y[test])
             ss_unl = 100.0 * np.mean(model.predict(X[unl]) != y[unl])
             if abs(ss_test - best[2]) > 1e-9:
@@ -202,20 +244,22 @@ def run_table2(args):
                         ls_best = (ev, kk, alpha, ls)
             ls = ls_best[3]
             ls_test = 100.0 * np.mean(ls.predict(tr(X[test])) != y[test])
-            ls_unl = 100.0 * np.mean(ls.transduction_[len(lab):] != y[unl])
+            ls_unl = 100.0 * np.mean(ls.transduction_[len(lab):len(lab) + len(unl)] != y[unl])
             row = dict(repeat=r, fold=f, sizes=[len(lab), len(val), len(unl), len(test)],
                        sselm_test=ss_test, sselm_unl=ss_unl, sselm_params=params,
                        sselm_oracle_test=best[3],
                        elm_test=elm_test, elm_unl=elm_unl, elm_C=elm_best[1],
                        ls_test=ls_test, ls_unl=ls_unl, ls_params=[ls_best[1], ls_best[2]],
-                       seconds=time.perf_counter() - t0)
+                       seconds=time.perf_counter() - t0, refit_cpu_seconds=fit_cpu,
+                       loadavg=os.getloadavg()[0])
             rows.append(row)
             print(name, json.dumps(row), flush=True)
         summ = {key: (float(np.mean([rw[key] for rw in rows])),
                       float(np.std([rw[key] for rw in rows])))
                 for key in ("sselm_test", "sselm_unl", "elm_test", "elm_unl", "ls_test",
                             "ls_unl", "sselm_oracle_test")}
-        results[name] = dict(summary=summ, runs=rows, paper=PAPER[name], n_hidden=n_h)
+        results[name] = dict(summary=summ, runs=rows, paper=PAPER[name], n_hidden=n_h,
+                             graphs=graphs, graph_on=args.graph_on)
         print(f"== {name}: SS-ELM test {summ['sselm_test'][0]:.2f} +- "
               f"{summ['sselm_test'][1]:.2f} (paper {PAPER[name]}), ELM(L) "
               f"{summ['elm_test'][0]:.2f} +- {summ['elm_test'][1]:.2f}, LabelSpreading "
@@ -223,6 +267,69 @@ def run_table2(args):
         if args.out:
             Path(args.out).write_text(json.dumps(results, indent=1))
     return results
+
+
+# -- timing -------------------------------------------------------------------------------------
+#: settings timed by ``timing``: the graph setting validation chose most often in the Table II
+#: re-run (benchmarks/RESULTS.md); C0 and lam do not change the cost (one dual LU solve)
+TIMING = {
+    "uspst": dict(n_neighbors=5, weights="heat", laplacian_power=2, normalized=True,
+                  scaling=None, C0=1.0, lam=1.0),
+    "coil20": dict(n_neighbors=2, weights="binary", laplacian_power=1, normalized=True,
+                   scaling="minmax", C0=10.0, lam=100.0),
+}
+
+
+def run_timing(args):
+    """Fit time of SSELM (Table II sizes: the L + U of split 0, n_h = 2000, exact graph, the
+    dual since n_h > |L + U|) on USPST and COIL20: median of ``--repeats`` fits, wall and CPU
+    time, default (threaded) dask scheduler. Prints a markdown table, appends JSON lines."""
+    from threadpoolctl import threadpool_info
+
+    from elmscale.algorithms._sselm import SSELM
+
+    rows = []
+    for name in args.datasets.split(","):
+        X, y = load(name)
+        n_lab, n_val, n_h = SIZES[name]
+        _, _, lab, val, unl, test = next(splits(y, n_lab, n_val, 1, 0))
+        X_tr = X[np.concatenate([lab, unl])]
+        y_tr = np.concatenate([y[lab], np.full(len(unl), -1)])
+        params = dict(TIMING[name])
+        if args.power:
+            params["laplacian_power"] = args.power
+        if args.n_neighbors:
+            params["n_neighbors"] = args.n_neighbors
+        SSELM(n_hidden=n_h, graph="exact", random_state=0, **params).fit(X_tr, y_tr)  # warm-up
+        wall, cpu = [], []
+        for rep in range(args.repeats):
+            c0, w0 = time.process_time(), time.perf_counter()
+            m = SSELM(n_hidden=n_h, graph="exact", random_state=rep, **params).fit(X_tr, y_tr)
+            wall.append(time.perf_counter() - w0)
+            cpu.append(time.process_time() - c0)
+        err = 100.0 * np.mean(m.predict(X[test]) != y[test])
+        row = dict(dataset=name, n_train=len(X_tr), n_labelled=len(lab), n_hidden=n_h,
+                   solver=m._solver, params=params, fit_wall_median_s=float(np.median(wall)),
+                   fit_wall_s=wall, fit_cpu_median_s=float(np.median(cpu)),
+                   test_error_last_fit=err, loadavg_1min=os.getloadavg()[0],
+                   blas=[(i["internal_api"], i.get("architecture"), i["num_threads"])
+                         for i in threadpool_info()],
+                   utc=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+        rows.append(row)
+    print("| dataset | N (L+U) | n_h | solver | graph (k, weights, p) | fit wall median (s) "
+          "| fit CPU median (s) | load avg |")
+    print("|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        p = r["params"]
+        print(f"| {r['dataset']} | {r['n_train']} | {r['n_hidden']} | {r['solver']} | "
+              f"{p['n_neighbors']}, {p['weights']}, {p['laplacian_power']} | "
+              f"{r['fit_wall_median_s']:.2f} | {r['fit_cpu_median_s']:.2f} | "
+              f"{r['loadavg_1min']:.2f} |")
+    if args.out:
+        with open(args.out, "a") as fh:
+            for r in rows:
+                fh.write(json.dumps(r) + "\n")
+    return rows
 
 
 # -- scale --------------------------------------------------------------------------------------
@@ -337,13 +444,28 @@ def main(argv=None):
     t.add_argument("--datasets", default="g50c,coil20b,uspstb,coil20,uspst")
     t.add_argument("--repeats", type=int, default=3, help="4-fold splits repeated this often")
     t.add_argument("--graphs", default="none:10:1:norm,none:5:2:norm,none:10:2:norm",
-                   help="comma list of scaling:k:power:norm|raw graph settings searched on V")
+                   help="comma list of scaling:k:power:norm|raw[:binary|heat] graph settings "
+                   "searched on V (weights default heat)")
+    t.add_argument("--g50c-splits", choices=("standard", "kfold"), default="standard",
+                   help="g50c: the file's idxLabs/idxUnls splits as in the SS-ELM authors' "
+                   "demo (default) or the stratified 4-fold protocol of the other sets")
+    t.add_argument("--trials", type=int, default=10, help="g50c standard splits used")
+    t.add_argument("--graph-on", choices=("LU", "all"), default="LU",
+                   help="build the graph on L + U (the paper's protocol, default) or on every "
+                   "point, V and T included as unlabelled (transductive side check)")
     t.add_argument("--n-hidden", type=int, default=0, help="override Table I's n_h (0: keep)")
     t.add_argument("--seed", type=int, default=0)
     t.add_argument("--max-runs", type=int, default=0, help="stop after this many splits")
     t.add_argument("--skip-runs", type=int, default=0, help="start at this split (resume)")
     t.add_argument("--quick", action="store_true", help="1 repeat, first fold only, g50c")
     t.add_argument("--out", default="")
+    tm = sub.add_parser("timing", help="SSELM fit time on USPST and COIL20 (median of 3)")
+    tm.add_argument("--datasets", default="uspst,coil20")
+    tm.add_argument("--repeats", type=int, default=3)
+    tm.add_argument("--power", type=int, default=0, help="override laplacian_power")
+    tm.add_argument("--n-neighbors", type=int, default=0, help="override n_neighbors")
+    tm.add_argument("--out", default=str(REPO / "benchmarks" / "results" /
+                                         "sselm_timing.jsonl"))
     s = sub.add_parser("scale", help="synthetic scale run on a 2-worker LocalCluster")
     s.add_argument("--n", type=int, default=1_000_000)
     s.add_argument("--dim", type=int, default=20)
@@ -364,6 +486,8 @@ def main(argv=None):
             args.repeats, args.max_runs = 1, 1
             args.datasets = "g50c"
         return run_table2(args)
+    if args.cmd == "timing":
+        return run_timing(args)
     return run_scale(args)
 
 
