@@ -14,6 +14,15 @@ Table II protocol (``python benchmarks/bench_sselm.py table2``)
     it equals the sweep's). Baselines: ``ELMClassifier`` on L only (C on V), and scikit-learn's
     ``LabelSpreading`` (knn kernel; n_neighbors and alpha on V), on the same splits.
 
+    G50C uses the file's 10 standard splits (idxLabs / idxUnls) as the SS-ELM authors' demo
+    does (``--g50c-splits kfold`` for the 4-fold protocol). Graph settings are
+    ``scaling:k:power:norm|raw[:binary|heat]``; ``--graph-on all`` puts V and T in the graph as
+    unlabelled points (a transductive side check, not the paper's protocol).
+
+Timing (``python benchmarks/bench_sselm.py timing``)
+    SSELM fit time on USPST and COIL20 (Table II sizes, median of 3): markdown table on stdout,
+    JSON lines appended to benchmarks/results/sselm_timing.jsonl.
+
 Scale run (``python benchmarks/bench_sselm.py scale --n 1000000``)
     Synthetic 10-class Gaussian mixture, 1% labelled, on a 2-worker LocalCluster: fit time,
     peak memory of the driver + workers, accuracy on the unlabelled points.
