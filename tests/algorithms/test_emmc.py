@@ -147,7 +147,7 @@ def test_sweep_errors(blobs):
 
 
 def test_mixed_hidden_layer_equals_its_formula(global_seed):
-    # default layer: round(0.5 L) sigmoid nodes of the engine's draw, then Gaussian nodes
+    # default layer: L - round(0.25 L) sigmoid nodes of the engine's draw, then Gaussian nodes
     # exp(-||x' - c||^2 / (w m)^2) with c rows of the scaled X and m their median distance
     from scipy.spatial.distance import cdist, pdist
 
@@ -159,10 +159,10 @@ def test_mixed_hidden_layer_equals_its_formula(global_seed):
     Xs = (X - X.mean(0)) / X.std(0)
     sig = layer.parts[0]
     centres = layer.parts[1].input_weights.T
-    assert (sig.n_hidden, len(centres)) == (15, 16)
+    assert (sig.n_hidden, len(centres)) == (23, 8)
     # each centre is a distinct scaled row
     d = cdist(centres, Xs)
-    assert np.allclose(d.min(axis=1), 0, atol=1e-9) and len(set(d.argmin(axis=1))) == 16
+    assert np.allclose(d.min(axis=1), 0, atol=1e-9) and len(set(d.argmin(axis=1))) == 8
     m = np.median(pdist(centres))
     expected = np.hstack([1 / (1 + np.exp(-(Xs @ sig.input_weights + sig.biases))),
                           np.exp(-cdist(Xs, centres, "sqeuclidean") / (0.7 * m) ** 2)])
