@@ -3,6 +3,8 @@ and a scale run on a synthetic Gaussian mixture.
 
     python benchmarks/bench_elmjec.py table   [--grid full|reduced] [--runs 10] [--datasets ...]
     python benchmarks/bench_elmjec.py sweep   [--dataset segment]
+    python benchmarks/bench_elmjec.py speed   (per-setting CPU before/after the top-n_o eigh,
+                                             and the sweep; the idle-machine speed command)
     python benchmarks/bench_elmjec.py scale   [--n 1000000] [--d 50] [--n-hidden 1000]
     python benchmarks/bench_elmjec.py report  (markdown from the JSON lines)
 
@@ -22,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 from _common import clustering_accuracy
+from sklearn.base import clone
 
 HERE = Path(__file__).resolve().parent
 DATASETS = HERE.parent.parent / "shared" / "datasets"
@@ -43,6 +46,14 @@ def load(name):
         return None
     d = np.load(path)
     return d["X"].astype(np.float64), d["y"]
+
+
+def datasets(names):
+    """(name, X, y, number of classes) for each dataset found."""
+    for name in names:
+        data = load(name)
+        if data is not None:
+            yield name, data[0], data[1], len(np.unique(data[1]))
 
 
 def acc(y, labels):
@@ -98,38 +109,64 @@ def run_table(args):
     from sklearn.cluster import KMeans
 
     out = open(args.out, "a")
-    for name in args.datasets:
-        data = load(name)
-        if data is None:
-            continue
-        X, y = data
-        c = len(np.unique(y))
+    for name, X, y, c in datasets(args.datasets):
         Xs = minmax(X)
         row = {"dataset": name, "n": X.shape[0], "d": X.shape[1], "c": c,
                "n_hidden": n_hidden_for(name), "grid": args.grid, "runs": args.runs,
                "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
         with dask.config.set(scheduler="sync"), warnings.catch_warnings():
             warnings.simplefilter("ignore")
+            row["loadavg_start"] = os.getloadavg()
             # 1. ELM-JEC: select (lam, gamma, n_o) on the grid with seed 0 (one Gram pass)
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             grid = grid_for(args.grid, c)
             fits = elmjec_sweep(X, grid, elmjec_base(name, X, c, 0))
             scores = [(acc(y, m.labels_), s) for s, m in fits if not isinstance(m, Exception)]
             n_failed = sum(isinstance(m, Exception) for _, m in fits)
             best_acc0, best = max(scores, key=lambda t: t[0])
-            row.update(select_seconds=time.perf_counter() - t0, n_settings=len(fits),
-                       n_no_positive=n_failed, best_setting=best, select_acc_seed0=best_acc0)
-            print(f"[{name}] grid of {len(fits)} in {row['select_seconds']:.1f}s; best {best} "
-                  f"acc {best_acc0:.2f}", flush=True)
+            row.update(select_seconds=time.perf_counter() - t0,
+                       select_cpu_seconds=time.process_time() - c0, n_settings=len(fits),
+                       n_no_positive=n_failed, best_setting=best, select_acc_seed0=best_acc0,
+                       grid_scores=[[s, None if isinstance(m, Exception) else acc(y, m.labels_),
+                                     getattr(m, "n_iter_", None),
+                                     getattr(m, "n_components_", None)] for s, m in fits])
+            print(f"[{name}] grid of {len(fits)} in {row['select_seconds']:.1f}s "
+                  f"(cpu {row['select_cpu_seconds']:.1f}s); best {best} acc {best_acc0:.2f}",
+                  flush=True)
             # 2. ELM-JEC at the selected setting: runs with seeds 1..runs (fresh layers)
-            t0 = time.perf_counter()
-            accs, iters = [], []
-            for seed in range(1, args.runs + 1):
-                m = elmjec_base(name, X, c, seed, **best).fit(X)
-                accs.append(acc(y, m.labels_))
-                iters.append(m.n_iter_)
-            row.update(elmjec_acc=accs, elmjec_iters=iters,
-                       elmjec_seconds_per_fit=(time.perf_counter() - t0) / args.runs)
+            t0, c0 = time.perf_counter(), time.process_time()
+            if args.paper_runs:
+                # the paper's protocol: the whole grid with seeds 1..paper_runs (one sweep per
+                # seed, equal to fitting each setting from scratch), best of the per-setting
+                # means; the seed-0 selection's runs are read from the same sweeps
+                per_seed = []
+                for seed in range(1, args.paper_runs + 1):
+                    sw = elmjec_sweep(X, grid, elmjec_base(name, X, c, seed))
+                    per_seed.append([np.nan if isinstance(m, Exception) else acc(y, m.labels_)
+                                     for _, m in sw])
+                    print(f"[{name}] paper-protocol sweep seed {seed} done", flush=True)
+                A = np.array(per_seed)
+                means = A.mean(axis=0)
+                j = int(np.nanargmax(means))
+                settings = [s for s, _ in fits]
+                row.update(paper_runs=args.paper_runs, paper_best_setting=settings[j],
+                           paper_best_acc=A[:, j].tolist(), paper_means=means.tolist(),
+                           paper_seconds=time.perf_counter() - t0,
+                           paper_cpu_seconds=time.process_time() - c0)
+                print(f"[{name}] paper protocol: best mean {means[j]:.2f} at {settings[j]}",
+                      flush=True)
+                jb = settings.index(best)
+                accs = A[:args.runs, jb].tolist()
+                iters = None
+            else:
+                accs, iters = [], []
+                for seed in range(1, args.runs + 1):
+                    m = elmjec_base(name, X, c, seed, **best).fit(X)
+                    accs.append(acc(y, m.labels_))
+                    iters.append(m.n_iter_)
+                row.update(elmjec_seconds_per_fit=(time.perf_counter() - t0) / args.runs,
+                           elmjec_cpu_seconds_per_fit=(time.process_time() - c0) / args.runs)
+            row.update(elmjec_acc=accs, elmjec_iters=iters)
             # 3. ELM-JEC with default lam, gamma, n_components
             accs = [acc(y, elmjec_base(name, X, c, seed).fit(X).labels_)
                     for seed in range(1, args.runs + 1)]
@@ -157,6 +194,7 @@ def run_table(args):
         for key in ("elmjec_acc", "default_acc", "kmeans_acc", "uselm_acc"):
             v = np.array(row[key])
             print(f"[{name}] {key}: {v.mean():.2f} +- {v.std():.2f}", flush=True)
+        row["loadavg_end"] = os.getloadavg()
         out.write(json.dumps(row) + "\n")
         out.flush()
 
@@ -174,10 +212,10 @@ def run_sweep(args):
     base = elmjec_base(args.dataset, X, c, 0)
     with dask.config.set(scheduler="sync"), warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         fits = elmjec_sweep(X, grid, base)
-        t_sweep = time.perf_counter() - t0
-        t0 = time.perf_counter()
+        t_sweep, c_sweep = time.perf_counter() - t0, time.process_time() - c0
+        t0, c0 = time.perf_counter(), time.process_time()
         same = 0
         for setting, fitted in fits:
             try:
@@ -186,122 +224,281 @@ def run_sweep(args):
                 same += isinstance(fitted, Exception)
                 continue
             same += bool(np.array_equal(alone.labels_, fitted.labels_))
-        t_scratch = time.perf_counter() - t0
+        t_scratch, c_scratch = time.perf_counter() - t0, time.process_time() - c0
     res = {"dataset": args.dataset, "n_settings": len(fits), "sweep_seconds": t_sweep,
-           "scratch_seconds": t_scratch, "identical_labels": same,
-           "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+           "scratch_seconds": t_scratch, "sweep_cpu_seconds": c_sweep,
+           "scratch_cpu_seconds": c_scratch, "identical_labels": same,
+           "loadavg": os.getloadavg(), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
     print(json.dumps(res), flush=True)
-    with open(args.out, "a") as f:
-        f.write(json.dumps({"sweep": res}) + "\n")
+    if args.out:
+        with open(args.out, "a") as f:
+            f.write(json.dumps({"sweep": res}) + "\n")
+    return res
+
+
+def _peak_rss_mb():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def _warm_pynndescent():
+    import pynndescent
+
+    X = np.random.RandomState(0).rand(2000, 5).astype(np.float32)
+    pynndescent.NNDescent(X, n_neighbors=6, random_state=0).neighbor_graph  # noqa: B018
 
 
 def run_scale(args):
-    """Synthetic Gaussian mixture, float32, threaded scheduler in this one process."""
+    """ELM-JEC on a 2-worker distributed.LocalCluster (processes, 1 thread each): the 50-d
+    Gaussian mixture of benchmarks/_mixture.py (the US-ELM scale data), generated on the
+    workers; float32 blocks. Times per stage from elmscale's log records (client side)."""
+    import logging
+
     import dask
-    import dask.array as da
+    from _mixture import mixture_dask
+    from distributed import Client, LocalCluster
 
     import elmscale
     from elmscale.algorithms._elmjec import ELMJEC
 
-    rng = np.random.default_rng(0)
-    k = args.clusters
-    centres = rng.normal(scale=args.spread, size=(k, args.d)).astype(np.float32)
-    chunk = args.chunk
-    y = rng.integers(0, k, size=args.n)
-
-    def block(i):
-        r = np.random.default_rng([1, i])
-        lab = y[i * chunk:(i + 1) * chunk]
-        return (centres[lab] + r.normal(size=(len(lab), args.d)).astype(np.float32))
-
-    nb = -(-args.n // chunk)
-    X = da.concatenate([da.from_delayed(dask.delayed(block)(i),
-                                        shape=(min(chunk, args.n - i * chunk), args.d),
-                                        dtype=np.float32) for i in range(nb)]).persist()
     timings = []
-    import logging
 
     class Clock(logging.Handler):
         def emit(self, record):
-            timings.append((time.perf_counter(), record.getMessage()))
+            timings.append((time.perf_counter(), time.process_time(), record.getMessage()))
 
     log = logging.getLogger("elmscale")
     log.setLevel(logging.INFO)
     log.addHandler(Clock())
-    with elmscale.config_context(compute_dtype="float32"), warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        m = ELMJEC(k, n_components=args.components, n_hidden=args.n_hidden, lam=0.5, gamma=0.1,
-                   graph=args.graph, n_neighbors=5, n_restarts=args.restarts,
-                   max_iter=args.max_iter, cache=args.cache, random_state=0)
-        t0 = time.perf_counter()
-        m.fit(X)
-        labels = m.labels_.compute()
-        total = time.perf_counter() - t0
-    it_times = [t for t, msg in timings if msg.startswith("ELM-JEC iteration")]
-    start = [t for t, msg in timings if msg.startswith("ELM-JEC: numerical rank")]
+    res = {"n": args.n, "d": args.d, "clusters": args.clusters, "n_hidden": args.n_hidden,
+           "n_components": args.components, "graph": args.graph, "cache": args.cache,
+           "restarts": args.restarts, "max_iter": args.max_iter, "workers": args.workers,
+           "worker_gb": args.worker_gb, "lam": args.lam, "gamma": args.gamma,
+           "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+           "loadavg_start": os.getloadavg()}
+    itemsize = 4
+    rows = max(1000, args.chunk_mb * 2**20 // (args.n_hidden * itemsize))
+    with LocalCluster(n_workers=args.workers, threads_per_worker=1, dashboard_address=":0",
+                      memory_limit=f"{args.worker_gb}GiB") as cluster, Client(cluster) as client:
+        if args.graph in ("auto", "pynndescent") and args.n > 10_000:
+            t0 = time.perf_counter()
+            client.run(_warm_pynndescent)  # numba compile in each worker, outside the timing
+            res["warmup_s"] = time.perf_counter() - t0
+        Xd, yd = mixture_dask(args.n, args.d, args.clusters, args.seed)
+        Xd, yd = dask.persist(Xd, yd)
+        with elmscale.config_context(compute_dtype="float32", chunk_bytes=args.chunk_mb * 2**20):
+            Xd = Xd.rechunk({0: rows}).persist()
+            dask.compute(Xd.sum())
+            res["n_chunks"] = len(Xd.chunks[0])
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                m = ELMJEC(args.clusters, n_components=args.components, n_hidden=args.n_hidden,
+                           lam=args.lam, gamma=args.gamma, graph=args.graph, n_neighbors=5,
+                           n_restarts=args.restarts, max_iter=args.max_iter, cache=args.cache,
+                           random_state=args.seed)
+                t0, c0 = time.perf_counter(), time.process_time()
+                m.fit(Xd)
+                labels = m.labels_.compute()
+                total, total_cpu = time.perf_counter() - t0, time.process_time() - c0
+        y = yd.compute()
+        res["worker_peak_rss_mb"] = sorted(client.run(_peak_rss_mb).values())
+    res["client_peak_rss_mb"] = _peak_rss_mb()
+    it_times = [t for t, _, msg in timings if msg.startswith("ELM-JEC iteration")]
+    start = [t for t, _, msg in timings if msg.startswith("ELM-JEC: numerical rank")]
     per_iter = np.diff(np.r_[start[-1:] if start else [t0], it_times]).tolist()
-    res = {"n": args.n, "d": args.d, "clusters": k, "spread": args.spread, "n_hidden": args.n_hidden,
-           "graph": args.graph, "cache": args.cache, "restarts": args.restarts,
-           "max_iter": args.max_iter, "n_iter": m.n_iter_, "total_seconds": total,
-           "seconds_to_fixed_grams": (start[-1] - t0) if start else None,
-           "seconds_per_iteration": per_iter, "acc": acc(y, labels),
-           "peak_rss_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
-           "history": {k_: [str(v) for v in vals] for k_, vals in m.history_.items()},
-           "blas": blas_info(), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+    res.update(n_iter=m.n_iter_, rank=m.rank_, total_seconds=total,
+               client_cpu_seconds=total_cpu,
+               seconds_to_fixed_grams=(start[-1] - t0) if start else None,
+               seconds_per_iteration=per_iter, acc=acc(y, labels),
+               history={k_: [str(v) for v in vals] for k_, vals in m.history_.items()},
+               blas=blas_info(), loadavg_end=os.getloadavg())
     print(json.dumps(res), flush=True)
-    with open(args.out, "a") as f:
+    print("\n| N | workers | total s | before iterations s | iterations | s per iteration "
+          "(mean; each) | ACC % | peak RSS MB (workers; client) | load avg |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    print(f"| {args.n} | {args.workers} x 1 thread | {total:.1f} | "
+          f"{res['seconds_to_fixed_grams'] or float('nan'):.1f} | {m.n_iter_} | "
+          f"{np.mean(per_iter) if per_iter else float('nan'):.1f}; "
+          f"{', '.join(f'{t:.1f}' for t in per_iter)} | {res['acc']:.2f} | "
+          f"{', '.join(f'{v:.0f}' for v in res['worker_peak_rss_mb'])}; "
+          f"{res['client_peak_rss_mb']:.0f} | {res['loadavg_start'][0]:.1f} -> "
+          f"{res['loadavg_end'][0]:.1f} |")
+    with open(args.scale_out, "a") as f:
         f.write(json.dumps({"scale": res}) + "\n")
 
 
+def _cpu_best(fn, repeats):
+    best = np.inf
+    for _ in range(repeats):
+        c0 = time.process_time()
+        fn()
+        best = min(best, time.process_time() - c0)
+    return best
+
+
+def run_speed(args):
+    """Per-setting cost before/after computing only the top eigenpairs, and the grid through
+    one Gram pass against fitting each setting from scratch. Markdown to stdout, JSON lines to
+    --speed-out. CPU seconds (time.process_time) are given next to wall seconds."""
+    import dask
+    import scipy.linalg as sla
+
+    from elmscale.algorithms import _elmjec
+    from elmscale.algorithms._elmjec import ELMJEC, elmjec_sweep
+
+    def full_top_eigh(S, n):  # the solve before dfe2797: the whole spectrum, then the top n
+        w, Y = sla.eigh(S, check_finite=False)
+        return w[::-1][:n], Y[:, ::-1][:, :n]
+
+    subset_top_eigh = _elmjec._top_eigh
+    prepare = ELMJEC._prepare
+    out = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "blas": blas_info(),
+           "loadavg_start": os.getloadavg(), "eigh": [], "per_setting": []}
+    grid = {"lam": [0.25, 1.0, 4.0], "gamma": [0.0625, 1.0]}
+    # 0. the eigenproblem alone on random symmetric matrices of the ranks the issue names
+    for r in (767, 1439):
+        A = np.random.default_rng(r).standard_normal((r, r))
+        S = (A @ A.T) / r - 0.5 * np.eye(r)
+        for n in (2, 32):
+            out["eigh"].append({"dataset": "random", "r": r, "n_components": n,
+                                "full_cpu_s": _cpu_best(lambda: full_top_eigh(S, n), args.repeats),
+                                "subset_cpu_s": _cpu_best(lambda: _elmjec._count_positive(
+                                    S, subset_top_eigh(S, n)[0]), args.repeats)})
+    with dask.config.set(scheduler="sync"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for name, X, y, c in datasets(args.speed_datasets):
+            base = elmjec_base(name, X, c, 0, n_components=min(c, 32))
+            shared = clone(base)._prepare(X)
+            red = shared.reduced
+            # 1. the r x r eigenproblem alone, on the matrix of the first beta step (lam = 1)
+            S = red.reduced_matrix(shared.htf0, shared.sizes0, 1.0, 0.0625)
+            for n in sorted({min(c, 32), 32}):
+                t_full = _cpu_best(lambda: full_top_eigh(S, n), args.repeats)
+                t_sub = _cpu_best(lambda: (lambda w: _elmjec._count_positive(S, w[0]))(
+                    subset_top_eigh(S, n)), args.repeats)
+                out["eigh"].append({"dataset": name, "r": red.rank_, "n_components": n,
+                                    "full_cpu_s": t_full, "subset_cpu_s": t_sub})
+            # 2. a whole sweep setting (Algorithm 1's iterations) with either solve
+            res = {"dataset": name, "n": X.shape[0], "r": red.rank_, "settings": 6}
+            labels = {}
+            for variant, fn in (("full", full_top_eigh), ("subset", subset_top_eigh)):
+                prep = []
+
+                def timed_prepare(self, X_, _prep=prep):
+                    c0 = time.process_time()
+                    r_ = prepare(self, X_)
+                    _prep.append(time.process_time() - c0)
+                    return r_
+
+                _elmjec._top_eigh = fn
+                ELMJEC._prepare = timed_prepare
+                try:
+                    c0, t0 = time.process_time(), time.perf_counter()
+                    fits = elmjec_sweep(X, grid, base)
+                    cpu, wall = time.process_time() - c0, time.perf_counter() - t0
+                finally:
+                    _elmjec._top_eigh = subset_top_eigh
+                    ELMJEC._prepare = prepare
+                labels[variant] = [None if isinstance(m, Exception) else np.asarray(m.labels_)
+                                   for _, m in fits]
+                res[f"{variant}_cpu_per_setting_s"] = (cpu - prep[0]) / len(fits)
+                res[f"{variant}_wall_s"] = wall
+                res[f"{variant}_iterations"] = sum(getattr(m, "n_iter_", 0) for _, m in fits)
+            res["identical_labels"] = sum(
+                a is not None and b is not None and np.array_equal(a, b)
+                for a, b in zip(labels["full"], labels["subset"]))
+            out["per_setting"].append(res)
+    # 3. one Gram pass for a grid vs each setting from scratch (as the `sweep` mode)
+    out["sweep"] = run_sweep(argparse.Namespace(dataset=args.dataset, out=None))
+    out["loadavg_end"] = os.getloadavg()
+    print("\n| dataset | r | n_o | full eigh (CPU s) | top-n_o eigh (CPU s) | ratio |")
+    print("|---|---|---|---|---|---|")
+    for e in out["eigh"]:
+        print(f"| {e['dataset']} | {e['r']} | {e['n_components']} | {e['full_cpu_s']:.3f} | "
+              f"{e['subset_cpu_s']:.3f} | {e['full_cpu_s'] / e['subset_cpu_s']:.1f}x |")
+    print("\n| dataset | N | r | settings | CPU s per setting, full eigh | CPU s per setting, "
+          "top-n_o | ratio | iterations (full / top) | identical labels |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for r in out["per_setting"]:
+        print(f"| {r['dataset']} | {r['n']} | {r['r']} | {r['settings']} | "
+              f"{r['full_cpu_per_setting_s']:.3f} | {r['subset_cpu_per_setting_s']:.3f} | "
+              f"{r['full_cpu_per_setting_s'] / r['subset_cpu_per_setting_s']:.2f}x | "
+              f"{r['full_iterations']} / {r['subset_iterations']} | "
+              f"{r['identical_labels']}/{r['settings']} |")
+    sw = out["sweep"]
+    print(f"\n| sweep ({sw['dataset']}) | settings | one Gram pass (wall / CPU s) | from scratch "
+          "(wall / CPU s) | ratio (CPU) | identical labels |")
+    print("|---|---|---|---|---|---|")
+    print(f"| {sw['dataset']} | {sw['n_settings']} | {sw['sweep_seconds']:.1f} / "
+          f"{sw['sweep_cpu_seconds']:.1f} | {sw['scratch_seconds']:.1f} / "
+          f"{sw['scratch_cpu_seconds']:.1f} | "
+          f"{sw['scratch_cpu_seconds'] / sw['sweep_cpu_seconds']:.1f}x | "
+          f"{sw['identical_labels']}/{sw['n_settings']} |")
+    print(f"\nload average start {out['loadavg_start']}, end {out['loadavg_end']}")
+    with open(args.speed_out, "a") as f:
+        f.write(json.dumps(out, default=float) + "\n")
+
+
 def run_report(args):
-    """Markdown tables from the JSON lines written by the other modes."""
-    rows, sweeps, scales = [], [], []
+    """Markdown tables from the JSON lines written by the other modes (the last table row per
+    dataset and grid)."""
+    rows, sweeps = {}, []
     for line in open(args.out):
         rec = json.loads(line)
         if "sweep" in rec:
             sweeps.append(rec["sweep"])
-        elif "scale" in rec:
-            scales.append(rec["scale"])
-        else:
-            rows.append(rec)
+        elif "scale" not in rec:
+            rows[(rec["dataset"], rec["grid"])] = rec
     ms = lambda v: f"{np.mean(v):.2f} +- {np.std(v):.2f}"  # noqa: E731
-    print("| dataset | n x d, c | paper ELM-JEC | ELM-JEC (selected) | selected (lam, gamma, n_o) "
-          "| ELM-JEC defaults | k-means | US-ELM (selected lam, n_o = c) | runs | grid time |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
-    for r in rows:
-        b = r["best_setting"]
+    st = lambda b: f"({b['lam']:g}, {b['gamma']:g}, {b['n_components']})"  # noqa: E731
+    print("| dataset | n x d, c | paper ELM-JEC | ELM-JEC (seed-0 selection, runs 1..R) | "
+          "selected (lam, gamma, n_o) | ELM-JEC paper selection (best R-run mean) | "
+          "ELM-JEC defaults | k-means | US-ELM (selected lam, n_o) | grid, R | grid time "
+          "(wall / CPU) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for r in rows.values():
+        paper_sel = (f"{ms(r['paper_best_acc'])} at {st(r['paper_best_setting'])}"
+                     if "paper_best_acc" in r else "-")
+        cpu = f" / {r['select_cpu_seconds']:.0f}" if "select_cpu_seconds" in r else ""
+        us = r["uselm_setting"]
         print(f"| {r['dataset']} | {r['n']} x {r['d']}, {r['c']} | {PAPER[r['dataset']]:.2f} | "
-              f"{ms(r['elmjec_acc'])} | ({b['lam']:g}, {b['gamma']:g}, {b['n_components']}) | "
+              f"{ms(r['elmjec_acc'])} | {st(r['best_setting'])} | {paper_sel} | "
               f"{ms(r['default_acc'])} | {ms(r['kmeans_acc'])} | {ms(r['uselm_acc'])} "
-              f"(lam={r['uselm_setting']['lam']:g}) | {r['runs']} | {r['n_settings']} settings, "
-              f"{r['select_seconds']:.0f} s |")
+              f"(lam={us['lam']:g}, n_o={us['n_components']}) | {r['grid']} "
+              f"({r['n_settings']}), {r['runs']} | {r['select_seconds']:.0f}{cpu} s |")
     for s_ in sweeps:
         print(f"\nsweep {s_['dataset']}: {s_['n_settings']} settings, one Gram pass "
               f"{s_['sweep_seconds']:.1f} s, from scratch {s_['scratch_seconds']:.1f} s "
               f"({s_['scratch_seconds'] / s_['sweep_seconds']:.1f}x), identical labels "
               f"{s_['identical_labels']}/{s_['n_settings']}")
-    for s_ in scales:
-        print(f"\nscale: {json.dumps(s_)}")
 
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("what", choices=["table", "sweep", "scale", "report"])
+    p.add_argument("what", choices=["table", "sweep", "speed", "scale", "report"])
+    p.add_argument("--speed-out", default=str(HERE / "results" / "elmjec_speed.jsonl"))
+    p.add_argument("--speed-datasets", nargs="+", default=["diabetes", "coil20"])
+    p.add_argument("--repeats", type=int, default=5, help="speed: eigh repeats (best CPU)")
     p.add_argument("--out", default=str(HERE / "results" / "elmjec_raw.jsonl"))
     p.add_argument("--datasets", nargs="+",
                    default=["iris", "ecoli", "diabetes", "segment", "coil20", "orl"])
     p.add_argument("--grid", choices=["full", "reduced", "tiny"], default="reduced")
     p.add_argument("--runs", type=int, default=10)
+    p.add_argument("--paper-runs", type=int, default=0,
+                   help="also the paper's selection: sweep the grid with seeds 1..N, best mean")
     p.add_argument("--dataset", default="segment")
     p.add_argument("--n", type=int, default=1_000_000)
     p.add_argument("--d", type=int, default=50)
     p.add_argument("--clusters", type=int, default=10)
     p.add_argument("--components", type=int, default=10)
     p.add_argument("--n-hidden", type=int, default=1000)
-    p.add_argument("--chunk", type=int, default=50_000)
-    p.add_argument("--spread", type=float, default=0.35,
-                   help="std of the mixture centres (unit-variance clusters)")
-    p.add_argument("--graph", default="pynndescent")
+    p.add_argument("--graph", default="auto")
+    p.add_argument("--lam", type=float, default=0.5)
+    p.add_argument("--gamma", type=float, default=0.1)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--worker-gb", type=float, default=9)
+    p.add_argument("--chunk-mb", type=int, default=64, help="bytes of one H block")
+    p.add_argument("--scale-out", default=str(HERE / "results" / "elmjec_scale.jsonl"))
     p.add_argument("--restarts", type=int, default=20)
     p.add_argument("--max-iter", type=int, default=20)
     p.add_argument("--cache", default="auto", type=lambda s: {"true": True, "false": False}.get(
@@ -314,7 +511,7 @@ def main():
     threadpool_limits(args.blas_threads)
     os.makedirs(Path(args.out).parent, exist_ok=True)
     print("BLAS:", blas_info(), flush=True)
-    {"table": run_table, "sweep": run_sweep, "scale": run_scale,
+    {"table": run_table, "sweep": run_sweep, "speed": run_speed, "scale": run_scale,
      "report": run_report}[args.what](args)
 
 

@@ -88,6 +88,17 @@ class ELMJECReduced:
         """H~^T F = H^T F - mu (1^T F)."""
         return np.asarray(htf, dtype=np.float64) - np.outer(self.mean, sizes)
 
+    def reduced_matrix(self, htf, sizes, lam, gamma):
+        """V_r^T H~^T M H~ V_r (r x r, symmetric): the eigenproblem of eqs. 13-14 in the range
+        of H~^T. Arguments as :meth:`solve`."""
+        sizes = np.asarray(sizes, dtype=np.float64)
+        nz = sizes > 0
+        htf_c = self.centred_htf(htf, sizes)[:, nz]
+        C = self.basis.T @ (htf_c / np.sqrt(sizes[nz]))  # V_r^T H~^T F (F^T F)^-1/2
+        S = (1.0 - lam) * np.diag(self.basis_eigenvalues) - gamma * self.laplacian_r + lam * (
+            C @ C.T)
+        return 0.5 * (S + S.T)
+
     def solve(self, htf, sizes, lam, gamma, n_components):
         """beta, G and the objective for one labelling F (eqs. 10, 13-14).
 
@@ -112,10 +123,7 @@ class ELMJECReduced:
         sizes = np.asarray(sizes, dtype=np.float64)
         htf_c = self.centred_htf(htf, sizes)
         nz = sizes > 0
-        C = self.basis.T @ (htf_c[:, nz] / np.sqrt(sizes[nz]))  # V_r^T H~^T F (F^T F)^-1/2
-        S = (1.0 - lam) * np.diag(self.basis_eigenvalues) - gamma * self.laplacian_r + lam * (
-            C @ C.T)
-        S = 0.5 * (S + S.T)
+        S = self.reduced_matrix(htf, sizes, lam, gamma)
         w, Y = _top_eigh(S, n_components)
         k = _count_positive(S, w)
         if k == 0:
@@ -308,8 +316,10 @@ class ELMJEC(ClusterMixin, TransformerMixin, BaseELM):
     **Cost.** One pass over X for the scaling, one for the graph, one for the fixed Grams H^T
     H, H^T 1 and H^T L H (computed once per fit), one eigendecomposition of H~^T H~ on the
     client (O(n_hidden^3)); then per iteration one pass for the n_hidden x n_clusters matrix
-    H^T F, an r x r eigenproblem, and k-means on the N x n_components_ embedding (all restarts
-    share each Lloyd pass, on the cluster for dask input). Client memory is O(n_hidden^2).
+    H^T F, the top n_components eigenpairs of an r x r matrix (only those are computed), and
+    two k-means runs on the N x n_components_ embedding (the one from G, and the restarts,
+    which ``elmscale.cluster.kmeans`` seeds on a sample before Lloyd passes on the cluster
+    for dask input). Client memory is O(n_hidden^2).
     :func:`elmjec_sweep` fits a whole (lam, gamma, n_components) grid over one Gram pass.
 
     References
