@@ -309,6 +309,7 @@ def run_scale(args):
                client_cpu_seconds=total_cpu,
                seconds_to_fixed_grams=(start[-1] - t0) if start else None,
                seconds_per_iteration=per_iter, acc=acc(y, labels),
+               hidden_layer=[msg for _, _, msg in timings if msg.startswith("hidden layer")],
                history={k_: [str(v) for v in vals] for k_, vals in m.history_.items()},
                blas=blas_info(), loadavg_end=os.getloadavg())
     print(json.dumps(res), flush=True)
