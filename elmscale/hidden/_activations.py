@@ -48,6 +48,9 @@ def identity(Z):
 
 @activation("rbf")
 def gaussian(Z):
-    """exp(-z) with z = b ||x - a|| (eq. 2)."""
+    """exp(-z) with z = b ||x - a||: US-ELM's eq. 2 as the paper writes it, ``exp(-b ||x - a||)``.
+
+    The distance is not squared, so the node is Laplacian-shaped in ``||x - a||`` rather than
+    a Gaussian ``exp(-b ||x - a||^2)``; the name follows the ELM literature's usage."""
     np.negative(Z, out=Z)
     return np.exp(Z, out=Z)
