@@ -26,7 +26,6 @@ import dask
 import dask.array as da
 import numpy as np
 import scipy.linalg as sla
-from scipy.spatial.distance import pdist
 from sklearn.base import ClusterMixin, _fit_context, clone
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
@@ -35,7 +34,8 @@ from sklearn.utils.validation import check_is_fitted
 from ..base import BaseELM
 from ..cluster import kmeans
 from ..gram import hidden_stats
-from ..hidden import RandomHiddenLayer, activation, apply_scaling, fit_scaling
+from ..hidden import (MixedHiddenLayer, RandomHiddenLayer, apply_scaling, draw_data_rbf,
+                      fit_scaling)
 from ..solvers import sign_flip
 from ..utils._dask import tree_sum
 from ..utils._random import draw_seed
@@ -285,54 +285,6 @@ def balance_labels(F, labels, sizes, tol, output, *, max_gather=65536):
         n_moved += m
         logger.debug("balance: moved %d points from cluster %d to %d", m, p, q)
     return labels, sizes, n_moved
-
-
-# -- the hidden layer: engine nodes plus Gaussian nodes centred on data rows ----------------
-_WIDTH_SAMPLE = 1000  # at most this many centres estimate the median pairwise distance
-
-
-@activation("rbf")
-def gaussian_sq(Z):
-    """exp(-z^2) with z = b ||x - c||: the Gaussian exp(-||x - c||^2 / s^2) for b = 1/s."""
-    Z *= Z
-    np.negative(Z, out=Z)
-    return np.exp(Z, out=Z)
-
-
-class MixedHiddenLayer(RandomHiddenLayer):
-    """Hidden layer made of several layers side by side: ``H = [H_1, H_2, ...]`` (same input
-    scaling). A RandomHiddenLayer itself, so that everything taking a layer (HiddenFeatures,
-    ``transform``, ``input_weights_``) takes this one."""
-
-    def __init__(self, parts):
-        self.parts = list(parts)
-        first = self.parts[0]
-        super().__init__(np.hstack([p.input_weights for p in self.parts]),
-                         np.concatenate([p.biases for p in self.parts]), first.activation,
-                         offset=first.offset, scale=first.scale)
-        self.node = "mixed"
-
-    def __call__(self, X):
-        return np.hstack([p(X) for p in self.parts])
-
-    def __repr__(self):
-        return "MixedHiddenLayer(" + ", ".join(repr(p) for p in self.parts) + ")"
-
-
-def draw_data_rbf(Xd, n_nodes, width, rng, *, offset=None, scale=None):
-    """Gaussian nodes ``exp(-||x' - c||^2 / (width * m)^2)`` on the scaled inputs x', with
-    centres c = scaled rows of X drawn at random (without replacement when n_nodes <= N) and
-    m the median pairwise distance between the centres (at most ``_WIDTH_SAMPLE`` of them):
-    a width that follows the data's own scale, drawn without labels. Gathers n_nodes rows."""
-    N = Xd.shape[0]
-    idx = np.sort(rng.choice(N, n_nodes, replace=n_nodes > N))
-    rows = Xd[idx].compute()
-    centres = apply_scaling(np.asarray(rows, dtype=np.float64), offset, scale)
-    dist = pdist(centres[:_WIDTH_SAMPLE])
-    m = float(np.median(dist)) if dist.size else 0.0
-    m = m if m > 0 else 1.0  # all centres equal: any width gives the same (constant) nodes
-    b = np.full(n_nodes, 1.0 / (width * m))
-    return RandomHiddenLayer(centres.T, b, gaussian_sq, offset=offset, scale=scale)
 
 
 # -- the estimator ------------------------------------------------------------------------
