@@ -10,6 +10,7 @@ from .algorithms import (
     ELMClassifier,
     ELMRegressor,
     elmjec_sweep,
+    emmc_sweep,
     uselm_embedding,
 )
 from .exceptions import PluginLoadError, PluginLoadWarning, UnknownPluginError
@@ -33,6 +34,7 @@ __all__ = [
     "available",
     "config_context",
     "elmjec_sweep",
+    "emmc_sweep",
     "get",
     "get_config",
     "hookimpl",

@@ -3,7 +3,7 @@ for sweeps) with an estimator class that validates, builds H lazily and reduces 
 
 from ._elm import ELMClassifier, ELMRegressor, elm_dual_output_weights, elm_output_weights
 from ._elmjec import ELMJEC, elmjec_embedding, elmjec_sweep
-from ._emmc import EMMC
+from ._emmc import EMMC, emmc_sweep
 from ._sselm import SSELM, sselm_dual_output_weights, sselm_output_weights
 from ._tumkelm import (
     TUMKELM,
@@ -27,6 +27,7 @@ __all__ = [
     "elm_output_weights",
     "elmjec_embedding",
     "elmjec_sweep",
+    "emmc_sweep",
     "kspace_gram",
     "kspace_target",
     "leading_eigenvectors",
