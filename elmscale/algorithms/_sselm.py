@@ -7,6 +7,7 @@ from numbers import Integral, Real
 import dask
 import numpy as np
 import scipy.linalg as sla
+from scipy.sparse.linalg import matrix_power as sparse_matrix_power
 from sklearn.base import ClassifierMixin, _fit_context
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
@@ -63,20 +64,6 @@ def sselm_dual_output_weights(H, Y, c, L, lam):
         M = M + lam * L
     U = sla.solve(np.eye(N) + M @ K, c[:, None] * Y, check_finite=False)
     return H.T @ U
-
-
-def _sparse_power(L, p):
-    """``L^p`` for a (sparse or dense) square matrix and an integer p >= 1, by repeated
-    squaring; for a kNN Laplacian the fill-in grows with p (p-hop neighbourhoods)."""
-    result = None
-    base = L
-    while True:
-        if p & 1:
-            result = base if result is None else result @ base
-        p >>= 1
-        if not p:
-            return result
-        base = base @ base
 
 
 def _unlabelled(block):
@@ -285,7 +272,7 @@ class SSELM(_ClassifierOutputsMixin, ClassifierMixin, BaseELM):
             lap = dask.delayed(graph.laplacian)() if graph is not None else None
             H, Yc, c, L = dask.compute(features.H, Y, weight, lap)
             if L is not None and self._laplacian_power > 1:
-                L = _sparse_power(L, self._laplacian_power)
+                L = sparse_matrix_power(L, self._laplacian_power)
             beta = sselm_dual_output_weights(H, Yc, c, L, self.lam)
         self.output_weights_ = beta
         logger.info("SSELM: %s solve, n_hidden=%d, n_samples=%d, labelled=%d", self._solver,
