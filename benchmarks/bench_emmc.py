@@ -73,6 +73,19 @@ def load(spec, classes):
 accuracy = clustering_accuracy
 
 
+def present_sets(names, *, verbose=True):
+    """``(name, X, y, k, SETS[name])`` for each named set whose data is present."""
+    for name in names:
+        spec, classes = SETS[name][:2]
+        data = load(spec, classes)
+        if data is None:
+            if verbose:
+                print(f"{name}: dataset absent, skipped", flush=True)
+            continue
+        X, y = data
+        yield name, X, y, len(np.unique(y)), SETS[name]
+
+
 def _scores(y, model):
     from sklearn.metrics import rand_score
 
@@ -124,14 +137,7 @@ def run_tables(args):
     Cs = [2.0**e for e in exps]
     results = {}
     with dask.config.set(scheduler="sync"):  # one core: other jobs share the machine
-        for name in names:
-            spec, classes, L, balance, paper_acc, paper_sec = SETS[name]
-            data = load(spec, classes)
-            if data is None:
-                print(f"{name}: dataset absent, skipped", flush=True)
-                continue
-            X, y = data
-            k = len(np.unique(y))
+        for name, X, y, k, (_, _, L, balance, paper_acc, paper_sec) in present_sets(names):
             L = X.shape[0] if L == "N" else L
             runs = args.runs_large if X.shape[0] > 5000 else args.runs
             t0, load0 = time.perf_counter(), os.getloadavg()[0]
@@ -195,13 +201,7 @@ def run_ablation(args):
     names = list(SETS) if args.datasets == "all" else args.datasets.split(",")
     out = {}
     with dask.config.set(scheduler="sync"):
-        for name in names:
-            spec, classes = SETS[name][:2]
-            data = load(spec, classes)
-            if data is None:
-                continue
-            X, y = data
-            k = len(np.unique(y))
+        for name, X, y, k, _ in present_sets(names, verbose=False):
             out[name] = {label: summarise([fit_scores(X, y, n_clusters=k, random_state=r, **v)
                                            for r in range(args.runs)])
                          for label, v in ABLATION.items()}
@@ -234,14 +234,7 @@ def run_timing(args):
 
     rows = []
     with threadpool_limits(1), dask.config.set(scheduler="threads", num_workers=2):
-        for name in TIMED:
-            spec, classes, L, balance, paper_acc, paper_sec = SETS[name]
-            data = load(spec, classes)
-            if data is None:
-                print(f"{name}: dataset absent, skipped", flush=True)
-                continue
-            X, y = data
-            k = len(np.unique(y))
+        for name, X, y, k, (_, _, L, balance, paper_acc, paper_sec) in present_sets(TIMED):
             for label, params in (("defaults", {}),
                                   ("paper L, C=1", dict(n_hidden=L, balance=balance))):
                 fits = [fit_scores(X, y, n_clusters=k, random_state=r, **params)
