@@ -20,20 +20,107 @@ name        value                                   shape
 ========== ======================================= ==========================
 
 C = diag(sample_weight) when given, else I. Labels < 0 are left out of ``htf``.
+
+The graph term. Chunk b's rows of ``L H`` need the hidden rows of b's neighbours in other
+chunks (its "halo"): the task rebuilds them from the halo rows of X (d numbers per row), so for
+p = 1 (``H^T L H``) and p = 2 (``(L H)^T (L H)``) no row of H crosses the network. A higher
+power cannot be rebuilt from X: ``H^T L^p H`` is ``Z_q^T Z_q`` (p = 2q) or ``Z_q^T (L Z_q)``
+(p = 2q + 1) with ``Z_j = L Z_{j-1}``, ``Z_0 = H``, and each product ``L Z_j`` (j >= 1) needs
+the halo rows of Z_j itself, **n_hidden numbers per row**. Those are built block by block on the
+cluster as a row-chunked dask array aligned with the graph, persisted while the next product
+needs it: ``floor((p - 1) / 2)`` rounds, each moving ``graph.halo_size() * n_hidden * itemsize``
+bytes between chunks (logged at INFO), and one extra pass over X (Z_1 is built from H and the X
+halo before the Gram pass). A locality-ordered graph keeps the halo, and these bytes, small.
 """
 
+import logging
+
 import dask
+import dask.array as da
 import numpy as np
 import scipy.sparse as sp
 
 from .utils._dask import tree_sum
 
+logger = logging.getLogger(__name__)
+
 TERMS = ("count", "colsum", "hth", "hty", "htf", "sizes", "htlh")
 
 
+def _laplacian_rows(graph_block, Z, halo_pieces):
+    """Chunk b's rows of ``L Z = diag * Z - W [Z; Z_halo]``, without stacking Z_b and its halo.
+
+    ``halo_pieces`` yields consecutive slices of the halo rows of Z, in halo order: rows of
+    Z_j shipped from other chunks, or hidden rows rebuilt from X (:func:`_rebuilt_halo`).
+    """
+    W_local, W_halo = graph_block.split(Z.dtype)
+    LZ = W_local @ Z
+    lo = 0
+    for piece in halo_pieces:
+        hi = lo + piece.shape[0]
+        LZ += W_halo[:, lo:hi] @ piece
+        lo = hi
+    if lo != W_halo.shape[1]:
+        raise ValueError(f"halo pieces hold {lo} rows, the graph block needs {W_halo.shape[1]}")
+    LZ *= -1
+    LZ += graph_block.diagonal.astype(Z.dtype)[:, None] * Z
+    return LZ
+
+
+def _rebuilt_halo(halo_X, layer, step):
+    """Hidden rows of a chunk's halo, rebuilt from its rows of X. The halo can hold several
+    times the chunk's rows (high-dimensional data crosses every cut), so one chunk-sized
+    slice at a time."""
+    if not halo_X:
+        return
+    halo = np.concatenate(halo_X)
+    for lo in range(0, halo.shape[0], step):
+        yield layer(halo[lo : lo + step])
+
+
+def _first_power_block(H, graph_block, layer, *halo_X):
+    """Z_1 = L H on one chunk, from H_b and the X halo."""
+    return _laplacian_rows(graph_block, H, _rebuilt_halo(halo_X, layer, max(H.shape[0], 1)))
+
+
+def _next_power_block(Z, graph_block, *halo_Z):
+    """Z_{j+1} = L Z_j on one chunk, from Z_j's block and the halo rows of Z_j."""
+    return _laplacian_rows(graph_block, Z, halo_Z)
+
+
+def laplacian_power_rows(graph, H_blocks, layer, q, *, n_hidden, dtype):
+    """``Z_q = L^q H`` (q >= 1) as a persisted row-chunked dask array aligned with ``graph``.
+
+    Z_1 comes from H's blocks and the X halo (nothing of H is shipped); every further
+    product ``L Z_j`` takes the halo rows of the persisted Z_j from the other chunks:
+    ``graph.halo_size() * n_hidden * itemsize`` bytes per product. Each Z_j is released once
+    Z_{j+1} is persisted. The array stays on the cluster (workers, or the local scheduler's
+    memory); nothing of it is gathered to the client.
+    """
+    if q < 1:
+        raise ValueError(f"q must be >= 1, got {q!r}")
+    nb = len(graph.chunks)
+    n_h = int(n_hidden)
+    Z = None
+    for j in range(1, q + 1):
+        if j == 1:
+            blocks = [dask.delayed(_first_power_block, pure=True)(
+                H_blocks[b], graph.blocks[b], layer, *graph.halo_rows(b)) for b in range(nb)]
+        else:
+            Z_blocks = Z.to_delayed().ravel()
+            blocks = [dask.delayed(_next_power_block, pure=True)(
+                Z_blocks[b], graph.blocks[b], *graph.halo_rows(b, Z)) for b in range(nb)]
+        Z = da.concatenate([da.from_delayed(blk, shape=(n, n_h), dtype=dtype)
+                            for blk, n in zip(blocks, graph.chunks)]).persist()
+    return Z
+
+
 def _block_partials(H, terms, *, Y=None, weight=None, labels=None, n_labels=None,
-                    graph_block=None, halo_X=None, layer=None, power=1):
-    """Partial sums of the requested terms over one row chunk (all float64)."""
+                    graph_block=None, halo_X=None, layer=None, power=1, Z=None, halo_Z=None):
+    """Partial sums of the requested terms over one row chunk (all float64).
+
+    For ``htlh`` with p <= 2 the task builds L H from H and the X halo; for p > 2 it gets the
+    block of ``Z_q = L^q H`` (p = 2q or 2q + 1) and, for odd p, the halo rows of Z_q."""
     out = {}
     f64 = np.float64
     if "count" in terms:
@@ -62,18 +149,13 @@ def _block_partials(H, terms, *, Y=None, weight=None, labels=None, n_labels=None
         if "sizes" in terms:
             out["sizes"] = np.bincount(lab[keep], minlength=n_labels).astype(f64)
     if "htlh" in terms:
-        W_local, W_halo = graph_block.split(H.dtype)
-        WH = W_local @ H  # L H = diag * H - W [H; H_halo], without stacking H and H_halo
-        if halo_X:
-            # the halo can hold several times the chunk's rows (high-dimensional data crosses
-            # every cut): rebuild its hidden rows one chunk-sized slice at a time
-            halo = np.concatenate(halo_X)
-            step = max(H.shape[0], 1)
-            for lo in range(0, halo.shape[0], step):
-                WH += W_halo[:, lo : lo + step] @ layer(halo[lo : lo + step])
-        WH *= -1
-        WH += graph_block.diagonal.astype(H.dtype)[:, None] * H
-        out["htlh"] = (WH.T @ WH if power == 2 else H.T @ WH).astype(f64)
+        if power <= 2:
+            LH = _laplacian_rows(graph_block, H, _rebuilt_halo(halo_X, layer, max(H.shape[0], 1)))
+            out["htlh"] = (LH.T @ LH if power == 2 else H.T @ LH).astype(f64)
+        elif power % 2 == 0:  # H^T L^2q H = Z_q^T Z_q
+            out["htlh"] = (Z.T @ Z).astype(f64)
+        else:  # H^T L^(2q+1) H = Z_q^T (L Z_q)
+            out["htlh"] = (Z.T @ _laplacian_rows(graph_block, Z, halo_Z)).astype(f64)
     return out
 
 
@@ -112,8 +194,14 @@ def hidden_stats(features, terms, *, Y=None, sample_weight=None, labels=None, n_
     sample_weight : dask array (n_samples,), chunked like X's rows, non-negative; C's diagonal.
     labels : dask array of int (n_samples,) and n_labels : int; for ``htf`` and ``sizes``.
     graph : KNNGraph built on the same row chunks; for ``htlh``.
-    laplacian_power : {1, 2}
-        ``htlh`` is H^T L H, or H^T L^2 H = (L H)^T (L H) (the SS-ELM "L^p" option).
+    laplacian_power : int >= 1
+        p in ``htlh = H^T L^p H`` (the SS-ELM "L^p" option). p = 1 and 2 (``(L H)^T (L H)``)
+        take one pass and ship only halo rows of X. p > 2 first builds ``Z_q = L^q H``,
+        q = floor(p / 2), as a persisted row-chunked array on the cluster (N x n_hidden, in
+        the compute dtype), then sums ``Z_q^T Z_q`` or ``Z_q^T (L Z_q)``: the products after
+        the first ship halo rows of Z, **n_hidden wide** (``floor((p - 1) / 2)`` times
+        ``graph.halo_size() * n_hidden * itemsize`` bytes, logged), and the cluster holds up
+        to two such N x n_hidden arrays at once. See the module docstring.
     compute : bool
         Return NumPy arrays (True) or one delayed dict, to be computed together with other work.
 
@@ -136,8 +224,10 @@ def hidden_stats(features, terms, *, Y=None, sample_weight=None, labels=None, n_
         raise ValueError("term 'hty' needs Y")
     if ("htf" in terms or "sizes" in terms) and (labels is None or n_labels is None):
         raise ValueError("terms 'htf' and 'sizes' need labels and n_labels")
-    if laplacian_power not in (1, 2):
-        raise ValueError(f"laplacian_power must be 1 or 2, got {laplacian_power!r}")
+    if (isinstance(laplacian_power, (bool, np.bool_))
+            or not isinstance(laplacian_power, (int, np.integer)) or laplacian_power < 1):
+        raise ValueError(f"laplacian_power must be an integer >= 1, got {laplacian_power!r}")
+    laplacian_power = int(laplacian_power)
     nb = len(features.chunks)
     layer = dask.delayed(features.layer, pure=True)
     if graph is not None and graph.order is not None:
@@ -150,12 +240,29 @@ def hidden_stats(features, terms, *, Y=None, sample_weight=None, labels=None, n_
     Y_blocks = _blocks_of(Y, nb, "Y")
     w_blocks = _blocks_of(sample_weight, nb, "sample_weight")
     lab_blocks = _blocks_of(labels, nb, "labels")
+    Z = Z_blocks = None
+    if "htlh" in terms and laplacian_power > 2:
+        q = laplacian_power // 2
+        n_h = features.layer.n_hidden
+        itemsize = np.dtype(features.X.dtype).itemsize
+        shipped = (laplacian_power - 1) // 2
+        logger.info("H^T L^%d H: building L^%d H (%d x %d, %.1f MB) on the cluster; %d "
+                    "product(s) ship %d halo rows of it, n_hidden=%d wide (%.1f MB each)",
+                    laplacian_power, q, graph.n_samples, n_h,
+                    graph.n_samples * n_h * itemsize / 1e6, shipped, graph.halo_size(), n_h,
+                    graph.halo_size() * n_h * itemsize / 1e6)
+        Z = laplacian_power_rows(graph, H_blocks, layer, q, n_hidden=n_h,
+                                 dtype=features.X.dtype)
+        Z_blocks = Z.to_delayed().ravel()
     parts = []
     for b in range(nb):
         kwargs = dict(Y=Y_blocks[b], weight=w_blocks[b], labels=lab_blocks[b],
                       n_labels=n_labels, power=laplacian_power)
-        if "htlh" in terms:
+        if "htlh" in terms and laplacian_power <= 2:
             kwargs.update(graph_block=graph.blocks[b], halo_X=graph.halo_rows(b), layer=layer)
+        elif "htlh" in terms:
+            kwargs.update(graph_block=graph.blocks[b], Z=Z_blocks[b],
+                          halo_Z=graph.halo_rows(b, Z) if laplacian_power % 2 else None)
         parts.append(dask.delayed(_block_partials, pure=True)(H_blocks[b], terms, **kwargs))
     total = dask.delayed(_finish, pure=True)(tree_sum(parts, fan_in=fan_in))
     return dask.compute(total)[0] if compute else total

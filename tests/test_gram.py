@@ -27,10 +27,13 @@ def data(rng):
     return X, y, w, labels
 
 
-def _stats(X, y, w, labels, chunks, layer, *, weights="binary", normalized=False, power=1):
+def _stats(X, y, w, labels, chunks, layer, *, weights="binary", normalized=False, power=1,
+           order=False):
     Xd = da.from_array(X, chunks=(chunks, 6))
     features = HiddenFeatures(Xd, layer, cache=False)
-    graph = knn_graph(Xd, 5, backend="exact", weights=weights, normalized=normalized)
+    graph = knn_graph(Xd, 5, backend="exact", weights=weights, normalized=normalized,
+                      order=order, random_state=0)
+    assert (graph.order is not None) == order
     return hidden_stats(
         features, ("count", "colsum", "hth", "hty", "htf", "sizes", "htlh"),
         Y=da.from_array(y, chunks=(chunks, 2)), sample_weight=da.from_array(w, chunks=chunks),
@@ -48,7 +51,7 @@ def test_chunked_equals_dense(data, chunks, weights, normalized, power):
                power=power)
     H = hidden(X, layer)
     L = knn_laplacian(X, 5, weights=weights, normalized=normalized)
-    Lp = L if power == 1 else L @ L
+    Lp = np.linalg.matrix_power(L, power)
     F = np.zeros((150, 4))
     F[labels >= 0, labels[labels >= 0]] = 1
     assert s["count"] == pytest.approx(w.sum(), rel=1e-12)
@@ -58,6 +61,60 @@ def test_chunked_equals_dense(data, chunks, weights, normalized, power):
     assert _rel(s["htf"], H.T @ F) < 1e-10
     np.testing.assert_array_equal(s["sizes"], F.sum(0))
     assert _rel(s["htlh"], H.T @ Lp @ H) < 1e-10
+
+
+@pytest.mark.parametrize("order", [False, True])
+@pytest.mark.parametrize("chunks", CHUNKINGS)
+@pytest.mark.parametrize("power,weights,normalized",
+                         [(3, "binary", False), (4, "heat", True), (5, "binary", True),
+                          (5, "heat", False)])
+def test_higher_powers_equal_dense(data, chunks, power, weights, normalized, order):
+    """p > 2 goes through L^q H persisted on the cluster and its halo rows (not X's): every
+    term of the same pass still equals the dense products, in input or locality order."""
+    X, y, w, labels = data
+    layer = RandomHiddenLayer.draw(6, 40, "sigmoid", 0)
+    s = _stats(X, y, w, labels, chunks, layer, weights=weights, normalized=normalized,
+               power=power, order=order)
+    H = hidden(X, layer)
+    L = knn_laplacian(X, 5, weights=weights, normalized=normalized)
+    assert _rel(s["htlh"], H.T @ np.linalg.matrix_power(L, power) @ H) < 1e-10
+    assert _rel(s["hth"], H.T @ (w[:, None] * H)) < 1e-10
+    assert _rel(s["hty"], H.T @ (w[:, None] * y)) < 1e-10
+
+
+def test_higher_power_logs_the_bytes_it_ships(data, caplog):
+    X = data[0]
+    layer = RandomHiddenLayer.draw(6, 40, "sigmoid", 0)
+    Xd = da.from_array(X, chunks=((50, 50, 50), 6))
+    graph = knn_graph(Xd, 5, backend="exact", order=False)
+    with caplog.at_level("INFO", logger="elmscale.gram"):
+        hidden_stats(HiddenFeatures(Xd, layer, cache=False), ("htlh",), graph=graph,
+                     laplacian_power=5)
+    msg = [r.getMessage() for r in caplog.records if r.name == "elmscale.gram"]
+    mb = graph.halo_size() * 40 * 8 / 1e6
+    assert any(f"2 product(s) ship {graph.halo_size()} halo rows" in m and f"({mb:.1f} MB each)"
+               in m for m in msg), msg
+
+
+def test_laplacian_power_rows_is_aligned_with_the_graph(data):
+    """L^q H comes back as a row-chunked dask array in the graph's chunks, equal to dense."""
+    from elmscale.gram import laplacian_power_rows
+
+    X = data[0]
+    layer = RandomHiddenLayer.draw(6, 20, "tanh", 0)
+    Xd = da.from_array(X, chunks=((17, 60, 33, 40), 6))
+    graph = knn_graph(Xd, 5, backend="exact", normalized=True, order=False)
+    H_blocks = HiddenFeatures(Xd, layer, cache=False).blocks()
+    import dask
+
+    Z = laplacian_power_rows(graph, H_blocks, dask.delayed(layer), 3, n_hidden=20,
+                             dtype=np.float64)
+    assert Z.chunks == ((17, 60, 33, 40), (20,))
+    L = knn_laplacian(X, 5, normalized=True)
+    ref = np.linalg.matrix_power(L, 3) @ hidden(X, layer)
+    assert _rel(Z.compute(), ref) < 1e-10
+    with pytest.raises(ValueError, match="array must be chunked like the graph's rows"):
+        graph.halo_rows(0, Z.rechunk((50, 20)))
 
 
 def test_gram_matrices_are_symmetric_psd(data):
@@ -98,8 +155,9 @@ def test_bad_terms_are_rejected(data):
         hidden_stats(features, ("hht",))
     with pytest.raises(ValueError, match="'htlh' needs a graph"):
         hidden_stats(features, ("htlh",))
-    with pytest.raises(ValueError, match="laplacian_power must be 1 or 2"):
-        hidden_stats(features, ("hth",), laplacian_power=3)
+    for bad in (0, -1, 2.0, True, "2"):
+        with pytest.raises(ValueError, match="laplacian_power must be an integer >= 1"):
+            hidden_stats(features, ("hth",), laplacian_power=bad)
 
 
 @pytest.mark.distributed
@@ -118,6 +176,9 @@ def test_distributed_equals_dense(data, n_workers, dask_client):
             s = _stats(X, y, w, labels, chunks, layer)
             assert _rel(s["hth"], H.T @ (w[:, None] * H)) < 1e-10
             assert _rel(s["htlh"], H.T @ L @ H) < 1e-10
+        # p > 2: L^2 H persisted on the workers, its halo rows exchanged between them
+        s = _stats(X, y, w, labels, (17, 60, 33, 40), layer, power=5)
+        assert _rel(s["htlh"], H.T @ np.linalg.matrix_power(L, 5) @ H) < 1e-10
 
     if n_workers == 2:
         assert len(dask_client.scheduler_info()["workers"]) == 2

@@ -47,3 +47,18 @@ def test_uselm_fit_on_dask_input_brings_back_no_n_sized_array(no_large_compute):
     assert no_large_compute, "the spy saw no compute at all"
     # bounded samples (k-means++ and cell seeds: 20,000 rows) are allowed, N-sized data not
     assert max(no_large_compute) <= 20_000 < N
+
+
+def test_sselm_primal_higher_power_brings_back_no_n_sized_array(no_large_compute):
+    """p = 5 in the primal: L^2 H (N x n_hidden) is persisted on the cluster, never computed
+    to the client; only the n_hidden x n_hidden sums come back."""
+    N = 30_000
+    rng = np.random.RandomState(0)
+    X = rng.randn(N, 3)
+    y = np.where(rng.rand(N) < 0.01, (X[:, 0] > 0).astype(int), -1)
+    Xd = da.from_array(X, chunks=(6_000, 3))
+    model = elmscale.SSELM(n_hidden=20, graph="exact", n_neighbors=5, laplacian_power=5,
+                           lam=0.1, random_state=0).fit(Xd, da.from_array(y, chunks=6_000))
+    assert model._solver == "primal"
+    assert no_large_compute, "the spy saw no compute at all"
+    assert max(no_large_compute) <= 20_000 < N

@@ -114,9 +114,12 @@ class SSELM(_ClassifierOutputsMixin, ClassifierMixin, BaseELM):
         (Melacci and Belkin 2011), which use powers of a normalised Laplacian; with p = 1 the
         validation-chosen lam tends to switch the manifold term off (see Notes). The SS-ELM
         authors' G50C demo uses ``n_neighbors=50, weights="binary", normalized=True,
-        laplacian_power=5``. The blockwise primal pass computes p = 1 and 2; p > 2 needs the
-        dual solver (``n_hidden > n_samples`` with ``solver="auto"``, or ``solver="dual"``),
-        which raises the gathered sparse L to the power p.
+        laplacian_power=5``. Any p works with both solvers. The dual raises the gathered
+        sparse L (N x N, small there) to the power p. The blockwise primal pass computes
+        p = 1 and 2 from X alone (cross-chunk neighbours' hidden rows are rebuilt from their
+        rows of X); for p > 2 it builds ``L^q H`` (q = p // 2) chunk by chunk on the cluster
+        and ships its cross-chunk halo rows, n_hidden numbers per row, ``(p - 1) // 2`` times
+        (see :func:`elmscale.gram.hidden_stats`; the bytes are logged).
     scaling : {"standard", "minmax"} or None, default="standard"
         Per-feature scaling of X before the graph and the hidden layer.
     solver : {"auto", "primal", "dual"}, default="auto"
@@ -143,7 +146,10 @@ class SSELM(_ClassifierOutputsMixin, ClassifierMixin, BaseELM):
     Cost: one pass over X for the scaling, one for the graph, one for the three reduced
     matrices H^T C H, H^T C Y~ and H^T L^p H (each chunk rebuilds its block of H and the
     hidden rows of its cross-chunk neighbours from X; ``L^2`` is ``(LH)^T (LH)``), then an
-    O(n_hidden^3) Cholesky solve on the client. Client memory O(n_hidden^2).
+    O(n_hidden^3) Cholesky solve on the client. Client memory O(n_hidden^2). A primal fit
+    with ``laplacian_power`` p > 2 adds one pass over X and ``(p - 1) // 2`` exchanges of
+    halo rows of ``L^j H`` between chunks, and holds up to two N x n_hidden arrays on the
+    cluster while it does.
 
     Bad input: labels of the wrong length, no labelled sample, or labelled samples of a
     single class raise ``ValueError``. A class with a single labelled sample is accepted: the
@@ -241,11 +247,6 @@ class SSELM(_ClassifierOutputsMixin, ClassifierMixin, BaseELM):
         self._solver = ("dual" if self.n_hidden > N else "primal") if self.solver == "auto" \
             else self.solver
         self._laplacian_power = int(self.laplacian_power)
-        if self._laplacian_power > 2 and self._solver == "primal" and self.lam > 0:
-            raise ValueError(
-                f"laplacian_power={self._laplacian_power} needs the dual solver: the blockwise "
-                f"primal pass computes H^T L^p H for p in {{1, 2}} only; use n_hidden > "
-                f"n_samples (n_samples={N}) or solver='dual', or laplacian_power <= 2")
         rng = check_random_state(self.random_state)
         self._draw_hidden_layer(Xd, rng)
         features = self._hidden_features(Xd)

@@ -169,18 +169,25 @@ class KNNGraph:
     def starts(self):
         return np.concatenate([[0], np.cumsum(self.chunks)]).astype(np.int64)
 
-    def halo_rows(self, b):
-        """Delayed pieces of the graph's X for chunk b's halo, in halo order."""
-        X_blocks = self.X.to_delayed().ravel()
+    def halo_rows(self, b, array=None):
+        """Delayed pieces of ``array``'s rows for chunk b's halo, in halo order, one per
+        source chunk. ``array`` (default: the graph's X) must be row-chunked like the graph
+        and in its row order, e.g. a product ``L Z`` built block by block on the graph."""
+        array = self.X if array is None else array
+        if tuple(array.chunks[0]) != self.chunks:
+            raise ValueError(f"array must be chunked like the graph's rows {self.chunks}, "
+                             f"got {array.chunks[0]}")
+        blocks = array.to_delayed().ravel()
         starts = self.starts
         return [
-            dask.delayed(_take_rows, pure=True)(X_blocks[s], self.blocks[b], int(starts[s]),
+            dask.delayed(_take_rows, pure=True)(blocks[s], self.blocks[b], int(starts[s]),
                                                int(starts[s + 1]))
             for s in self.halo_sources[b]
         ]
 
     def halo_size(self):
-        """Total number of halo rows over all chunks (what a Gram pass ships, in rows of X)."""
+        """Total number of halo rows over all chunks (what a Gram pass ships, in rows of X,
+        or in rows of ``L^j H`` for every product ``L (L^j H)`` of a power p > 2)."""
         return int(self.halo_counts.sum())
 
     def n_connected_components(self):
