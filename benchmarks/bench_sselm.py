@@ -16,8 +16,15 @@ Table II protocol (``python benchmarks/bench_sselm.py table2``)
 
     G50C uses the file's 10 standard splits (idxLabs / idxUnls) as the SS-ELM authors' demo
     does (``--g50c-splits kfold`` for the 4-fold protocol). Graph settings are
-    ``scaling:k:power:norm|raw[:binary|heat]``; ``--graph-on all`` puts V and T in the graph as
-    unlabelled points (a transductive side check, not the paper's protocol).
+    ``input:k:power:norm|raw[:binary|heat[:sigma]]`` (see :func:`parse_graph`): ``input`` is
+    the model's per-feature scaling (``none``, ``standard``, ``minmax``) or a global affine
+    map of the whole dataset applied before the model (``unit``: [0, 1], ``pm1``: [-1, 1], e.g.
+    USPS pixels 2x - 1 as in Melacci and Belkin's LapSVM setups), optionally times a factor
+    (``pm1*0.1``): the factor is the hidden layer's input scale, since a fixed ``sigma`` is
+    read in the units before the factor (binary weights and the default sigma = mean kNN
+    distance do not change under a global factor, so the factor moves only the hidden layer).
+    ``--graph-on all`` puts V and T in the graph as unlabelled points (a transductive side
+    check, not the paper's protocol).
 
 Timing (``python benchmarks/bench_sselm.py timing``)
     SSELM fit time on USPST and COIL20 (Table II sizes, median of 3): markdown table on stdout,
@@ -95,19 +102,70 @@ def g50c_standard_splits(trials, seed=0):
                np.sort(IU[t][rest[perm[n_unl:]]]))
 
 
-def _graph_G(model, features, graph, power, X_tr):
-    """H^T L^p H: one blockwise pass for p <= 2; for p > 2 (dual-only in SSELM) the small
-    benchmark sets gather L and H and take repeated sparse products."""
+MODEL_SCALINGS = ("none", "standard", "minmax")
+GLOBAL_MAPS = ("unit", "pm1")
+
+
+def parse_graph(spec):
+    """One ``--graphs`` entry, ``input:k:power:norm|raw[:binary|heat[:sigma]]``, as a dict.
+
+    ``input`` is ``none|standard|minmax`` (the model's ``scaling``) or ``unit|pm1`` (a global
+    affine map of the dataset to [0, 1] / [-1, 1], applied before the model), optionally
+    followed by ``*factor`` (a multiplier after the map; not with per-feature scalings, which
+    would undo it). ``sigma`` (heat weights only) is read in the units of the map, before the
+    factor; the model gets ``sigma * factor``. Weights default to heat, sigma to None (the
+    mean kNN distance).
+
+    >>> parse_graph("pm1*0.5:10:2:norm:heat:9.4")["sigma"]
+    4.7
+    """
+    parts = spec.split(":")
+    if not 4 <= len(parts) <= 6:
+        raise ValueError(f"graph setting {spec!r}: expected "
+                         f"input:k:power:norm|raw[:binary|heat[:sigma]]")
+    base, _, factor = parts[0].partition("*")
+    if base not in MODEL_SCALINGS + GLOBAL_MAPS:
+        raise ValueError(f"graph setting {spec!r}: input {base!r} not in "
+                         f"{MODEL_SCALINGS + GLOBAL_MAPS}")
+    factor = float(factor) if factor else 1.0
+    if not factor > 0:
+        raise ValueError(f"graph setting {spec!r}: the input factor must be > 0")
+    if factor != 1.0 and base in ("standard", "minmax"):
+        raise ValueError(f"graph setting {spec!r}: a factor after the per-feature scaling "
+                         f"{base!r} would be undone by it; use none, unit or pm1")
+    if parts[3] not in ("norm", "raw"):
+        raise ValueError(f"graph setting {spec!r}: expected norm or raw, got {parts[3]!r}")
+    weights = parts[4] if len(parts) > 4 else "heat"
+    if weights not in ("binary", "heat"):
+        raise ValueError(f"graph setting {spec!r}: weights must be binary or heat")
+    sigma = float(parts[5]) if len(parts) > 5 else None
+    if sigma is not None and (weights != "heat" or not sigma > 0):
+        raise ValueError(f"graph setting {spec!r}: sigma must be > 0 and needs heat weights")
+    return dict(spec=spec, input=base, factor=factor,
+                scaling=base if base in ("standard", "minmax") else None,
+                n_neighbors=int(parts[1]), laplacian_power=int(parts[2]),
+                normalized=parts[3] == "norm", weights=weights,
+                sigma=None if sigma is None else sigma * factor)
+
+
+def map_inputs(X, setting):
+    """The global input map of a parsed graph setting: X unchanged for the model's own
+    scalings; ``unit`` / ``pm1`` map the dataset's global [min, max] (every feature with the
+    same affine map: pixels stay pixels) to [0, 1] / [-1, 1]; then times the factor. Uses X
+    only, never labels."""
+    if setting["input"] in GLOBAL_MAPS:
+        lo, hi = float(X.min()), float(X.max())
+        X = (X - lo) / (hi - lo)
+        if setting["input"] == "pm1":
+            X = 2.0 * X - 1.0
+    return X * setting["factor"] if setting["factor"] != 1.0 else X
+
+
+def _graph_G(features, graph, power):
+    """H^T L^p H in one blockwise pass (any p: p > 2 builds L^(p//2) H on the cluster)."""
     from elmscale.gram import hidden_stats
 
-    if power <= 2:
-        return hidden_stats(features, ("htlh",), graph=graph, laplacian_power=power)["htlh"]
-    L = graph.laplacian()
-    H = model.hidden_layer_(X_tr)
-    M = H
-    for _ in range(power):
-        M = L @ M
-    return H.T @ M
+    return hidden_stats(features, ("htlh",), graph=graph, laplacian_power=power)["htlh"]
 
 
 def _one_hot(codes, c):
@@ -157,8 +215,7 @@ def run_table2(args):
     from elmscale.algorithms._elm import ELMClassifier
     from elmscale.algorithms._sselm import SSELM
 
-    graphs = [tuple(g.split(":")) + (("heat",) if g.count(":") == 3 else ())
-              for g in args.graphs.split(",")]
+    graphs = [parse_graph(g) for g in args.graphs.split(",")]
     results = {}
     for name in args.datasets.split(","):
         data = load(name)
@@ -187,57 +244,70 @@ def run_table2(args):
             unl_g = unl if args.graph_on == "LU" else np.concatenate([unl, val, test])
             train = np.concatenate([lab, unl_g])
             y_tr = np.concatenate([y[lab], np.full(len(unl_g), -1)])
-            X_tr = X[train]
             counts = np.bincount(y[lab], minlength=len(classes)).astype(float)
             d = 1.0 / counts[y[lab]]
             Y_l = _one_hot(y[lab], len(classes))
             best = None
-            for scaling, k, p, norm, wts in graphs:
-                scaling = None if scaling == "none" else scaling
-                m = SSELM(n_hidden=n_h, graph="exact", n_neighbors=int(k), weights=wts,
-                          normalized=norm == "norm", laplacian_power=int(p), scaling=scaling,
+            for g in graphs:
+                Xm = map_inputs(X, g)
+                X_tr = Xm[train]
+                m = SSELM(n_hidden=n_h, graph="exact", n_neighbors=g["n_neighbors"],
+                          weights=g["weights"], sigma=g["sigma"], normalized=g["normalized"],
+                          laplacian_power=g["laplacian_power"], scaling=g["scaling"],
                           random_state=seed)
                 features, _, _, graph = m._prepare(X_tr, y_tr)
-                G = _graph_G(m, features, graph, int(p), X_tr)
+                G = _graph_G(features, graph, g["laplacian_power"])
                 layer = m.hidden_layer_
-                H_l, H_v, H_t = layer(X[lab]), layer(X[val]), layer(X[test])
+                H_l, H_v, H_t = layer(Xm[lab]), layer(Xm[val]), layer(Xm[test])
                 out_v, out_t = sselm_sweep(G, H_l, Y_l, d, [H_v, H_t])
                 err_v, mse_v = _errors(out_v, y[val])
                 err_t, _ = _errors(out_t, y[test])
                 # validation error first, validation squared error as tie-breaker
                 key = err_v + 1e-6 * mse_v / (1.0 + mse_v.max())
                 i, j = np.unravel_index(np.argmin(key), key.shape)
-                cand = (key[i, j], dict(scaling=scaling, n_neighbors=int(k), weights=wts,
-                                        laplacian_power=int(p), normalized=norm == "norm",
-                                        lam=GRID[i], C0=GRID[j]), err_t[i, j],
-                        float(err_t.min()))
+                cand = (key[i, j], dict(scaling=g["scaling"], n_neighbors=g["n_neighbors"],
+                                        weights=g["weights"], sigma=g["sigma"],
+                                        laplacian_power=g["laplacian_power"],
+                                        normalized=g["normalized"], lam=GRID[i], C0=GRID[j]),
+                        err_t[i, j], float(err_t.min()), g)
                 if best is None or cand[0] < best[0]:
                     best = cand
-            params = best[1]
+            params, g = best[1], best[4]
+            Xm = map_inputs(X, g)
+            X_tr = Xm[train]
             t_fit = time.process_time()
             model = SSELM(n_hidden=n_h, graph="exact", random_state=seed,
                           **params).fit(X_tr, y_tr)
             fit_cpu = time.process_time() - t_fit
-            ss_test = 100.0 * np.mean(model.predict(X[test]) != y[test])
-            ss_unl = 100.0 * np.mean(model.predict(X[unl]) != y[unl])
+            ss_test = 100.0 * np.mean(model.predict(Xm[test]) != y[test])
+            ss_unl = 100.0 * np.mean(model.predict(Xm[unl]) != y[unl])
             if abs(ss_test - best[2]) > 1e-9:
                 print(f"  note: refit test error {ss_test:.2f} != sweep {best[2]:.2f}",
                       flush=True)
+            row = dict(repeat=r, fold=f, sizes=[len(lab), len(val), len(unl), len(test)],
+                       sselm_test=ss_test, sselm_unl=ss_unl, sselm_params=params,
+                       graph_spec=g["spec"], sselm_solver=model._solver,
+                       sselm_oracle_test=best[3], refit_cpu_seconds=fit_cpu)
+            if args.no_baselines:
+                row.update(seconds=time.perf_counter() - t0, loadavg=os.getloadavg()[0])
+                rows.append(row)
+                print(name, json.dumps(row), flush=True)
+                continue
             # supervised ELM on the labelled points only, C chosen on V
             sc = params["scaling"]
             elm_best = None
             for C in GRID:
                 e = ELMClassifier(n_hidden=n_h, C=C, scaling=sc, random_state=seed).fit(
-                    X[lab], y[lab])
-                O = e.decision_function(X[val])
+                    Xm[lab], y[lab])
+                O = e.decision_function(Xm[val])
                 O = np.stack([-O / 2, O / 2], 1) if O.ndim == 1 else O
                 ev, mv = _errors(O, y[val])
                 key = ev + 1e-6 * mv / (1.0 + mv)
                 if elm_best is None or key < elm_best[0]:
                     elm_best = (key, C, e)
             e = elm_best[2]
-            elm_test = 100.0 * np.mean(e.predict(X[test]) != y[test])
-            elm_unl = 100.0 * np.mean(e.predict(X[unl]) != y[unl])
+            elm_test = 100.0 * np.mean(e.predict(Xm[test]) != y[test])
+            elm_unl = 100.0 * np.mean(e.predict(Xm[unl]) != y[unl])
             # LabelSpreading (knn kernel), n_neighbors and alpha on V
             from elmscale.hidden import fit_scaling
             import dask.array as da
@@ -248,31 +318,30 @@ def run_table2(args):
                 for alpha in (0.01, 0.2, 0.5, 0.8, 0.99):
                     ls = LabelSpreading(kernel="knn", n_neighbors=kk, alpha=alpha,
                                         max_iter=1000).fit(tr(X_tr), y_tr)
-                    ev = np.mean(ls.predict(tr(X[val])) != y[val])
+                    ev = np.mean(ls.predict(tr(Xm[val])) != y[val])
                     if ls_best is None or ev < ls_best[0]:
                         ls_best = (ev, kk, alpha, ls)
             ls = ls_best[3]
-            ls_test = 100.0 * np.mean(ls.predict(tr(X[test])) != y[test])
+            ls_test = 100.0 * np.mean(ls.predict(tr(Xm[test])) != y[test])
             ls_unl = 100.0 * np.mean(ls.transduction_[len(lab):len(lab) + len(unl)] != y[unl])
-            row = dict(repeat=r, fold=f, sizes=[len(lab), len(val), len(unl), len(test)],
-                       sselm_test=ss_test, sselm_unl=ss_unl, sselm_params=params,
-                       sselm_oracle_test=best[3],
-                       elm_test=elm_test, elm_unl=elm_unl, elm_C=elm_best[1],
+            row.update(elm_test=elm_test, elm_unl=elm_unl, elm_C=elm_best[1],
                        ls_test=ls_test, ls_unl=ls_unl, ls_params=[ls_best[1], ls_best[2]],
-                       seconds=time.perf_counter() - t0, refit_cpu_seconds=fit_cpu,
-                       loadavg=os.getloadavg()[0])
+                       seconds=time.perf_counter() - t0, loadavg=os.getloadavg()[0])
             rows.append(row)
             print(name, json.dumps(row), flush=True)
         summ = {key: (float(np.mean([rw[key] for rw in rows])),
                       float(np.std([rw[key] for rw in rows])))
                 for key in ("sselm_test", "sselm_unl", "elm_test", "elm_unl", "ls_test",
-                            "ls_unl", "sselm_oracle_test")}
+                            "ls_unl", "sselm_oracle_test") if key in rows[0]}
         results[name] = dict(summary=summ, runs=rows, paper=PAPER[name], n_hidden=n_h,
-                             graphs=graphs, graph_on=args.graph_on)
-        print(f"== {name}: SS-ELM test {summ['sselm_test'][0]:.2f} +- "
-              f"{summ['sselm_test'][1]:.2f} (paper {PAPER[name]}), ELM(L) "
-              f"{summ['elm_test'][0]:.2f} +- {summ['elm_test'][1]:.2f}, LabelSpreading "
-              f"{summ['ls_test'][0]:.2f} +- {summ['ls_test'][1]:.2f}", flush=True)
+                             graphs=[g["spec"] for g in graphs], graph_on=args.graph_on)
+        line = (f"== {name}: SS-ELM test {summ['sselm_test'][0]:.2f} +- "
+                f"{summ['sselm_test'][1]:.2f} (paper {PAPER[name]}), oracle "
+                f"{summ['sselm_oracle_test'][0]:.2f}")
+        if "elm_test" in summ:
+            line += (f", ELM(L) {summ['elm_test'][0]:.2f} +- {summ['elm_test'][1]:.2f}, "
+                     f"LabelSpreading {summ['ls_test'][0]:.2f} +- {summ['ls_test'][1]:.2f}")
+        print(line, flush=True)
         if args.out:
             Path(args.out).write_text(json.dumps(results, indent=1))
     return results
@@ -291,8 +360,9 @@ TIMING = {
 
 def run_timing(args):
     """Fit time of SSELM (Table II sizes: the L + U of split 0, n_h = 2000, exact graph, the
-    dual since n_h > |L + U|) on USPST and COIL20: median of ``--repeats`` fits, wall and CPU
-    time, default (threaded) dask scheduler. Prints a markdown table, appends JSON lines."""
+    dual since n_h > |L + U| unless ``--solver primal``) on USPST and COIL20: median of
+    ``--repeats`` fits, wall and CPU time, default (threaded) dask scheduler. Prints a
+    markdown table, appends JSON lines."""
     from threadpoolctl import threadpool_info
 
     from elmscale.algorithms._sselm import SSELM
@@ -309,6 +379,7 @@ def run_timing(args):
             params["laplacian_power"] = args.power
         if args.n_neighbors:
             params["n_neighbors"] = args.n_neighbors
+        params["solver"] = args.solver
         SSELM(n_hidden=n_h, graph="exact", random_state=0, **params).fit(X_tr, y_tr)  # warm-up
         wall, cpu = [], []
         for rep in range(args.repeats):
@@ -453,8 +524,12 @@ def main(argv=None):
     t.add_argument("--datasets", default="g50c,coil20b,uspstb,coil20,uspst")
     t.add_argument("--repeats", type=int, default=3, help="4-fold splits repeated this often")
     t.add_argument("--graphs", default="none:10:1:norm,none:5:2:norm,none:10:2:norm",
-                   help="comma list of scaling:k:power:norm|raw[:binary|heat] graph settings "
-                   "searched on V (weights default heat)")
+                   help="comma list of input[*factor]:k:power:norm|raw[:binary|heat[:sigma]] "
+                   "graph settings searched on V (input: none, standard, minmax, or the "
+                   "global maps unit, pm1; weights default heat, sigma the mean kNN "
+                   "distance); see parse_graph")
+    t.add_argument("--no-baselines", action="store_true",
+                   help="SS-ELM only (skip the supervised ELM and LabelSpreading)")
     t.add_argument("--g50c-splits", choices=("standard", "kfold"), default="standard",
                    help="g50c: the file's idxLabs/idxUnls splits as in the SS-ELM authors' "
                    "demo (default) or the stratified 4-fold protocol of the other sets")
@@ -473,6 +548,9 @@ def main(argv=None):
     tm.add_argument("--repeats", type=int, default=3)
     tm.add_argument("--power", type=int, default=0, help="override laplacian_power")
     tm.add_argument("--n-neighbors", type=int, default=0, help="override n_neighbors")
+    tm.add_argument("--solver", choices=("auto", "primal", "dual"), default="auto",
+                    help="SSELM solver ('primal' times the blockwise H^T L^p H pass, which "
+                    "for p > 2 builds L^(p//2) H on the cluster)")
     tm.add_argument("--out", default=str(REPO / "benchmarks" / "results" /
                                          "sselm_timing.jsonl"))
     s = sub.add_parser("scale", help="synthetic scale run on a 2-worker LocalCluster")
