@@ -126,6 +126,37 @@ def test_identity_threshold_counts_close_pairs(rng):
     assert _factor(RBFKernel(1e-6), X).kind == "identity"
 
 
+def _kind_from_full_matrix(width, sample, n_samples):
+    """The closed-form rule of RBFKernel.factor evaluated on the full exp matrix."""
+    d2 = ((sample[:, None, :] - sample[None, :, :]) ** 2).sum(-1)
+    K = np.exp(-d2 / (2.0 * width ** 2))
+    distinct = d2 > 0
+    off = K[distinct].sum() / (len(sample) * (len(sample) - 1))
+    if (n_samples - 1) * off < RBFKernel.identity_tol:
+        return "identity"
+    if 1.0 - K.min() < RBFKernel.constant_tol:
+        return "constant"
+    return "other"
+
+
+@pytest.mark.parametrize("duplicates", [False, True])
+def test_rbf_closed_form_shortcuts_decide_as_the_full_matrix(rng, duplicates):
+    """The identity / constant tests read only the extreme distances before exp of the
+    whole sample matrix: every width of a fine grid gets the kind the full matrix gives,
+    with exact duplicate rows too."""
+    X = rng.uniform(-1, 1, size=(120, 4))
+    if duplicates:
+        X[60:] = X[:60]
+    for e in np.arange(-10, 10.01, 0.25):
+        width = 10.0 ** e
+        for n_samples in (120, 10**6):
+            f = RBFKernel(width).factor(X, n_samples=n_samples, n_components=40,
+                                        random_state=np.random.RandomState(0))
+            want = _kind_from_full_matrix(width, X, n_samples)
+            assert (f.kind if f.kind in ("identity", "constant") else "other") == want or \
+                (want == "other" and f.kind == "identity"), (width, n_samples, f.kind, want)
+
+
 @pytest.mark.parametrize("form", ["distance", "value"])
 def test_closed_forms_equal_dense_sums(form, points, rng):
     """Reductions of alpha I + Phi Phi^T (closed forms for K ~ I and K ~ 11^T, explicit

@@ -382,8 +382,20 @@ class RBFKernel(Kernel):
         s = sample.shape[0]
         if s > 1:
             d2 = _sqdist(sample, sample)  # shared by the widths inside shared_distances()
-            Ks = np.exp(-d2 / (2.0 * float(self.width) ** 2))
             distinct = d2 > 0  # exact duplicates (and the diagonal) do not count
+            # Both tests first from the extreme distances alone (exp is monotone): the
+            # largest distinct value of K bounds the mean off-diagonal mass from above, and
+            # the smallest K is exp of the largest distance. The decisions are the ones the
+            # full matrix gives; the 1000 x 1000 exp (~25 ms for a width that underflows) is
+            # computed only for the widths that need it.
+            scale = 2.0 * float(self.width) ** 2
+            nearest = np.min(d2, where=distinct, initial=np.inf)
+            if (n_samples - 1) * np.exp(-nearest / scale) < self.identity_tol:
+                return IdentityFactor(1.0)
+            if 1.0 - np.exp(-d2.max() / scale) < self.constant_tol:
+                # K ~ 1 everywhere: the off-diagonal mass is ~1 per pair, never ~I
+                return ConstantFactor(1.0)
+            Ks = np.exp(-d2 / scale)
             off = Ks[distinct].sum() / (s * (s - 1))
             if (n_samples - 1) * off < self.identity_tol:
                 return IdentityFactor(1.0)

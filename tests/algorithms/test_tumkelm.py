@@ -158,6 +158,45 @@ def test_loss_reported_per_iteration(small):
 
 
 @pytest.mark.parametrize("mode", ["exact", "scalable"])
+@pytest.mark.parametrize("max_iter", [20, 19, 12])
+def test_detected_cycle_gives_the_full_loop(monkeypatch, mode, max_iter):
+    """Iris (paper kernels, argmax) enters a 3-cycle of the weights at iteration 8 that the
+    relative stopping rule never ends: the fit stops computing there and returns exactly what
+    the full loop returns, whatever the phase of the cycle at max_iter."""
+    import elmscale.algorithms._tumkelm as mod
+    from sklearn.datasets import load_iris
+
+    X, _ = load_iris(return_X_y=True)
+    params = dict(mode=mode, n_landmarks=150, max_iter=max_iter, random_state=0)
+    fast = TUMKELM(3, **params).fit(X)
+    assert fast.cycle_ == (7, 3)
+    assert fast.n_computed_ == 10 < fast.n_iter_ == max_iter
+    monkeypatch.setattr(mod, "_DETECT_CYCLES", False)
+    full = TUMKELM(3, **params).fit(X)
+    assert full.cycle_ is None and full.n_computed_ == full.n_iter_ == max_iter
+    np.testing.assert_array_equal(fast.labels_, full.labels_)
+    np.testing.assert_array_equal(fast.embedding_, full.embedding_)
+    for attr in ("history_", "weights_history_", "kernel_weights_", "kernel_weights_raw_",
+                 "eigenvalues_"):
+        np.testing.assert_array_equal(getattr(fast, attr), getattr(full, attr))
+    assert fast.loss_ == full.loss_ == fast.history_[-1]
+
+
+def test_cycle_play_applies_the_stopping_rule():
+    """Along a detected cycle the full loop may still stop by the loss rule: the played
+    iterations stop where it would."""
+    model = TUMKELM(2, delta=1e-3, max_iter=20)
+    # iterations 0..3 computed, the weights of iteration 4 equal those of iteration 2, so
+    # the losses alternate 4.0, 4.1 (relative change 2.5e-2 > delta): the loop runs to
+    # max_iter
+    assert model._play_cycle(2, 2, [10.0, 5.0, 4.0, 4.1]) == (2, 2, 20)
+    # a fixed point (period 1): the next loss equals the last one and the rule stops there
+    assert model._play_cycle(3, 1, [10.0, 5.0, 4.0, 4.1]) == (3, 1, 5)
+    # a 2-cycle whose wrap pair is within delta: (L3 -> L2) = (4.002 -> 4.0) stops at t = 4
+    assert model._play_cycle(2, 2, [10.0, 5.0, 4.0, 4.002]) == (2, 2, 5)
+
+
+@pytest.mark.parametrize("mode", ["exact", "scalable"])
 @pytest.mark.parametrize("assignment", ["argmax", "kmeans"])
 def test_numpy_and_dask_input_agree(blobs, blobs_dask, mode, assignment):
     X, y = blobs
