@@ -12,6 +12,8 @@ that C's iterations (what a separate fit at that C costs, up to Cholesky vs eigh
 
     python benchmarks/bench_emmc.py --quick                 # 2 runs, 5 values of C, small sets
     python benchmarks/bench_emmc.py --runs 20 --c-step 1    # the full protocol
+    python benchmarks/bench_emmc.py --tables none --levers --runs 5  # scaling/balance/L
+    python benchmarks/bench_emmc.py --tables none --starts --runs 6 --datasets ...  # starts
     python benchmarks/bench_emmc.py --tables none --timing  # seconds per fit (idle machine)
     python benchmarks/bench_emmc.py --tables none --scale   # only the scale run
 
@@ -192,10 +194,17 @@ ABLATION = {"sigmoid only (rbf_fraction=0)": dict(rbf_fraction=0.0),
             "rbf_fraction=0.5, rbf_width=0.5": dict(rbf_fraction=0.5, rbf_width=0.5),
             "default (rbf_fraction=0.25)": {}}
 
+# -- the label-free levers besides the hidden layer (session 4): input scaling, balance, L ----
+LEVERS = {"default": {}, "scaling=minmax": dict(scaling="minmax"),
+          "scaling=None": dict(scaling=None), "balance=0.03": dict(balance=0.03),
+          "balance=0.3": dict(balance=0.3), "balance=1": dict(balance=1.0),
+          "n_hidden=100": dict(n_hidden=100), "n_hidden=400": dict(n_hidden=400),
+          "n_hidden=1000": dict(n_hidden=1000)}
 
-def run_ablation(args):
-    """Mean accuracy of ``EMMC(n_clusters=k, **variant)`` over ``--runs`` seeds on every set:
-    all parameters at their defaults but the hidden layer (no labels used anywhere)."""
+
+def run_ablation(args, variants=ABLATION):
+    """Mean accuracy of ``EMMC(n_clusters=k, **variant)`` over ``--runs`` seeds on every set
+    for each of ``variants``: all other parameters at their defaults (no labels used anywhere)."""
     import dask
 
     names = list(SETS) if args.datasets == "all" else args.datasets.split(",")
@@ -204,11 +213,11 @@ def run_ablation(args):
         for name, X, y, k, _ in present_sets(names, verbose=False):
             out[name] = {label: summarise([fit_scores(X, y, n_clusters=k, random_state=r, **v)
                                            for r in range(args.runs)])
-                         for label, v in ABLATION.items()}
+                         for label, v in variants.items()}
             out[name]["loadavg"] = os.getloadavg()[0]
             print(name, json.dumps({lab: round(100 * e["acc"], 2) for lab, e in
                                     out[name].items() if lab != "loadavg"}), flush=True)
-    labels = list(ABLATION)
+    labels = list(variants)
     lines = ["| data set | " + " | ".join(labels) + " |", "|---|" + "---|" * len(labels)]
     for name, row in out.items():
         lines.append(f"| {name} | " + " | ".join(
@@ -218,6 +227,75 @@ def run_ablation(args):
         f"{100 * statistics.mean(row[lab]['acc'] for row in out.values()):.2f}"
         for lab in labels) + " |")
     print("\n".join(lines))
+    return out
+
+
+# -- is the gap in the start or in the alternation? (many starts, one hidden layer) ---------
+def elm_objective(H, labels, k, output, C):
+    """EMMC's objective for fixed labels: the ridge ELM's training loss
+    ``min_beta ||H beta - T||^2 + ||beta||^2 / C`` divided by N (dense: small sets only)."""
+    from elmscale.algorithms._emmc import emmc_targets
+
+    T = emmc_targets(k, output)[labels]
+    rhs = H.T @ T
+    gram = H.T @ H + np.eye(H.shape[1]) / C
+    return float((T * T).sum() - (rhs * np.linalg.solve(gram, rhs)).sum()) / H.shape[0]
+
+
+def run_starts(args):
+    """Per seed: the default fit, then EMMC from 15 other starts on the same hidden layer
+    (5 k-means++ runs on H, 5 on the standardised X, k-means on the top k-1, 2k, 10 and 20
+    principal components of H). Reports the default's accuracy, the accuracy of the run with
+    the lowest objective (label-free choice), the best accuracy of all runs (an oracle), the
+    k-means-on-X starts before and after EMMC, and the default's iterations."""
+    import dask
+    from sklearn.cluster import KMeans
+    from sklearn.preprocessing import StandardScaler
+
+    from elmscale import EMMC
+
+    names = list(SETS) if args.datasets == "all" else args.datasets.split(",")
+    out = {}
+    with dask.config.set(scheduler="sync"):
+        for name, X, y, k, _ in present_sets(names, verbose=False):
+            rows = []
+            for seed in range(args.runs):
+                base = EMMC(n_clusters=k, random_state=seed).fit(X)
+                H, output = base.hidden_layer_(X), base._output
+                Xs = StandardScaler().fit_transform(X)
+                starts = {}
+                for j in range(5):
+                    km = KMeans(k, n_init=1, random_state=1000 * seed + j)
+                    starts[f"kmH{j}"] = km.fit_predict(H)
+                    starts[f"kmX{j}"] = km.fit_predict(Xs)
+                Hc = H - H.mean(axis=0)
+                V = np.linalg.eigh(Hc.T @ Hc)[1][:, ::-1]
+                for p in sorted({k - 1, 2 * k, 10, 20}):
+                    starts[f"pc{p}"] = KMeans(k, n_init=10, random_state=seed).fit_predict(
+                        Hc @ V[:, :p])
+                runs = {"default": (elm_objective(H, base.labels_, k, output, base.C),
+                                    accuracy(y, base.labels_), base.n_iter_, None)}
+                for label, start in starts.items():
+                    m = EMMC(n_clusters=k, random_state=seed, init=start.astype(np.int64)).fit(X)
+                    runs[label] = (elm_objective(H, m.labels_, k, output, m.C),
+                                   accuracy(y, m.labels_), m.n_iter_, accuracy(y, start))
+                rows.append(runs)
+            kmx = [v for r in rows for lab, v in r.items() if lab.startswith("kmX")]
+            out[name] = {
+                "default": statistics.mean(r["default"][1] for r in rows),
+                "lowest_objective": statistics.mean(min(r.values(), key=lambda v: v[0])[1] for r in rows),
+                "oracle": statistics.mean(max(v[1] for v in r.values()) for r in rows),
+                "kmX_start": statistics.mean(v[3] for v in kmx),
+                "kmX_emmc": statistics.mean(v[1] for v in kmx),
+                "default_iterations": statistics.mean(r["default"][2] for r in rows),
+                "runs": rows, "loadavg": os.getloadavg()[0]}
+            print(name, json.dumps({a: round(b, 4) for a, b in out[name].items()
+                                    if a != "runs"}), flush=True)
+    cols = ("default", "lowest_objective", "oracle", "kmX_start", "kmX_emmc")
+    print("| data set | " + " | ".join(cols) + " | default iterations |")
+    for name, row in out.items():
+        print(f"| {name} | " + " | ".join(f"{100 * row[c]:.2f}" for c in cols)
+              + f" | {row['default_iterations']:.1f} |")
     return out
 
 
@@ -332,6 +410,10 @@ def main():
                         help="add a column: the tuned setting with output='multi' (k > 2)")
     parser.add_argument("--ablation", action="store_true",
                         help="defaults with sigmoid / mixed / Gaussian hidden layers, all sets")
+    parser.add_argument("--levers", action="store_true",
+                        help="defaults vs input scaling / balance / n_hidden variants, all sets")
+    parser.add_argument("--starts", action="store_true",
+                        help="EMMC from 16 starts per seed: start vs alternation (small sets)")
     parser.add_argument("--timing", action="store_true",
                         help="seconds per fit on Ringnorm, LetterABCD, USPS (idle machine)")
     parser.add_argument("--timing-repeats", type=int, default=3)
@@ -369,6 +451,12 @@ def main():
     if args.ablation:
         with threadpool_limits(1):
             results["ablation"] = run_ablation(args)
+    if args.levers:
+        with threadpool_limits(1):
+            results["levers"] = run_ablation(args, LEVERS)
+    if args.starts:
+        with threadpool_limits(1):
+            results["starts"] = run_starts(args)
     if args.timing:
         results["timing"] = run_timing(args)
     if args.scale:
