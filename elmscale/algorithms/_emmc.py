@@ -334,7 +334,9 @@ default="elm-kmeans"
     rbf_width : float > 0, default=1.0
         Width of those nodes in units of the median pairwise distance m.
     scaling : {"standard", "minmax"} or None, default="standard"
-        Per-feature scaling of X before the hidden layer (fitted in one pass).
+        Per-feature scaling of X before the hidden layer (fitted in one pass). On the
+        paper's nine benchmark sets "minmax" scores higher on eight (+0.8 points of mean
+        accuracy) but 3 points lower on Digits 1279 (20 seeds), so it is not the default.
     n_init : int, default=10
         Restarts of the k-means initialisation.
     max_iter : int, default=50
