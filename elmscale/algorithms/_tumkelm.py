@@ -68,7 +68,7 @@ from ..exceptions import UnknownPluginError
 from ..hidden import apply_scaling, fit_scaling
 from ..kernels import Kernel, paper_kernels, shared_distances
 from ..solvers import ridge_solve
-from ..utils._dask import tree_sum
+from ..utils._dask import tree_sum, tree_sum_now
 from ..utils._random import draw_seed
 from ..utils._validation import as_row_chunked
 
@@ -282,24 +282,34 @@ def _rows_of(parts, key, chunks, width):
                         dtype=np.float64) for q, n in zip(parts, chunks)])
 
 
-def factor_stats(Xs, factors, *, fan_in=8, keep_features=False):
+def factor_stats(Xs, factors, *, fan_in=8, keep_features=False, local=False):
     """One pass over the row chunks of ``Xs`` (dask, scaled): the label-independent
     reductions of :func:`kspace_gram` and the persisted diagonals A (dask, N x p).
     With ``keep_features`` the stacked factor Phi (dask, N x M) is persisted in the same
-    pass and returned third."""
+    pass and returned third. With ``local`` (and ``keep_features``) the chunks' results
+    are brought back instead: A and Phi are lists of NumPy row blocks, for the in-process
+    iterations of :func:`cluster_stats` (the same sums, in the same order)."""
     p = len(factors)
     M = int(sum(f.n_components for f in factors))
     parts = [dask.delayed(_gram_block, pure=True)(b, factors, keep_features)
              for b in Xs.to_delayed().ravel().tolist()]
-    stats = tree_sum([dask.delayed(operator.getitem, pure=True)(q, "stats") for q in parts],
-                     fan_in=fan_in)
-    A = _rows_of(parts, "A", Xs.chunks[0], p)
-    if keep_features:
-        Phi = _rows_of(parts, "Phi", Xs.chunks[0], M)
-        stats, A, Phi = dask.persist(stats, A, Phi)  # one pass computes all three
+    if local:
+        if not keep_features:
+            raise ValueError("factor_stats: local=True needs keep_features=True")
+        blocks = dask.compute(*parts)  # in parallel, as the dask scheduler runs tasks
+        stats = tree_sum_now([b["stats"] for b in blocks], fan_in=fan_in)
+        A, Phi = [b["A"] for b in blocks], [b["Phi"] for b in blocks]
     else:
-        stats, A = dask.persist(stats, A)
-    stats = dict(stats.compute())
+        stats = tree_sum([dask.delayed(operator.getitem, pure=True)(q, "stats")
+                          for q in parts], fan_in=fan_in)
+        A = _rows_of(parts, "A", Xs.chunks[0], p)
+        if keep_features:
+            Phi = _rows_of(parts, "Phi", Xs.chunks[0], M)
+            stats, A, Phi = dask.persist(stats, A, Phi)  # one pass computes all three
+        else:
+            stats, A = dask.persist(stats, A)
+        stats = stats.compute()
+    stats = dict(stats)
     stats["G"] = 0.5 * (stats["G"] + stats["G"].T)
     offsets = np.concatenate([[0], np.cumsum([f.n_components for f in factors])])
     stats.update(n=float(stats["n"]), alpha=np.array([f.alpha for f in factors]),
@@ -321,7 +331,18 @@ def cluster_stats(Xs, A, factors, *, labels=None, folds=None, n_clusters, fan_in
     """One pass: ``E = Phi^T F`` (M x n_c), ``sizes`` and ``SA = A^T F`` for the labels
     given (dask, chunked like Xs) or, with ``labels=None``, the argmax of ``Phi P``.
     With ``features`` (the persisted Phi of :func:`factor_stats`) and ``P`` the pass reads
-    Phi instead of re-evaluating the kernels' bases on X."""
+    Phi instead of re-evaluating the kernels' bases on X; when ``features`` and ``A`` are
+    lists of NumPy row blocks (``factor_stats(..., local=True)``) the pass runs in-process,
+    ``labels`` then being a NumPy array or None: a few milliseconds per iteration instead of
+    a dask graph (same blocks, same sums in the same order, same result)."""
+    if isinstance(features, list):
+        if labels is None:
+            Lb = [None] * len(features)
+        else:
+            Lb = np.split(np.asarray(labels), np.cumsum([f.shape[0] for f in features])[:-1])
+        parts = [_cluster_block_features(f, a, lab, P, n_clusters)
+                 for f, a, lab in zip(features, A, Lb)]
+        return dict(tree_sum_now(parts, fan_in=fan_in))
     if features is not None:
         Fb = features.to_delayed().ravel().tolist()
         Ab = A.to_delayed().ravel().tolist()
@@ -830,14 +851,20 @@ class TUMKELM(ClusterMixin, BaseEstimator):
             f"{f.kind}({f.n_components})" for f in factors))
         M = int(sum(f.n_components for f in factors))
         keep = N * M * 8 <= KEEP_FEATURES_BYTES
+        # NumPy input whose Phi is kept: the pass over X still runs on dask (in parallel),
+        # then the blocks come back and every iteration runs in-process on them (no graph
+        # per iteration; the same block sums in the same order, so the same result).
+        local = keep and not was_dask
         if keep:
-            stats, A, Phi = factor_stats(Xs, factors, keep_features=True)
+            stats, A, Phi = factor_stats(Xs, factors, keep_features=True, local=local)
         else:
             (stats, A), Phi = factor_stats(Xs, factors), None
         self.kspace_gram_ = kspace_gram(stats, form)
         km_seed = draw_seed(rng)
 
         def embedding(P, folds):
+            if local:
+                return np.concatenate([np.dot(b, P) for b in Phi])
             if Phi is not None:
                 return Phi.map_blocks(np.dot, P, chunks=(Phi.chunks[0], (k,)),
                                       dtype=np.float64)
@@ -850,8 +877,10 @@ class TUMKELM(ClusterMixin, BaseEstimator):
             if self.assignment == "argmax":
                 labels = None
             else:
-                U = embedding(P, folds).persist()
-                labels = kmeans(U, k, n_init=self.n_init, random_state=km_seed)[1].persist()
+                U = embedding(P, folds)
+                U = da.from_array(U, chunks=(Xs.chunks[0], k)) if local else U.persist()
+                labels = kmeans(U, k, n_init=self.n_init, random_state=km_seed)[1]
+                labels = labels.compute() if local else labels.persist()
             cs = cluster_stats(Xs, A, factors, labels=labels, folds=folds, n_clusters=k,
                                features=Phi, P=P)
             loss = tumkelm_loss(stats, cs, mu)
@@ -864,6 +893,13 @@ class TUMKELM(ClusterMixin, BaseEstimator):
         folds = state["folds"]
         U = embedding(state["P"], folds)
         labels = state["labels"]
+        if local:
+            if labels is None:
+                labels = np.concatenate([_argmax_rows(u) for u in np.split(
+                    U, np.cumsum([b.shape[0] for b in Phi])[:-1])])
+            self.eigenvalues_, self.reductions_ = state["s"], stats
+            self.labels_, self.embedding_ = labels, U
+            return
         if labels is None:
             if Phi is not None:
                 labels = U.map_blocks(_argmax_rows, drop_axis=1, dtype=np.int64,

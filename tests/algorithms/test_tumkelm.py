@@ -233,6 +233,34 @@ def test_kept_features_equal_recomputed_bases(blobs_dask, monkeypatch, assignmen
                                atol=1e-10)
 
 
+@pytest.mark.parametrize("assignment", ["argmax", "kmeans"])
+def test_in_process_iterations_equal_dask_input(blobs, assignment):
+    """NumPy input runs the iterations in-process on the kept blocks of Phi; dask input
+    with the same row chunks runs them as dask graphs. Same sums in the same order: every
+    fitted array is equal bit for bit (11 chunks, so the tree sum has two levels)."""
+    from elmscale.utils._validation import as_row_chunked
+
+    X, y = blobs
+    kernels = ["linear", ("poly", {"degree": 3}), ("rbf", {"width": 1.0}),
+               ("rbf", {"width": 1e-10}), ("rbf", {"width": 1e10})]
+    params = dict(kernels=kernels, mode="scalable", assignment=assignment, n_landmarks=40,
+                  random_state=0, max_iter=5)
+    with elmscale.config_context(chunk_bytes=len(kernels) * 40 * 8 * 28):
+        Xd, _ = as_row_chunked(X, n_hidden=len(kernels) * 40)
+        assert Xd.numblocks[0] > 8
+        local = TUMKELM(3, **params).fit(X)
+        graph = TUMKELM(3, **params).fit(Xd)
+    assert isinstance(local.labels_, np.ndarray) and isinstance(local.embedding_, np.ndarray)
+    np.testing.assert_array_equal(local.labels_, graph.labels_.compute())
+    np.testing.assert_array_equal(local.embedding_, graph.embedding_.compute())
+    np.testing.assert_array_equal(local.history_, graph.history_)
+    np.testing.assert_array_equal(local.weights_history_, graph.weights_history_)
+    for key in ("G", "u", "AA", "S", "PA"):
+        np.testing.assert_array_equal(local.reductions_[key], graph.reductions_[key])
+    if assignment == "kmeans":
+        assert adjusted_rand_score(y, local.labels_) > 0.8
+
+
 @pytest.mark.distributed
 def test_distributed_matches_sync(dask_client, blobs_dask):
     Xd, y = blobs_dask
