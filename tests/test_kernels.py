@@ -192,6 +192,19 @@ def test_rbf_factor_equals_the_full_matrix_rule(rng, duplicates):
                 np.testing.assert_array_equal(f.weights, weights)
 
 
+def test_exp_or_zero_is_exp_bit_for_bit(rng):
+    from elmscale.kernels import _exp_or_zero
+
+    Z = -np.concatenate([rng.uniform(0, 800, 5000), rng.uniform(740, 750, 5000),
+                         [0.0, 745.0, 745.13, 745.14, 746.0, 746.5, 1e300, np.inf]])
+    np.testing.assert_array_equal(_exp_or_zero(Z.reshape(-1, 2)), np.exp(Z).reshape(-1, 2))
+    X = rng.uniform(-1, 1, size=(50, 3))
+    for width in (1e-3, 1e-2, 0.1, 1.0):
+        np.testing.assert_array_equal(
+            RBFKernel(width)(X, X[:20]),
+            np.exp(((X[:, None] - X[None, :20]) ** 2).sum(-1) * (-0.5 / width ** 2)))
+
+
 def test_off_diagonal_mass_partial_sum_is_a_lower_bound(rng):
     from elmscale.kernels import _off_diagonal_mass
 

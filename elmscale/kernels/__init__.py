@@ -372,7 +372,7 @@ class RBFKernel(Kernel):
     def __call__(self, X, Y):
         # cdist computes differences, so K(x, x) is exactly 1 even for width = 1e-10
         d2 = _sqdist(np.asarray(X, dtype=np.float64), np.asarray(Y, dtype=np.float64))
-        return np.exp(d2 * (-0.5 / float(self.width) ** 2))
+        return _exp_or_zero(d2 * (-0.5 / float(self.width) ** 2))
 
     def diagonal(self, X):
         return np.ones(X.shape[0])
@@ -426,6 +426,16 @@ _EXP_UNDERFLOW = 746.0
 
 # Rows of the sample matrix whose exp is summed before the bound is checked again.
 _MASS_ROWS = 64
+
+
+def _exp_or_zero(Z):
+    """np.exp(Z), bit for bit, with the entries below -_EXP_UNDERFLOW (whose exp is exactly
+    0.0) set to 0 without calling exp: on this machine's float64 exp (no AVX-512) an
+    underflowing entry costs ~35 ns against ~7 ns for a normal one, and a narrow Gaussian
+    on spread-out data underflows almost everywhere (Shuttle, width 1e-2)."""
+    out = np.zeros_like(Z)
+    np.exp(Z, out=out, where=Z >= -_EXP_UNDERFLOW)
+    return out
 
 
 def _off_diagonal_mass(d2, distinct, scale, enough):
