@@ -46,8 +46,10 @@ products per chunk instead of a re-evaluation of every kernel).
 
 import logging
 import operator
+import os
 import time
 import warnings
+from concurrent.futures import ThreadPoolExecutor
 from numbers import Integral, Real
 
 import dask
@@ -326,22 +328,38 @@ def _cluster_block_features(Phi, A, labels, P, n_clusters):
     return {"E": Phi.T @ F, "sizes": F.sum(axis=0), "SA": A.T @ F}
 
 
+def local_threads():
+    """Threads of the in-process (NumPy input) scalable path: dask's ``num_workers`` when
+    set, else the CPU count (the threaded scheduler's default)."""
+    return max(1, int(dask.config.get("num_workers", None) or os.cpu_count() or 1))
+
+
+def local_chunks(n_samples, n_blocks, threads):
+    """Row chunks of the in-process path: at least ``n_blocks``, a multiple of ``threads``,
+    equal to one row, so every thread gets the same work (the default chunking sizes blocks
+    for memory only, e.g. Frogs with 100 landmarks: 5,592 + 1,603 rows on 2 threads)."""
+    n = -(-max(n_blocks, 1) // threads) * threads
+    n = max(1, min(n, n_samples))
+    return tuple(n_samples // n + (i < n_samples % n) for i in range(n))
+
+
 def cluster_stats(Xs, A, factors, *, labels=None, folds=None, n_clusters, fan_in=8,
-                  features=None, P=None):
+                  features=None, P=None, pool=None):
     """One pass: ``E = Phi^T F`` (M x n_c), ``sizes`` and ``SA = A^T F`` for the labels
     given (dask, chunked like Xs) or, with ``labels=None``, the argmax of ``Phi P``.
     With ``features`` (the persisted Phi of :func:`factor_stats`) and ``P`` the pass reads
     Phi instead of re-evaluating the kernels' bases on X; when ``features`` and ``A`` are
     lists of NumPy row blocks (``factor_stats(..., local=True)``) the pass runs in-process,
     ``labels`` then being a NumPy array or None: a few milliseconds per iteration instead of
-    a dask graph (same blocks, same sums in the same order, same result)."""
+    a dask graph (same blocks, same sums in the same order, same result), on the threads
+    of ``pool`` (a ``concurrent.futures`` executor) when one is given."""
     if isinstance(features, list):
         if labels is None:
             Lb = [None] * len(features)
         else:
             Lb = np.split(np.asarray(labels), np.cumsum([f.shape[0] for f in features])[:-1])
-        parts = [_cluster_block_features(f, a, lab, P, n_clusters)
-                 for f, a, lab in zip(features, A, Lb)]
+        args = (features, A, Lb, [P] * len(features), [n_clusters] * len(features))
+        parts = list((pool.map if pool is not None else map)(_cluster_block_features, *args))
         return dict(tree_sum_now(parts, fan_in=fan_in))
     if features is not None:
         Fb = features.to_delayed().ravel().tolist()
@@ -855,6 +873,9 @@ class TUMKELM(ClusterMixin, BaseEstimator):
         # then the blocks come back and every iteration runs in-process on them (no graph
         # per iteration; the same block sums in the same order, so the same result).
         local = keep and not was_dask
+        threads = local_threads() if local else 1
+        if local:
+            Xs = Xs.rechunk({0: local_chunks(N, Xs.numblocks[0], threads)})
         if keep:
             stats, A, Phi = factor_stats(Xs, factors, keep_features=True, local=local)
         else:
@@ -862,9 +883,26 @@ class TUMKELM(ClusterMixin, BaseEstimator):
         self.kspace_gram_ = kspace_gram(stats, form)
         km_seed = draw_seed(rng)
 
+        # the in-process iterations run their blocks on this many threads, BLAS on one
+        # thread each (two BLAS threads per task on 2 cores: 1.7x slower, PERF_NOTES)
+        pool = ThreadPoolExecutor(min(threads, len(Phi))) if local and threads > 1 \
+            and len(Phi) > 1 else None
+        try:
+            with threadpool_limits(limits=1 if pool is not None else None, user_api="blas"):
+                self._iterate_scalable(Xs, stats, A, Phi, factors, local, pool, km_seed,
+                                       was_dask)
+        finally:
+            if pool is not None:
+                pool.shutdown()
+
+    def _iterate_scalable(self, Xs, stats, A, Phi, factors, local, pool, km_seed, was_dask):
+        """Algorithm 1's loop on the scalable mode's reductions; sets the fitted state."""
+        kernels, form, k = self.kernels_, self.feature_form, self.n_clusters
+
         def embedding(P, folds):
             if local:
-                return np.concatenate([np.dot(b, P) for b in Phi])
+                return np.concatenate(list((pool.map if pool is not None else map)(
+                    np.dot, Phi, [P] * len(Phi))))
             if Phi is not None:
                 return Phi.map_blocks(np.dot, P, chunks=(Phi.chunks[0], (k,)),
                                       dtype=np.float64)
@@ -882,7 +920,7 @@ class TUMKELM(ClusterMixin, BaseEstimator):
                 labels = kmeans(U, k, n_init=self.n_init, random_state=km_seed)[1]
                 labels = labels.compute() if local else labels.persist()
             cs = cluster_stats(Xs, A, factors, labels=labels, folds=folds, n_clusters=k,
-                               features=Phi, P=P)
+                               features=Phi, P=P, pool=pool)
             loss = tumkelm_loss(stats, cs, mu)
             return {"P": P, "folds": folds, "s": s, "labels": labels, "cs": cs, "loss": loss}
 

@@ -20,6 +20,8 @@ from elmscale.algorithms._tumkelm import (
     kspace_gram,
     kspace_target,
     leading_eigenvectors,
+    local_chunks,
+    local_threads,
     project_weights,
     tumkelm_loss,
 )
@@ -235,9 +237,9 @@ def test_kept_features_equal_recomputed_bases(blobs_dask, monkeypatch, assignmen
 
 @pytest.mark.parametrize("assignment", ["argmax", "kmeans"])
 def test_in_process_iterations_equal_dask_input(blobs, assignment):
-    """NumPy input runs the iterations in-process on the kept blocks of Phi; dask input
-    with the same row chunks runs them as dask graphs. Same sums in the same order: every
-    fitted array is equal bit for bit (11 chunks, so the tree sum has two levels)."""
+    """NumPy input runs the iterations in-process (on a thread pool) on the kept blocks of
+    Phi; dask input with the same row chunks runs them as dask graphs. Same sums in the same
+    order: every fitted array is equal bit for bit (> 8 chunks: a two-level tree sum)."""
     from elmscale.utils._validation import as_row_chunked
 
     X, y = blobs
@@ -247,9 +249,10 @@ def test_in_process_iterations_equal_dask_input(blobs, assignment):
                   random_state=0, max_iter=5)
     with elmscale.config_context(chunk_bytes=len(kernels) * 40 * 8 * 28):
         Xd, _ = as_row_chunked(X, n_hidden=len(kernels) * 40)
-        assert Xd.numblocks[0] > 8
+        chunks = local_chunks(X.shape[0], Xd.numblocks[0], local_threads())
+        assert len(chunks) > 8 and len(set(chunks)) <= 2 and sum(chunks) == X.shape[0]
         local = TUMKELM(3, **params).fit(X)
-        graph = TUMKELM(3, **params).fit(Xd)
+        graph = TUMKELM(3, **params).fit(Xd.rechunk({0: chunks}))
     assert isinstance(local.labels_, np.ndarray) and isinstance(local.embedding_, np.ndarray)
     np.testing.assert_array_equal(local.labels_, graph.labels_.compute())
     np.testing.assert_array_equal(local.embedding_, graph.embedding_.compute())
@@ -324,6 +327,16 @@ def test_value_form_degenerates(small):
     X, _ = small
     model = TUMKELM(3, kernels=EXACT_FACTOR_KERNELS, feature_form="value", max_iter=3).fit(X)
     assert model.weights_history_[1, 3] > 0.99
+
+
+def test_local_chunks_are_even_and_cover_every_row():
+    assert local_chunks(7195, 2, 2) == (3598, 3597)
+    assert local_chunks(7195, 3, 2) == (1799, 1799, 1799, 1798)
+    assert local_chunks(10, 1, 1) == (10,)
+    assert local_chunks(3, 8, 2) == (1, 1, 1)
+    for n, b, t in ((14500, 8, 2), (101, 5, 3), (1, 1, 4)):
+        c = local_chunks(n, b, t)
+        assert sum(c) == n and max(c) - min(c) <= 1 and len(c) >= min(b, n)
 
 
 def test_bad_input():
