@@ -210,7 +210,7 @@ def scale(args):
 def timing(args):
     """Seconds per fit for the lead's idle-machine run: iris, wine, segment, Frogs, Shuttle
     (NumPy input, all defaults: ``mode="auto"`` = exact up to 2,500 points, scalable above;
-    distance form, argmax, 300 landmarks, C = 1), median of ``--repeats`` fits after one
+    distance form, argmax, 100 landmarks, C = 1), median of ``--repeats`` fits after one
     warm-up fit; then the scalable mode on the 100,000-point
     mixture (dask input, 25,000-row chunks), one fit per assignment. Prints a markdown
     table; ``--json`` appends one line per fit."""
@@ -288,7 +288,7 @@ def main(argv=None):
     s.add_argument("--assignments", default="argmax,kmeans")
     s.add_argument("--chunk", type=int, default=25_000)
     for q in (t, r, g, s):
-        q.add_argument("--landmarks", type=int, default=300)
+        q.add_argument("--landmarks", type=int, default=100)
         q.add_argument("--max-iter", type=int, default=20)
         q.add_argument("--seed", type=int, default=0)
         q.add_argument("--json", default=None, help="append the results to this file")
