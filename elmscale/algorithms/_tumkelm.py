@@ -284,24 +284,29 @@ def _rows_of(parts, key, chunks, width):
                         dtype=np.float64) for q, n in zip(parts, chunks)])
 
 
-def factor_stats(Xs, factors, *, fan_in=8, keep_features=False, local=False):
+def factor_stats(Xs, factors, *, fan_in=8, keep_features=False, pool=None):
     """One pass over the row chunks of ``Xs`` (dask, scaled): the label-independent
     reductions of :func:`kspace_gram` and the persisted diagonals A (dask, N x p).
     With ``keep_features`` the stacked factor Phi (dask, N x M) is persisted in the same
-    pass and returned third. With ``local`` (and ``keep_features``) the chunks' results
-    are brought back instead: A and Phi are lists of NumPy row blocks, for the in-process
-    iterations of :func:`cluster_stats` (the same sums, in the same order)."""
+    pass and returned third.
+
+    ``Xs`` may also be a list of NumPy row blocks: the pass then runs in-process, on the
+    threads of ``pool`` (a ``concurrent.futures`` executor) when one is given, Phi is kept,
+    and A and Phi are lists of NumPy row blocks for the in-process iterations of
+    :func:`cluster_stats`: the same block sums in the same order as the dask graph, no
+    graph (~25 ms of a Frogs fit)."""
     p = len(factors)
     M = int(sum(f.n_components for f in factors))
-    parts = [dask.delayed(_gram_block, pure=True)(b, factors, keep_features)
-             for b in Xs.to_delayed().ravel().tolist()]
-    if local:
-        if not keep_features:
-            raise ValueError("factor_stats: local=True needs keep_features=True")
-        blocks = dask.compute(*parts)  # in parallel, as the dask scheduler runs tasks
+    if isinstance(Xs, list):
+        n = len(Xs)
+        blocks = list((pool.map if pool is not None else map)(
+            _gram_block, Xs, [factors] * n, [True] * n))
         stats = tree_sum_now([b["stats"] for b in blocks], fan_in=fan_in)
         A, Phi = [b["A"] for b in blocks], [b["Phi"] for b in blocks]
+        keep_features = True
     else:
+        parts = [dask.delayed(_gram_block, pure=True)(b, factors, keep_features)
+                 for b in Xs.to_delayed().ravel().tolist()]
         stats = tree_sum([dask.delayed(operator.getitem, pure=True)(q, "stats")
                           for q in parts], fan_in=fan_in)
         A = _rows_of(parts, "A", Xs.chunks[0], p)
@@ -349,7 +354,7 @@ def cluster_stats(Xs, A, factors, *, labels=None, folds=None, n_clusters, fan_in
     given (dask, chunked like Xs) or, with ``labels=None``, the argmax of ``Phi P``.
     With ``features`` (the persisted Phi of :func:`factor_stats`) and ``P`` the pass reads
     Phi instead of re-evaluating the kernels' bases on X; when ``features`` and ``A`` are
-    lists of NumPy row blocks (``factor_stats(..., local=True)``) the pass runs in-process,
+    lists of NumPy row blocks (:func:`factor_stats` of NumPy blocks) the pass runs in-process,
     ``labels`` then being a NumPy array or None: a few milliseconds per iteration instead of
     a dask graph (same blocks, same sums in the same order, same result), on the threads
     of ``pool`` (a ``concurrent.futures`` executor) when one is given."""
@@ -883,28 +888,29 @@ class TUMKELM(ClusterMixin, BaseEstimator):
             f"{f.kind}({f.n_components})" for f in factors))
         M = int(sum(f.n_components for f in factors))
         keep = N * M * 8 <= KEEP_FEATURES_BYTES
-        # NumPy input whose Phi is kept: the pass over X still runs on dask (in parallel),
-        # then the blocks come back and every iteration runs in-process on them (no graph
-        # per iteration; the same block sums in the same order, so the same result).
+        # NumPy input whose Phi is kept runs in-process: the pass over X and every
+        # iteration on the same equal row blocks, on a pool of threads with BLAS on one
+        # thread each (two BLAS threads per task on 2 cores: 1.7x slower, PERF_NOTES); no
+        # dask graph, the same block sums in the same order as dask input in those chunks.
         local = keep and not was_dask
         threads = local_threads() if local else 1
+        if local:
+            chunks = local_chunks(N, len(chunks), threads)
+            blocks = np.split(Xs, np.cumsum(chunks)[:-1])
         if not was_dask:
-            if local:
-                chunks = local_chunks(N, len(chunks), threads)
             Xs = da.from_array(Xs, chunks=(chunks, Xs.shape[1]))
-        if keep:
-            stats, A, Phi = factor_stats(Xs, factors, keep_features=True, local=local)
-        else:
-            (stats, A), Phi = factor_stats(Xs, factors), None
-        self.kspace_gram_ = kspace_gram(stats, form)
-        km_seed = draw_seed(rng)
-
-        # the in-process iterations run their blocks on this many threads, BLAS on one
-        # thread each (two BLAS threads per task on 2 cores: 1.7x slower, PERF_NOTES)
-        pool = ThreadPoolExecutor(min(threads, len(Phi))) if local and threads > 1 \
-            and len(Phi) > 1 else None
+        pool = ThreadPoolExecutor(min(threads, len(chunks))) if local and threads > 1 \
+            and len(chunks) > 1 else None
         try:
             with threadpool_limits(limits=1 if pool is not None else None, user_api="blas"):
+                if local:
+                    stats, A, Phi = factor_stats(blocks, factors, pool=pool)
+                elif keep:
+                    stats, A, Phi = factor_stats(Xs, factors, keep_features=True)
+                else:
+                    (stats, A), Phi = factor_stats(Xs, factors), None
+                self.kspace_gram_ = kspace_gram(stats, form)
+                km_seed = draw_seed(rng)
                 self._iterate_scalable(Xs, stats, A, Phi, factors, local, pool, km_seed,
                                        was_dask)
         finally:
