@@ -312,6 +312,8 @@ def test_negative_weights_are_projected(small):
                                                r"float in the range \[0.0, inf\)"),
     (dict(mode="fast"), InvalidParameterError, r"'mode' parameter"),
     (dict(feature_form="kernel"), InvalidParameterError, r"'feature_form' parameter"),
+    (dict(select="best"), InvalidParameterError, r"'select' parameter of TUMKELM must be a "
+                                                 r"str among"),
     (dict(n_clusters=100), ValueError, r"n_clusters=100 must be <= n_samples=60"),
 ])
 def test_bad_parameters(small, params, error, match):
@@ -327,6 +329,28 @@ def test_value_form_degenerates(small):
     X, _ = small
     model = TUMKELM(3, kernels=EXACT_FACTOR_KERNELS, feature_form="value", max_iter=3).fit(X)
     assert model.weights_history_[1, 3] > 0.99
+
+
+@pytest.mark.parametrize("mode", ["exact", "scalable"])
+@pytest.mark.parametrize("assignment", ["argmax", "kmeans"])
+def test_select_lowest_loss_returns_that_iteration(blobs, mode, assignment):
+    """select="lowest_loss" returns the state of the first iteration with the lowest loss:
+    the same labels, weights and embedding as a fit stopped there by max_iter, with the
+    full loop's history."""
+    X, _ = blobs
+    params = dict(mode=mode, assignment=assignment, n_landmarks=40, random_state=0)
+    last = TUMKELM(3, **params).fit(X)
+    best = TUMKELM(3, select="lowest_loss", **params).fit(X)
+    np.testing.assert_array_equal(best.history_, last.history_)
+    t = int(np.argmin(last.history_))
+    assert best.selected_iter_ == t and last.selected_iter_ == last.n_iter_ - 1
+    assert best.loss_ == last.history_[t] == best.history_.min()
+    cut = TUMKELM(3, max_iter=t + 1, **params).fit(X)
+    np.testing.assert_array_equal(np.asarray(best.labels_), np.asarray(cut.labels_))
+    np.testing.assert_array_equal(best.kernel_weights_, cut.kernel_weights_)
+    np.testing.assert_array_equal(best.kernel_weights_raw_, cut.kernel_weights_raw_)
+    np.testing.assert_allclose(np.asarray(best.embedding_), np.asarray(cut.embedding_),
+                               atol=1e-12)
 
 
 def test_local_chunks_are_even_and_cover_every_row():
