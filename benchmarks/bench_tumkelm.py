@@ -95,6 +95,7 @@ def run_one(X, y, **params):
         "acc": accuracy(y, labels), "nmi": normalized_mutual_info_score(y, labels),
         "purity": purity(y, labels), "seconds": seconds, "cpu_seconds": cpu,
         "n_iter": model.n_iter_, "n_computed": model.n_computed_,
+        "selected_iter": model.selected_iter_,
         "mode": model.mode_, "loss_history": model.history_.tolist(),
         "weights": np.round(model.kernel_weights_, 4).tolist(),
         "factors": [f"{f.kind}:{f.n_components}" for f in (model.factors_ or [])],
@@ -148,9 +149,10 @@ def repeats(args):
                                         assignment=assignment, C=1.0,
                                         n_landmarks=args.landmarks, max_iter=args.max_iter,
                                         scaling=None if scaling == "none" else scaling,
-                                        random_state=seed)
+                                        select=args.select, random_state=seed)
                             r.update(dataset=name, n=X.shape[0], form=form, seed=seed,
                                      assignment=assignment, scaling=scaling,
+                                     select=args.select,
                                      landmarks=args.landmarks, max_iter=args.max_iter,
                                      loadavg=_os.getloadavg()[0], protocol="repeats")
                             out.append(r)
@@ -274,6 +276,8 @@ def main(argv=None):
     r.add_argument("--scalings", default="minmax",
                    help="comma list of minmax, standard, none")
     r.add_argument("--seeds", type=int, default=10)
+    r.add_argument("--select", default="last", choices=["last", "lowest_loss"],
+                   help="the iteration returned (TUMKELM's select)")
     g = sub.add_parser("timing", help="seconds per fit (idle machine): Frogs, Shuttle, 100k")
     g.add_argument("--datasets", default="iris,wine,segment,frogs,shuttle")
     g.add_argument("--mode", default="auto", choices=["auto", "scalable", "exact"])
