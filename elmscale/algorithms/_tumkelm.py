@@ -975,8 +975,7 @@ class TUMKELM(ClusterMixin, BaseEstimator):
         labels = state["labels"]
         if local:
             if labels is None:
-                labels = np.concatenate([_argmax_rows(u) for u in np.split(
-                    U, np.cumsum([b.shape[0] for b in Phi])[:-1])])
+                labels = _argmax_rows(U)
             self.eigenvalues_, self.reductions_ = state["s"], stats
             self.labels_, self.embedding_ = labels, U
             return
