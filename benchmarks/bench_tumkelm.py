@@ -95,7 +95,7 @@ def run_one(X, y, **params):
         "acc": accuracy(y, labels), "nmi": normalized_mutual_info_score(y, labels),
         "purity": purity(y, labels), "seconds": seconds, "cpu_seconds": cpu,
         "n_iter": model.n_iter_, "n_computed": model.n_computed_,
-        "selected_iter": model.selected_iter_,
+        "selected_iter": getattr(model, "selected_iter_", None),
         "mode": model.mode_, "loss_history": model.history_.tolist(),
         "weights": np.round(model.kernel_weights_, 4).tolist(),
         "factors": [f"{f.kind}:{f.n_components}" for f in (model.factors_ or [])],
