@@ -211,7 +211,7 @@ def scale(args):
 
 def timing(args):
     """Seconds per fit for the lead's idle-machine run: iris, wine, segment, Frogs, Shuttle
-    (NumPy input, all defaults: ``mode="auto"`` = exact up to 2,500 points, scalable above;
+    (NumPy input, all defaults: ``mode="auto"`` = exact up to 1,000 points, scalable above;
     distance form, argmax, 100 landmarks, C = 1), median of ``--repeats`` fits after one
     warm-up fit; then the scalable mode on the 100,000-point
     mixture (dask input, 25,000-row chunks), one fit per assignment. Prints a markdown

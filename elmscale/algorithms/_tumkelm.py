@@ -77,12 +77,17 @@ from ..utils._validation import as_row_chunked
 logger = logging.getLogger(__name__)
 
 #: ``mode="auto"`` runs the exact (dense) algorithm up to this many samples, the scalable
-#: one above. Up to ~2,990 samples the exact mode keeps the paper's 15 kernels in memory
-#: (``DenseKernels``, 1 GiB); above, it re-evaluates every base kernel over all N^2 pairs
-#: twice per iteration: Frogs (7,195 points) then costs 168 s of CPU against 1.3 s for the
-#: scalable mode (benchmarks/RESULTS.md). ``mode="exact"`` still runs any N that fits
-#: K^ (N^2 float64: 800 MB at N = 10,000) in memory.
-AUTO_EXACT_MAX = 2_500
+#: one above. The exact mode costs O(p N^2) per iteration: on random subsets of Segment
+#: and Frogs of 1,000 and 2,000 points it took 1.1-4.5 s per fit against 0.10-0.54 s for
+#: the scalable mode (100 landmarks), whose ACC over 3 seeds was higher in 6 of 8 cases
+#: (both assignments; 0.01 lower on Segment with k-means at both sizes); on the full
+#: Segment (2,310) 0.5661 +- 0.0171 (argmax) and 0.6935 +- 0.0040 (k-means) over 10 seeds
+#: against the exact 0.5468 and 0.6667 +- 0.0319, in 0.2 s instead of 4.6 s. At 500 points the two
+#: are mixed (Frogs argmax 0.575 scalable vs 0.610 exact) and the exact fit takes 0.2-0.5 s;
+#: below 1,000 points the scalable mode's landmark sample is the whole data set anyway.
+#: (Up to 2,500 before session 4; benchmarks/RESULTS.md.) ``mode="exact"`` still runs any
+#: N that fits K^ (N^2 float64: 800 MB at N = 10,000) in memory.
+AUTO_EXACT_MAX = 1_000
 
 #: Bytes of one (p x rows x N) block of kernel values in the exact mode.
 _EXACT_BLOCK_BYTES = 128 * 2**20
@@ -593,7 +598,7 @@ class TUMKELM(ClusterMixin, BaseEstimator):
     mode : {"auto", "exact", "scalable"}, default="auto"
         "exact": dense N x N kernels on the client (as the paper). "scalable": low-rank
         kernel factors and blockwise reductions over X's row chunks, nothing N x N.
-        "auto": exact up to ``AUTO_EXACT_MAX`` = 2,500 samples, scalable above.
+        "auto": exact up to ``AUTO_EXACT_MAX`` = 1,000 samples, scalable above.
     n_landmarks : int, default=100
         Columns m of each approximated kernel factor (Nystrom landmarks, or random Fourier
         features); also the cap on explicit polynomial features (scalable mode). The cost of

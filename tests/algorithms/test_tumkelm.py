@@ -284,7 +284,7 @@ def test_auto_mode_and_registry(small):
     model = elmscale.make("tumk-elm", n_clusters=3, kernels=EXACT_FACTOR_KERNELS)
     assert isinstance(model, TUMKELM)
     assert model.fit(X).mode_ == "exact"
-    assert AUTO_EXACT_MAX == 2_500
+    assert AUTO_EXACT_MAX == 1_000
     assert model.fit_predict(X).shape == (60,)
 
 
