@@ -689,9 +689,10 @@ class TUMKELM(ClusterMixin, BaseEstimator):
     When the stacked factor Phi (N x M float64) takes at most ``KEEP_FEATURES_BYTES``
     (1 GiB: e.g. 100,000 points with the paper's 15 kernels and 300 landmarks), it is
     persisted by the first pass and the per-iteration passes read it instead of
-    re-evaluating the kernels. NumPy input in that case never touches the dask scheduler
-    (nor a distributed client): the passes run in-process on equal row blocks on a pool of
-    ``local_threads()`` threads, with the same block sums as dask input in those chunks.
+    re-evaluating the kernels. NumPy input in that case runs its passes in-process (no
+    dask scheduler nor distributed client; only ``assignment="kmeans"`` clusters the
+    embedding on dask), on equal row blocks on a pool of ``local_threads()`` threads,
+    with the same block sums as dask input in those chunks.
     The scalable reductions equal the exact ones when the factors are exact (m = N).
 
     The paper's Gaussian widths span 1e-10 to 1e10: on standardised data the narrow ones
