@@ -157,6 +157,75 @@ def test_rbf_closed_form_shortcuts_decide_as_the_full_matrix(rng, duplicates):
                 (want == "other" and f.kind == "identity"), (width, n_samples, f.kind, want)
 
 
+def _factor_from_full_matrix(width, sample, n_samples, m):
+    """RBFKernel.factor's whole rule on the full exp matrix (the code before the bounds):
+    the identity / constant tests, then Nystrom and its held-out identity test."""
+    kind = _kind_from_full_matrix(width, sample, n_samples)
+    if kind != "other":
+        return kind, None
+    d2 = ((sample[:, None, :] - sample[None, :, :]) ** 2).sum(-1)
+    K = np.exp(-d2 / (2.0 * width ** 2))
+    off = K[d2 > 0].sum() / (len(sample) * (len(sample) - 1))
+    f = NystromFactor(RBFKernel(width), sample[:m])
+    if len(sample) > m + 1 and 1.0 - np.mean(f.diagonal(sample[m:])) > (n_samples - 1) * off:
+        return "identity", None
+    return "nystrom", f.weights
+
+
+@pytest.mark.parametrize("duplicates", [False, True])
+def test_rbf_factor_equals_the_full_matrix_rule(rng, duplicates):
+    """The bounds that skip exp of the sample matrix (and the held-out check) where they
+    cannot change the decision give the factor of the full rule: same kind, same weights,
+    over a fine grid of widths that crosses every threshold."""
+    X = rng.uniform(-1, 1, size=(300, 3))
+    if duplicates:
+        X[150:] = X[:150]
+    for e in np.arange(-4, 3.01, 0.125):
+        width = 10.0 ** e
+        for n_samples in (300, 10**4, 10**7):
+            with elmscale.kernels.shared_distances():
+                f = RBFKernel(width).factor(X, n_samples=n_samples, n_components=40,
+                                            random_state=np.random.RandomState(0))
+            kind, weights = _factor_from_full_matrix(width, X, n_samples, 40)
+            assert f.kind == kind, (width, n_samples, f.kind, kind)
+            if weights is not None:
+                np.testing.assert_array_equal(f.weights, weights)
+
+
+def test_exp_or_zero_is_exp_bit_for_bit(rng):
+    from elmscale.kernels import _exp_or_zero
+
+    Z = -np.concatenate([rng.uniform(0, 800, 5000), rng.uniform(740, 750, 5000),
+                         [0.0, 745.0, 745.13, 745.14, 746.0, 746.5, 1e300, np.inf]])
+    np.testing.assert_array_equal(_exp_or_zero(Z.reshape(-1, 2).copy()),
+                                  np.exp(Z).reshape(-1, 2))
+    inside = Z[Z > -700][:100]  # no underflow: every entry goes through exp
+    np.testing.assert_array_equal(_exp_or_zero(inside.copy()), np.exp(inside))
+    X = rng.uniform(-1, 1, size=(50, 3))
+    for width in (1e-3, 1e-2, 0.1, 1.0):
+        np.testing.assert_array_equal(
+            RBFKernel(width)(X, X[:20]),
+            np.exp(((X[:, None] - X[None, :20]) ** 2).sum(-1) * (-0.5 / width ** 2)))
+
+
+def test_off_diagonal_mass_partial_sum_is_a_lower_bound(rng):
+    from elmscale.kernels import _off_diagonal_mass
+
+    X = rng.uniform(-1, 1, size=(200, 2))
+    d2 = ((X[:, None] - X[None]) ** 2).sum(-1)
+    distinct = d2 > 0
+    full = np.exp(-d2[distinct] / 0.5).sum()
+    np.testing.assert_allclose(_off_diagonal_mass(d2, distinct, 0.5, np.inf), full,
+                               rtol=1e-12)
+    part = _off_diagonal_mass(d2, distinct, 0.5, 1.0)
+    assert 1.0 <= part <= full * (1 + 1e-12)
+    # most entries underflow (skipped): the same sum as exp of all of them
+    tiny = np.exp(-d2[distinct] / 1e-6).sum()
+    assert tiny < 1e-6
+    np.testing.assert_allclose(_off_diagonal_mass(d2, distinct, 1e-6, np.inf), tiny,
+                               rtol=1e-12)
+
+
 @pytest.mark.parametrize("form", ["distance", "value"])
 def test_closed_forms_equal_dense_sums(form, points, rng):
     """Reductions of alpha I + Phi Phi^T (closed forms for K ~ I and K ~ 11^T, explicit

@@ -46,8 +46,10 @@ products per chunk instead of a re-evaluation of every kernel).
 
 import logging
 import operator
+import os
 import time
 import warnings
+from concurrent.futures import ThreadPoolExecutor
 from numbers import Integral, Real
 
 import dask
@@ -68,19 +70,24 @@ from ..exceptions import UnknownPluginError
 from ..hidden import apply_scaling, fit_scaling
 from ..kernels import Kernel, paper_kernels, shared_distances
 from ..solvers import ridge_solve
-from ..utils._dask import tree_sum
+from ..utils._dask import tree_sum, tree_sum_now
 from ..utils._random import draw_seed
 from ..utils._validation import as_row_chunked
 
 logger = logging.getLogger(__name__)
 
 #: ``mode="auto"`` runs the exact (dense) algorithm up to this many samples, the scalable
-#: one above. Up to ~2,990 samples the exact mode keeps the paper's 15 kernels in memory
-#: (``DenseKernels``, 1 GiB); above, it re-evaluates every base kernel over all N^2 pairs
-#: twice per iteration: Frogs (7,195 points) then costs 168 s of CPU against 1.3 s for the
-#: scalable mode (benchmarks/RESULTS.md). ``mode="exact"`` still runs any N that fits
-#: K^ (N^2 float64: 800 MB at N = 10,000) in memory.
-AUTO_EXACT_MAX = 2_500
+#: one above. The exact mode costs O(p N^2) per iteration: on random subsets of Segment
+#: and Frogs of 1,000 and 2,000 points it took 1.1-4.5 s per fit against 0.10-0.54 s for
+#: the scalable mode (100 landmarks), whose ACC over 3 seeds was higher in 6 of 8 cases
+#: (both assignments; 0.01 lower on Segment with k-means at both sizes); on the full
+#: Segment (2,310) 0.5661 +- 0.0171 (argmax) and 0.6935 +- 0.0040 (k-means) over 10 seeds
+#: against the exact 0.5468 and 0.6667 +- 0.0319, in 0.2 s instead of 4.6 s. At 500 points the two
+#: are mixed (Frogs argmax 0.575 scalable vs 0.610 exact) and the exact fit takes 0.2-0.5 s;
+#: below 1,000 points the scalable mode's landmark sample is the whole data set anyway.
+#: (Up to 2,500 before session 4; benchmarks/RESULTS.md.) ``mode="exact"`` still runs any
+#: N that fits K^ (N^2 float64: 800 MB at N = 10,000) in memory.
+AUTO_EXACT_MAX = 1_000
 
 #: Bytes of one (p x rows x N) block of kernel values in the exact mode.
 _EXACT_BLOCK_BYTES = 128 * 2**20
@@ -282,24 +289,39 @@ def _rows_of(parts, key, chunks, width):
                         dtype=np.float64) for q, n in zip(parts, chunks)])
 
 
-def factor_stats(Xs, factors, *, fan_in=8, keep_features=False):
+def factor_stats(Xs, factors, *, fan_in=8, keep_features=False, pool=None):
     """One pass over the row chunks of ``Xs`` (dask, scaled): the label-independent
     reductions of :func:`kspace_gram` and the persisted diagonals A (dask, N x p).
     With ``keep_features`` the stacked factor Phi (dask, N x M) is persisted in the same
-    pass and returned third."""
+    pass and returned third.
+
+    ``Xs`` may also be a list of NumPy row blocks: the pass then runs in-process, on the
+    threads of ``pool`` (a ``concurrent.futures`` executor) when one is given, Phi is kept,
+    and A and Phi are lists of NumPy row blocks for the in-process iterations of
+    :func:`cluster_stats`: the same block sums in the same order as the dask graph, no
+    graph (~25 ms of a Frogs fit)."""
     p = len(factors)
     M = int(sum(f.n_components for f in factors))
-    parts = [dask.delayed(_gram_block, pure=True)(b, factors, keep_features)
-             for b in Xs.to_delayed().ravel().tolist()]
-    stats = tree_sum([dask.delayed(operator.getitem, pure=True)(q, "stats") for q in parts],
-                     fan_in=fan_in)
-    A = _rows_of(parts, "A", Xs.chunks[0], p)
-    if keep_features:
-        Phi = _rows_of(parts, "Phi", Xs.chunks[0], M)
-        stats, A, Phi = dask.persist(stats, A, Phi)  # one pass computes all three
+    if isinstance(Xs, list):
+        n = len(Xs)
+        blocks = list((pool.map if pool is not None else map)(
+            _gram_block, Xs, [factors] * n, [True] * n))
+        stats = tree_sum_now([b["stats"] for b in blocks], fan_in=fan_in)
+        A, Phi = [b["A"] for b in blocks], [b["Phi"] for b in blocks]
+        keep_features = True
     else:
-        stats, A = dask.persist(stats, A)
-    stats = dict(stats.compute())
+        parts = [dask.delayed(_gram_block, pure=True)(b, factors, keep_features)
+                 for b in Xs.to_delayed().ravel().tolist()]
+        stats = tree_sum([dask.delayed(operator.getitem, pure=True)(q, "stats")
+                          for q in parts], fan_in=fan_in)
+        A = _rows_of(parts, "A", Xs.chunks[0], p)
+        if keep_features:
+            Phi = _rows_of(parts, "Phi", Xs.chunks[0], M)
+            stats, A, Phi = dask.persist(stats, A, Phi)  # one pass computes all three
+        else:
+            stats, A = dask.persist(stats, A)
+        stats = stats.compute()
+    stats = dict(stats)
     stats["G"] = 0.5 * (stats["G"] + stats["G"].T)
     offsets = np.concatenate([[0], np.cumsum([f.n_components for f in factors])])
     stats.update(n=float(stats["n"]), alpha=np.array([f.alpha for f in factors]),
@@ -316,12 +338,39 @@ def _cluster_block_features(Phi, A, labels, P, n_clusters):
     return {"E": Phi.T @ F, "sizes": F.sum(axis=0), "SA": A.T @ F}
 
 
+def local_threads():
+    """Threads of the in-process (NumPy input) scalable path: dask's ``num_workers`` when
+    set, else the CPU count (the threaded scheduler's default)."""
+    return max(1, int(dask.config.get("num_workers", None) or os.cpu_count() or 1))
+
+
+def local_chunks(n_samples, n_blocks, threads):
+    """Row chunks of the in-process path: at least ``n_blocks``, a multiple of ``threads``,
+    equal to one row, so every thread gets the same work (the default chunking sizes blocks
+    for memory only, e.g. Frogs with 100 landmarks: 5,592 + 1,603 rows on 2 threads)."""
+    n = -(-max(n_blocks, 1) // threads) * threads
+    n = max(1, min(n, n_samples))
+    return tuple(n_samples // n + (i < n_samples % n) for i in range(n))
+
+
 def cluster_stats(Xs, A, factors, *, labels=None, folds=None, n_clusters, fan_in=8,
-                  features=None, P=None):
+                  features=None, P=None, pool=None):
     """One pass: ``E = Phi^T F`` (M x n_c), ``sizes`` and ``SA = A^T F`` for the labels
     given (dask, chunked like Xs) or, with ``labels=None``, the argmax of ``Phi P``.
     With ``features`` (the persisted Phi of :func:`factor_stats`) and ``P`` the pass reads
-    Phi instead of re-evaluating the kernels' bases on X."""
+    Phi instead of re-evaluating the kernels' bases on X; when ``features`` and ``A`` are
+    lists of NumPy row blocks (:func:`factor_stats` of NumPy blocks) the pass runs in-process,
+    ``labels`` then being a NumPy array or None: a few milliseconds per iteration instead of
+    a dask graph (same blocks, same sums in the same order, same result), on the threads
+    of ``pool`` (a ``concurrent.futures`` executor) when one is given."""
+    if isinstance(features, list):
+        if labels is None:
+            Lb = [None] * len(features)
+        else:
+            Lb = np.split(np.asarray(labels), np.cumsum([f.shape[0] for f in features])[:-1])
+        args = (features, A, Lb, [P] * len(features), [n_clusters] * len(features))
+        parts = list((pool.map if pool is not None else map)(_cluster_block_features, *args))
+        return dict(tree_sum_now(parts, fan_in=fan_in))
     if features is not None:
         Fb = features.to_delayed().ravel().tolist()
         Ab = A.to_delayed().ravel().tolist()
@@ -549,10 +598,20 @@ class TUMKELM(ClusterMixin, BaseEstimator):
     mode : {"auto", "exact", "scalable"}, default="auto"
         "exact": dense N x N kernels on the client (as the paper). "scalable": low-rank
         kernel factors and blockwise reductions over X's row chunks, nothing N x N.
-        "auto": exact up to ``AUTO_EXACT_MAX`` = 2,500 samples, scalable above.
-    n_landmarks : int, default=300
+        "auto": exact up to ``AUTO_EXACT_MAX`` = 1,000 samples, scalable above.
+    n_landmarks : int, default=100
         Columns m of each approximated kernel factor (Nystrom landmarks, or random Fourier
-        features); also the cap on explicit polynomial features (scalable mode).
+        features); also the cap on explicit polynomial features (scalable mode). The cost of
+        the scalable mode grows as M^2 with M the total factor columns (Frogs: M = 469 at
+        100, 1,252 at 300). 100 rather than 300 (the default up to session 3): 3-4x faster
+        (Frogs 0.24 s vs 0.91 s, Shuttle 0.32 s vs 0.91 s wall in one run), for a mean ACC
+        over 10 seeds of the five benchmark sets in scalable mode of 0.666 vs 0.673
+        (argmax) and 0.703 vs 0.709 (k-means): within one standard deviation on Frogs
+        (0.635 vs 0.638) and Segment (0.566 vs 0.539), 1 std below on Shuttle (0.625 vs
+        0.651, the paper 0.341); iris, wine and segment run the exact mode by default.
+        The cost: on the 100,000-point synthetic mixture (10 balanced clusters) argmax
+        drops from 0.774 to 0.69 (3 seeds; k-means 0.998 either way). Raise it when the
+        fit time allows (benchmarks/RESULTS.md, TUMK-ELM session 4).
     approximation : {"nystrom", "rff"}, default="nystrom"
         Factor of the Gaussian kernels that are neither ~I nor ~11^T (scalable mode).
     feature_form : {"distance", "value"}, default="distance"
@@ -566,6 +625,14 @@ class TUMKELM(ClusterMixin, BaseEstimator):
         (better than "standard" on iris, wine and segment in the benchmark).
     n_init : int, default=10
         k-means restarts (``assignment="kmeans"``).
+    select : {"last", "lowest_loss"}, default="last"
+        The iteration whose assignment and weights are returned: the last one (Algorithm 1)
+        or the first with the lowest loss (eq. 10) in ``history_``, a label-free choice by
+        the paper's own objective. The loss is not monotone: on every benchmark set it is
+        lowest at the first or second weight update. Over 10 seeds "lowest_loss" with
+        k-means reaches the paper on Wine (0.9719 vs 0.9663 with "last") and raises Iris
+        (0.8733 vs 0.8600), but with argmax it lowers Wine (0.7416 vs 0.7865): not the
+        default (benchmarks/RESULTS.md, TUMK-ELM session 4).
     random_state : int, RandomState or None
         Seeds the landmark sample, random features, the Lanczos start and k-means.
 
@@ -576,13 +643,16 @@ class TUMKELM(ClusterMixin, BaseEstimator):
     kernel_weights_ : ndarray (p,)
         mu used for the final assignment (non-negative, sums to 1).
     kernel_weights_raw_ : ndarray (p,)
-        The last unconstrained ridge solution (eq. 8).
+        The unconstrained ridge solution (eq. 8) projected to ``kernel_weights_`` (with
+        ``select="lowest_loss"`` returning the first iteration: the initial weights).
     history_ : ndarray (n_iter_,)
         Loss (eq. 10) of each iteration's assignment under that iteration's K^ (Fig. 4).
     weights_history_ : ndarray (n_iter_, p)
         mu used in each iteration.
     loss_ : float
-        The last loss.
+        The loss of the returned iteration (the last with ``select="last"``).
+    selected_iter_ : int
+        Index in ``history_`` of the returned iteration.
     n_iter_ : int
         Iterations of Algorithm 1, including those known without computing them (see
         ``cycle_``).
@@ -619,7 +689,10 @@ class TUMKELM(ClusterMixin, BaseEstimator):
     When the stacked factor Phi (N x M float64) takes at most ``KEEP_FEATURES_BYTES``
     (1 GiB: e.g. 100,000 points with the paper's 15 kernels and 300 landmarks), it is
     persisted by the first pass and the per-iteration passes read it instead of
-    re-evaluating the kernels.
+    re-evaluating the kernels. NumPy input in that case runs its passes in-process (no
+    dask scheduler nor distributed client; only ``assignment="kmeans"`` clusters the
+    embedding on dask), on equal row blocks on a pool of ``local_threads()`` threads,
+    with the same block sums as dask input in those chunks.
     The scalable reductions equal the exact ones when the factors are exact (m = N).
 
     The paper's Gaussian widths span 1e-10 to 1e10: on standardised data the narrow ones
@@ -656,13 +729,14 @@ class TUMKELM(ClusterMixin, BaseEstimator):
         "assignment": [StrOptions({"argmax", "kmeans"})],
         "scaling": [StrOptions({"standard", "minmax"}), None],
         "n_init": [Interval(Integral, 1, None, closed="left")],
+        "select": [StrOptions({"last", "lowest_loss"})],
         "random_state": ["random_state"],
     }
 
     def __init__(self, n_clusters=8, *, kernels="paper", C=1.0, delta=1e-4, max_iter=20,
-                 mode="auto", n_landmarks=300, approximation="nystrom",
+                 mode="auto", n_landmarks=100, approximation="nystrom",
                  feature_form="distance", assignment="argmax", scaling="minmax", n_init=10,
-                 random_state=None):
+                 select="last", random_state=None):
         self.n_clusters = n_clusters
         self.kernels = kernels
         self.C = C
@@ -675,6 +749,7 @@ class TUMKELM(ClusterMixin, BaseEstimator):
         self.assignment = assignment
         self.scaling = scaling
         self.n_init = n_init
+        self.select = select
         self.random_state = random_state
 
     # -- fit -------------------------------------------------------------------------------
@@ -692,12 +767,15 @@ class TUMKELM(ClusterMixin, BaseEstimator):
             "exact" if N <= AUTO_EXACT_MAX else "scalable")
         self.kernels_ = kernels
         rng = check_random_state(self.random_state)
-        offset, scale = fit_scaling(Xd, self.scaling)
+        # NumPy input is scaled in-process: the same operations without two dask graphs
+        # (~25 ms of the 0.2 s of a Frogs fit)
+        Xv = Xd if was_dask else Xd.compute()
+        offset, scale = fit_scaling(Xv, self.scaling)
         self.scaling_ = (offset, scale)
-        Xs = apply_scaling(Xd, offset, scale)
+        Xs = apply_scaling(Xv, offset, scale)
         t0 = time.perf_counter()
         if self.mode_ == "exact":
-            Xn = np.asarray(Xs.compute(), dtype=np.float64)
+            Xn = np.asarray(Xs.compute() if was_dask else Xs, dtype=np.float64)
             # small dense problems gain nothing from BLAS threads, and lose a lot to them
             # when the cores are shared (measured: 13 s instead of 0.4 s at N = 240)
             limit = 1 if N <= _EXACT_THREADED_MIN else None
@@ -708,7 +786,7 @@ class TUMKELM(ClusterMixin, BaseEstimator):
                 self.labels_ = da.from_array(self.labels_, chunks=(chunks,))
                 self.embedding_ = da.from_array(self.embedding_, chunks=(chunks, -1))
         else:
-            self._fit_scalable(Xs, rng, was_dask)
+            self._fit_scalable(Xs, rng, was_dask, Xd.chunks[0])
         logger.info("TUMK-ELM (%s) fitted %d samples in %.2f s, %d iterations", self.mode_, N,
                     time.perf_counter() - t0, self.n_iter_)
         return self
@@ -764,11 +842,16 @@ class TUMKELM(ClusterMixin, BaseEstimator):
                 raw = raws[index[-2]]
         self.history_ = np.array([losses[i] for i in index])
         self.weights_history_ = np.array([weights[i] for i in index])
-        self.loss_ = float(self.history_[-1])
         self.n_iter_ = len(index)
-        self.kernel_weights_ = weights[index[-1]]
+        # the iteration whose state is returned: the last, or the first with the lowest loss
+        t = len(index) - 1 if self.select == "last" else int(np.argmin(self.history_))
+        if t < len(index) - 1:
+            raw = raws[index[t - 1]] if t > 0 else weights[0].copy()
+        self.selected_iter_ = t
+        self.loss_ = float(self.history_[t])
+        self.kernel_weights_ = weights[index[t]]
         self.kernel_weights_raw_ = raw
-        return states[index[-1]]
+        return states[index[t]]
 
     def _converged(self, last_two):
         """The stopping rule on the last two losses (relative change at most ``delta``)."""
@@ -814,13 +897,16 @@ class TUMKELM(ClusterMixin, BaseEstimator):
         self.factors_ = None
         self.kspace_gram_ = ZtZ
 
-    def _fit_scalable(self, Xs, rng, was_dask):
+    def _fit_scalable(self, Xs, rng, was_dask, chunks):
+        """``Xs``: the scaled input, dask (``was_dask``) or NumPy, then split in ``chunks``
+        (or :func:`local_chunks`) for the pass over X."""
         kernels, form, k = self.kernels_, self.feature_form, self.n_clusters
         N = Xs.shape[0]
         m = self.n_landmarks
         n_sample = min(N, max(m, 1000))
         idx = np.sort(rng.choice(N, size=n_sample, replace=False))
-        sample = np.asarray(Xs[idx].compute(), dtype=np.float64)[rng.permutation(n_sample)]
+        sample = Xs[idx].compute() if was_dask else Xs[idx]
+        sample = np.asarray(sample, dtype=np.float64)[rng.permutation(n_sample)]
         with shared_distances():  # one sample x sample distance matrix for all widths
             factors = [kern.factor(sample, n_samples=N, n_components=m,
                                    method=self.approximation, random_state=rng)
@@ -830,14 +916,43 @@ class TUMKELM(ClusterMixin, BaseEstimator):
             f"{f.kind}({f.n_components})" for f in factors))
         M = int(sum(f.n_components for f in factors))
         keep = N * M * 8 <= KEEP_FEATURES_BYTES
-        if keep:
-            stats, A, Phi = factor_stats(Xs, factors, keep_features=True)
-        else:
-            (stats, A), Phi = factor_stats(Xs, factors), None
-        self.kspace_gram_ = kspace_gram(stats, form)
-        km_seed = draw_seed(rng)
+        # NumPy input whose Phi is kept runs in-process: the pass over X and every
+        # iteration on the same equal row blocks, on a pool of threads with BLAS on one
+        # thread each (two BLAS threads per task on 2 cores: 1.7x slower, PERF_NOTES); no
+        # dask graph, the same block sums in the same order as dask input in those chunks.
+        local = keep and not was_dask
+        threads = local_threads() if local else 1
+        if local:
+            chunks = local_chunks(N, len(chunks), threads)
+            blocks = np.split(Xs, np.cumsum(chunks)[:-1])
+        if not was_dask:
+            Xs = da.from_array(Xs, chunks=(chunks, Xs.shape[1]))
+        pool = ThreadPoolExecutor(min(threads, len(chunks))) if local and threads > 1 \
+            and len(chunks) > 1 else None
+        try:
+            with threadpool_limits(limits=1 if pool is not None else None, user_api="blas"):
+                if local:
+                    stats, A, Phi = factor_stats(blocks, factors, pool=pool)
+                elif keep:
+                    stats, A, Phi = factor_stats(Xs, factors, keep_features=True)
+                else:
+                    (stats, A), Phi = factor_stats(Xs, factors), None
+                self.kspace_gram_ = kspace_gram(stats, form)
+                km_seed = draw_seed(rng)
+                self._iterate_scalable(Xs, stats, A, Phi, factors, local, pool, km_seed,
+                                       was_dask)
+        finally:
+            if pool is not None:
+                pool.shutdown()
+
+    def _iterate_scalable(self, Xs, stats, A, Phi, factors, local, pool, km_seed, was_dask):
+        """Algorithm 1's loop on the scalable mode's reductions; sets the fitted state."""
+        kernels, form, k = self.kernels_, self.feature_form, self.n_clusters
 
         def embedding(P, folds):
+            if local:
+                return np.concatenate(list((pool.map if pool is not None else map)(
+                    np.dot, Phi, [P] * len(Phi))))
             if Phi is not None:
                 return Phi.map_blocks(np.dot, P, chunks=(Phi.chunks[0], (k,)),
                                       dtype=np.float64)
@@ -850,10 +965,12 @@ class TUMKELM(ClusterMixin, BaseEstimator):
             if self.assignment == "argmax":
                 labels = None
             else:
-                U = embedding(P, folds).persist()
-                labels = kmeans(U, k, n_init=self.n_init, random_state=km_seed)[1].persist()
+                U = embedding(P, folds)
+                U = da.from_array(U, chunks=(Xs.chunks[0], k)) if local else U.persist()
+                labels = kmeans(U, k, n_init=self.n_init, random_state=km_seed)[1]
+                labels = labels.compute() if local else labels.persist()
             cs = cluster_stats(Xs, A, factors, labels=labels, folds=folds, n_clusters=k,
-                               features=Phi, P=P)
+                               features=Phi, P=P, pool=pool)
             loss = tumkelm_loss(stats, cs, mu)
             return {"P": P, "folds": folds, "s": s, "labels": labels, "cs": cs, "loss": loss}
 
@@ -864,6 +981,12 @@ class TUMKELM(ClusterMixin, BaseEstimator):
         folds = state["folds"]
         U = embedding(state["P"], folds)
         labels = state["labels"]
+        if local:
+            if labels is None:
+                labels = _argmax_rows(U)
+            self.eigenvalues_, self.reductions_ = state["s"], stats
+            self.labels_, self.embedding_ = labels, U
+            return
         if labels is None:
             if Phi is not None:
                 labels = U.map_blocks(_argmax_rows, drop_axis=1, dtype=np.int64,

@@ -29,3 +29,14 @@ def tree_sum(parts, fan_in=8):
             for i in range(0, len(parts), fan_in)
         ]
     return parts[0]
+
+
+def tree_sum_now(parts, fan_in=8):
+    """:func:`tree_sum` on concrete partial sums, in-process: the same additions in the same
+    order, so the result is bit for bit the one the delayed tree gives."""
+    parts = list(parts)
+    if not parts:
+        raise ValueError("tree_sum_now needs at least one part")
+    while len(parts) > 1:
+        parts = [_add(*parts[i : i + fan_in]) for i in range(0, len(parts), fan_in)]
+    return parts[0]

@@ -20,6 +20,8 @@ from elmscale.algorithms._tumkelm import (
     kspace_gram,
     kspace_target,
     leading_eigenvectors,
+    local_chunks,
+    local_threads,
     project_weights,
     tumkelm_loss,
 )
@@ -233,6 +235,35 @@ def test_kept_features_equal_recomputed_bases(blobs_dask, monkeypatch, assignmen
                                atol=1e-10)
 
 
+@pytest.mark.parametrize("assignment", ["argmax", "kmeans"])
+def test_in_process_iterations_equal_dask_input(blobs, assignment):
+    """NumPy input runs the iterations in-process (on a thread pool) on the kept blocks of
+    Phi; dask input with the same row chunks runs them as dask graphs. Same sums in the same
+    order: every fitted array is equal bit for bit (> 8 chunks: a two-level tree sum)."""
+    from elmscale.utils._validation import as_row_chunked
+
+    X, y = blobs
+    kernels = ["linear", ("poly", {"degree": 3}), ("rbf", {"width": 1.0}),
+               ("rbf", {"width": 1e-10}), ("rbf", {"width": 1e10})]
+    params = dict(kernels=kernels, mode="scalable", assignment=assignment, n_landmarks=40,
+                  random_state=0, max_iter=5)
+    with elmscale.config_context(chunk_bytes=len(kernels) * 40 * 8 * 28):
+        Xd, _ = as_row_chunked(X, n_hidden=len(kernels) * 40)
+        chunks = local_chunks(X.shape[0], Xd.numblocks[0], local_threads())
+        assert len(chunks) > 8 and len(set(chunks)) <= 2 and sum(chunks) == X.shape[0]
+        local = TUMKELM(3, **params).fit(X)
+        graph = TUMKELM(3, **params).fit(Xd.rechunk({0: chunks}))
+    assert isinstance(local.labels_, np.ndarray) and isinstance(local.embedding_, np.ndarray)
+    np.testing.assert_array_equal(local.labels_, graph.labels_.compute())
+    np.testing.assert_array_equal(local.embedding_, graph.embedding_.compute())
+    np.testing.assert_array_equal(local.history_, graph.history_)
+    np.testing.assert_array_equal(local.weights_history_, graph.weights_history_)
+    for key in ("G", "u", "AA", "S", "PA"):
+        np.testing.assert_array_equal(local.reductions_[key], graph.reductions_[key])
+    if assignment == "kmeans":
+        assert adjusted_rand_score(y, local.labels_) > 0.8
+
+
 @pytest.mark.distributed
 def test_distributed_matches_sync(dask_client, blobs_dask):
     Xd, y = blobs_dask
@@ -253,7 +284,7 @@ def test_auto_mode_and_registry(small):
     model = elmscale.make("tumk-elm", n_clusters=3, kernels=EXACT_FACTOR_KERNELS)
     assert isinstance(model, TUMKELM)
     assert model.fit(X).mode_ == "exact"
-    assert AUTO_EXACT_MAX == 2_500
+    assert AUTO_EXACT_MAX == 1_000
     assert model.fit_predict(X).shape == (60,)
 
 
@@ -281,6 +312,8 @@ def test_negative_weights_are_projected(small):
                                                r"float in the range \[0.0, inf\)"),
     (dict(mode="fast"), InvalidParameterError, r"'mode' parameter"),
     (dict(feature_form="kernel"), InvalidParameterError, r"'feature_form' parameter"),
+    (dict(select="best"), InvalidParameterError, r"'select' parameter of TUMKELM must be a "
+                                                 r"str among"),
     (dict(n_clusters=100), ValueError, r"n_clusters=100 must be <= n_samples=60"),
 ])
 def test_bad_parameters(small, params, error, match):
@@ -296,6 +329,38 @@ def test_value_form_degenerates(small):
     X, _ = small
     model = TUMKELM(3, kernels=EXACT_FACTOR_KERNELS, feature_form="value", max_iter=3).fit(X)
     assert model.weights_history_[1, 3] > 0.99
+
+
+@pytest.mark.parametrize("mode", ["exact", "scalable"])
+@pytest.mark.parametrize("assignment", ["argmax", "kmeans"])
+def test_select_lowest_loss_returns_that_iteration(blobs, mode, assignment):
+    """select="lowest_loss" returns the state of the first iteration with the lowest loss:
+    the same labels, weights and embedding as a fit stopped there by max_iter, with the
+    full loop's history."""
+    X, _ = blobs
+    params = dict(mode=mode, assignment=assignment, n_landmarks=40, random_state=0)
+    last = TUMKELM(3, **params).fit(X)
+    best = TUMKELM(3, select="lowest_loss", **params).fit(X)
+    np.testing.assert_array_equal(best.history_, last.history_)
+    t = int(np.argmin(last.history_))
+    assert best.selected_iter_ == t and last.selected_iter_ == last.n_iter_ - 1
+    assert best.loss_ == last.history_[t] == best.history_.min()
+    cut = TUMKELM(3, max_iter=t + 1, **params).fit(X)
+    np.testing.assert_array_equal(np.asarray(best.labels_), np.asarray(cut.labels_))
+    np.testing.assert_array_equal(best.kernel_weights_, cut.kernel_weights_)
+    np.testing.assert_array_equal(best.kernel_weights_raw_, cut.kernel_weights_raw_)
+    np.testing.assert_allclose(np.asarray(best.embedding_), np.asarray(cut.embedding_),
+                               atol=1e-12)
+
+
+def test_local_chunks_are_even_and_cover_every_row():
+    assert local_chunks(7195, 2, 2) == (3598, 3597)
+    assert local_chunks(7195, 3, 2) == (1799, 1799, 1799, 1798)
+    assert local_chunks(10, 1, 1) == (10,)
+    assert local_chunks(3, 8, 2) == (1, 1, 1)
+    for n, b, t in ((14500, 8, 2), (101, 5, 3), (1, 1, 4)):
+        c = local_chunks(n, b, t)
+        assert sum(c) == n and max(c) - min(c) <= 1 and len(c) >= min(b, n)
 
 
 def test_bad_input():
