@@ -209,6 +209,27 @@ def scale(args):
     return out
 
 
+def gram_floor(n, m, repeats):
+    """Median seconds of one float64 ``Phi.T @ Phi`` for an n x m ``Phi`` (BLAS at its default
+    threads): the one product every scalable fit with m factor columns must do. Timed in the
+    same run as the fits, it makes their ratio comparable across hosts and loads."""
+    import statistics
+
+    Phi = np.random.default_rng(0).standard_normal((n, m))
+    Phi.T @ Phi  # warm-up
+    times = []
+    for _ in range(max(repeats, 3)):
+        t = time.perf_counter()
+        Phi.T @ Phi
+        times.append(time.perf_counter() - t)
+    return statistics.median(times)
+
+
+def n_factor_columns(factors):
+    """Total factor columns M from the ``factors`` entries of a result ("nystrom:58", ...)."""
+    return sum(int(f.split(":")[1]) for f in factors)
+
+
 def timing(args):
     """Seconds per fit for the lead's idle-machine run: iris, wine, segment, Frogs, Shuttle
     (NumPy input, all defaults: ``mode="auto"`` = exact up to 1,000 points, scalable above;
@@ -235,6 +256,11 @@ def timing(args):
             print(json.dumps({k: v for k, v in r.items() if k != "loss_history"}), flush=True)
             runs.append(r)
             out.append(r)
+        if runs[0]["mode"] == "scalable":
+            M = n_factor_columns(runs[0]["factors"])
+            floor = gram_floor(X.shape[0], M, args.repeats)
+            for r in runs:
+                r.update(n_columns=M, gram_floor_seconds=floor)
         rows.append((name, X.shape[0], runs[0]["mode"], "argmax", runs))
     if args.scale_n:
         X, y = mixture(args.scale_n, seed=0)
@@ -249,14 +275,18 @@ def timing(args):
             rows.append(("mixture (10-d, 10 clusters)", args.scale_n, "scalable", assignment,
                          [r]))
     print("\n| dataset | N | mode | assignment | fits | wall s (median) | cpu s (median) | "
-          "iterations (computed) | ACC | load (1 min) | paper s |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+          "iterations (computed) | ACC | load (1 min) | paper s | M | Phi^T Phi floor s | "
+          "fit / floor |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for name, n, mode, assignment, runs in rows:
         med = lambda key: statistics.median(r[key] for r in runs)  # noqa: E731
         print(f"| {name} | {n:,} | {mode} | {assignment} | {len(runs)} | {med('seconds'):.3f} | "
               f"{med('cpu_seconds'):.3f} | {runs[0]['n_iter']} ({runs[0]['n_computed']}) | "
               f"{runs[0]['acc']:.4f} | "
-              f"{runs[-1]['loadavg'][0]:.2f} | {PAPER_SECONDS.get(name, '-')} |")
+              f"{runs[-1]['loadavg'][0]:.2f} | {PAPER_SECONDS.get(name, '-')} | "
+              + (f"{runs[0]['n_columns']} | {runs[0]['gram_floor_seconds']:.3f} | "
+                 f"{med('seconds') / runs[0]['gram_floor_seconds']:.1f} |"
+                 if "gram_floor_seconds" in runs[0] else "- | - | - |"))
     return out
 
 
