@@ -161,6 +161,12 @@ def map_inputs(X, setting):
     return X * setting["factor"] if setting["factor"] != 1.0 else X
 
 
+def sselm_params(setting):
+    """The SSELM parameters of a parsed graph setting (the graph and the model's scaling)."""
+    return {key: setting[key] for key in ("scaling", "n_neighbors", "weights", "sigma",
+                                          "laplacian_power", "normalized")}
+
+
 def _graph_G(features, graph, power):
     """H^T L^p H in one blockwise pass (any p: p > 2 builds L^(p//2) H on the cluster)."""
     from elmscale.gram import hidden_stats
@@ -251,10 +257,7 @@ def run_table2(args):
             for g in graphs:
                 Xm = map_inputs(X, g)
                 X_tr = Xm[train]
-                m = SSELM(n_hidden=n_h, graph="exact", n_neighbors=g["n_neighbors"],
-                          weights=g["weights"], sigma=g["sigma"], normalized=g["normalized"],
-                          laplacian_power=g["laplacian_power"], scaling=g["scaling"],
-                          random_state=seed)
+                m = SSELM(n_hidden=n_h, graph="exact", random_state=seed, **sselm_params(g))
                 features, _, _, graph = m._prepare(X_tr, y_tr)
                 G = _graph_G(features, graph, g["laplacian_power"])
                 layer = m.hidden_layer_
@@ -265,15 +268,11 @@ def run_table2(args):
                 # validation error first, validation squared error as tie-breaker
                 key = err_v + 1e-6 * mse_v / (1.0 + mse_v.max())
                 i, j = np.unravel_index(np.argmin(key), key.shape)
-                cand = (key[i, j], dict(scaling=g["scaling"], n_neighbors=g["n_neighbors"],
-                                        weights=g["weights"], sigma=g["sigma"],
-                                        laplacian_power=g["laplacian_power"],
-                                        normalized=g["normalized"], lam=GRID[i], C0=GRID[j]),
-                        err_t[i, j], float(err_t.min()), g)
+                cand = (key[i, j], dict(sselm_params(g), lam=GRID[i], C0=GRID[j]),
+                        err_t[i, j], float(err_t.min()), g, Xm)
                 if best is None or cand[0] < best[0]:
                     best = cand
-            params, g = best[1], best[4]
-            Xm = map_inputs(X, g)
+            params, g, Xm = best[1], best[4], best[5]
             X_tr = Xm[train]
             t_fit = time.process_time()
             model = SSELM(n_hidden=n_h, graph="exact", random_state=seed,

@@ -29,7 +29,7 @@ import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
-from _common import clustering_accuracy  # noqa: E402
+from _common import clustering_accuracy, median_of_repeats  # noqa: E402
 from sklearn.metrics import normalized_mutual_info_score  # noqa: E402
 
 DATASETS = Path(__file__).resolve().parents[2] / "shared" / "datasets"
@@ -213,16 +213,8 @@ def gram_floor(n, m, repeats):
     """Median seconds of one float64 ``Phi.T @ Phi`` for an n x m ``Phi`` (BLAS at its default
     threads): the one product every scalable fit with m factor columns must do. Timed in the
     same run as the fits, it makes their ratio comparable across hosts and loads."""
-    import statistics
-
     Phi = np.random.default_rng(0).standard_normal((n, m))
-    Phi.T @ Phi  # warm-up
-    times = []
-    for _ in range(max(repeats, 3)):
-        t = time.perf_counter()
-        Phi.T @ Phi
-        times.append(time.perf_counter() - t)
-    return statistics.median(times)
+    return median_of_repeats(lambda: Phi.T @ Phi, repeats=max(repeats, 3), warmup=1)[0]
 
 
 def n_factor_columns(factors):

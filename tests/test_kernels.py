@@ -126,12 +126,16 @@ def test_identity_threshold_counts_close_pairs(rng):
     assert _factor(RBFKernel(1e-6), X).kind == "identity"
 
 
-def _kind_from_full_matrix(width, sample, n_samples):
-    """The closed-form rule of RBFKernel.factor evaluated on the full exp matrix."""
+def _full_matrix(width, sample):
+    """The sample's full Gaussian matrix K and its mean off-diagonal mass (distinct pairs)."""
     d2 = ((sample[:, None, :] - sample[None, :, :]) ** 2).sum(-1)
     K = np.exp(-d2 / (2.0 * width ** 2))
-    distinct = d2 > 0
-    off = K[distinct].sum() / (len(sample) * (len(sample) - 1))
+    return K, K[d2 > 0].sum() / (len(sample) * (len(sample) - 1))
+
+
+def _kind_from_full_matrix(width, sample, n_samples):
+    """The closed-form rule of RBFKernel.factor evaluated on the full exp matrix."""
+    K, off = _full_matrix(width, sample)
     if (n_samples - 1) * off < RBFKernel.identity_tol:
         return "identity"
     if 1.0 - K.min() < RBFKernel.constant_tol:
@@ -163,9 +167,7 @@ def _factor_from_full_matrix(width, sample, n_samples, m):
     kind = _kind_from_full_matrix(width, sample, n_samples)
     if kind != "other":
         return kind, None
-    d2 = ((sample[:, None, :] - sample[None, :, :]) ** 2).sum(-1)
-    K = np.exp(-d2 / (2.0 * width ** 2))
-    off = K[d2 > 0].sum() / (len(sample) * (len(sample) - 1))
+    off = _full_matrix(width, sample)[1]
     f = NystromFactor(RBFKernel(width), sample[:m])
     if len(sample) > m + 1 and 1.0 - np.mean(f.diagonal(sample[m:])) > (n_samples - 1) * off:
         return "identity", None

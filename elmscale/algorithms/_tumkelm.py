@@ -289,6 +289,12 @@ def _rows_of(parts, key, chunks, width):
                         dtype=np.float64) for q, n in zip(parts, chunks)])
 
 
+def _map_blocks(pool, fn, *blocks):
+    """``[fn(*args) for args in zip(*blocks)]`` on the threads of ``pool`` (an executor), or
+    in this thread when ``pool`` is None (one thread, or one block)."""
+    return list((pool.map if pool is not None else map)(fn, *blocks))
+
+
 def factor_stats(Xs, factors, *, fan_in=8, keep_features=False, pool=None):
     """One pass over the row chunks of ``Xs`` (dask, scaled): the label-independent
     reductions of :func:`kspace_gram` and the persisted diagonals A (dask, N x p).
@@ -304,8 +310,7 @@ def factor_stats(Xs, factors, *, fan_in=8, keep_features=False, pool=None):
     M = int(sum(f.n_components for f in factors))
     if isinstance(Xs, list):
         n = len(Xs)
-        blocks = list((pool.map if pool is not None else map)(
-            _gram_block, Xs, [factors] * n, [True] * n))
+        blocks = _map_blocks(pool, _gram_block, Xs, [factors] * n, [True] * n)
         stats = tree_sum_now([b["stats"] for b in blocks], fan_in=fan_in)
         A, Phi = [b["A"] for b in blocks], [b["Phi"] for b in blocks]
         keep_features = True
@@ -369,7 +374,7 @@ def cluster_stats(Xs, A, factors, *, labels=None, folds=None, n_clusters, fan_in
         else:
             Lb = np.split(np.asarray(labels), np.cumsum([f.shape[0] for f in features])[:-1])
         args = (features, A, Lb, [P] * len(features), [n_clusters] * len(features))
-        parts = list((pool.map if pool is not None else map)(_cluster_block_features, *args))
+        parts = _map_blocks(pool, _cluster_block_features, *args)
         return dict(tree_sum_now(parts, fan_in=fan_in))
     if features is not None:
         Fb = features.to_delayed().ravel().tolist()
@@ -951,8 +956,7 @@ class TUMKELM(ClusterMixin, BaseEstimator):
 
         def embedding(P, folds):
             if local:
-                return np.concatenate(list((pool.map if pool is not None else map)(
-                    np.dot, Phi, [P] * len(Phi))))
+                return np.concatenate(_map_blocks(pool, np.dot, Phi, [P] * len(Phi)))
             if Phi is not None:
                 return Phi.map_blocks(np.dot, P, chunks=(Phi.chunks[0], (k,)),
                                       dtype=np.float64)

@@ -14,29 +14,26 @@ def _add(*parts):
     return total
 
 
+def _tree(parts, fan_in, add, name):
+    """Sum ``parts`` in groups of ``fan_in``, level by level, with ``add(*group)``."""
+    parts = list(parts)
+    if not parts:
+        raise ValueError(f"{name} needs at least one part")
+    while len(parts) > 1:
+        parts = [add(*parts[i : i + fan_in]) for i in range(0, len(parts), fan_in)]
+    return parts[0]
+
+
 def tree_sum(parts, fan_in=8):
     """Tree-reduce a list of delayed partial sums (arrays or dicts of arrays).
 
     The order of additions depends only on the list, never on timing, so the result is
     reproducible. Fan-in bounds how many partials one task holds in memory at once.
     """
-    parts = list(parts)
-    if not parts:
-        raise ValueError("tree_sum needs at least one part")
-    while len(parts) > 1:
-        parts = [
-            dask.delayed(_add, pure=True)(*parts[i : i + fan_in])
-            for i in range(0, len(parts), fan_in)
-        ]
-    return parts[0]
+    return _tree(parts, fan_in, dask.delayed(_add, pure=True), "tree_sum")
 
 
 def tree_sum_now(parts, fan_in=8):
     """:func:`tree_sum` on concrete partial sums, in-process: the same additions in the same
     order, so the result is bit for bit the one the delayed tree gives."""
-    parts = list(parts)
-    if not parts:
-        raise ValueError("tree_sum_now needs at least one part")
-    while len(parts) > 1:
-        parts = [_add(*parts[i : i + fan_in]) for i in range(0, len(parts), fan_in)]
-    return parts[0]
+    return _tree(parts, fan_in, _add, "tree_sum_now")
