@@ -194,6 +194,24 @@ def test_rbf_factor_equals_the_full_matrix_rule(rng, duplicates):
                 np.testing.assert_array_equal(f.weights, weights)
 
 
+def test_features_written_into_a_column_slice(points, rng):
+    """``features(X, out=)`` fills a strided column slice of a wider buffer with exactly
+    ``features(X)`` for every kind of factor, returns it, and leaves the other columns."""
+    kernels = [LinearKernel(), PolynomialKernel(2), RBFKernel(1.0), RBFKernel(1e-10),
+               RBFKernel(1e10)]
+    factors = [_factor(k, points, m=30) for k in kernels]
+    factors.append(RandomFourierFactor(1.0, points.shape[1], 7, np.random.RandomState(0)))
+    assert {f.kind for f in factors} == {"explicit", "nystrom", "identity", "constant", "rff"}
+    for f in factors:
+        buf = rng.standard_normal((points.shape[0], f.n_components + 5))
+        before = buf.copy()
+        out = f.features(points, out=buf[:, 2:2 + f.n_components])
+        assert np.shares_memory(out, buf) or f.n_components == 0
+        np.testing.assert_array_equal(out, f.features(points))
+        np.testing.assert_array_equal(buf[:, :2], before[:, :2])
+        np.testing.assert_array_equal(buf[:, 2 + f.n_components:], before[:, 2 + f.n_components:])
+
+
 def test_exp_or_zero_is_exp_bit_for_bit(rng):
     from elmscale.kernels import _exp_or_zero
 

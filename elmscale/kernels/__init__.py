@@ -86,10 +86,16 @@ class KernelFactor:
     def basis(self, X):
         raise NotImplementedError
 
-    def features(self, X):
-        """Phi for a block of rows (rows x n_components)."""
+    def features(self, X, out=None):
+        """Phi for a block of rows (rows x n_components), written into ``out`` when given
+        (e.g. a column slice of a wider buffer: no copy for the Nystrom factors)."""
         B = self.basis(X)
-        return B if self.weights is None else B @ self.weights
+        if self.weights is not None:
+            return np.matmul(B, self.weights, out=out)
+        if out is None:
+            return B
+        out[...] = B
+        return out
 
     def diagonal(self, X):
         """Diagonal of ``alpha I + Phi Phi^T`` for a block of rows."""
@@ -434,9 +440,12 @@ def _exp_or_zero(Z):
     underflowing entry costs ~35 ns against ~7 ns for a normal one, and a narrow Gaussian
     on spread-out data underflows almost everywhere (Shuttle, width 1e-2)."""
     keep = Z >= -_EXP_UNDERFLOW
+    if keep.all():
+        # the masked loop of ``where=`` runs at half the speed of the plain one (3.7 ms
+        # against 2.0 ms for 3,598 x 100): use it only when something underflows
+        return np.exp(Z, out=Z)
     np.exp(Z, out=Z, where=keep)  # in place: Z is the caller's temporary
-    if not keep.all():
-        Z[~keep] = 0.0
+    Z[~keep] = 0.0
     return Z
 
 

@@ -12,6 +12,7 @@ import elmscale
 from elmscale.algorithms._tumkelm import (
     AUTO_EXACT_MAX,
     TUMKELM,
+    _gram_block,
     exact_combined,
     exact_kspace_gram,
     exact_leading_eigenvectors,
@@ -118,6 +119,32 @@ def test_scalable_reductions_equal_exact_with_exact_factors(small, rng):
         np.testing.assert_allclose(kspace_target(stats, cs, form), ZtT, rtol=1e-7,
                                    atol=1e-9 * np.abs(ZtT).max())
         np.testing.assert_allclose(tumkelm_loss(stats, cs, mu), loss, rtol=1e-7)
+
+
+@pytest.mark.parametrize("keep", [False, True])
+def test_gram_block_equals_separate_products(small, rng, keep):
+    """The one product Z^T Z of [Phi | A | 1] gives each block sum of the separate products;
+    without ``keep_features`` the A returned does not hold the block's Phi alive."""
+    X, _ = small
+    kernels = [LinearKernel(), PolynomialKernel(3), RBFKernel(1.0), RBFKernel(1e-10),
+               RBFKernel(1e10)]
+    factors = [k.factor(X, n_samples=60, n_components=20, random_state=rng) for k in kernels]
+    out = _gram_block(X, factors, keep_features=keep)
+    Phi = np.hstack([f.features(X) for f in factors])
+    A = np.column_stack([f.diagonal(X) for f in factors])  # of the factors, not kernels
+    assert [f.kind for f in factors] == ["explicit", "explicit", "nystrom", "identity",
+                                         "constant"]
+    np.testing.assert_allclose(out["A"], A, rtol=1e-12)
+    ref = {"n": len(X), "G": Phi.T @ Phi, "u": Phi.sum(0), "AA": A.T @ A, "S": A.sum(0),
+           "PA": Phi.T @ A}
+    assert set(out["stats"]) == set(ref)
+    for key, value in ref.items():
+        np.testing.assert_allclose(out["stats"][key], value, rtol=1e-12,
+                                   atol=1e-12 * np.abs(value).max())
+    if keep:
+        np.testing.assert_array_equal(out["Phi"], Phi)
+    else:
+        assert out["Phi"] is None and out["A"].base is None
 
 
 def _exact_vs_scalable(n, landmarks, seed):

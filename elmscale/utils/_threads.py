@@ -1,0 +1,63 @@
+"""Threads of the in-process (NumPy input) paths: one long-lived pool per size, and BLAS
+thread limits without re-scanning the loaded libraries on every fit.
+
+Both matter at the scale of a fit of a few hundred milliseconds (TUMK-ELM on Frogs,
+measured on the 2-core CI machine): the first BLAS and ufunc calls of a freshly started
+thread cost ~10 ms per block more than on a warm one, and ``threadpool_limits`` inspects
+every loaded shared library each time it is entered (~5 ms). Like dask's threaded
+scheduler, which keeps its default pool between computes, the pools live as long as the
+process (a forked child starts with none).
+"""
+import contextlib
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+from threadpoolctl import ThreadpoolController
+
+_lock = threading.Lock()
+_pools = {}
+_controller = None
+
+
+def shared_pool(n_threads):
+    """The process-wide executor with ``n_threads`` threads (created on first use).
+    Callers never shut it down; tasks of concurrent callers simply share its threads."""
+    n_threads = int(n_threads)
+    if n_threads < 1:
+        raise ValueError(f"n_threads must be >= 1, got {n_threads}")
+    with _lock:
+        pool = _pools.get(n_threads)
+        if pool is None:
+            pool = _pools[n_threads] = ThreadPoolExecutor(
+                n_threads, thread_name_prefix=f"elmscale-{n_threads}")
+        return pool
+
+
+@contextlib.contextmanager
+def blas_threads(limit):
+    """``threadpool_limits(limit, user_api="blas")`` on a controller built once per
+    process (so a BLAS first loaded after the first call is not limited; NumPy's and
+    SciPy's are loaded with elmscale); ``limit=None`` leaves the libraries as they are."""
+    global _controller
+    if limit is None:
+        yield
+        return
+    with _lock:
+        if _controller is None:
+            _controller = ThreadpoolController()
+        controller = _controller
+    with controller.limit(limits=limit, user_api="blas"):
+        yield
+
+
+def _forget_after_fork():
+    # threads (and a lock held by one) do not survive fork: a child starts afresh
+    global _controller, _lock
+    _lock = threading.Lock()
+    _pools.clear()
+    _controller = None
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_after_fork)

@@ -1,0 +1,62 @@
+"""The long-lived thread pools and BLAS limits of the in-process paths."""
+
+import multiprocessing
+
+import numpy as np
+import pytest
+from threadpoolctl import threadpool_info
+
+from elmscale.utils._threads import blas_threads, shared_pool
+
+
+def _blas_threads():
+    return {lib["filepath"]: lib["num_threads"] for lib in threadpool_info()
+            if lib["user_api"] == "blas"}
+
+
+def test_shared_pool_is_kept_per_size():
+    pool = shared_pool(2)
+    assert shared_pool(2) is pool and shared_pool(3) is not pool
+    assert pool._max_workers == 2
+    # a task may run on it twice without anyone shutting it down
+    assert list(pool.map(np.square, [1, 2, 3])) == [1, 4, 9]
+    assert list(shared_pool(2).map(np.negative, [1])) == [-1]
+
+
+@pytest.mark.parametrize("n", [0, -1])
+def test_shared_pool_rejects_no_threads(n):
+    with pytest.raises(ValueError, match="n_threads must be >= 1"):
+        shared_pool(n)
+
+
+def test_blas_threads_limits_and_restores():
+    before = _blas_threads()
+    if not before:
+        pytest.skip("no BLAS found by threadpoolctl")
+    with blas_threads(1):
+        assert set(_blas_threads().values()) == {1}
+        with blas_threads(None):  # None leaves the current limit alone
+            assert set(_blas_threads().values()) == {1}
+    assert _blas_threads() == before
+
+
+def _child(queue):
+    from elmscale.utils import _threads
+
+    had = dict(_threads._pools)
+    queue.put((len(had), list(shared_pool(2).map(abs, [-3]))))
+
+
+@pytest.mark.skipif("fork" not in multiprocessing.get_all_start_methods(),
+                    reason="needs the fork start method")
+def test_forked_child_builds_its_own_pool():
+    shared_pool(2)
+    ctx = multiprocessing.get_context("fork")
+    queue = ctx.Queue()
+    proc = ctx.Process(target=_child, args=(queue,))
+    proc.start()
+    try:
+        n_inherited, result = queue.get(timeout=60)
+    finally:
+        proc.join(60)
+    assert n_inherited == 0 and result == [3]
