@@ -15,7 +15,8 @@ def _reject(condition, message):
         raise ValueError(message)
 
 
-def as_row_chunked(X, *, n_hidden=1000, name="X", dtype=None, check_finite=True):
+def as_row_chunked(X, *, n_hidden=1000, name="X", dtype=None, check_finite=True,
+                   numpy_ok=False):
     """Validate ``X`` and return ``(dask_array, was_dask)``.
 
     - NumPy / lists / pandas are converted with ``np.asarray`` (never modified) and wrapped by
@@ -27,6 +28,10 @@ def as_row_chunked(X, *, n_hidden=1000, name="X", dtype=None, check_finite=True)
 
     Finiteness of dask input is checked lazily: the first computation that touches a bad
     block raises the same ``ValueError``.
+
+    With ``numpy_ok``, input that is not dask comes back validated as a NumPy array of
+    ``dtype`` (copied only to change the dtype) for callers that work on it in-process;
+    :func:`row_chunks` gives the row chunks it would have had.
     """
     dtype = np.dtype(dtype or get_config()["compute_dtype"])
     was_dask = is_dask_collection(X)
@@ -73,8 +78,9 @@ def as_row_chunked(X, *, n_hidden=1000, name="X", dtype=None, check_finite=True)
         X = np.asarray(X)
         if check_finite and kind == "f" and not np.isfinite(X).all():
             raise ValueError(f"{name} contains NaN or infinity")
-        rows = max(1, int(get_config()["chunk_bytes"] // (max(n_hidden, 1) * dtype.itemsize)))
-        Xd = da.from_array(X, chunks=(min(rows, X.shape[0]), X.shape[1]))
+        if numpy_ok:
+            return X.astype(dtype, copy=False), False
+        Xd = da.from_array(X, chunks=(row_chunks(X.shape[0], n_hidden, dtype), X.shape[1]))
     else:
         Xd = X
         if len(Xd.chunks[1]) > 1:
@@ -84,6 +90,15 @@ def as_row_chunked(X, *, n_hidden=1000, name="X", dtype=None, check_finite=True)
     if Xd.dtype != dtype:
         Xd = Xd.astype(dtype)
     return Xd, was_dask
+
+
+def row_chunks(n_samples, n_hidden=1000, dtype=None):
+    """Row chunks of NumPy input in :func:`as_row_chunked`: blocks of rows such that one
+    block of H (rows x n_hidden) is about ``config["chunk_bytes"]``, the last one shorter."""
+    dtype = np.dtype(dtype or get_config()["compute_dtype"])
+    rows = max(1, int(get_config()["chunk_bytes"] // (max(n_hidden, 1) * dtype.itemsize)))
+    rows = min(rows, n_samples)
+    return (rows,) * (n_samples // rows) + ((n_samples % rows,) if n_samples % rows else ())
 
 
 def _assert_finite(block, name_="X"):
