@@ -231,17 +231,20 @@ def test_exp_or_zero_is_exp_bit_for_bit(rng):
 def test_off_diagonal_mass_partial_sum_is_a_lower_bound(rng):
     from elmscale.kernels import _off_diagonal_mass
 
-    X = rng.uniform(-1, 1, size=(200, 2))
-    d2 = ((X[:, None] - X[None]) ** 2).sum(-1)
+    X = rng.uniform(-1, 1, size=(600, 2))  # 179,700 pairs: three chunks
+    X[300:310] = X[:10]  # exact duplicates are left out
+    i, j = np.triu_indices(len(X), k=1)
+    d2 = ((X[i] - X[j]) ** 2).sum(-1)  # condensed, as pdist orders the pairs
     distinct = d2 > 0
+    assert np.count_nonzero(~distinct) == 10
     full = np.exp(-d2[distinct] / 0.5).sum()
     np.testing.assert_allclose(_off_diagonal_mass(d2, distinct, 0.5, np.inf), full,
                                rtol=1e-12)
     part = _off_diagonal_mass(d2, distinct, 0.5, 1.0)
-    assert 1.0 <= part <= full * (1 + 1e-12)
+    assert 1.0 <= part < 0.5 * full  # stopped after the first chunk
     # most entries underflow (skipped): the same sum as exp of all of them
     tiny = np.exp(-d2[distinct] / 1e-6).sum()
-    assert tiny < 1e-6
+    assert np.mean(d2 > 746 * 1e-6) > 0.99 and tiny > 0
     np.testing.assert_allclose(_off_diagonal_mass(d2, distinct, 1e-6, np.inf), tiny,
                                rtol=1e-12)
 

@@ -46,7 +46,7 @@ import math
 import threading
 
 import numpy as np
-from scipy.spatial.distance import cdist
+from scipy.spatial.distance import cdist, pdist
 
 # Nystrom keeps the eigenvalues of K(L, L) above this fraction of the largest: smaller ones
 # are rounding noise, and dividing by their square roots would amplify it.
@@ -392,8 +392,11 @@ class RBFKernel(Kernel):
         # most 1. Above that bound the exact value of ``off`` changes no decision.
         settled = max(self.identity_tol, 1.0) / max(n_samples - 1, 1)
         off = np.inf
+        pairs = s * (s - 1) / 2
         if s > 1:
-            d2 = _sqdist(sample, sample)  # shared by the widths inside shared_distances()
+            # each pair once (pdist: half the work of the square matrix), shared by the
+            # widths inside shared_distances()
+            d2 = _sqdist(sample)
             distinct, n_distinct, nearest, farthest = _extremes(d2)
             # Both tests first from the extreme distances alone (exp is monotone): the
             # largest distinct value of K bounds the mean off-diagonal mass from above, the
@@ -406,10 +409,9 @@ class RBFKernel(Kernel):
             if 1.0 - np.exp(-farthest / scale) < self.constant_tol:
                 # K ~ 1 everywhere: the off-diagonal mass is ~1 per pair, never ~I
                 return ConstantFactor(1.0)
-            off = n_distinct * np.exp(-farthest / scale) / (s * (s - 1))
+            off = n_distinct * np.exp(-farthest / scale) / pairs
             if off < settled:
-                off = _off_diagonal_mass(d2, distinct, scale, settled * s * (s - 1)) \
-                    / (s * (s - 1))
+                off = _off_diagonal_mass(d2, distinct, scale, settled * pairs) / pairs
             if (n_samples - 1) * off < self.identity_tol:
                 return IdentityFactor(1.0)
         if method == "rff":
@@ -430,8 +432,9 @@ class RBFKernel(Kernel):
 #: exp(-x) is exactly 0.0 in float64 for x above this (the smallest subnormal is exp(-744.4)).
 _EXP_UNDERFLOW = 746.0
 
-# Rows of the sample matrix whose exp is summed before the bound is checked again.
-_MASS_ROWS = 64
+# Entries of the sample's pair distances whose exp is summed before the bound is checked
+# again (64 rows of a 1,000-point square matrix).
+_MASS_CHUNK = 64_000
 
 
 def _exp_or_zero(Z):
@@ -450,13 +453,14 @@ def _exp_or_zero(Z):
 
 
 def _off_diagonal_mass(d2, distinct, scale, enough):
-    """sum of exp(-d2 / scale) over the distinct pairs, or a partial sum once it exceeds
-    ``enough`` (every term is positive, so a partial sum is a lower bound). Entries that
-    underflow to exactly 0 are skipped: exp of them costs ~2x a normal one and adds 0."""
+    """sum of exp(-d2 / scale) over the distinct pairs (``d2`` condensed, each pair once),
+    or a partial sum once it exceeds ``enough`` (every term is positive, so a partial sum is
+    a lower bound). Entries that underflow to exactly 0 are skipped: exp of them costs ~2x a
+    normal one and adds 0."""
     keep = distinct & (d2 < _EXP_UNDERFLOW * scale)
     total = 0.0
-    for start in range(0, d2.shape[0], _MASS_ROWS):
-        rows = slice(start, start + _MASS_ROWS)
+    for start in range(0, d2.shape[0], _MASS_CHUNK):
+        rows = slice(start, start + _MASS_CHUNK)
         total += np.exp(-d2[rows][keep[rows]] / scale).sum()
         if total >= enough:
             break
@@ -464,10 +468,11 @@ def _off_diagonal_mass(d2, distinct, scale, enough):
 
 
 def _extremes(d2):
-    """``(distinct, count, nearest, farthest)`` of a squared-distance matrix: the mask of the
-    pairs at a positive distance (exact duplicates and the diagonal excluded), their number,
-    and the smallest and largest entries. Remembered inside :func:`shared_distances`
-    for the matrix it returned, so the widths factored on one sample compute them once."""
+    """``(distinct, count, nearest, farthest)`` of condensed squared distances (each pair
+    once): the mask of the pairs at a positive distance (exact duplicates excluded), their
+    number, and the smallest positive and the largest entries. Remembered inside
+    :func:`shared_distances` for the array it returned, so the widths factored on one
+    sample compute them once."""
     shared = getattr(_last, "enabled", False)
     if shared and _last.extremes is not None and _last.extremes[0] is d2:
         return _last.extremes[1]
@@ -505,18 +510,22 @@ def _key(A):
     return (A.__array_interface__["data"][0], A.shape, A.strides)
 
 
-def _sqdist(X, Y):
-    """cdist "sqeuclidean", remembering the last pair inside :func:`shared_distances`
-    (the arrays stay referenced with the result, so their memory is not reused)."""
+def _sqdist(X, Y=None):
+    """cdist "sqeuclidean" of X and Y, or with ``Y=None`` pdist of X (condensed: each pair
+    of rows once), remembering the last few inside :func:`shared_distances` (the arrays
+    stay referenced with the result, so their memory is not reused)."""
+    def compute():
+        return pdist(X, "sqeuclidean") if Y is None else cdist(X, Y, "sqeuclidean")
+
     if not getattr(_last, "enabled", False):
-        return cdist(X, Y, "sqeuclidean")
-    kx, ky = _key(X), _key(Y)
+        return compute()
+    kx, ky = _key(X), None if Y is None else _key(Y)
     for i, hit in enumerate(_last.entries):
         if hit[0] == kx and hit[1] == ky:
             if i:
                 _last.entries.insert(0, _last.entries.pop(i))
             return hit[4]
-    d2 = cdist(X, Y, "sqeuclidean")
+    d2 = compute()
     _last.entries.insert(0, (kx, ky, X, Y, d2))
     del _last.entries[_SHARED_ENTRIES:]
     return d2
