@@ -60,3 +60,27 @@ def test_forked_child_builds_its_own_pool():
     finally:
         proc.join(60)
     assert n_inherited == 0 and result == [3]
+
+
+def test_threaded_scheduler_is_detected():
+    import dask
+    import dask.array as da
+
+    from elmscale.utils._threads import threaded_scheduler
+
+    x = da.ones(4, chunks=2)
+    with dask.config.set(scheduler="threads", num_workers=2):
+        assert threaded_scheduler(x)
+    with dask.config.set(scheduler="threads", num_workers=1):
+        assert not threaded_scheduler(x)
+    with dask.config.set(scheduler="sync"):
+        assert not threaded_scheduler(x)
+
+
+@pytest.mark.distributed
+def test_threaded_scheduler_is_not_a_distributed_client(dask_client):
+    import dask.array as da
+
+    from elmscale.utils._threads import threaded_scheduler
+
+    assert not threaded_scheduler(da.ones(4, chunks=2))

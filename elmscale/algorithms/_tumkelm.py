@@ -70,7 +70,7 @@ from ..kernels import Kernel, paper_kernels, shared_distances
 from ..solvers import ridge_solve
 from ..utils._dask import tree_sum, tree_sum_now
 from ..utils._random import draw_seed
-from ..utils._threads import blas_threads, shared_pool
+from ..utils._threads import blas_threads, shared_pool, threaded_scheduler
 from ..utils._validation import as_row_chunked, row_chunks
 
 logger = logging.getLogger(__name__)
@@ -952,7 +952,11 @@ class TUMKELM(ClusterMixin, BaseEstimator):
         # a long-lived pool: fresh threads cost ~10 ms per block in their first BLAS calls
         pool = shared_pool(min(threads, len(chunks))) if local and threads > 1 \
             and len(chunks) > 1 else None
-        with blas_threads(1 if pool is not None else None):
+        # one BLAS thread per thread of ours or of dask's threaded scheduler: BLAS at its
+        # default threads inside each task oversubscribes the cores (PERF_NOTES: 1.7x
+        # slower); distributed workers pin their own BLAS, the sync scheduler is one thread
+        threaded = pool is not None or (not local and threaded_scheduler(Xs))
+        with blas_threads(1 if threaded else None):
             if local:
                 stats, A, Phi = factor_stats(blocks, factors, pool=pool)
             elif keep:

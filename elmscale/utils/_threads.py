@@ -51,6 +51,18 @@ def blas_threads(limit):
         yield
 
 
+def threaded_scheduler(collection):
+    """Whether computing the dask ``collection`` runs on several threads of this process:
+    dask's threaded scheduler (a dask array's default when no distributed client or other
+    scheduler is set) with ``num_workers`` > 1."""
+    import dask
+    import dask.threaded
+
+    if dask.base.get_scheduler(collections=[collection]) is not dask.threaded.get:
+        return False
+    return int(dask.config.get("num_workers", None) or os.cpu_count() or 1) > 1
+
+
 def _forget_after_fork():
     # threads (and a lock held by one) do not survive fork: a child starts afresh
     global _controller, _lock
