@@ -66,7 +66,7 @@ from .. import registry
 from ..cluster import kmeans
 from ..exceptions import UnknownPluginError
 from ..hidden import apply_scaling, fit_scaling
-from ..kernels import Kernel, paper_kernels, shared_distances
+from ..kernels import Kernel, RBFKernel, paper_kernels, shared_distances
 from ..solvers import ridge_solve
 from ..utils._dask import tree_sum, tree_sum_now
 from ..utils._random import draw_seed
@@ -413,6 +413,35 @@ def cluster_stats(Xs, A, factors, *, labels=None, folds=None, n_clusters, fan_in
         E.append(BF if W is None else W.T @ BF)
     total["E"] = np.vstack(E) if E else np.zeros((0, n_clusters))
     return total
+
+
+def build_factors(kernels, sample, n_samples, n_components, method, rng, pool=None):
+    """Every kernel's factor on the landmark sample, in the order of ``kernels``.
+
+    On one BLAS thread: the products are small, and a threaded BLAS call leaves OpenBLAS's
+    workers spinning for a while, taking a core from the pool's first pass (+25 ms per
+    Frogs block). The Gaussian kernels share one distance matrix of the sample
+    (:func:`~elmscale.kernels.shared_distances`); with a ``pool`` and Nystrom factors they
+    are factored on one of its threads while this thread factors the others (Frogs: ~13 of
+    the ~20 ms are the Gaussians'). With random features (``method="rff"``) every factor
+    is built here in order, so the draws from ``rng`` keep their order.
+    """
+    def build(kernel):
+        return kernel.factor(sample, n_samples=n_samples, n_components=n_components,
+                             method=method, random_state=rng)
+
+    def build_all(some):
+        with shared_distances():
+            return [build(kernel) for kernel in some]
+
+    gaussian = [type(kernel) is RBFKernel for kernel in kernels]
+    with blas_threads(1):
+        if pool is None or method != "nystrom" or all(gaussian) or not any(gaussian):
+            return build_all(kernels)
+        there = pool.submit(build_all, [k for k, g in zip(kernels, gaussian) if g])
+        here = iter(build_all([k for k, g in zip(kernels, gaussian) if not g]))
+        done = iter(there.result())
+        return [next(done) if g else next(here) for g in gaussian]
 
 
 def _folds(factors, P, offsets):
@@ -926,13 +955,8 @@ class TUMKELM(ClusterMixin, BaseEstimator):
         idx = np.sort(rng.choice(N, size=n_sample, replace=False))
         sample = Xs[idx].compute() if was_dask else Xs[idx]
         sample = np.asarray(sample, dtype=np.float64)[rng.permutation(n_sample)]
-        # one sample x sample distance matrix for all widths; on one BLAS thread: the
-        # products are small, and a threaded BLAS call leaves OpenBLAS's workers spinning
-        # for a while, taking a core from the pool's first pass (+25 ms per Frogs block)
-        with shared_distances(), blas_threads(1):
-            factors = [kern.factor(sample, n_samples=N, n_components=m,
-                                   method=self.approximation, random_state=rng)
-                       for kern in kernels]
+        factor_pool = shared_pool(local_threads()) if not was_dask else None
+        factors = build_factors(kernels, sample, N, m, self.approximation, rng, factor_pool)
         self.factors_ = factors
         logger.info("TUMK-ELM factors: %s", ", ".join(
             f"{f.kind}({f.n_components})" for f in factors))

@@ -13,6 +13,7 @@ from elmscale.algorithms._tumkelm import (
     AUTO_EXACT_MAX,
     TUMKELM,
     _gram_block,
+    build_factors,
     exact_combined,
     exact_kspace_gram,
     exact_leading_eigenvectors,
@@ -145,6 +146,28 @@ def test_gram_block_equals_separate_products(small, rng, keep):
         np.testing.assert_array_equal(out["Phi"], Phi)
     else:
         assert out["Phi"] is None and out["A"].base is None
+
+
+@pytest.mark.parametrize("method", ["nystrom", "rff"])
+def test_factors_built_on_a_pool_equal_the_serial_ones(method):
+    """The Gaussians factored on a pool thread while this thread factors the others give
+    the factors of the serial loop, in the order of the kernels (RFF: always serial, so
+    the random draws keep their order)."""
+    from elmscale.utils._threads import shared_pool
+
+    X, _ = make_blobs(n_samples=400, n_features=4, centers=3, random_state=0)
+    kernels = [RBFKernel(1.0), LinearKernel(), RBFKernel(1e-10), PolynomialKernel(3),
+               RBFKernel(1e10), RBFKernel(30.0), PolynomialKernel(2)]
+    serial = build_factors(kernels, X, 4000, 50, method, np.random.RandomState(3))
+    pooled = build_factors(kernels, X, 4000, 50, method, np.random.RandomState(3),
+                           shared_pool(2))
+    assert [f.kind for f in serial] == [f.kind for f in pooled]
+    assert [f.kind for f in serial][:3] == ["nystrom" if method == "nystrom" else "rff",
+                                           "explicit", "identity"]
+    for a, b in zip(serial, pooled):
+        for attr in ("weights", "landmarks", "omega", "phase", "alpha"):
+            if hasattr(a, attr):
+                np.testing.assert_array_equal(getattr(a, attr), getattr(b, attr))
 
 
 def _exact_vs_scalable(n, landmarks, seed):
