@@ -84,3 +84,36 @@ def test_threaded_scheduler_is_not_a_distributed_client(dask_client):
     from elmscale.utils._threads import threaded_scheduler
 
     assert not threaded_scheduler(da.ones(4, chunks=2))
+
+
+def _recording_activation(seen):
+    def activation(Z):
+        seen.append(set(_blas_threads().values()))
+        return np.tanh(Z)
+
+    return activation
+
+
+@pytest.mark.parametrize("scheduler, workers", [("threads", 2), ("sync", 1)])
+def test_estimators_run_dask_tasks_on_one_blas_thread(scheduler, workers):
+    """Fit and predict on NumPy input compute dask graphs in this process: on the threaded
+    scheduler every task sees BLAS on one thread (no oversubscription), on the sync
+    scheduler BLAS keeps its threads; the limit is lifted afterwards."""
+    import dask
+
+    from elmscale import ELMRegressor
+
+    before = _blas_threads()
+    if not before:
+        pytest.skip("no BLAS found by threadpoolctl")
+    X = np.random.RandomState(0).standard_normal((400, 3))
+    seen = []
+    model = ELMRegressor(n_hidden=20, activation=_recording_activation(seen))
+    with dask.config.set(scheduler=scheduler, num_workers=workers):
+        model.fit(X, X[:, 0])
+        n_fit = len(seen)
+        model.predict(X)
+    assert n_fit >= 1 and len(seen) > n_fit
+    want = {1} if scheduler == "threads" else set(before.values())
+    assert all(s == want for s in seen), seen
+    assert _blas_threads() == before

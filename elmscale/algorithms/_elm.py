@@ -19,6 +19,7 @@ from ..base import BaseELM
 from ..gram import hidden_stats
 from ..hidden import HiddenFeatures
 from ..solvers import ridge_solve
+from ..utils._threads import one_blas_thread_per_task
 from ..utils._validation import is_dask_collection
 
 logger = logging.getLogger(__name__)
@@ -340,6 +341,7 @@ class ELMRegressor(RegressorMixin, _BaseSupervisedELM):
         self.random_state = random_state
 
     @_fit_context(prefer_skip_nested_validation=True)
+    @one_blas_thread_per_task
     def fit(self, X, y):
         """Fit beta by ridge regression of y on the hidden layer."""
         Xd, _ = self._validate_X(X, reset=True)
@@ -440,6 +442,7 @@ class ELMClassifier(_ClassifierOutputsMixin, ClassifierMixin, _BaseSupervisedELM
         self.random_state = random_state
 
     @_fit_context(prefer_skip_nested_validation=True)
+    @one_blas_thread_per_task
     def fit(self, X, y):
         """Fit beta on one-hot targets of y."""
         Xd, _ = self._validate_X(X, reset=True)

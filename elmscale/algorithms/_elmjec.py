@@ -23,6 +23,7 @@ from ..gram import hidden_stats
 from ..hidden import apply_scaling
 from ..solvers import sign_flip
 from ..utils._random import draw_seed
+from ..utils._threads import one_blas_thread_per_task
 
 logger = logging.getLogger(__name__)
 
@@ -481,6 +482,7 @@ class ELMJEC(ClusterMixin, TransformerMixin, BaseELM):
         return self
 
     @_fit_context(prefer_skip_nested_validation=True)
+    @one_blas_thread_per_task
     def fit(self, X, y=None):
         """Run Algorithm 1 on X. ``y`` is ignored."""
         return self._run(self._prepare(X))

@@ -39,6 +39,7 @@ from ..hidden import (MixedHiddenLayer, RandomHiddenLayer, apply_scaling, draw_d
 from ..solvers import sign_flip
 from ..utils._dask import tree_sum
 from ..utils._random import draw_seed
+from ..utils._threads import one_blas_thread_per_task
 
 logger = logging.getLogger(__name__)
 
@@ -556,6 +557,7 @@ default="elm-kmeans"
         return self
 
     @_fit_context(prefer_skip_nested_validation=True)
+    @one_blas_thread_per_task
     def fit(self, X, y=None):
         """Run EMMC on X; ``y`` is ignored."""
         shared = self._prepare(X)

@@ -18,6 +18,7 @@ from ..gram import hidden_stats
 from ..hidden import apply_scaling
 from ..solvers import ridge_solve
 from ..utils._random import draw_seed
+from ..utils._threads import one_blas_thread_per_task
 from ._elm import _ClassifierOutputsMixin, _one_hot, _take_weight, encode_targets
 
 logger = logging.getLogger(__name__)
@@ -259,6 +260,7 @@ class SSELM(_ClassifierOutputsMixin, ClassifierMixin, BaseELM):
         return features, weight, Y, graph
 
     @_fit_context(prefer_skip_nested_validation=True)
+    @one_blas_thread_per_task
     def fit(self, X, y):
         """Build the graph on all samples, reduce H^T C H, H^T C Y~ and H^T L^p H in one pass
         and solve eq. 16 (or eq. 17 in the dual)."""

@@ -19,6 +19,7 @@ from ..cluster import kmeans
 from ..gram import hidden_stats
 from ..solvers import sign_flip, uselm_dual, uselm_primal
 from ..utils._random import draw_seed
+from ..utils._threads import one_blas_thread_per_task
 
 logger = logging.getLogger(__name__)
 
@@ -175,6 +176,7 @@ class USELM(ClusterMixin, TransformerMixin, BaseELM):
             else self.solver
 
     @_fit_context(prefer_skip_nested_validation=True)
+    @one_blas_thread_per_task
     def fit(self, X, y=None):
         """Build the graph and the Gram matrices, solve eq. 20, embed and cluster X."""
         Xd, was_dask = self._validate_X(X, reset=True)
