@@ -66,7 +66,7 @@ from .. import registry
 from ..cluster import kmeans
 from ..exceptions import UnknownPluginError
 from ..hidden import apply_scaling, fit_scaling
-from ..kernels import Kernel, RBFKernel, paper_kernels, shared_distances
+from ..kernels import Kernel, KernelFactor, RBFKernel, paper_kernels, shared_distances
 from ..solvers import ridge_solve
 from ..utils._dask import tree_sum, tree_sum_now
 from ..utils._random import draw_seed
@@ -239,7 +239,11 @@ def _features_and_diag(X, factors):
     Z = np.empty((n, M + p + 1))
     with shared_distances():
         for q, f in enumerate(factors):
-            P = f.features(X, out=Z[:, offsets[q]:offsets[q + 1]])
+            P = Z[:, offsets[q]:offsets[q + 1]]
+            if type(f).features is KernelFactor.features:
+                f.features(X, out=P)
+            else:  # a plugin's own features(X), perhaps without ``out``
+                P[...] = f.features(X)
             Z[:, M + q] = f.alpha + np.einsum("ij,ij->i", P, P)
     Z[:, M + p] = 1.0
     return Z, M

@@ -148,6 +148,24 @@ def test_gram_block_equals_separate_products(small, rng, keep):
         assert out["Phi"] is None and out["A"].base is None
 
 
+def test_gram_block_takes_a_plugin_factor_without_out(small):
+    """A third-party factor that overrides ``features(X)`` (no ``out``) still fills its
+    columns of the block buffer."""
+    from elmscale.kernels import KernelFactor
+
+    class Squares(KernelFactor):
+        kind = "plugin"
+        n_basis = 3
+
+        def features(self, X):
+            return np.asarray(X) ** 2
+
+    X, _ = small
+    out = _gram_block(X, [Squares(), LinearKernel().factor(X, n_samples=60, n_components=60)],
+                      keep_features=True)
+    np.testing.assert_array_equal(out["Phi"], np.hstack([X ** 2, X]))
+
+
 @pytest.mark.parametrize("method", ["nystrom", "rff"])
 def test_factors_built_on_a_pool_equal_the_serial_ones(method):
     """The Gaussians factored on a pool thread while this thread factors the others give
