@@ -13,7 +13,7 @@ from .graph import WEIGHTS, knn_graph
 from .hidden import HiddenFeatures, RandomHiddenLayer, apply_scaling, fit_scaling
 from .utils._constraints import Registered
 from .utils._random import draw_seed
-from .utils._threads import blas_threads, threaded_scheduler
+from .utils._threads import blas_for_dask
 from .utils._validation import as_row_chunked, check_features
 
 logger = logging.getLogger(__name__)
@@ -90,7 +90,7 @@ class BaseELM(BaseEstimator):
         """NumPy for NumPy input, lazy dask for dask input."""
         if was_dask or not isinstance(result, da.Array):
             return result
-        with blas_threads(1 if threaded_scheduler(result) else None):
+        with blas_for_dask(result):
             return result.compute()
 
     # -- fitted attributes shared by all ---------------------------------------------------

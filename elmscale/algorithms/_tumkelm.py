@@ -229,7 +229,7 @@ def leading_eigenvectors(stats, mu, n_clusters):
 # =========================================================================================
 # Blockwise passes (scalable mode)
 # =========================================================================================
-def _features_and_diag(X, factors):
+def _block_columns(X, factors):
     """``Z = [Phi | A | 1]`` for a block of rows: the stacked factor Phi (rows x M), the
     diagonals A (rows x p, A_iq = K_q(i, i)) and a column of ones, written into one buffer
     so that a single ``Z^T Z`` gives every label-independent sum (:func:`_gram_block`)."""
@@ -254,7 +254,7 @@ def _gram_block(X, factors, keep_features=False):
     of Phi with ``keep_features``): G = Phi^T Phi, u = Phi^T 1, PA = Phi^T A, AA = A^T A,
     S = A^T 1 and n are blocks of one symmetric product Z^T Z of ``Z = [Phi | A | 1]``
     (one BLAS syrk: 2.5 ms less than separate products and no copy of Phi on Frogs)."""
-    Z, M = _features_and_diag(X, factors)
+    Z, M = _block_columns(X, factors)
     W = Z.T @ Z
     e = W.shape[0] - 1
     stats = {"n": W[e, e], "G": W[:M, :M].copy(), "u": W[:M, e].copy(),
@@ -959,7 +959,8 @@ class TUMKELM(ClusterMixin, BaseEstimator):
         idx = np.sort(rng.choice(N, size=n_sample, replace=False))
         sample = Xs[idx].compute() if was_dask else Xs[idx]
         sample = np.asarray(sample, dtype=np.float64)[rng.permutation(n_sample)]
-        factor_pool = shared_pool(local_threads()) if not was_dask else None
+        factor_pool = shared_pool(local_threads()) if not was_dask and local_threads() > 1 \
+            else None
         factors = build_factors(kernels, sample, N, m, self.approximation, rng, factor_pool)
         self.factors_ = factors
         logger.info("TUMK-ELM factors: %s", ", ".join(

@@ -392,8 +392,8 @@ class RBFKernel(Kernel):
         # most 1. Above that bound the exact value of ``off`` changes no decision.
         settled = max(self.identity_tol, 1.0) / max(n_samples - 1, 1)
         off = np.inf
-        pairs = s * (s - 1) / 2
         if s > 1:
+            pairs = s * (s - 1) / 2
             # each pair once (pdist: half the work of the square matrix), shared by the
             # widths inside shared_distances()
             d2 = _sqdist(sample)
