@@ -90,6 +90,7 @@ class StageProgress:
         self._last = None
         self._stop = threading.Event()
         self._baseline = {}
+        self._seen = {}
 
     # -- reporting ---------------------------------------------------------------------------
     def line(self):
@@ -126,16 +127,20 @@ class StageProgress:
 
     def _poll(self):
         states = self.client.run_on_scheduler(StageProgress._prefix_states)
-        counts = {}
         for name, st in states.items():
             base = self._baseline.get(name, {})
             done = sum(st.get(k, 0) - base.get(k, 0) for k in ("memory", "released",
                                                                 "forgotten", "erred"))
             total = done + sum(st.get(k, 0) - base.get(k, 0)
                                for k in ("waiting", "processing", "no-worker", "queued"))
+            # the scheduler drops the counts of forgotten tasks: keep the highest seen
+            seen = self._seen.setdefault(name, [0, 0])
+            seen[0], seen[1] = max(seen[0], done), max(seen[1], total)
+        counts = {}
+        for name, (done, total) in self._seen.items():
             c = counts.setdefault(stage_of(name), [0, 0])
-            c[0] += max(done, 0)
-            c[1] += max(total, 0)
+            c[0] += done
+            c[1] += total
         with self._lock:
             self.counts = counts
 

@@ -8,14 +8,16 @@ from sklearn.datasets import make_blobs
 from sklearn.metrics import adjusted_rand_score
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
-from sklearn.utils.estimator_checks import (check_get_feature_names_out_error,
-                                            check_global_output_transform_pandas,
-                                            check_set_output_transform,
-                                            check_set_output_transform_pandas,
-                                            check_transformer_get_feature_names_out,
-                                            check_transformer_get_feature_names_out_pandas)
+from sklearn.utils.estimator_checks import (
+    check_get_feature_names_out_error,
+    check_global_output_transform_pandas,
+    check_set_output_transform,
+    check_set_output_transform_pandas,
+    check_transformer_get_feature_names_out,
+    check_transformer_get_feature_names_out_pandas,
+)
 
-from elmscale import EMMC, ELMJEC, TUMKELM, USELM
+from elmscale import ELMJEC, EMMC, TUMKELM, USELM
 
 pd = pytest.importorskip("pandas")
 
