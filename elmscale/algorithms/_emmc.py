@@ -41,7 +41,6 @@ from ..utils._dask import tree_sum
 from ..utils._random import draw_seed
 from ..utils._threads import one_blas_thread_per_task
 from ._output import negative_sse
-from ._output import negative_sse
 
 logger = logging.getLogger(__name__)
 
