@@ -123,11 +123,22 @@ def history(model, ax=None):
         weights = getattr(model, "weights_history_", None)
         if weights is not None:
             twin = ax.twinx()
-            names = [repr(k) for k in getattr(model, "kernels_", range(weights.shape[1]))]
-            for q in np.flatnonzero(weights.max(axis=0) > 0):
-                twin.plot(it, weights[:, q], ".-", alpha=0.7, label=names[q])
+            names = [repr(k).replace("Kernel", "")
+                     for k in getattr(model, "kernels_", range(weights.shape[1]))]
+            # kernels the updates dropped (weight 0 after the uniform start) in grey, one
+            # legend entry for all of them
+            later = weights[1:] if len(weights) > 1 else weights
+            dropped = "dropped kernels"
+            for q in range(weights.shape[1]):
+                if later[:, q].max() > 0:
+                    twin.plot(it, weights[:, q], ".-", label=names[q])
+                else:
+                    twin.plot(it, weights[:, q], "-", color="0.75", lw=0.8, label=dropped)
+                    dropped = "_nolegend_"
             twin.set_ylabel("kernel weight")
-            twin.legend(loc="center right", fontsize="x-small")
+            twin.legend(loc="upper right", fontsize="x-small")
+            ax.set_zorder(twin.get_zorder() + 1)  # the loss above the weights
+            ax.patch.set_visible(False)
     ax.set_xlabel("iteration")
     ax.set_title(f"{_name(model)} convergence")
     return ax
