@@ -8,6 +8,7 @@ traceback instead."""
 
 import argparse
 import ast
+import contextlib
 import copy
 import difflib
 import importlib.metadata
@@ -165,28 +166,35 @@ def make_estimator(algorithm, params):
     return estimator
 
 
-def _connect(args, err):
-    """``(client, cluster)``: a LocalCluster of ``--workers`` processes, the scheduler at
-    ``--scheduler``, or ``(None, None)`` for dask's local scheduler."""
+@contextlib.contextmanager
+def _dask(args, err):
+    """The client for the command: a LocalCluster of ``--workers`` processes, the scheduler
+    at ``--scheduler``, or None for dask's local scheduler; closed on exit."""
     if not (args.scheduler or args.workers):
-        return None, None
+        yield None
+        return
     from distributed import Client, LocalCluster
 
+    cluster = None
     if args.workers:
         cluster = LocalCluster(n_workers=args.workers, threads_per_worker=1, processes=True,
                                dashboard_address=":0")
         client = Client(cluster)
     else:
-        cluster = None
         try:
             client = Client(args.scheduler, timeout="15s")
         except (OSError, TimeoutError, ValueError) as exc:
             raise UsageError(f"cannot connect to the scheduler at {args.scheduler!r}: "
                              f"{exc}") from None
-    n = len(client.scheduler_info().get("workers", {}))
-    print(f"dask: {client.scheduler.address} with {n} worker(s); dashboard "
-          f"{client.dashboard_link}", file=err)
-    return client, cluster
+    try:
+        n = len(client.scheduler_info().get("workers", {}))
+        print(f"dask: {client.scheduler.address} with {n} worker(s); dashboard "
+              f"{client.dashboard_link}", file=err)
+        yield client
+    finally:
+        client.close()
+        if cluster is not None:
+            cluster.close()
 
 
 def saveable(model):
@@ -237,9 +245,9 @@ def _run_fit(args, out, err):
             import matplotlib  # noqa: F401
         except ImportError:
             raise UsageError("--plot needs matplotlib: pip install 'elmscale[plot]'") from None
-    X, names = read_matrix(args.input, _columns(args.columns))
-    client, cluster = _connect(args, err)
-    try:
+    # connect first: counting the rows of a table (its chunk sizes) runs on the cluster
+    with _dask(args, err) as client:
+        X, _ = read_matrix(args.input, _columns(args.columns))
         print(f"{args.algorithm}: {X.shape[0]} rows x {X.shape[1]} columns in "
               f"{X.numblocks[0]} chunk(s) from {args.input}", file=err)
         t0 = time.perf_counter()
@@ -267,11 +275,6 @@ def _run_fit(args, out, err):
         if args.save:
             save_model(estimator, args.save)
             print(f"model: {args.save}", file=out)
-    finally:
-        if client is not None:
-            client.close()
-        if cluster is not None:
-            cluster.close()
     return 0
 
 
@@ -279,17 +282,11 @@ def _run_predict(args, out, err):
     from ._cli_io import read_matrix, write_array
 
     model = load_model(args.model)
-    X, _ = read_matrix(args.input, _columns(args.columns))
-    client, cluster = _connect(args, err)
-    try:
+    with _dask(args, err) as client:
+        X, _ = read_matrix(args.input, _columns(args.columns))
         with _progress(args, client, err):
             write_array(model.predict(X), args.labels, "label")
         print(f"labels: {args.labels}", file=out)
-    finally:
-        if client is not None:
-            client.close()
-        if cluster is not None:
-            cluster.close()
     return 0
 
 
