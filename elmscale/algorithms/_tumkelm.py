@@ -287,6 +287,7 @@ def _nearest_rows(U, centers):
 def _nystrom_extension(Xnew, Xfit, kernels, mu, U, s):
     """``K^(Xnew, Xfit) U / s`` in row blocks; columns with eigenvalue <= 0 (beyond the
     rank of K^) are 0."""
+    Xnew = np.asarray(Xnew, dtype=np.float64)
     out = np.zeros((Xnew.shape[0], U.shape[1]))
     keep = s > _EIG_RTOL * max(abs(s).max(), 1e-300)
     W = np.where(keep, U / np.where(keep, s, 1.0), 0.0)
@@ -1107,10 +1108,12 @@ class TUMKELM(ClusterMixin, EmbeddingFeaturesOutMixin, TransformerMixin, BaseEst
         """
         Xs, was_dask = self._validate_new(X)
         if self._fit_X is not None:
-            U = _nystrom_extension(np.asarray(Xs.compute() if was_dask else Xs, np.float64),
-                                   self._fit_X, self.kernels_, self.kernel_weights_,
-                                   self._fit_U, self.eigenvalues_)
-            return da.from_array(U, chunks=(Xs.chunks[0], -1)) if was_dask else U
+            fitted = (self._fit_X, self.kernels_, self.kernel_weights_, self._fit_U,
+                      self.eigenvalues_)
+            if not was_dask:
+                return _nystrom_extension(np.asarray(Xs, np.float64), *fitted)
+            return Xs.map_blocks(_nystrom_extension, *fitted, dtype=np.float64,
+                                 chunks=(Xs.chunks[0], (self._fit_U.shape[1],)))
         if not was_dask:
             with shared_distances():
                 return _embed(np.asarray(Xs, np.float64), self.factors_, self._folds)
