@@ -90,25 +90,28 @@ def read_matrix(path, columns=None, block_rows=NPY_BLOCK_ROWS):
 
 def _read_npy(path, block_rows):
     try:
-        header = np.load(path, mmap_mode="r")
+        reader = NpyFile(path)
     except Exception as exc:  # noqa: BLE001
         raise InputError(f"cannot read {str(path)!r}: {exc}") from None
-    shape, dtype = header.shape, header.dtype
-    del header
-    if len(shape) != 2:
-        raise InputError(f"input {str(path)!r} holds a {len(shape)}-D array; expected a 2-D "
+    if reader.ndim != 2:
+        raise InputError(f"input {str(path)!r} holds a {reader.ndim}-D array; expected a 2-D "
                          "table (rows x features)")
-    path = os.path.abspath(path)
-    load = dask.delayed(_npy_rows, pure=True)
-    blocks = [da.from_delayed(load(path, start, min(start + block_rows, shape[0])),
-                              shape=(min(block_rows, shape[0] - start), shape[1]), dtype=dtype)
-              for start in range(0, shape[0], block_rows)]
-    return da.concatenate(blocks, axis=0)
+    token = dask.base.tokenize(reader.path, os.path.getmtime(reader.path), block_rows)
+    return da.from_array(reader, chunks=(block_rows, -1), lock=False, asarray=True,
+                         name=f"npy-rows-{token}")
 
 
-def _npy_rows(path, start, stop):
-    """Rows ``start:stop`` of a .npy file, memory-mapped (read in the task, not the client)."""
-    return np.array(np.load(path, mmap_mode="r")[start:stop])
+class NpyFile:
+    """A .npy file as an array-like for ``da.from_array``: each task memory-maps the file
+    and copies its rows, so only the path travels to the workers."""
+
+    def __init__(self, path):
+        self.path = os.path.abspath(path)
+        header = np.load(self.path, mmap_mode="r")
+        self.shape, self.dtype, self.ndim = header.shape, header.dtype, header.ndim
+
+    def __getitem__(self, index):
+        return np.array(np.load(self.path, mmap_mode="r")[index])
 
 
 def write_array(x, path, name):

@@ -30,7 +30,7 @@ STAGES = (
     ("gram", ("elmscale-gram", "elmscale-hidden")),
     ("k-means", ("elmscale-kmeans",)),
     ("read/write", ("read-csv", "read-parquet", "read_parquet", "from-zarr", "npy-rows",
-                    "_npy_rows", "to-csv", "to-parquet", "store-map", "to-zarr", "store")),
+                    "to-csv", "to-parquet", "store-map", "to-zarr", "store")),
 )
 
 
