@@ -23,7 +23,13 @@ C = diag(sample_weight) when given, else I. Labels < 0 are left out of ``htf``.
 
 The graph term. Chunk b's rows of ``L H`` need the hidden rows of b's neighbours in other
 chunks (its "halo"): the task rebuilds them from the halo rows of X (d numbers per row), so for
-p = 1 (``H^T L H``) and p = 2 (``(L H)^T (L H)``) no row of H crosses the network. A higher
+p = 1 (``H^T L H``) and p = 2 (``(L H)^T (L H)``) no row of H crosses the network. For p = 1
+each undirected edge is visited once, not twice: W is symmetric, so ``H^T W H`` is the
+symmetric part of ``H^T V H`` with ``V`` holding each off-diagonal edge {i, j} once, in one of
+its two rows, with twice its weight (row i when ``(i < j) xor (i + j odd)``, which splits a
+chunk's cross edges evenly between earlier and later chunks). Each task then multiplies about
+half the nonzeros and rebuilds about half the halo rows; the sum is symmetrised at the end, so
+the result equals ``H^T L H`` up to float rounding. A higher
 power cannot be rebuilt from X: ``H^T L^p H`` is ``Z_q^T Z_q`` (p = 2q) or ``Z_q^T (L Z_q)``
 (p = 2q + 1) with ``Z_j = L Z_{j-1}``, ``Z_0 = H``, and each product ``L Z_j`` (j >= 1) needs
 the halo rows of Z_j itself, **n_hidden numbers per row**. Those are built block by block on the
@@ -40,7 +46,7 @@ import dask.array as da
 import numpy as np
 import scipy.sparse as sp
 
-from .utils._dask import tree_sum
+from .utils._dask import named, tree_sum
 
 logger = logging.getLogger(__name__)
 
@@ -76,6 +82,81 @@ def _rebuilt_halo(halo_X, layer, step):
     halo = np.concatenate(halo_X)
     for lo in range(0, halo.shape[0], step):
         yield layer(halo[lo : lo + step])
+
+
+def _half_pattern(block):
+    """``(V_local, V_halo, need)`` of a graph block, float64, computed once per worker copy of
+    the block (kept with its other per-process caches, which are not pickled).
+
+    V holds each off-diagonal edge {i, j} of W once, in row i when ``(i < j) xor (i + j odd)``
+    (else in row j), with twice its weight, and the diagonal as it is: ``V + V^T = 2 W`` off
+    the diagonal, so ``H^T W H = sym(H^T V H)``. ``V_halo``'s columns are the halo rows V
+    uses, ``need`` (sorted global indices): about half of the block's halo."""
+    cache = block.__dict__.setdefault("_split", {})
+    if "half" not in cache:
+        n = block.stop - block.start
+        W = block.W.tocoo()
+        r = W.row.astype(np.int64)
+        c = W.col.astype(np.int64)
+        gi = r + block.start
+        gj = np.where(c < n, c + block.start, block.halo[np.clip(c - n, 0, None)]
+                      if len(block.halo) else c + block.start)
+        off = gi != gj
+        keep = ~off | ((gi < gj) ^ ((gi + gj) % 2 == 1))
+        data = np.where(off, 2.0, 1.0)[keep] * W.data[keep].astype(np.float64)
+        r, c = r[keep], c[keep]
+        local = c < n
+        V_local = sp.csr_matrix((data[local], (r[local], c[local])), shape=(n, n))
+        pos = c[~local] - n
+        used = np.unique(pos)
+        V_halo = sp.csr_matrix((data[~local], (r[~local], np.searchsorted(used, pos))),
+                               shape=(n, len(used)))
+        cache["half"] = (V_local, V_halo, block.halo[used])
+    return cache["half"]
+
+
+def _half_split(block, dtype):
+    """:func:`_half_pattern`'s matrices in ``dtype`` (cached per dtype)."""
+    cache = block.__dict__.setdefault("_split", {})
+    key = ("half", np.dtype(dtype).str)
+    if key not in cache:
+        V_local, V_halo, _ = _half_pattern(block)
+        cache[key] = (V_local.astype(dtype), V_halo.astype(dtype))
+    return cache[key]
+
+
+def _take_needed(X_block, block, s_start, s_stop):
+    """Rows of source chunk [s_start, s_stop) that ``block``'s half graph V uses."""
+    need = _half_pattern(block)[2]
+    lo, hi = np.searchsorted(need, [s_start, s_stop])
+    return X_block[need[lo:hi] - s_start]
+
+
+def _half_halo_rows(graph, b):
+    """Delayed pieces of X's rows used by chunk b's half graph, in order, one per source."""
+    blocks = graph.X.to_delayed().ravel()
+    starts = graph.starts
+    take = named(_take_needed, "elmscale-gram-halo")
+    return [take(blocks[s], graph.blocks[b], int(starts[s]), int(starts[s + 1]))
+            for s in graph.halo_sources[b]]
+
+
+def _half_graph_term(H, graph_block, halo_X, layer):
+    """``H_b^T (D_b H_b - V_b [H_b; H_halo])``: chunk b's share of ``H^T L H`` before the
+    symmetrisation (see :func:`_half_pattern`); the halo's hidden rows are rebuilt from X one
+    chunk-sized slice at a time."""
+    V_local, V_halo = _half_split(graph_block, H.dtype)
+    VH = V_local @ H
+    lo = 0
+    for piece in _rebuilt_halo(halo_X, layer, max(H.shape[0], 1)):
+        hi = lo + piece.shape[0]
+        VH += V_halo[:, lo:hi] @ piece
+        lo = hi
+    if lo != V_halo.shape[1]:
+        raise ValueError(f"halo pieces hold {lo} rows, the graph block needs {V_halo.shape[1]}")
+    diagonal = graph_block.diagonal.astype(H.dtype)
+    np.subtract(diagonal[:, None] * H, VH, out=VH)
+    return H.T @ VH
 
 
 def _first_power_block(H, graph_block, layer, *halo_X):
@@ -116,11 +197,17 @@ def laplacian_power_rows(graph, H_blocks, layer, q, *, n_hidden, dtype):
 
 
 def _block_partials(H, terms, *, Y=None, weight=None, labels=None, n_labels=None,
-                    graph_block=None, halo_X=None, layer=None, power=1, Z=None, halo_Z=None):
+                    graph_block=None, halo_X=None, layer=None, power=1, Z=None, halo_Z=None,
+                    build=False):
     """Partial sums of the requested terms over one row chunk (all float64).
 
-    For ``htlh`` with p <= 2 the task builds L H from H and the X halo; for p > 2 it gets the
-    block of ``Z_q = L^q H`` (p = 2q or 2q + 1) and, for odd p, the halo rows of Z_q."""
+    ``build``: ``H`` is the chunk's block of X and the task builds its hidden block with
+    ``layer`` (one task per chunk, H_b never leaves it). For ``htlh`` with p = 1 the task
+    sums its half of the graph term (:func:`_half_graph_term`), with p = 2 it builds L H
+    from H and the X halo; for p > 2 it gets the block of ``Z_q = L^q H`` (p = 2q or
+    2q + 1) and, for odd p, the halo rows of Z_q."""
+    if build:
+        H = layer(H)
     out = {}
     f64 = np.float64
     if "count" in terms:
@@ -149,9 +236,11 @@ def _block_partials(H, terms, *, Y=None, weight=None, labels=None, n_labels=None
         if "sizes" in terms:
             out["sizes"] = np.bincount(lab[keep], minlength=n_labels).astype(f64)
     if "htlh" in terms:
-        if power <= 2:
+        if power == 1:
+            out["htlh"] = _half_graph_term(H, graph_block, halo_X, layer).astype(f64)
+        elif power == 2:
             LH = _laplacian_rows(graph_block, H, _rebuilt_halo(halo_X, layer, max(H.shape[0], 1)))
-            out["htlh"] = (LH.T @ LH if power == 2 else H.T @ LH).astype(f64)
+            out["htlh"] = (LH.T @ LH).astype(f64)
         elif power % 2 == 0:  # H^T L^2q H = Z_q^T Z_q
             out["htlh"] = (Z.T @ Z).astype(f64)
         else:  # H^T L^(2q+1) H = Z_q^T (L Z_q)
@@ -232,11 +321,12 @@ def hidden_stats(features, terms, *, Y=None, sample_weight=None, labels=None, n_
     layer = dask.delayed(features.layer, pure=True)
     if graph is not None and graph.order is not None:
         # the graph was built on locality-ordered rows: move every row-aligned input there
-        H_blocks = [dask.delayed(_apply_layer, pure=True)(blk, layer)
-                    for blk in graph.X.to_delayed().ravel()]
+        sources, build = graph.X.to_delayed().ravel().tolist(), True
         Y, sample_weight, labels = (graph.order.apply(a) for a in (Y, sample_weight, labels))
-    else:
-        H_blocks = features.blocks()
+    elif features.cached:
+        sources, build = features.blocks(), False
+    else:  # each task builds its own H block: H_b is never stored or moved
+        sources, build = features.X.to_delayed().ravel().tolist(), True
     Y_blocks = _blocks_of(Y, nb, "Y")
     w_blocks = _blocks_of(sample_weight, nb, "sample_weight")
     lab_blocks = _blocks_of(labels, nb, "labels")
@@ -251,18 +341,24 @@ def hidden_stats(features, terms, *, Y=None, sample_weight=None, labels=None, n_
                     laplacian_power, q, graph.n_samples, n_h,
                     graph.n_samples * n_h * itemsize / 1e6, shipped, graph.halo_size(), n_h,
                     graph.halo_size() * n_h * itemsize / 1e6)
+        hidden = named(_apply_layer, "elmscale-hidden")
+        H_blocks = [hidden(blk, layer) for blk in sources] if build else sources
         Z = laplacian_power_rows(graph, H_blocks, layer, q, n_hidden=n_h,
                                  dtype=features.X.dtype)
         Z_blocks = Z.to_delayed().ravel()
+        sources, build = H_blocks, False
+    block_task = named(_block_partials, "elmscale-gram-block")
     parts = []
     for b in range(nb):
         kwargs = dict(Y=Y_blocks[b], weight=w_blocks[b], labels=lab_blocks[b],
-                      n_labels=n_labels, power=laplacian_power)
+                      n_labels=n_labels, power=laplacian_power, layer=layer, build=build)
         if "htlh" in terms and laplacian_power <= 2:
-            kwargs.update(graph_block=graph.blocks[b], halo_X=graph.halo_rows(b), layer=layer)
+            halo = _half_halo_rows(graph, b) if laplacian_power == 1 else graph.halo_rows(b)
+            kwargs.update(graph_block=graph.blocks[b], halo_X=halo)
         elif "htlh" in terms:
             kwargs.update(graph_block=graph.blocks[b], Z=Z_blocks[b],
                           halo_Z=graph.halo_rows(b, Z) if laplacian_power % 2 else None)
-        parts.append(dask.delayed(_block_partials, pure=True)(H_blocks[b], terms, **kwargs))
-    total = dask.delayed(_finish, pure=True)(tree_sum(parts, fan_in=fan_in))
+        parts.append(block_task(sources[b], terms, **kwargs))
+    total = named(_finish, "elmscale-gram-finish")(
+        tree_sum(parts, fan_in=fan_in, prefix="elmscale-gram-sum"))
     return dask.compute(total)[0] if compute else total
