@@ -1,0 +1,274 @@
+"""The Gram pass (H^T H and H^T L H) against its same-run floor, with a per-task profile.
+
+    python benchmarks/bench_gram.py --n 1000000                    # 1M x 50, n_hidden 1000
+    python benchmarks/bench_gram.py --n 300000 --baseline-rev main # alternate with main's gram.py
+    python benchmarks/bench_gram.py --n 1000000 --graph cells      # the graph backend to time on
+
+What it does, on a LocalCluster of 2 worker processes x 1 thread:
+
+1. data: the 50-d Gaussian mixture of ``_mixture.py`` generated on the workers (or read with
+   ``--input parquet:PATH`` / ``--input zarr:PATH``, see bench_uselm_scale.py --write), in row
+   chunks of 64 MiB of float32 H (16,384 rows at n_hidden 1000);
+2. the graph, built ONCE and persisted (``knn_graph`` with the USELM defaults: 10 neighbours,
+   normalised Laplacian, min-max scaling, locality order); its time is reported cold (numba
+   compilation included for pynndescent) but is not part of the Gram timings;
+3. ``--rounds`` alternated rounds of: the floor (one streamed float32 H^T H of the same size:
+   ``hidden_stats(features, ("hth",))``, one task per chunk building H_b and its syrk) and the
+   Gram pass (``hidden_stats(features, ("hth", "htlh"), graph=graph)``), and with
+   ``--baseline-rev`` the same pass by that git revision's ``elmscale/gram.py``; the first
+   round is the cold one (worker caches of the graph blocks empty);
+4. a profile: one pass of tasks that run the Gram task's steps with timers (hidden layer,
+   syrk, sparse W H on the chunk, halo hidden rows rebuilt from X, sparse W H on the halo,
+   D H - W H, the GEMM), summed over tasks in CPU seconds; and the dask task stream of one
+   Gram pass grouped by key prefix (compute and transfer seconds per stage), from which the
+   scheduler and idle time is ``workers * wall - sum(compute)``;
+5. halo rows / N (the whole halo and the half the pass rebuilds), peak RSS of every worker and
+   of the client (whose process also runs the scheduler), with the load average.
+
+One JSON line per measurement is printed; the last line starts with ``RESULT``.
+"""
+
+import argparse
+import functools
+import json
+import os
+import subprocess
+import sys
+import time
+from collections import defaultdict
+
+import numpy as np
+
+from _common import blas_info, machine_info, peak_memory_mb, utc_now
+from _mixture import mixture_dask
+
+
+def _load():
+    return tuple(round(x, 2) for x in os.getloadavg())
+
+
+def _worker_peak_mb():
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def _baseline_gram(rev):
+    """``elmscale/gram.py`` of git revision ``rev`` as a module workers can unpickle."""
+    import importlib.util
+
+    import cloudpickle
+
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    src = subprocess.run(["git", "-C", repo, "show", f"{rev}:elmscale/gram.py"], check=True,
+                         capture_output=True, text=True).stdout
+    name = "elmscale._gram_baseline"
+    spec = importlib.util.spec_from_loader(name, loader=None)
+    module = importlib.util.module_from_spec(spec)
+    module.__package__ = "elmscale"
+    exec(compile(src, f"{rev}:elmscale/gram.py", "exec"), module.__dict__)
+    sys.modules[name] = module
+    cloudpickle.register_pickle_by_value(module)
+    return module
+
+
+def read_input(spec):
+    """``parquet:PATH`` or ``zarr:PATH`` -> a dask array of float32 rows (all columns)."""
+    import dask.array as da
+
+    kind, _, path = spec.partition(":")
+    if kind == "parquet":
+        import dask.dataframe as dd
+
+        df = dd.read_parquet(path)
+        df = df[[c for c in df.columns if c != "y"]]
+        return df.to_dask_array(lengths=True).astype(np.float32)
+    if kind == "zarr":
+        return da.from_zarr(path).astype(np.float32)
+    raise ValueError(f"--input must be parquet:PATH or zarr:PATH, got {spec!r}")
+
+
+def _profiled_block(X_block, graph_block, layer, *halo_X):
+    """The Gram task's steps (``gram._block_partials`` for ("hth", "htlh"), p = 1) with
+    timers; returns CPU seconds per step and the rows rebuilt."""
+    from elmscale import gram
+
+    t = {}
+    clock = [time.perf_counter()]
+
+    def lap(name):
+        now = time.perf_counter()
+        t[name] = t.get(name, 0.0) + now - clock[0]
+        clock[0] = now
+
+    H = layer(X_block)
+    lap("hidden")
+    (H.T @ H).astype(np.float64)
+    lap("syrk")
+    V_local, V_halo = gram._half_split(graph_block, H.dtype)
+    lap("graph_split")
+    VH = V_local @ H
+    lap("wh_local")
+    lo = 0
+    halo = np.concatenate(halo_X) if halo_X else np.zeros((0, X_block.shape[1]), X_block.dtype)
+    step = max(H.shape[0], 1)
+    for s in range(0, halo.shape[0], step):
+        piece = layer(halo[s : s + step])
+        lap("halo_hidden")
+        hi = lo + piece.shape[0]
+        VH += V_halo[:, lo:hi] @ piece
+        lo = hi
+        lap("wh_halo")
+    diagonal = graph_block.diagonal.astype(H.dtype)
+    np.subtract(diagonal[:, None] * H, VH, out=VH)
+    lap("dh_minus_wh")
+    (H.T @ VH).astype(np.float64)
+    lap("gemm")
+    return t, int(halo.shape[0]), int(V_local.nnz + V_halo.nnz)
+
+
+def profile(graph, layer, client):
+    import dask
+
+    from elmscale import gram
+
+    X_blocks = graph.X.to_delayed().ravel()
+    lay = dask.delayed(layer, pure=True)
+    tasks = [dask.delayed(_profiled_block)(X_blocks[b], graph.blocks[b], lay,
+                                           *gram._half_halo_rows(graph, b))
+             for b in range(len(X_blocks))]
+    t0 = time.perf_counter()
+    out = dask.compute(*tasks)
+    wall = time.perf_counter() - t0
+    steps = defaultdict(float)
+    for t, _, _ in out:
+        for k, v in t.items():
+            steps[k] += v
+    return {"profile_cpu_s": dict(steps), "profile_wall_s": wall,
+            "halo_rows_rebuilt": sum(o[1] for o in out), "nnz_used": sum(o[2] for o in out)}
+
+
+def task_stream(client, fn):
+    """Run ``fn()`` under the task stream; seconds of compute and transfer per key prefix."""
+    from dask.utils import key_split
+    from distributed import get_task_stream
+
+    t0 = time.perf_counter()
+    with get_task_stream(client) as ts:
+        fn()
+    wall = time.perf_counter() - t0
+    compute, transfer, count = defaultdict(float), defaultdict(float), defaultdict(int)
+    for rec in ts.data:
+        name = key_split(rec["key"])
+        count[name] += 1
+        for s in rec["startstops"]:
+            if s["action"] == "compute":
+                compute[name] += s["stop"] - s["start"]
+            elif s["action"] == "transfer":
+                transfer[name] += s["stop"] - s["start"]
+    n_workers = len(client.scheduler_info()["workers"])
+    busy = sum(compute.values())
+    return {"wall_s": wall, "compute_s": dict(compute), "transfer_s": dict(transfer),
+            "tasks": dict(count), "idle_or_scheduler_s": n_workers * wall - busy}
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--n", type=int, default=1_000_000)
+    p.add_argument("--d", type=int, default=50)
+    p.add_argument("--clusters", type=int, default=10)
+    p.add_argument("--n-hidden", type=int, default=1000)
+    p.add_argument("--k", type=int, default=10)
+    p.add_argument("--graph", default="pynndescent", help="graph backend to time the pass on")
+    p.add_argument("--chunk-mb", type=int, default=64, help="bytes of one float32 H block")
+    p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--worker-gb", type=float, default=8)
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--baseline-rev", default=None,
+                   help="also time this git revision's gram.py, alternated")
+    p.add_argument("--input", default=None, help="parquet:PATH or zarr:PATH instead of "
+                   "generating the mixture")
+    p.add_argument("--no-profile", dest="profile", action="store_false")
+    p.add_argument("--seed", type=int, default=0)
+    args = p.parse_args()
+
+    import dask
+    from distributed import Client, LocalCluster
+
+    import elmscale
+    from elmscale.gram import hidden_stats
+    from elmscale.graph import knn_graph
+    from elmscale.hidden import HiddenFeatures, RandomHiddenLayer
+    from elmscale.hidden._scaling import apply_scaling, fit_scaling
+
+    log = functools.partial(print, flush=True)
+    log(f"# {utc_now()} {json.dumps(machine_info())}")
+    log(f"# BLAS (client): {blas_info()}")
+    log(f"# args: {vars(args)}")
+    result = {"args": vars(args), "date": utc_now()}
+    baseline = _baseline_gram(args.baseline_rev) if args.baseline_rev else None
+    rows = max(1000, args.chunk_mb * 2**20 // (args.n_hidden * 4))
+    with LocalCluster(n_workers=args.workers, threads_per_worker=1, dashboard_address=":0",
+                      memory_limit=f"{args.worker_gb}GiB") as cluster, Client(cluster) as client:
+        result["worker_blas"] = list(set(client.run(blas_info).values()))
+        if args.input:
+            X = read_input(args.input)
+        else:
+            X = mixture_dask(args.n, args.d, args.clusters, args.seed)[0]
+        X = X.rechunk({0: rows, 1: -1}).persist()
+        dask.compute(X.sum())
+        N = X.shape[0]
+        offset, scale = fit_scaling(X, "minmax")
+        layer = RandomHiddenLayer.draw(X.shape[1], args.n_hidden, "sigmoid", args.seed,
+                                       offset=offset, scale=scale)
+        t0 = time.perf_counter()
+        graph = knn_graph(X, args.k, backend=args.graph, normalized=True, random_state=args.seed,
+                          transform=lambda A: apply_scaling(A, offset, scale))
+        result["graph_cold_s"] = time.perf_counter() - t0
+        result["n_chunks"] = len(X.chunks[0])
+        result["halo_over_n"] = graph.halo_size() / N
+        log(json.dumps({"graph_cold_s": result["graph_cold_s"], "n_chunks": result["n_chunks"],
+                        "halo_over_n": result["halo_over_n"], "load": _load()}))
+        features = HiddenFeatures(X, layer, cache=False)
+        with elmscale.config_context(compute_dtype="float32"):
+            runs = {"floor": lambda: hidden_stats(features, ("hth",)),
+                    "gram": lambda: hidden_stats(features, ("hth", "htlh"), graph=graph)}
+            if baseline is not None:
+                runs["baseline"] = lambda: baseline.hidden_stats(features, ("hth", "htlh"),
+                                                                 graph=graph)
+            rounds = []
+            ref = None
+            for r in range(args.rounds):
+                times = {"load": _load()}
+                for name, fn in runs.items():
+                    t0 = time.perf_counter()
+                    out = fn()
+                    times[name] = time.perf_counter() - t0
+                    if name != "floor":  # every variant must give the same matrices
+                        ref = ref or out
+                        gap = max(np.abs(out[k] - ref[k]).max() / np.abs(ref[k]).max()
+                                  for k in ref)
+                        times[f"{name}_rel_gap"] = float(gap)
+                times["gram_over_floor"] = times["gram"] / times["floor"]
+                rounds.append(times)
+                log(json.dumps({"round": r, **times}))
+            result["rounds"] = rounds
+            if args.profile:
+                stream = task_stream(client, runs["gram"])
+                result["task_stream"] = stream
+                log(json.dumps({"task_stream": stream, "load": _load()}))
+                prof = profile(graph, layer, client)
+                prof["halo_rebuilt_over_n"] = prof["halo_rows_rebuilt"] / N
+                result["profile"] = prof
+                log(json.dumps({**prof, "load": _load()}))
+        result["worker_peak_mb"] = sorted(client.run(_worker_peak_mb).values())
+        result["client_peak_mb"] = peak_memory_mb()
+    for key in ("floor", "gram") + (("baseline",) if baseline else ()):
+        result[f"{key}_median_s"] = float(np.median([r[key] for r in result["rounds"]]))
+    result["gram_over_floor_median"] = float(np.median([r["gram_over_floor"]
+                                                        for r in result["rounds"]]))
+    log("RESULT " + json.dumps(result, default=float))
+
+
+if __name__ == "__main__":
+    main()
