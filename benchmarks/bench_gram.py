@@ -53,23 +53,22 @@ def _worker_peak_mb():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def _baseline_gram(rev):
-    """``elmscale/gram.py`` of git revision ``rev`` as a module workers can unpickle."""
-    import importlib.util
-
-    import cloudpickle
+def _baseline_gram(rev, client):
+    """``elmscale/gram.py`` of git revision ``rev`` as a top-level module, imported here and
+    uploaded to the workers (``Client.upload_file``), its relative imports made absolute."""
+    import importlib
+    import tempfile
 
     repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     src = subprocess.run(["git", "-C", repo, "show", f"{rev}:elmscale/gram.py"], check=True,
                          capture_output=True, text=True).stdout
-    name = "elmscale._gram_baseline"
-    spec = importlib.util.spec_from_loader(name, loader=None)
-    module = importlib.util.module_from_spec(spec)
-    module.__package__ = "elmscale"
-    exec(compile(src, f"{rev}:elmscale/gram.py", "exec"), module.__dict__)
-    sys.modules[name] = module
-    cloudpickle.register_pickle_by_value(module)
-    return module
+    src = src.replace("from .", "from elmscale.")
+    path = os.path.join(tempfile.mkdtemp(), "_elmscale_gram_baseline.py")
+    with open(path, "w") as f:
+        f.write(src)
+    sys.path.insert(0, os.path.dirname(path))
+    client.upload_file(path)
+    return importlib.import_module("_elmscale_gram_baseline")
 
 
 def read_input(spec):
@@ -88,11 +87,51 @@ def read_input(spec):
     raise ValueError(f"--input must be parquet:PATH or zarr:PATH, got {spec!r}")
 
 
-def _profiled_block(X_block, graph_block, layer, *halo_X):
-    """The Gram task's steps (``gram._block_partials`` for ("hth", "htlh"), p = 1) with
-    timers; returns CPU seconds per step and the rows rebuilt."""
-    from elmscale import gram
+def _standin_block(X_block, block_info=None, *, k, k_random, n_samples, seed):
+    """k - k_random exact neighbours inside the row chunk (float32 GEMM distances), then
+    k_random uniformly random rows of the whole array (distance +inf: binary weights only)."""
+    start = block_info[0]["array-location"][0][0]
+    X = X_block.astype(np.float32)
+    n = X.shape[0]
+    k_in = k - k_random
+    idx = np.empty((n, k), dtype=np.int64)
+    dist = np.full((n, k), np.inf)
+    sq = (X * X).sum(1)
+    for lo in range(0, n, 2048):
+        d2 = sq[lo : lo + 2048, None] + sq[None, :] - 2.0 * (X[lo : lo + 2048] @ X.T)
+        d2[np.arange(d2.shape[0]), np.arange(lo, lo + d2.shape[0])] = np.inf
+        part = np.argpartition(d2, k_in, axis=1)[:, :k_in]
+        dd = np.take_along_axis(d2, part, 1)
+        order = np.argsort(dd, axis=1)
+        idx[lo : lo + 2048, :k_in] = np.take_along_axis(part, order, 1) + start
+        dist[lo : lo + 2048, :k_in] = np.sqrt(np.maximum(np.take_along_axis(dd, order, 1), 0))
+    rng = np.random.default_rng([seed, start])
+    rand = rng.integers(0, n_samples - 1, size=(n, k_random))
+    rows = np.arange(start, start + n)[:, None]
+    idx[:, k_in:] = rand + (rand >= rows)  # never the row itself
+    return np.concatenate([idx, dist.view(np.int64)], axis=1)
 
+
+def standin_knn(X, n_neighbors, *, random_state=None, k_random=5):
+    """A cheap stand-in graph for timing the Gram pass without building a real kNN graph:
+    per row, ``n_neighbors - k_random`` exact neighbours within its (locality-ordered) chunk
+    and ``k_random`` random rows anywhere, which crosses chunks as much as an ANN graph of
+    50-d data does (halo / N about 8 at 1M, pynndescent's was 8.25)."""
+    import dask.array as da
+
+    out = X.map_blocks(_standin_block, k=n_neighbors, k_random=k_random,
+                       n_samples=X.shape[0], seed=int(random_state or 0), dtype=np.int64,
+                       chunks=(X.chunks[0], (2 * n_neighbors,)),
+                       meta=np.empty((0, 0), dtype=np.int64))
+    idx = out[:, :n_neighbors]
+    dist = out[:, n_neighbors:].map_blocks(lambda a: a.view(np.float64), dtype=np.float64)
+    assert isinstance(idx, da.Array)
+    return idx, dist
+
+
+def _profiled_block(X_blocks, half, layer, *halo_X):
+    """The Gram task's steps (``gram._block_partials`` for ("hth", "htlh"), p = 1) with
+    timers; returns CPU seconds per step, the halo rows rebuilt and the nonzeros used."""
     t = {}
     clock = [time.perf_counter()]
 
@@ -101,16 +140,18 @@ def _profiled_block(X_block, graph_block, layer, *halo_X):
         t[name] = t.get(name, 0.0) + now - clock[0]
         clock[0] = now
 
-    H = layer(X_block)
+    H = layer(np.concatenate(X_blocks))
     lap("hidden")
     (H.T @ H).astype(np.float64)
     lap("syrk")
-    V_local, V_halo = gram._half_split(graph_block, H.dtype)
-    lap("graph_split")
+    V_local, V_halo, diagonal = half
+    V_local, V_halo = V_local.astype(H.dtype), V_halo.astype(H.dtype)
+    lap("graph_cast")
     VH = V_local @ H
     lap("wh_local")
     lo = 0
-    halo = np.concatenate(halo_X) if halo_X else np.zeros((0, X_block.shape[1]), X_block.dtype)
+    halo = np.concatenate(halo_X) if halo_X else np.zeros((0, H.shape[1]), H.dtype)
+    lap("halo_concat")
     step = max(H.shape[0], 1)
     for s in range(0, halo.shape[0], step):
         piece = layer(halo[s : s + step])
@@ -119,32 +160,38 @@ def _profiled_block(X_block, graph_block, layer, *halo_X):
         VH += V_halo[:, lo:hi] @ piece
         lo = hi
         lap("wh_halo")
-    diagonal = graph_block.diagonal.astype(H.dtype)
-    np.subtract(diagonal[:, None] * H, VH, out=VH)
+    np.subtract(diagonal.astype(H.dtype)[:, None] * H, VH, out=VH)
     lap("dh_minus_wh")
     (H.T @ VH).astype(np.float64)
     lap("gemm")
-    return t, int(halo.shape[0]), int(V_local.nnz + V_halo.nnz)
+    return t, int(halo.shape[0]), int(V_local.nnz + V_halo.nnz), int(H.shape[0])
 
 
-def profile(graph, layer, client):
+def profile(graph, features):
+    """One pass of :func:`_profiled_block` tasks over the same groups as the Gram pass."""
     import dask
 
     from elmscale import gram
+    from elmscale._config import get_config
 
     X_blocks = graph.X.to_delayed().ravel()
-    lay = dask.delayed(layer, pure=True)
-    tasks = [dask.delayed(_profiled_block)(X_blocks[b], graph.blocks[b], lay,
-                                           *gram._half_halo_rows(graph, b))
-             for b in range(len(X_blocks))]
+    lay = dask.delayed(features.layer, pure=True)
+    groups = gram._task_groups(features.chunks, features.layer.n_hidden, 4,
+                               4 * get_config()["chunk_bytes"])
+    tasks = []
+    for group in groups:
+        half, need = dask.delayed(gram._half_pattern, nout=2)(*[graph.blocks[b] for b in group])
+        tasks.append(dask.delayed(_profiled_block)([X_blocks[b] for b in group], half, lay,
+                                                   *gram._group_halo(graph, group, need)))
     t0 = time.perf_counter()
     out = dask.compute(*tasks)
     wall = time.perf_counter() - t0
     steps = defaultdict(float)
-    for t, _, _ in out:
+    for t, *_ in out:
         for k, v in t.items():
             steps[k] += v
-    return {"profile_cpu_s": dict(steps), "profile_wall_s": wall,
+    return {"profile_cpu_s": dict(steps), "profile_wall_s": wall, "n_tasks": len(tasks),
+            "rows_per_task": max(o[3] for o in out),
             "halo_rows_rebuilt": sum(o[1] for o in out), "nnz_used": sum(o[2] for o in out)}
 
 
@@ -179,7 +226,8 @@ def main():
     p.add_argument("--clusters", type=int, default=10)
     p.add_argument("--n-hidden", type=int, default=1000)
     p.add_argument("--k", type=int, default=10)
-    p.add_argument("--graph", default="pynndescent", help="graph backend to time the pass on")
+    p.add_argument("--graph", default="pynndescent",
+                   help="graph backend to time the pass on, or 'standin' (see standin_knn)")
     p.add_argument("--chunk-mb", type=int, default=64, help="bytes of one float32 H block")
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--worker-gb", type=float, default=8)
@@ -188,6 +236,8 @@ def main():
                    help="also time this git revision's gram.py, alternated")
     p.add_argument("--input", default=None, help="parquet:PATH or zarr:PATH instead of "
                    "generating the mixture")
+    p.add_argument("--compare-ungrouped", action="store_true",
+                   help="also time the pass with one chunk per task, alternated")
     p.add_argument("--no-profile", dest="profile", action="store_false")
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args()
@@ -206,11 +256,11 @@ def main():
     log(f"# BLAS (client): {blas_info()}")
     log(f"# args: {vars(args)}")
     result = {"args": vars(args), "date": utc_now()}
-    baseline = _baseline_gram(args.baseline_rev) if args.baseline_rev else None
     rows = max(1000, args.chunk_mb * 2**20 // (args.n_hidden * 4))
     with LocalCluster(n_workers=args.workers, threads_per_worker=1, dashboard_address=":0",
                       memory_limit=f"{args.worker_gb}GiB") as cluster, Client(cluster) as client:
         result["worker_blas"] = list(set(client.run(blas_info).values()))
+        baseline = _baseline_gram(args.baseline_rev, client) if args.baseline_rev else None
         if args.input:
             X = read_input(args.input)
         else:
@@ -222,7 +272,8 @@ def main():
         layer = RandomHiddenLayer.draw(X.shape[1], args.n_hidden, "sigmoid", args.seed,
                                        offset=offset, scale=scale)
         t0 = time.perf_counter()
-        graph = knn_graph(X, args.k, backend=args.graph, normalized=True, random_state=args.seed,
+        backend = standin_knn if args.graph == "standin" else args.graph
+        graph = knn_graph(X, args.k, backend=backend, normalized=True, random_state=args.seed,
                           transform=lambda A: apply_scaling(A, offset, scale))
         result["graph_cold_s"] = time.perf_counter() - t0
         result["n_chunks"] = len(X.chunks[0])
@@ -233,6 +284,9 @@ def main():
         with elmscale.config_context(compute_dtype="float32"):
             runs = {"floor": lambda: hidden_stats(features, ("hth",)),
                     "gram": lambda: hidden_stats(features, ("hth", "htlh"), graph=graph)}
+            if args.compare_ungrouped:
+                runs["gram_1chunk"] = lambda: hidden_stats(features, ("hth", "htlh"),
+                                                           graph=graph, group_bytes=1)
             if baseline is not None:
                 runs["baseline"] = lambda: baseline.hidden_stats(features, ("hth", "htlh"),
                                                                  graph=graph)
@@ -257,13 +311,14 @@ def main():
                 stream = task_stream(client, runs["gram"])
                 result["task_stream"] = stream
                 log(json.dumps({"task_stream": stream, "load": _load()}))
-                prof = profile(graph, layer, client)
+                prof = profile(graph, features)
                 prof["halo_rebuilt_over_n"] = prof["halo_rows_rebuilt"] / N
                 result["profile"] = prof
                 log(json.dumps({**prof, "load": _load()}))
         result["worker_peak_mb"] = sorted(client.run(_worker_peak_mb).values())
         result["client_peak_mb"] = peak_memory_mb()
-    for key in ("floor", "gram") + (("baseline",) if baseline else ()):
+    for key in [k for k in result["rounds"][0] if k in ("floor", "gram", "baseline",
+                                                           "gram_1chunk")]:
         result[f"{key}_median_s"] = float(np.median([r[key] for r in result["rounds"]]))
     result["gram_over_floor_median"] = float(np.median([r["gram_over_floor"]
                                                         for r in result["rounds"]]))
