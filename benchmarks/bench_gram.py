@@ -2,7 +2,8 @@
 
     python benchmarks/bench_gram.py --n 1000000                    # 1M x 50, n_hidden 1000
     python benchmarks/bench_gram.py --n 300000 --baseline-rev main # alternate with main's gram.py
-    python benchmarks/bench_gram.py --n 1000000 --graph cells      # the graph backend to time on
+    python benchmarks/bench_gram.py --n 1000000 --graph standin    # the graph backend to time on
+    python benchmarks/bench_gram.py --n 1000000 --kmeans --baseline-rev main  # embed + k-means
 
 What it does, on a LocalCluster of 2 worker processes x 1 thread:
 
@@ -53,22 +54,59 @@ def _worker_peak_mb():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def _baseline_gram(rev, client):
-    """``elmscale/gram.py`` of git revision ``rev`` as a top-level module, imported here and
+def _baseline_gram(rev, client, module="gram.py", package="elmscale"):
+    """``elmscale/<module>`` of git revision ``rev`` as a top-level module, imported here and
     uploaded to the workers (``Client.upload_file``), its relative imports made absolute."""
     import importlib
     import tempfile
 
     repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    src = subprocess.run(["git", "-C", repo, "show", f"{rev}:elmscale/gram.py"], check=True,
+    src = subprocess.run(["git", "-C", repo, "show", f"{rev}:elmscale/{module}"], check=True,
                          capture_output=True, text=True).stdout
-    src = src.replace("from .", "from elmscale.")
-    path = os.path.join(tempfile.mkdtemp(), "_elmscale_gram_baseline.py")
+    src = src.replace("from ..", "from elmscale.").replace("from .", f"from {package}.")
+    name = "_elmscale_baseline_" + module.replace("/", "_").removesuffix(".py")
+    path = os.path.join(tempfile.mkdtemp(), name + ".py")
     with open(path, "w") as f:
         f.write(src)
     sys.path.insert(0, os.path.dirname(path))
     client.upload_file(path)
-    return importlib.import_module("_elmscale_gram_baseline")
+    return importlib.import_module(name)
+
+
+def run_kmeans(args, client, X, log):
+    """Embedding + k-means as USELM does them (E = H beta persisted, then k-means with
+    n_init=10 restarts on it), alternated with ``--baseline-rev``'s cluster/_kmeans.py."""
+    import dask
+
+    from elmscale.cluster import kmeans
+    from elmscale.hidden import HiddenFeatures, RandomHiddenLayer
+
+    layer = RandomHiddenLayer.draw(X.shape[1], args.n_hidden, "sigmoid", args.seed)
+    beta = np.random.RandomState(args.seed).randn(args.n_hidden, 10) / args.n_hidden
+    features = HiddenFeatures(X, layer, cache=False)
+    variants = {"kmeans": kmeans}
+    if args.baseline_rev:
+        variants["baseline_kmeans"] = _baseline_gram(args.baseline_rev, client,
+                                                     "cluster/_kmeans.py",
+                                                     "elmscale.cluster").kmeans
+    rounds = []
+    for r in range(args.rounds):
+        times = {"load": _load()}
+        for name, fn in variants.items():
+            t0 = time.perf_counter()
+            E = features.project(beta).persist()
+            dask.wait(E)
+            t1 = time.perf_counter()
+            _, labels, inertia, n_iter = fn(E, args.clusters, n_init=10, random_state=0)
+            labels.persist()
+            dask.wait(labels)
+            t2 = time.perf_counter()
+            times[name] = {"embed_s": t1 - t0, "kmeans_s": t2 - t1, "total_s": t2 - t0,
+                           "inertia": inertia, "n_iter": n_iter}
+            del E, labels
+        rounds.append(times)
+        log(json.dumps({"round": r, **times}))
+    return rounds
 
 
 def read_input(spec):
@@ -239,6 +277,8 @@ def main():
     p.add_argument("--compare-ungrouped", action="store_true",
                    help="also time the pass with one chunk per task, alternated")
     p.add_argument("--no-profile", dest="profile", action="store_false")
+    p.add_argument("--kmeans", action="store_true",
+                   help="time the embedding + k-means stage instead (E = H beta, 10 columns)")
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args()
 
@@ -268,6 +308,11 @@ def main():
         X = X.rechunk({0: rows, 1: -1}).persist()
         dask.compute(X.sum())
         N = X.shape[0]
+        if args.kmeans:
+            with elmscale.config_context(compute_dtype="float32"):
+                result["kmeans_rounds"] = run_kmeans(args, client, X, log)
+            log("RESULT " + json.dumps(result, default=float))
+            return
         offset, scale = fit_scaling(X, "minmax")
         layer = RandomHiddenLayer.draw(X.shape[1], args.n_hidden, "sigmoid", args.seed,
                                        offset=offset, scale=scale)

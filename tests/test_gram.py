@@ -276,3 +276,16 @@ def test_task_keys_name_their_stage(data):
     names = {key_split(k) for k in dict(total.__dask_graph__())}
     assert {"elmscale-gram-block", "elmscale-gram-halo", "elmscale-gram-pattern",
             "elmscale-gram-sum", "elmscale-gram-finish"} <= names
+
+
+def test_float32_graph_term_close_to_float64(data):
+    """The half-edge graph term in float32 blocks (summed in float64) stays within 1e-5
+    relative of the dense float64 H^T L H."""
+    X = data[0]
+    layer = RandomHiddenLayer.draw(6, 40, "sigmoid", 0)
+    with config_context(compute_dtype="float32"):
+        Xd = da.from_array(X.astype(np.float32), chunks=(40, 6))
+        graph = knn_graph(Xd, 5, backend="exact", normalized=True, order=False)
+        s = hidden_stats(HiddenFeatures(Xd, layer, cache=False), ("htlh",), graph=graph)
+    H = hidden(X, layer)
+    assert _rel(s["htlh"], H.T @ knn_laplacian(X, 5, normalized=True) @ H) < 1e-5
