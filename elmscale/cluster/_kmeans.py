@@ -127,7 +127,7 @@ def kmeans(E, n_clusters, *, n_init=10, max_iter=100, tol=1e-4, init=None, rando
     active = np.ones(len(centers), dtype=bool)
     n_iter = np.zeros(len(centers), dtype=int)
     var = None
-    for it in range(max_iter):
+    for _ in range(max_iter):
         c = dask.delayed(centers, pure=True)
         total = dask.compute(tree_sum([partials(b, c) for b in blocks],
                                       prefix="elmscale-kmeans-sum"))[0]
@@ -157,7 +157,7 @@ def kmeans(E, n_clusters, *, n_init=10, max_iter=100, tol=1e-4, init=None, rando
     parts = dask.persist(*[final(b, c) for b in blocks])
     inertia = float(sum(dask.compute(*[p[1] for p in parts])))
     labels = da.concatenate([da.from_delayed(p[0], (n,), dtype=np.int64)
-                             for p, n in zip(parts, Eb.chunks[0])])
+                             for p, n in zip(parts, Eb.chunks[0], strict=True)])
     if labels.chunks[0] != E.chunks[0]:
         labels = labels.rechunk({0: E.chunks[0]})
     logger.info("k-means: best of %d restarts, inertia %.6g after %d iterations", len(centers),
