@@ -49,9 +49,14 @@ def test_chunked_equals_dense(data, chunks, weights, normalized, power):
     layer = RandomHiddenLayer.draw(6, 40, "sigmoid", 0)
     s = _stats(X, y, w, labels, chunks, layer, weights=weights, normalized=normalized,
                power=power)
-    H = hidden(X, layer)
     L = knn_laplacian(X, 5, weights=weights, normalized=normalized)
-    Lp = np.linalg.matrix_power(L, power)
+    _assert_terms_equal_dense(s, data, layer, np.linalg.matrix_power(L, power))
+
+
+def _assert_terms_equal_dense(s, data, layer, Lp):
+    """Every term of ``hidden_stats`` equals its dense NumPy product (``Lp``: L^p)."""
+    X, y, w, labels = data
+    H = hidden(X, layer)
     F = np.zeros((150, 4))
     F[labels >= 0, labels[labels >= 0]] = 1
     assert s["count"] == pytest.approx(w.sum(), rel=1e-12)
@@ -251,16 +256,7 @@ def test_grouped_tasks_equal_dense(data, order):
                      sample_weight=da.from_array(w, chunks=chunks),
                      labels=da.from_array(labels, chunks=chunks), n_labels=4, graph=graph,
                      group_bytes=3 * 5 * 40 * 8)
-    H = hidden(X, layer)
-    F = np.zeros((150, 4))
-    F[labels >= 0, labels[labels >= 0]] = 1
-    assert s["count"] == pytest.approx(w.sum(), rel=1e-12)
-    assert _rel(s["colsum"], w @ H) < 1e-10
-    assert _rel(s["hth"], H.T @ (w[:, None] * H)) < 1e-10
-    assert _rel(s["hty"], H.T @ (w[:, None] * y)) < 1e-10
-    assert _rel(s["htf"], H.T @ F) < 1e-10
-    np.testing.assert_array_equal(s["sizes"], F.sum(0))
-    assert _rel(s["htlh"], H.T @ knn_laplacian(X, 5, normalized=True) @ H) < 1e-10
+    _assert_terms_equal_dense(s, data, layer, knn_laplacian(X, 5, normalized=True))
 
 
 def test_task_keys_name_their_stage(data):
