@@ -30,6 +30,7 @@ One JSON line per measurement is printed; the last line starts with ``RESULT``.
 """
 
 import argparse
+import contextlib
 import functools
 import json
 import os
@@ -68,7 +69,8 @@ def _baseline_gram(rev, client, module="gram.py", package="elmscale"):
     with open(path, "w") as f:
         f.write(src)
     sys.path.insert(0, os.path.dirname(path))
-    client.upload_file(path)
+    if client is not None:
+        client.upload_file(path)
     return importlib.import_module(name)
 
 
@@ -266,6 +268,10 @@ def main():
     p.add_argument("--graph", default="pynndescent",
                    help="graph backend to time the pass on, or 'standin' (see standin_knn)")
     p.add_argument("--chunk-mb", type=int, default=64, help="bytes of one float32 H block")
+    p.add_argument("--chunk-rows", type=int, default=None, help="overrides --chunk-mb")
+    p.add_argument("--sync", action="store_true",
+                   help="no cluster: dask's sync scheduler, BLAS on 1 thread, CPU seconds "
+                        "reported beside wall seconds (for a shared machine)")
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--worker-gb", type=float, default=8)
     p.add_argument("--rounds", type=int, default=3)
@@ -295,10 +301,24 @@ def main():
     log(f"# BLAS (client): {blas_info()}")
     log(f"# args: {vars(args)}")
     result = {"args": vars(args), "date": utc_now()}
-    rows = max(1000, args.chunk_mb * 2**20 // (args.n_hidden * 4))
-    with LocalCluster(n_workers=args.workers, threads_per_worker=1, dashboard_address=":0",
-                      memory_limit=f"{args.worker_gb}GiB") as cluster, Client(cluster) as client:
-        result["worker_blas"] = list(set(client.run(blas_info).values()))
+    rows = args.chunk_rows or max(1000, args.chunk_mb * 2**20 // (args.n_hidden * 4))
+    if args.sync:  # one process, one thread: CPU seconds do not depend on the machine's load
+        from threadpoolctl import threadpool_limits
+
+        cm = contextlib.ExitStack()
+        cm.enter_context(dask.config.set(scheduler="sync"))
+        cm.enter_context(threadpool_limits(1, user_api="blas"))
+        client = None
+    else:
+        cluster = LocalCluster(n_workers=args.workers, threads_per_worker=1,
+                               dashboard_address=":0", memory_limit=f"{args.worker_gb}GiB")
+        client = Client(cluster)
+        cm = contextlib.ExitStack()
+        cm.enter_context(cluster)
+        cm.enter_context(client)
+    with cm:
+        result["worker_blas"] = (list(set(client.run(blas_info).values())) if client
+                                 else [blas_info()])
         baseline = _baseline_gram(args.baseline_rev, client) if args.baseline_rev else None
         if args.input:
             X = read_input(args.input)
@@ -339,27 +359,33 @@ def main():
             for r in range(args.rounds):
                 times = {"load": _load()}
                 for name, fn in runs.items():
-                    t0 = time.perf_counter()
+                    t0, c0 = time.perf_counter(), time.process_time()
                     out = fn()
                     times[name] = time.perf_counter() - t0
+                    if args.sync:
+                        times[f"{name}_cpu"] = time.process_time() - c0
                     if name != "floor":  # every variant must give the same matrices
                         ref = ref or out
                         gap = max(np.abs(out[k] - ref[k]).max() / np.abs(ref[k]).max()
                                   for k in ref)
                         times[f"{name}_rel_gap"] = float(gap)
                 times["gram_over_floor"] = times["gram"] / times["floor"]
+                if args.sync:
+                    times["gram_over_floor_cpu"] = times["gram_cpu"] / times["floor_cpu"]
                 rounds.append(times)
                 log(json.dumps({"round": r, **times}))
             result["rounds"] = rounds
             if args.profile:
-                stream = task_stream(client, runs["gram"])
-                result["task_stream"] = stream
-                log(json.dumps({"task_stream": stream, "load": _load()}))
+                if client is not None:
+                    stream = task_stream(client, runs["gram"])
+                    result["task_stream"] = stream
+                    log(json.dumps({"task_stream": stream, "load": _load()}))
                 prof = profile(graph, features)
                 prof["halo_rebuilt_over_n"] = prof["halo_rows_rebuilt"] / N
                 result["profile"] = prof
                 log(json.dumps({**prof, "load": _load()}))
-        result["worker_peak_mb"] = sorted(client.run(_worker_peak_mb).values())
+        if client is not None:
+            result["worker_peak_mb"] = sorted(client.run(_worker_peak_mb).values())
         result["client_peak_mb"] = peak_memory_mb()
     for key in [k for k in result["rounds"][0] if k in ("floor", "gram", "baseline",
                                                            "gram_1chunk")]:
