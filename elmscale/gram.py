@@ -1,8 +1,8 @@
 """Blockwise reductions of the hidden-layer matrix: every algorithm's only access to the data.
 
-Each function here runs one pass over X's row chunks on the cluster: one task per chunk builds
-its block of H (or reads it from the cache), computes the chunk's partial sums, and the
-partials are tree-reduced to small float64 NumPy arrays on the client. Nothing with N rows is
+Each function here runs one pass over X's row chunks on the cluster: one task per group of
+consecutive chunks builds its rows of H (or reads them from the cache), computes their partial
+sums, and the partials are tree-reduced to small float64 NumPy arrays on the client. Nothing with N rows is
 gathered. Terms requested together share the pass, so each H block is built once.
 
 Terms of :func:`hidden_stats`:
