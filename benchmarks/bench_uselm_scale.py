@@ -2,6 +2,15 @@
 
     python benchmarks/bench_uselm_scale.py --n 1000000            # elmscale + NumPy Gram floor
     python benchmarks/bench_uselm_scale.py --n 100000 --peers     # + end-to-end peers
+    python benchmarks/bench_uselm_scale.py --n 10000000 --write parquet:/data/mix10m   # once
+    python benchmarks/bench_uselm_scale.py --n 10000000 --input parquet:/data/mix10m --no-floor
+
+Out-of-core input: ``--write parquet:PATH`` (or ``zarr:PATH``) generates the mixture on the
+workers and writes it to disk, one Parquet file / Zarr chunk per 64 MiB block of H (columns
+x0..x{d-1} and y; Zarr arrays X and y), then exits. ``--input parquet:PATH`` reads it back as
+a user would: ``dask.dataframe.read_parquet`` handed to ``USELM.fit`` as a dask DataFrame (or
+``dask.array.from_zarr``), not persisted, so the fit's time includes every read of the files.
+Needs pyarrow (Parquet) or zarr (the ``bench`` extra).
 
 elmscale: synthetic d-dimensional mixture generated on the workers, USELM (n_hidden=1000,
 10 neighbours, float32 blocks) fitted on the cluster; stage times from ``timings_``, peak RSS
@@ -13,7 +22,9 @@ UMAP(10) + KMeans, KMeans.
 """
 
 import argparse
+import functools
 import json
+import os
 import resource
 import time
 
@@ -25,6 +36,99 @@ from _mixture import mixture_dask, mixture_numpy
 
 def _worker_peak_mb():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+class _RSSSampler:
+    """Samples this process's RSS every ``interval`` s in a thread (the client process, which
+    also runs the LocalCluster's scheduler): ``(seconds since start, MB)`` pairs, to tell
+    which stage of a fit raised the client's memory."""
+
+    def __init__(self, interval=0.2):
+        import threading
+
+        import psutil
+
+        self._proc = psutil.Process()
+        self._interval = interval
+        self.samples = []
+        self._stop = threading.Event()
+        self._t0 = time.perf_counter()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self):
+        while not self._stop.is_set():
+            self.samples.append((time.perf_counter() - self._t0,
+                                 self._proc.memory_info().rss / 2**20))
+            self._stop.wait(self._interval)
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+
+    def peak_by_stage(self, start, stages):
+        """Peak MB within each stage; ``stages`` are (name, seconds) in order from ``start``
+        (seconds since the sampler started)."""
+        out, lo = {}, start
+        for name, dt in stages:
+            hi = lo + dt
+            inside = [mb for t, mb in self.samples if lo <= t <= hi]
+            out[name] = max(inside) if inside else None
+            lo = hi
+        out["before_fit"] = max((mb for t, mb in self.samples if t < start), default=None)
+        return out
+
+
+def _output_path(spec):
+    kind, _, path = spec.partition(":")
+    if kind not in ("parquet", "zarr") or not path:
+        raise SystemExit(f"expected parquet:PATH or zarr:PATH, got {spec!r}")
+    return kind, path
+
+
+def write_input(args, log):
+    """Generate the mixture on the workers and write it in blocks of the fit's chunk size."""
+    import dask
+    from distributed import Client, LocalCluster
+
+    kind, path = _output_path(args.write)
+    with LocalCluster(n_workers=args.workers, threads_per_worker=1, dashboard_address=":0",
+                      memory_limit=f"{args.worker_gb}GiB") as cluster, Client(cluster):
+        X, y = mixture_dask(args.n, args.d, args.clusters, args.seed)
+        rows = _rows_per_chunk(args)
+        X, y = X.rechunk({0: rows, 1: -1}), y.rechunk(rows)
+        t0 = time.perf_counter()
+        if kind == "parquet":
+            import dask.array as da
+            import dask.dataframe as dd
+
+            cols = [f"x{i}" for i in range(args.d)]
+            df = dd.from_dask_array(da.concatenate([X, y[:, None].astype(X.dtype)], axis=1),
+                                    columns=cols + ["y"])
+            df["y"] = df["y"].astype("int64")
+            df.to_parquet(path, write_index=False)
+        else:
+            dask.compute(X.to_zarr(path, component="X", overwrite=True, compute=False),
+                         y.to_zarr(path, component="y", overwrite=True, compute=False))
+        log(json.dumps({"written": args.write, "rows": args.n, "chunk_rows": rows,
+                        "seconds": time.perf_counter() - t0}))
+
+
+def read_input(spec):
+    """``(X, y)``: X as the user hands it to ``fit`` (dask DataFrame or dask array), y as a
+    dask array; nothing is read yet."""
+    import dask.array as da
+
+    kind, path = _output_path(spec)
+    if kind == "parquet":
+        import dask.dataframe as dd
+
+        df = dd.read_parquet(path)
+        return df[[c for c in df.columns if c != "y"]], df["y"].to_dask_array(lengths=True)
+    return da.from_zarr(path, component="X"), da.from_zarr(path, component="y")
 
 
 def run_elmscale(args, log):
@@ -41,23 +145,32 @@ def run_elmscale(args, log):
             client.run(_warm_pynndescent)
             out["warmup_s"] = time.perf_counter() - t0
             log(f"workers warmed (numba compile) in {out['warmup_s']:.1f} s")
-        Xd, yd = mixture_dask(args.n, args.d, args.clusters, args.seed)
-        Xd, yd = dask.persist(Xd, yd)
-        dask.compute(Xd.sum())
-        with elmscale.config_context(compute_dtype=args.dtype, chunk_bytes=args.chunk_mb * 2**20):
-            Xd = Xd.rechunk({0: _rows_per_chunk(args)})
-            Xd = Xd.persist()
+        if args.input:
+            Xd, yd = read_input(args.input)
+        else:
+            Xd, yd = mixture_dask(args.n, args.d, args.clusters, args.seed)
+            Xd, yd = dask.persist(Xd, yd)
+            dask.compute(Xd.sum())
+        with elmscale.config_context(compute_dtype=args.dtype, chunk_bytes=args.chunk_mb * 2**20), \
+                _RSSSampler() as rss:
+            if not args.input:
+                Xd = Xd.rechunk({0: _rows_per_chunk(args)})
+                Xd = Xd.persist()
             t0 = time.perf_counter()
+            fit_start = t0 - rss._t0
             model = elmscale.USELM(n_clusters=args.clusters, n_hidden=args.n_hidden,
                                    n_neighbors=args.k, lam=args.lam, graph=args.graph,
                                    random_state=args.seed)
             model._keep_graph = True
             model.fit(Xd)
+            out["fit_only_s"] = time.perf_counter() - t0
             labels = model.labels_.compute()
             out["fit_s"] = time.perf_counter() - t0
         out["stages_s"] = model.timings_
+        out["load_avg"] = [round(x, 2) for x in os.getloadavg()]
+        out["client_rss_mb_by_stage"] = rss.peak_by_stage(fit_start, list(model.timings_.items()))
         out["acc"] = clustering_accuracy(yd.compute(), labels)
-        out["n_chunks"] = len(Xd.chunks[0])
+        out["n_chunks"] = len(model._graph.chunks)
         graph = model._graph
         out["halo_rows"] = graph.halo_size()
         out["recall"] = _recall(graph, args)
@@ -227,12 +340,17 @@ def main():
     p.add_argument("--no-floor", dest="floor", action="store_false")
     p.add_argument("--no-warm", dest="warm", action="store_false")
     p.add_argument("--peers", action="store_true")
+    p.add_argument("--write", default=None, help="parquet:PATH or zarr:PATH: write the data, exit")
+    p.add_argument("--input", default=None, help="parquet:PATH or zarr:PATH: read X (and y)")
     args = p.parse_args()
-    log = print
+    log = functools.partial(print, flush=True)
     log(f"# {utc_now()} {machine_info()}")
     log(f"# BLAS: {blas_info()}")
     log(f"# args: {vars(args)}")
     result = {"args": vars(args)}
+    if args.write:
+        write_input(args, log)
+        return
     ours, idx, Xo, layer = run_elmscale(args, log)
     result["elmscale"] = ours
     if args.floor:

@@ -1,8 +1,8 @@
 """Blockwise reductions of the hidden-layer matrix: every algorithm's only access to the data.
 
-Each function here runs one pass over X's row chunks on the cluster: one task per chunk builds
-its block of H (or reads it from the cache), computes the chunk's partial sums, and the
-partials are tree-reduced to small float64 NumPy arrays on the client. Nothing with N rows is
+Each function here runs one pass over X's row chunks on the cluster: one task per group of
+consecutive chunks builds its rows of H (or reads them from the cache), computes their partial
+sums, and the partials are tree-reduced to small float64 NumPy arrays on the client. Nothing with N rows is
 gathered. Terms requested together share the pass, so each H block is built once.
 
 Terms of :func:`hidden_stats`:
@@ -23,7 +23,13 @@ C = diag(sample_weight) when given, else I. Labels < 0 are left out of ``htf``.
 
 The graph term. Chunk b's rows of ``L H`` need the hidden rows of b's neighbours in other
 chunks (its "halo"): the task rebuilds them from the halo rows of X (d numbers per row), so for
-p = 1 (``H^T L H``) and p = 2 (``(L H)^T (L H)``) no row of H crosses the network. A higher
+p = 1 (``H^T L H``) and p = 2 (``(L H)^T (L H)``) no row of H crosses the network. For p = 1
+each undirected edge is visited once, not twice: W is symmetric, so ``H^T W H`` is the
+symmetric part of ``H^T V H`` with ``V`` holding each off-diagonal edge {i, j} once, in one of
+its two rows, with twice its weight (row i when ``(i < j) xor (i + j odd)``, which splits a
+chunk's cross edges evenly between earlier and later chunks). Each task then multiplies about
+half the nonzeros and rebuilds about half the halo rows; the sum is symmetrised at the end, so
+the result equals ``H^T L H`` up to float rounding. A higher
 power cannot be rebuilt from X: ``H^T L^p H`` is ``Z_q^T Z_q`` (p = 2q) or ``Z_q^T (L Z_q)``
 (p = 2q + 1) with ``Z_j = L Z_{j-1}``, ``Z_0 = H``, and each product ``L Z_j`` (j >= 1) needs
 the halo rows of Z_j itself, **n_hidden numbers per row**. Those are built block by block on the
@@ -40,7 +46,8 @@ import dask.array as da
 import numpy as np
 import scipy.sparse as sp
 
-from .utils._dask import tree_sum
+from ._config import get_config
+from .utils._dask import named, tree_sum
 
 logger = logging.getLogger(__name__)
 
@@ -76,6 +83,92 @@ def _rebuilt_halo(halo_X, layer, step):
     halo = np.concatenate(halo_X)
     for lo in range(0, halo.shape[0], step):
         yield layer(halo[lo : lo + step])
+
+
+def _half_pattern(*blocks):
+    """The half graph of consecutive graph blocks (one task's rows), float64:
+    ``((V_local, V_halo, diagonal), need)``.
+
+    V holds each off-diagonal edge {i, j} of W once, in row i when ``(i < j) xor (i + j odd)``
+    (else in row j), with twice its weight, and the diagonal as it is: ``V + V^T = 2 W`` off
+    the diagonal, so ``H^T W H = sym(H^T V H)``. Columns inside the blocks' rows go to
+    ``V_local``; the others to ``V_halo``, whose columns are ``need``, the sorted global
+    indices of the halo rows V uses (about half of the blocks' halo)."""
+    start, stop = blocks[0].start, blocks[-1].stop
+    rows, cols, data = [], [], []
+    for blk in blocks:
+        n = blk.stop - blk.start
+        W = blk.W.tocoo()
+        c = W.col.astype(np.int64)
+        inside = c < n
+        gj = np.empty_like(c)
+        gj[inside] = c[inside] + blk.start
+        gj[~inside] = blk.halo[c[~inside] - n]
+        rows.append(W.row.astype(np.int64) + (blk.start - start))
+        cols.append(gj)
+        data.append(W.data.astype(np.float64))
+    r, gj, w = np.concatenate(rows), np.concatenate(cols), np.concatenate(data)
+    gi = r + start
+    off = gi != gj
+    keep = ~off | ((gi < gj) ^ ((gi + gj) % 2 == 1))
+    w = np.where(off, 2.0, 1.0)[keep] * w[keep]
+    r, gj = r[keep], gj[keep]
+    n = stop - start
+    local = (gj >= start) & (gj < stop)
+    V_local = sp.csr_matrix((w[local], (r[local], gj[local] - start)), shape=(n, n))
+    need, col = np.unique(gj[~local], return_inverse=True)
+    V_halo = sp.csr_matrix((w[~local], (r[~local], col.ravel())), shape=(n, len(need)))
+    diagonal = np.concatenate([blk.diagonal for blk in blocks])
+    return (V_local, V_halo, diagonal), need
+
+
+def _take_needed(X_block, need, s_start, s_stop):
+    """Rows of source chunk [s_start, s_stop) among the global indices ``need`` (sorted)."""
+    lo, hi = np.searchsorted(need, [s_start, s_stop])
+    return X_block[need[lo:hi] - s_start]
+
+
+def _half_graph_term(H, half, halo_X, layer):
+    """``H_g^T (D_g H_g - V_g [H_g; H_halo])``: one task's share of ``H^T L H`` before the
+    symmetrisation (see :func:`_half_pattern`); the halo's hidden rows are rebuilt from X one
+    slice of ``len(H)`` rows at a time."""
+    V_local, V_halo, diagonal = half
+    V_local, V_halo = V_local.astype(H.dtype), V_halo.astype(H.dtype)
+    VH = V_local @ H
+    lo = 0
+    for piece in _rebuilt_halo(halo_X, layer, max(H.shape[0], 1)):
+        hi = lo + piece.shape[0]
+        VH += V_halo[:, lo:hi] @ piece
+        lo = hi
+    if lo != V_halo.shape[1]:
+        raise ValueError(f"halo pieces hold {lo} rows, the graph block needs {V_halo.shape[1]}")
+    np.subtract(diagonal.astype(H.dtype)[:, None] * H, VH, out=VH)
+    return H.T @ VH
+
+
+def _task_groups(chunks, n_hidden, itemsize, group_bytes):
+    """Consecutive row chunks summed by one task: as many as fit in ``group_bytes`` of H
+    (at least one), while keeping at least 8 tasks when there are that many chunks."""
+    nb = len(chunks)
+    most = max(1, nb // 8)
+    groups, cur, rows = [], [], 0
+    for b, n in enumerate(chunks):
+        if cur and (len(cur) >= most or (rows + n) * n_hidden * itemsize > group_bytes):
+            groups.append(cur)
+            cur, rows = [], 0
+        cur.append(b)
+        rows += n
+    groups.append(cur)
+    return groups
+
+
+def _group_halo(graph, group, need):
+    """Delayed pieces of X's rows that a group's half graph uses, one per source chunk."""
+    X_blocks = graph.X.to_delayed().ravel()
+    starts = graph.starts
+    sources = sorted(set().union(*(graph.halo_sources[b] for b in group)) - set(group))
+    take = named(_take_needed, "elmscale-gram-halo")
+    return [take(X_blocks[s], need, int(starts[s]), int(starts[s + 1])) for s in sources]
 
 
 def _first_power_block(H, graph_block, layer, *halo_X):
@@ -115,12 +208,27 @@ def laplacian_power_rows(graph, H_blocks, layer, q, *, n_hidden, dtype):
     return Z
 
 
-def _block_partials(H, terms, *, Y=None, weight=None, labels=None, n_labels=None,
-                    graph_block=None, halo_X=None, layer=None, power=1, Z=None, halo_Z=None):
-    """Partial sums of the requested terms over one row chunk (all float64).
+def _stack(parts):
+    if parts is None or parts[0] is None:
+        return None
+    return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
-    For ``htlh`` with p <= 2 the task builds L H from H and the X halo; for p > 2 it gets the
-    block of ``Z_q = L^q H`` (p = 2q or 2q + 1) and, for odd p, the halo rows of Z_q."""
+
+def _block_partials(H, terms, *, Y=None, weight=None, labels=None, n_labels=None,
+                    graph_block=None, half=None, halo_X=None, layer=None, power=1, Z=None,
+                    halo_Z=None, build=False):
+    """Partial sums of the requested terms over one task's rows (all float64).
+
+    ``H``, ``Y``, ``weight`` and ``labels`` are lists of the blocks of consecutive row
+    chunks, stacked here. ``build``: ``H`` holds blocks of X and the task builds their
+    hidden rows with ``layer`` (H never leaves the task). For ``htlh`` with p = 1 the task
+    sums its half of the graph term (``half`` from :func:`_half_pattern`,
+    :func:`_half_graph_term`), with p = 2 it builds L H from H and the X halo of
+    ``graph_block``; for p > 2 it gets the block of ``Z_q = L^q H`` (p = 2q or 2q + 1) and,
+    for odd p, the halo rows of Z_q."""
+    H, Y, weight, labels = (_stack(a) for a in (H, Y, weight, labels))
+    if build:
+        H = layer(H)
     out = {}
     f64 = np.float64
     if "count" in terms:
@@ -149,9 +257,11 @@ def _block_partials(H, terms, *, Y=None, weight=None, labels=None, n_labels=None
         if "sizes" in terms:
             out["sizes"] = np.bincount(lab[keep], minlength=n_labels).astype(f64)
     if "htlh" in terms:
-        if power <= 2:
+        if power == 1:
+            out["htlh"] = _half_graph_term(H, half, halo_X, layer).astype(f64)
+        elif power == 2:
             LH = _laplacian_rows(graph_block, H, _rebuilt_halo(halo_X, layer, max(H.shape[0], 1)))
-            out["htlh"] = (LH.T @ LH if power == 2 else H.T @ LH).astype(f64)
+            out["htlh"] = (LH.T @ LH).astype(f64)
         elif power % 2 == 0:  # H^T L^2q H = Z_q^T Z_q
             out["htlh"] = (Z.T @ Z).astype(f64)
         else:  # H^T L^(2q+1) H = Z_q^T (L Z_q)
@@ -169,6 +279,10 @@ def _finish(total):
     return total
 
 
+def _pick(blocks, group):
+    return [blocks[b] for b in group]
+
+
 def _blocks_of(array, n_chunks, name):
     if array is None:
         return [None] * n_chunks
@@ -181,7 +295,7 @@ def _blocks_of(array, n_chunks, name):
 
 
 def hidden_stats(features, terms, *, Y=None, sample_weight=None, labels=None, n_labels=None,
-                 graph=None, laplacian_power=1, fan_in=8, compute=True):
+                 graph=None, laplacian_power=1, fan_in=8, group_bytes=None, compute=True):
     """Compute several reductions of H in one pass over the data.
 
     Parameters
@@ -202,6 +316,11 @@ def hidden_stats(features, terms, *, Y=None, sample_weight=None, labels=None, n_
         the first ship halo rows of Z, **n_hidden wide** (``floor((p - 1) / 2)`` times
         ``graph.halo_size() * n_hidden * itemsize`` bytes, logged), and the cluster holds up
         to two such N x n_hidden arrays at once. See the module docstring.
+    group_bytes : int or None
+        One task sums consecutive row chunks whose H takes at most this many bytes
+        (default: 4 x the ``chunk_bytes`` setting), keeping at least 8 tasks: fewer, larger
+        tasks cost less scheduling, fewer partial sums to reduce, and, with p = 1, a halo
+        only across the group's border. p > 1 keeps one chunk per task.
     compute : bool
         Return NumPy arrays (True) or one delayed dict, to be computed together with other work.
 
@@ -228,15 +347,18 @@ def hidden_stats(features, terms, *, Y=None, sample_weight=None, labels=None, n_
             or not isinstance(laplacian_power, (int, np.integer)) or laplacian_power < 1):
         raise ValueError(f"laplacian_power must be an integer >= 1, got {laplacian_power!r}")
     laplacian_power = int(laplacian_power)
+    if group_bytes is None:
+        group_bytes = 4 * get_config()["chunk_bytes"]
     nb = len(features.chunks)
     layer = dask.delayed(features.layer, pure=True)
     if graph is not None and graph.order is not None:
         # the graph was built on locality-ordered rows: move every row-aligned input there
-        H_blocks = [dask.delayed(_apply_layer, pure=True)(blk, layer)
-                    for blk in graph.X.to_delayed().ravel()]
+        sources, build = graph.X.to_delayed().ravel().tolist(), True
         Y, sample_weight, labels = (graph.order.apply(a) for a in (Y, sample_weight, labels))
-    else:
-        H_blocks = features.blocks()
+    elif features.cached:
+        sources, build = features.blocks(), False
+    else:  # each task builds its own H block: H_b is never stored or moved
+        sources, build = features.X.to_delayed().ravel().tolist(), True
     Y_blocks = _blocks_of(Y, nb, "Y")
     w_blocks = _blocks_of(sample_weight, nb, "sample_weight")
     lab_blocks = _blocks_of(labels, nb, "labels")
@@ -251,18 +373,36 @@ def hidden_stats(features, terms, *, Y=None, sample_weight=None, labels=None, n_
                     laplacian_power, q, graph.n_samples, n_h,
                     graph.n_samples * n_h * itemsize / 1e6, shipped, graph.halo_size(), n_h,
                     graph.halo_size() * n_h * itemsize / 1e6)
+        hidden = named(_apply_layer, "elmscale-hidden")
+        H_blocks = [hidden(blk, layer) for blk in sources] if build else sources
         Z = laplacian_power_rows(graph, H_blocks, layer, q, n_hidden=n_h,
                                  dtype=features.X.dtype)
         Z_blocks = Z.to_delayed().ravel()
+        sources, build = H_blocks, False
+    block_task = named(_block_partials, "elmscale-gram-block")
+    if "htlh" in terms and laplacian_power > 1:
+        groups = [[b] for b in range(nb)]  # L H row by row needs one graph block per task
+    else:
+        itemsize = np.dtype(features.X.dtype).itemsize
+        groups = _task_groups(features.chunks, features.layer.n_hidden, itemsize, group_bytes)
+    pattern = named(_half_pattern, "elmscale-gram-pattern", nout=2)
     parts = []
-    for b in range(nb):
-        kwargs = dict(Y=Y_blocks[b], weight=w_blocks[b], labels=lab_blocks[b],
-                      n_labels=n_labels, power=laplacian_power)
-        if "htlh" in terms and laplacian_power <= 2:
-            kwargs.update(graph_block=graph.blocks[b], halo_X=graph.halo_rows(b), layer=layer)
+    for group in groups:
+        kwargs = dict(Y=_pick(Y_blocks, group), weight=_pick(w_blocks, group),
+                      labels=_pick(lab_blocks, group), n_labels=n_labels,
+                      power=laplacian_power, layer=layer, build=build)
+        if "htlh" in terms and laplacian_power == 1:
+            half, need = pattern(*[graph.blocks[b] for b in group])
+            kwargs.update(half=half, halo_X=_group_halo(graph, group, need))
         elif "htlh" in terms:
-            kwargs.update(graph_block=graph.blocks[b], Z=Z_blocks[b],
-                          halo_Z=graph.halo_rows(b, Z) if laplacian_power % 2 else None)
-        parts.append(dask.delayed(_block_partials, pure=True)(H_blocks[b], terms, **kwargs))
-    total = dask.delayed(_finish, pure=True)(tree_sum(parts, fan_in=fan_in))
+            b = group[0]
+            kwargs["graph_block"] = graph.blocks[b]
+            if laplacian_power == 2:
+                kwargs["halo_X"] = graph.halo_rows(b)
+            else:
+                kwargs.update(Z=Z_blocks[b],
+                              halo_Z=graph.halo_rows(b, Z) if laplacian_power % 2 else None)
+        parts.append(block_task(_pick(sources, group), terms, **kwargs))
+    total = named(_finish, "elmscale-gram-finish")(
+        tree_sum(parts, fan_in=fan_in, prefix="elmscale-gram-sum"))
     return dask.compute(total)[0] if compute else total

@@ -49,9 +49,14 @@ def test_chunked_equals_dense(data, chunks, weights, normalized, power):
     layer = RandomHiddenLayer.draw(6, 40, "sigmoid", 0)
     s = _stats(X, y, w, labels, chunks, layer, weights=weights, normalized=normalized,
                power=power)
-    H = hidden(X, layer)
     L = knn_laplacian(X, 5, weights=weights, normalized=normalized)
-    Lp = np.linalg.matrix_power(L, power)
+    _assert_terms_equal_dense(s, data, layer, np.linalg.matrix_power(L, power))
+
+
+def _assert_terms_equal_dense(s, data, layer, Lp):
+    """Every term of ``hidden_stats`` equals its dense NumPy product (``Lp``: L^p)."""
+    X, y, w, labels = data
+    H = hidden(X, layer)
     F = np.zeros((150, 4))
     F[labels >= 0, labels[labels >= 0]] = 1
     assert s["count"] == pytest.approx(w.sum(), rel=1e-12)
@@ -222,3 +227,61 @@ def test_graph_built_on_another_array_is_rejected(data):
     graph = knn_graph(Xd * 2.0, 5, backend="exact")
     with pytest.raises(ValueError, match="graph was built on a different array"):
         hidden_stats(HiddenFeatures(Xd, layer, cache=False), ("htlh",), graph=graph)
+
+
+def test_task_groups_are_consecutive_and_bounded():
+    from elmscale.gram import _task_groups
+
+    chunks = (10,) * 40
+    groups = _task_groups(chunks, n_hidden=100, itemsize=8, group_bytes=3 * 10 * 100 * 8)
+    assert [b for g in groups for b in g] == list(range(40))
+    assert max(len(g) for g in groups) == 3
+    # at least 8 tasks whatever the byte budget
+    assert len(_task_groups(chunks, 100, 8, 10**12)) >= 8
+    assert _task_groups((10, 10), 100, 8, 1) == [[0], [1]]
+
+
+@pytest.mark.parametrize("order", [False, True])
+def test_grouped_tasks_equal_dense(data, order):
+    """Several chunks per task (30 chunks of 5 rows, 3 per task): every term, the graph
+    term's half edges across group borders included, equals the dense products."""
+    X, y, w, labels = data
+    layer = RandomHiddenLayer.draw(6, 40, "sigmoid", 0)
+    chunks = (5,) * 30
+    Xd = da.from_array(X, chunks=(chunks, 6))
+    graph = knn_graph(Xd, 5, backend="exact", normalized=True, order=order, random_state=0)
+    s = hidden_stats(HiddenFeatures(Xd, layer, cache=False),
+                     ("count", "colsum", "hth", "hty", "htf", "sizes", "htlh"),
+                     Y=da.from_array(y, chunks=(chunks, 2)),
+                     sample_weight=da.from_array(w, chunks=chunks),
+                     labels=da.from_array(labels, chunks=chunks), n_labels=4, graph=graph,
+                     group_bytes=3 * 5 * 40 * 8)
+    _assert_terms_equal_dense(s, data, layer, knn_laplacian(X, 5, normalized=True))
+
+
+def test_task_keys_name_their_stage(data):
+    """The dashboard groups tasks by key prefix: the Gram pass's tasks say what they are."""
+    from dask.utils import key_split
+
+    X = data[0]
+    layer = RandomHiddenLayer.draw(6, 10, "sigmoid", 0)
+    Xd = da.from_array(X, chunks=(50, 6))
+    graph = knn_graph(Xd, 5, backend="exact", order=False)
+    total = hidden_stats(HiddenFeatures(Xd, layer, cache=False), ("hth", "htlh"), graph=graph,
+                         compute=False)
+    names = {key_split(k) for k in dict(total.__dask_graph__())}
+    assert {"elmscale-gram-block", "elmscale-gram-halo", "elmscale-gram-pattern",
+            "elmscale-gram-sum", "elmscale-gram-finish"} <= names
+
+
+def test_float32_graph_term_close_to_float64(data):
+    """The half-edge graph term in float32 blocks (summed in float64) stays within 1e-5
+    relative of the dense float64 H^T L H."""
+    X = data[0]
+    layer = RandomHiddenLayer.draw(6, 40, "sigmoid", 0)
+    with config_context(compute_dtype="float32"):
+        Xd = da.from_array(X.astype(np.float32), chunks=(40, 6))
+        graph = knn_graph(Xd, 5, backend="exact", normalized=True, order=False)
+        s = hidden_stats(HiddenFeatures(Xd, layer, cache=False), ("htlh",), graph=graph)
+    H = hidden(X, layer)
+    assert _rel(s["htlh"], H.T @ knn_laplacian(X, 5, normalized=True) @ H) < 1e-5

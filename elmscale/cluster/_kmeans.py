@@ -1,55 +1,71 @@
-"""k-means on a row-chunked dask array.
+"""k-means on a row-chunked dask array, in a few passes over it.
 
 The restarts run where they are cheap: scikit-learn's k-means (``n_init`` k-means++ starts)
 on a random sample of at most ``init_sample`` rows of the small embedding, gathered to the
 client. Its best centres then start Lloyd's iterations on all rows on the cluster, where each
-pass reduces per-cluster sums and counts (n_clusters x n_features) from every chunk. Starting
-from centres that are already good, the full-data phase needs few passes. Several explicit
-starting points (``init`` of shape (R, k, d)) are refined together, in one pass per
-iteration.
+pass reduces per-cluster sums and counts (n_clusters x n_features) from every block. Starting
+from centres that are already good, the full-data phase needs few passes, so what a pass
+costs is mostly the scheduler's: the rows are regrouped once into a few large blocks (the
+N x n_features array is small next to X), held in memory while the iterations run, and each
+pass is one task per block plus a short tree of sums. The last pass gives the labels and the
+inertia of the final centres together. Several explicit starting points (``init`` of shape
+(R, k, d)) are refined together, in one pass per iteration.
+
+The blocks depend only on the number of rows, not on the input's chunks, so the result does
+not depend on how the input was chunked.
 """
 
 import logging
 
 import dask
+import dask.array as da
 import numpy as np
-import scipy.sparse as sp
 from sklearn.cluster import KMeans
 from sklearn.utils import check_random_state
 
-from ..utils._dask import tree_sum
+from ..utils._dask import named, tree_sum
 
 logger = logging.getLogger(__name__)
 
+#: rows of one block of the Lloyd passes: at least this many, and at most ``MAX_BLOCKS`` blocks
+MIN_BLOCK_ROWS = 65_536
+MAX_BLOCKS = 16
+
 
 def _nearest(block, centers):
-    """Index of and squared distance to the nearest centre, per row, for each restart."""
+    """Index of and squared distance to the nearest centre, per row, for each restart.
+
+    The argmin needs only ``||c||^2 - 2 x.c``; ``||x||^2`` is added to the minimum alone."""
     block = block.astype(np.float64, copy=False)
     R, k, d = centers.shape
-    x2 = np.einsum("ij,ij->i", block, block)
-    cross = (block @ centers.reshape(R * k, d).T).reshape(-1, R, k).transpose(1, 0, 2)
-    d2 = x2[None, :, None] - 2.0 * cross + np.einsum("rkj,rkj->rk", centers,
-                                                      centers)[:, None, :]
-    lab = np.argmin(d2, axis=2)
-    best = np.take_along_axis(d2, lab[:, :, None], axis=2)[:, :, 0]
-    return lab, np.maximum(best, 0.0)
+    score = (block @ centers.reshape(R * k, d).T).reshape(-1, R, k)
+    score *= -2.0
+    score += np.einsum("rkj,rkj->rk", centers, centers)[None]
+    lab = np.argmin(score, axis=2)  # (n, R)
+    best = np.take_along_axis(score, lab[:, :, None], axis=2)[:, :, 0]
+    best += np.einsum("ij,ij->i", block, block)[:, None]
+    return lab.T, np.maximum(best, 0.0).T
 
 
 def _lloyd_partials(block, centers):
+    """Per-restart cluster sums (R, k, d), counts (R, k) and inertia (R,) of one block."""
     R, k, d = centers.shape
     lab, best = _nearest(block, centers)
-    n = block.shape[0]
-    # one sparse one-hot product per restart: far faster than np.add.at
-    onehot = sp.csr_matrix((np.ones(R * n), (lab.ravel() + np.repeat(np.arange(R) * k, n),
-                                             np.tile(np.arange(n), R))), shape=(R * k, n))
-    sums = np.asarray(onehot @ block.astype(np.float64, copy=False)).reshape(R, k, d)
-    counts = np.asarray(onehot.sum(axis=1)).reshape(R, k)
+    block = block.astype(np.float64, copy=False)
+    sums = np.empty((R, k, d))
+    counts = np.empty((R, k))
+    for r in range(R):
+        counts[r] = np.bincount(lab[r], minlength=k)
+        for j in range(d):
+            sums[r, :, j] = np.bincount(lab[r], weights=block[:, j], minlength=k)
     return {"sums": sums, "counts": counts, "inertia": best.sum(axis=1),
-            "sumsq": np.einsum("ij,ij->", block, block, dtype=np.float64)}
+            "sumsq": np.einsum("ij,ij->", block, block)}
 
 
-def _labels_block(block, centers):
-    return _nearest(block, centers[None])[0][0]
+def _final_block(block, centers):
+    """Labels of one block for the best centres, and its inertia."""
+    lab, best = _nearest(block, centers[None])
+    return lab[0].astype(np.int64), float(best[0].sum())
 
 
 def _draw_sample(E, size, rng):
@@ -60,16 +76,24 @@ def _draw_sample(E, size, rng):
     return np.asarray(E[idx].compute(), dtype=np.float64)
 
 
+def block_rows(n_samples):
+    """Rows per block of the Lloyd passes: at most ``MAX_BLOCKS`` blocks of at least
+    ``MIN_BLOCK_ROWS`` rows (fewer, larger tasks; the embedding is narrow)."""
+    return max(MIN_BLOCK_ROWS, -(-n_samples // MAX_BLOCKS))
+
+
 def kmeans(E, n_clusters, *, n_init=10, max_iter=100, tol=1e-4, init=None, random_state=None,
            init_sample=20000):
     """Cluster the rows of a dask array with Lloyd's algorithm.
 
     Parameters
     ----------
-    E : dask array (n_samples, n_features), chunked by rows. Persist it first if it is
-        expensive to compute: every iteration reads it once.
+    E : dask array (n_samples, n_features), chunked by rows. It is read once to regroup its
+        rows into at most 16 blocks, which stay in memory (workers, or the local scheduler's
+        process) until the function returns: ``n_samples * n_features * itemsize`` bytes,
+        logged; every Lloyd iteration reads them once.
     n_clusters, n_init, max_iter, tol : as in ``sklearn.cluster.KMeans`` (tol is relative to
-        the mean feature variance of the sample).
+        the mean feature variance of the data).
     init : ndarray (n_clusters, n_features) or (n_starts, n_clusters, n_features), or None
         Start from these centres (n_init is then ignored; the best start wins); None runs
         scikit-learn's k-means with n_init k-means++ starts on a sample of rows.
@@ -77,51 +101,68 @@ def kmeans(E, n_clusters, *, n_init=10, max_iter=100, tol=1e-4, init=None, rando
     Returns
     -------
     centers : ndarray (n_clusters, n_features)
-    labels : dask array of int64 (n_samples,)
+    labels : dask array of int64 (n_samples,), chunked like E's rows
     inertia : float
+        Of the returned centres and labels.
     n_iter : int
     """
     rng = check_random_state(random_state)
+    N = E.shape[0]
     if init is not None:
         starts = np.asarray(init, dtype=np.float64)
         starts = starts[None] if starts.ndim == 2 else starts
     else:
         sample = _draw_sample(E, init_sample, rng)
         if sample.shape[0] < n_clusters:
-            raise ValueError(f"n_clusters={n_clusters} is larger than n_samples={E.shape[0]}")
+            raise ValueError(f"n_clusters={n_clusters} is larger than n_samples={N}")
         km = KMeans(n_clusters, n_init=n_init, random_state=rng.randint(2**31 - 1)).fit(sample)
         starts = km.cluster_centers_[None]
-    blocks = E.to_delayed().ravel().tolist()
+    rows = block_rows(N)
+    Eb = E.rechunk({0: rows})
+    logger.info("k-means: %d rows in %d blocks held in memory (%.1f MB)", N,
+                len(Eb.chunks[0]), Eb.nbytes / 1e6)
+    blocks = list(dask.persist(*Eb.to_delayed().ravel().tolist()))
+    partials = named(_lloyd_partials, "elmscale-kmeans-lloyd")
     centers = starts
     active = np.ones(len(centers), dtype=bool)
-    inertia = np.full(len(centers), np.inf)
     n_iter = np.zeros(len(centers), dtype=int)
-    for it in range(max_iter):
+    var = None
+    for _ in range(max_iter):
         c = dask.delayed(centers, pure=True)
-        total = dask.compute(tree_sum([dask.delayed(_lloyd_partials, pure=True)(b, c)
-                                       for b in blocks]))[0]
+        total = dask.compute(tree_sum([partials(b, c) for b in blocks],
+                                      prefix="elmscale-kmeans-sum"))[0]
         counts = total["counts"]
         new = np.where(counts[:, :, None] > 0, total["sums"] / np.maximum(counts, 1)[:, :, None],
                        centers)  # an empty cluster keeps its centre
-        if it == 0:  # tol is relative to the mean feature variance, as in scikit-learn
-            n = counts[0].sum()
-            mean = total["sums"][0].sum(axis=0) / n
-            var = max((total["sumsq"] / n - mean @ mean) / mean.size, 0.0) or 1.0
-        inertia = np.where(active, total["inertia"], inertia)
+        if var is None:  # tol is relative to the mean feature variance, as in scikit-learn
+            mean = total["sums"][0].sum(axis=0) / N
+            var = max((total["sumsq"] / N - mean @ mean) / mean.size, 0.0) or 1.0
         shift = ((new - centers) ** 2).sum(axis=(1, 2))
         n_iter = n_iter + active
         centers = np.where(active[:, None, None], new, centers)
         active &= shift > tol * var
         if not active.any():
             break
-    # the inertia recorded belongs to the centres before their last update; recompute once
-    c = dask.delayed(centers, pure=True)
-    inertia = dask.compute(tree_sum([dask.delayed(_lloyd_partials, pure=True)(b, c)
-                                     for b in blocks]))[0]["inertia"]
-    best = int(np.argmin(inertia))
+    if len(centers) > 1:  # the restarts' inertias for the final centres, in one more pass
+        c = dask.delayed(centers, pure=True)
+        inertias = dask.compute(tree_sum([partials(b, c) for b in blocks],
+                                         prefix="elmscale-kmeans-sum"))[0]["inertia"]
+        best = int(np.argmin(inertias))
+    else:
+        best = 0
     best_centers = centers[best]
-    labels = E.map_blocks(_labels_block, best_centers, drop_axis=1, dtype=np.int64,
-                          meta=np.empty((0,), dtype=np.int64))
+    # one pass: the labels (kept in memory) and the inertia of the final centres
+    final = named(_final_block, "elmscale-kmeans-labels", nout=2)
+    c = dask.delayed(best_centers, pure=True)
+    parts = dask.persist(*[final(b, c) for b in blocks])
+    inertia = float(sum(dask.compute(*[p[1] for p in parts])))
+    labels = da.concatenate([da.from_delayed(p[0], (n,), dtype=np.int64)
+                             for p, n in zip(parts, Eb.chunks[0], strict=True)])
+    if labels.chunks[0] != E.chunks[0]:
+        labels = labels.rechunk({0: E.chunks[0]})
     logger.info("k-means: best of %d restarts, inertia %.6g after %d iterations", len(centers),
-                inertia[best], n_iter[best])
-    return best_centers, labels, float(inertia[best]), int(n_iter[best])
+                inertia, n_iter[best])
+    return best_centers, labels, inertia, int(n_iter[best])
+
+
+__all__ = ["block_rows", "kmeans"]

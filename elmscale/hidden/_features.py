@@ -74,9 +74,14 @@ class HiddenFeatures:
         """``H @ beta`` (N x n_outputs) as a lazy dask array chunked like X's rows."""
         beta = np.asarray(beta)
         beta_d = dask.delayed(beta.astype(self.X.dtype), pure=True)
-        return self.H.map_blocks(_matmul, beta_d, dtype=self.X.dtype,
-                                 chunks=(self.chunks, (beta.shape[1],)),
-                                 meta=np.empty((0, 0), dtype=self.X.dtype))
+        kwargs = dict(dtype=self.X.dtype, token="elmscale-embed",
+                      chunks=(self.chunks, (beta.shape[1],)),
+                      meta=np.empty((0, 0), dtype=self.X.dtype))
+        if self.cached:
+            return self.H.map_blocks(_matmul, beta_d, **kwargs)
+        # one task per chunk builds H_b and projects it: the block never leaves the task
+        layer = dask.delayed(self.layer, pure=True)
+        return self.X.map_blocks(_project, layer, beta_d, **kwargs)
 
     def release(self):
         """Drop the cached blocks from worker memory."""
@@ -85,6 +90,10 @@ class HiddenFeatures:
 
 def _matmul(H_block, beta):
     return H_block @ beta
+
+
+def _project(X_block, layer, beta):
+    return layer(X_block) @ beta
 
 
 __all__ = ["CACHE_OPTIONS", "HiddenFeatures"]

@@ -105,7 +105,7 @@ class RandomHiddenLayer:
         if isinstance(X, da.Array):
             layer = dask.delayed(self, pure=True)  # ship the weights once, not once per block
             return X.map_blocks(
-                _apply_layer, layer, dtype=X.dtype,
+                _apply_layer, layer, dtype=X.dtype, token="elmscale-hidden",
                 chunks=(X.chunks[0], (self.n_hidden,)),
                 meta=np.empty((0, 0), dtype=X.dtype),
             )

@@ -1,6 +1,13 @@
-"""Small helpers on top of dask.delayed."""
+"""Small helpers on top of dask.delayed.
+
+Tasks that elmscale submits carry a key prefix naming their stage (``elmscale-gram-...``,
+``elmscale-hidden-...``, ``elmscale-kmeans-...``, ``elmscale-embed-...``), so that the dashboard,
+``Client.get_task_stream`` and progress displays, which group keys by ``key_split``, tell the
+stages of a fit apart.
+"""
 
 import dask
+from dask.base import tokenize
 
 
 def _add(*parts):
@@ -14,6 +21,20 @@ def _add(*parts):
     return total
 
 
+def named(func, prefix, *, nout=None):
+    """``dask.delayed(func, pure=True)`` whose calls get the key ``<prefix>-<token>``.
+
+    The token hashes the function and its arguments, as a pure delayed call's does, so equal
+    calls share one key; only the readable part of the key changes."""
+    wrapped = dask.delayed(func, pure=True, nout=nout)
+
+    def call(*args, **kwargs):
+        key = f"{prefix}-{tokenize(func, prefix, *args, **kwargs)}"
+        return wrapped(*args, dask_key_name=key, **kwargs)
+
+    return call
+
+
 def _tree(parts, fan_in, add, name):
     """Sum ``parts`` in groups of ``fan_in``, level by level, with ``add(*group)``."""
     parts = list(parts)
@@ -24,13 +45,14 @@ def _tree(parts, fan_in, add, name):
     return parts[0]
 
 
-def tree_sum(parts, fan_in=8):
+def tree_sum(parts, fan_in=8, prefix=None):
     """Tree-reduce a list of delayed partial sums (arrays or dicts of arrays).
 
     The order of additions depends only on the list, never on timing, so the result is
     reproducible. Fan-in bounds how many partials one task holds in memory at once.
-    """
-    return _tree(parts, fan_in, dask.delayed(_add, pure=True), "tree_sum")
+    ``prefix`` names the summing tasks (``<prefix>-<token>``)."""
+    add = dask.delayed(_add, pure=True) if prefix is None else named(_add, prefix)
+    return _tree(parts, fan_in, add, "tree_sum")
 
 
 def tree_sum_now(parts, fan_in=8):

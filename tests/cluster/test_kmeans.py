@@ -1,0 +1,111 @@
+"""k-means on the cluster equals Lloyd's algorithm done densely, whatever the chunking."""
+
+import dask
+import dask.array as da
+import numpy as np
+import pytest
+from sklearn.cluster import KMeans
+
+from elmscale.cluster import kmeans
+from elmscale.cluster._kmeans import MAX_BLOCKS, MIN_BLOCK_ROWS, block_rows
+
+
+def _dense_lloyd(X, centers, max_iter=100, tol=1e-4):
+    """Plain NumPy Lloyd from ``centers`` with the same stopping rule."""
+    var = X.var(axis=0).mean()
+    for _ in range(max_iter):
+        d2 = ((X[:, None, :] - centers[None]) ** 2).sum(2)
+        lab = d2.argmin(1)
+        new = np.array([X[lab == j].mean(0) if (lab == j).any() else centers[j]
+                        for j in range(len(centers))])
+        shift = ((new - centers) ** 2).sum()
+        centers = new
+        if shift <= tol * var:
+            break
+    d2 = ((X[:, None, :] - centers[None]) ** 2).sum(2)
+    return centers, d2.argmin(1), d2.min(1).sum()
+
+
+@pytest.fixture
+def blobs_big(rng):
+    """70,000 points in 3-d around 4 centres: more rows than one k-means block holds."""
+    C = rng.randn(4, 3) * 10
+    y = rng.randint(0, 4, 70_000)
+    return C[y] + rng.randn(70_000, 3), y
+
+
+def test_block_rows():
+    assert block_rows(1000) == MIN_BLOCK_ROWS
+    assert block_rows(10_000_000) == -(-10_000_000 // MAX_BLOCKS)
+
+
+def test_equals_dense_lloyd_from_the_same_start(blobs_big):
+    X, _ = blobs_big
+    start = X[:4].copy()
+    centers, labels, inertia, n_iter = kmeans(da.from_array(X, chunks=7000), 4, init=start)
+    c_ref, lab_ref, in_ref = _dense_lloyd(X, start)
+    np.testing.assert_allclose(centers, c_ref, rtol=1e-10, atol=1e-12)
+    np.testing.assert_array_equal(labels.compute(), lab_ref)
+    assert inertia == pytest.approx(in_ref, rel=1e-10)
+    assert 1 <= n_iter <= 100
+
+
+@pytest.mark.parametrize("chunks", [(70_000,), (7_000,) * 10, (33_000, 1_000, 36_000)])
+def test_independent_of_chunking(blobs_big, chunks):
+    X, _ = blobs_big
+    ref = kmeans(da.from_array(X, chunks=70_000), 4, random_state=0)
+    got = kmeans(da.from_array(X, chunks=(chunks, 3)), 4, random_state=0)
+    np.testing.assert_array_equal(got[0], ref[0])
+    np.testing.assert_array_equal(got[1].compute(), ref[1].compute())
+    assert got[2] == ref[2] and got[3] == ref[3]
+    assert got[1].chunks[0] == tuple(da.from_array(X, chunks=(chunks, 3)).chunks[0])
+
+
+def test_inertia_is_that_of_the_returned_labels(blobs_big):
+    X, y = blobs_big
+    centers, labels, inertia, _ = kmeans(da.from_array(X, chunks=9_000), 4, random_state=1)
+    lab = labels.compute()
+    assert inertia == pytest.approx(((X - centers[lab]) ** 2).sum(), rel=1e-10)
+    # the blobs are far apart: the clustering recovers them
+    table = np.zeros((4, 4), dtype=int)
+    np.add.at(table, (lab, y), 1)
+    assert (table.max(0).sum()) / len(y) > 0.99
+
+
+def test_best_of_several_starts_wins(rng):
+    X = np.concatenate([rng.randn(300, 2) + [8, 0], rng.randn(300, 2) - [8, 0],
+                        rng.randn(300, 2) + [0, 8]])
+    good = np.array([[8.0, 0], [-8.0, 0], [0, 8.0]])
+    bad = np.array([[8.0, 0], [8.5, 0], [0, 0.0]])  # stuck with two centres in one blob
+    Xd = da.from_array(X, chunks=250)
+    both = kmeans(Xd, 3, init=np.stack([bad, good]))
+    alone = kmeans(Xd, 3, init=good)
+    np.testing.assert_allclose(both[0], alone[0], rtol=1e-12)
+    assert both[2] == pytest.approx(alone[2], rel=1e-12)
+    assert both[2] < kmeans(Xd, 3, init=bad)[2]
+
+
+def test_sampled_start_matches_scikit_learn_quality(blobs_big):
+    X, _ = blobs_big
+    inertia = kmeans(da.from_array(X, chunks=10_000), 4, random_state=0)[2]
+    ref = KMeans(4, n_init=10, random_state=0).fit(X).inertia_
+    assert inertia == pytest.approx(ref, rel=1e-6)
+
+
+def test_too_many_clusters_is_an_error():
+    with pytest.raises(ValueError, match="n_clusters=5 is larger than n_samples=4"):
+        kmeans(da.ones((4, 2), chunks=2), 5)
+
+
+@pytest.mark.distributed
+def test_distributed_equals_local(blobs_big, dask_client):
+    """On the 2-worker LocalCluster: the same centres, labels and inertia as in-process."""
+    X, _ = blobs_big
+    Xd = da.from_array(X, chunks=12_000)
+    with dask.config.set(scheduler="sync"):
+        ref = kmeans(Xd, 4, random_state=3)
+        ref_labels = ref[1].compute()
+    got = kmeans(Xd, 4, random_state=3)
+    np.testing.assert_array_equal(got[0], ref[0])
+    np.testing.assert_array_equal(got[1].compute(), ref_labels)
+    assert got[2] == ref[2]
