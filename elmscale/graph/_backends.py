@@ -39,7 +39,7 @@ def exact_knn(X, n_neighbors, *, random_state=None):
     does not depend on the chunking (:mod:`elmscale.graph._select`)."""
     _check_k(X, n_neighbors)
     starts = np.concatenate([[0], np.cumsum(X.chunks[0])])
-    blocks = X.to_delayed().ravel()
+    blocks = X.to_delayed(optimize_graph=False).ravel()
     idx_blocks, dist_blocks = [], []
     for b, Xb in enumerate(blocks):
         cands = [
@@ -90,7 +90,7 @@ def nndescent_knn(X, n_neighbors, *, random_state=None):
     n_build = max(n_build, n_neighbors)
     seed = None if random_state is None else int(random_state)
     graph = dask.delayed(_nndescent_graph, pure=True, nout=2)(
-        X.to_delayed().ravel().tolist(), n_neighbors, n_build, seed)
+        X.to_delayed(optimize_graph=False).ravel().tolist(), n_neighbors, n_build, seed)
     N = X.shape[0]
     idx = da.from_delayed(graph[0], (N, n_neighbors), dtype=np.int64)
     dist = da.from_delayed(graph[1], (N, n_neighbors), dtype=np.float64)

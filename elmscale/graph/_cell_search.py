@@ -1,0 +1,238 @@
+"""A kNN graph built across the workers: exact search inside overlapping coarse cells.
+
+The design of NVIDIA cuVS's all-neighbours batching and faiss's IVF self-join
+(``contrib/big_batch_search.py``), on row-chunked dask arrays:
+
+1. **Cells.** A balanced k-means tree on a sample of rows gives P cells of about
+   ``rows_per_cell`` rows (:mod:`elmscale.graph._cells`); every row learns its nearest cells.
+2. **Locality order.** Rows move once, to chunks sorted by their nearest cell
+   (:func:`~elmscale.graph._ordering.order_by_cells`); a cell's rows are then contiguous and
+   sit in one or two chunks. This is also the order the Gram pass uses.
+3. **Search.** One task per ordered chunk searches each of its rows in that row's
+   ``n_probes`` nearest cells (more when those cells together hold fewer than k + 1 rows). It
+   receives the rows of the cells its queries probe, from the chunks that hold them; since
+   neighbouring cells are numbered consecutively these are mostly the adjacent chunks. Inside
+   the task the search is exact, cell by cell: float32 products propose candidates, float64
+   distances of the candidates decide, ties go to the smaller original row index
+   (:func:`~elmscale.graph._select.block_topk`).
+
+A row's neighbours are thus the k nearest among the rows of its probed cells: a function of
+the data and the seed alone, the same for any chunking and any number of workers. A task holds
+its own chunk plus the rows of the cells its queries probe (logged at INFO); no worker holds X
+and nothing with N rows reaches the client.
+Nothing is compiled at run time.
+"""
+
+import logging
+import math
+
+import dask
+import dask.array as da
+import numpy as np
+
+from ._cells import assign_cells, fit_cells, sample_rows
+from ._ordering import order_by_cells
+from ._select import block_candidates, decide, exact_sq_distances
+from ._tasks import row_numbers, task
+
+logger = logging.getLogger(__name__)
+
+#: cells beyond ``n_probes`` each row keeps in reserve, for probes of cells too small for k
+EXTRA_PROBES = 3
+
+
+def _check_k(X, n_neighbors):
+    if not 1 <= n_neighbors < X.shape[0]:
+        raise ValueError(
+            f"n_neighbors must be in [1, n_samples - 1] = [1, {X.shape[0] - 1}], got {n_neighbors}"
+        )
+
+
+def effective_probes(probes, sizes, n_probes, k):
+    """Each row's probed cells: its ``n_probes`` nearest, extended to the next nearest while
+    they hold fewer than k + 1 rows in all; unused slots are -1."""
+    cum = np.cumsum(sizes[probes], axis=1)
+    need = np.argmax(cum >= k + 1, axis=1) + 1  # cells needed to reach k + 1 rows
+    need[cum[:, -1] < k + 1] = probes.shape[1]
+    n_used = np.maximum(need, min(n_probes, probes.shape[1]))
+    out = probes.astype(np.int64)
+    out[np.arange(probes.shape[1])[None, :] >= n_used[:, None]] = -1
+    return out
+
+
+def _probed_cells(probes, sizes, n_probes, k):
+    p = effective_probes(probes, sizes, n_probes, k)
+    return np.unique(p[p >= 0])
+
+
+def _take_ranges(X, original, lo, ranges):
+    """The rows of this chunk (starting at ordered position ``lo``) inside ``ranges``:
+    (ordered positions, rows, original indices)."""
+    pos = np.concatenate([np.arange(a, b) for a, b in ranges])
+    return pos, X[pos - lo], original[pos - lo]
+
+
+def _search_chunk(k, n_probes, cell_start, lo, X, original, probes, *pieces):
+    """The k nearest neighbours of this ordered chunk's rows among their probed cells:
+    (ordered positions, original indices, distances), each (n, k)."""
+    n = X.shape[0]
+    probes = effective_probes(probes, np.diff(cell_start), n_probes, k)
+    db_pos = np.concatenate([np.arange(lo, lo + n)] + [p[0] for p in pieces])
+    db_X = np.concatenate([X] + [p[1] for p in pieces])
+    db_orig = np.concatenate([original] + [p[2] for p in pieces]).astype(np.int64)
+    sort = np.argsort(db_pos, kind="stable")
+    db_pos, db_X, db_orig = db_pos[sort], db_X[sort], db_orig[sort]
+    original = np.asarray(original, dtype=np.int64)
+    # queries grouped by probed cell; each cell proposes candidates for its queries
+    flat = probes.ravel()
+    order = np.argsort(flat, kind="stable")
+    cells, first = np.unique(flat[order], return_index=True)
+    bounds = np.append(first, len(flat))
+    pooled = []
+    for c, a, b in zip(cells, bounds[:-1], bounds[1:]):
+        if c < 0:
+            continue
+        q = order[a:b] // probes.shape[1]
+        r0, r1 = np.searchsorted(db_pos, [cell_start[c], cell_start[c + 1]])
+        rows, cols, g, tau = block_candidates(X[q], original[q], db_X[r0:r1],
+                                              db_orig[r0:r1], k)
+        pooled.append((q[rows], cols + r0, g, tau))
+    rows, where, g, tau = (np.concatenate(p) for p in zip(*pooled))
+    ids, d2 = decide(k, n, rows, db_orig[where], g, tau,
+                     lambda r, sel: exact_sq_distances(X, r, db_X, where[sel]))
+    # original indices -> ordered positions, through the task's own table
+    by_orig = np.argsort(db_orig)
+    at = np.searchsorted(db_orig[by_orig], ids)
+    pos = db_pos[by_orig[np.minimum(at, len(db_orig) - 1)]]
+    return pos, ids, np.sqrt(d2)
+
+
+def _ranges_outside(cells, cell_start, lo, hi):
+    """Merged ordered-position ranges of ``cells`` that lie outside [lo, hi)."""
+    out = []
+    for c in cells:
+        a, b = int(cell_start[c]), int(cell_start[c + 1])
+        for x, y in ((a, min(b, lo)), (max(a, hi), b)):
+            if x < y:
+                if out and out[-1][1] == x:
+                    out[-1] = (out[-1][0], y)
+                else:
+                    out.append((x, y))
+    return out
+
+
+class CellPartition:
+    """Cells of X's rows and the order that sorts rows by cell (see :class:`CellSearch`).
+
+    ``order`` is a :class:`~elmscale.graph._ordering.RowOrder`; ``probes`` (N x m, ordered
+    rows) each row's nearest cells; ``original`` the original index of each ordered row;
+    ``cell_start`` where each cell's rows begin in the order (P + 1 positions)."""
+
+    def __init__(self, order, probes, original, cell_start, centers):
+        self.order = order
+        self.probes = probes
+        self.original = original
+        self.cell_start = cell_start
+        self.centers = centers
+
+    @property
+    def n_cells(self):
+        return len(self.cell_start) - 1
+
+
+class CellSearch:
+    """Approximate kNN graph by exact search inside overlapping coarse cells, on the workers.
+
+    Parameters
+    ----------
+    rows_per_cell : int, default=2000
+        Target cell size. Work per row grows with ``rows_per_cell * n_probes``, and so does
+        recall.
+    n_probes : int, default=3
+        Cells each row is searched in: its nearest cells by distance to their centres.
+
+    Notes
+    -----
+    Cost: one pass over X for the cell assignment (N x P distances to the centres), one
+    shuffle of X's rows into cell order, and one search task per chunk doing about
+    ``N * n_probes * rows_per_cell * d`` multiply-adds in all, plus the probed cells' rows
+    received from other chunks. The client holds a sample of rows (at most 128 MiB), the
+    centres and per-chunk tables of cell numbers. Use it through ``backend="cells"``;
+    ``CellSearch(rows_per_cell=..., n_probes=...)`` is itself a backend callable.
+    """
+
+    #: this backend provides its own locality order (see :func:`elmscale.graph.knn_graph`)
+    provides_order = True
+
+    def __init__(self, rows_per_cell=2000, n_probes=3):
+        if not (isinstance(rows_per_cell, (int, np.integer)) and rows_per_cell >= 1):
+            raise ValueError(f"rows_per_cell must be a positive int, got {rows_per_cell!r}")
+        if not (isinstance(n_probes, (int, np.integer)) and n_probes >= 1):
+            raise ValueError(f"n_probes must be a positive int, got {n_probes!r}")
+        self.rows_per_cell = int(rows_per_cell)
+        self.n_probes = int(n_probes)
+
+    def __repr__(self):
+        return f"CellSearch(rows_per_cell={self.rows_per_cell}, n_probes={self.n_probes})"
+
+    def __call__(self, X, n_neighbors, *, random_state=None):
+        """``(indices, distances)`` in X's row order, chunked like X (the backend protocol)."""
+        _check_k(X, n_neighbors)
+        part = self.partition(X, random_state=random_state)
+        pos, orig, dist = self.search(part, part.order.apply(X), n_neighbors)
+        back = part.order.inverse(part.original)
+        return back.apply(orig), back.apply(dist)
+
+    def partition(self, X, *, random_state=None):
+        """Fit the cells on a sample of X's rows, assign every row and sort rows by cell."""
+        seed = 0 if random_state is None else int(random_state)
+        N = X.shape[0]
+        n_cells = max(1, math.ceil(N / self.rows_per_cell))
+        idx, sample = sample_rows(X, n_cells, seed)
+        centers = fit_cells(sample, len(idx) / n_cells, seed)
+        probes = assign_cells(X, centers, self.n_probes + EXTRA_PROBES).persist()
+        order, counts = order_by_cells(probes[:, 0], len(centers))
+        cell_start = np.concatenate([[0], np.cumsum(counts.sum(axis=0))]).astype(np.int64)
+        original = row_numbers(X.chunks[0])
+        probes, original = dask.persist(order.apply(probes), order.apply(original))
+        logger.info("kNN cells: %d cells of %d-%d rows (target %d) from a sample of %d rows",
+                    len(centers), counts.sum(axis=0).min(), counts.sum(axis=0).max(),
+                    self.rows_per_cell, len(idx))
+        return CellPartition(order, probes, original, cell_start, centers)
+
+    def search(self, part, X, n_neighbors):
+        """kNN of the rows of X, already in ``part``'s order and chunked like it:
+        (ordered positions, original indices, distances), row-chunked dask arrays."""
+        k = n_neighbors
+        starts = part.order.starts
+        nb = len(part.order.chunks)
+        sizes = np.diff(part.cell_start)
+        X_blocks = X.to_delayed(optimize_graph=False).ravel()
+        orig_blocks = part.original.to_delayed(optimize_graph=False).ravel()
+        probe_blocks = part.probes.to_delayed(optimize_graph=False).ravel()
+        probed = dask.compute(*[task("probed", _probed_cells, p, sizes, self.n_probes, k)
+                                for p in probe_blocks])
+        pos_b, orig_b, dist_b, rows_per_task = [], [], [], []
+        for t in range(nb):
+            lo, hi = int(starts[t]), int(starts[t + 1])
+            ranges = _ranges_outside(probed[t], part.cell_start, lo, hi)
+            pieces, received = [], hi - lo
+            for s in range(nb):
+                s_lo, s_hi = int(starts[s]), int(starts[s + 1])
+                mine = [(max(a, s_lo), min(b, s_hi)) for a, b in ranges if a < s_hi and b > s_lo]
+                if mine:
+                    pieces.append(task("gather", _take_ranges, X_blocks[s], orig_blocks[s],
+                                       s_lo, mine))
+                    received += sum(b - a for a, b in mine)
+            rows_per_task.append(received)
+            out = task("search", _search_chunk, k, self.n_probes, part.cell_start, lo,
+                       X_blocks[t], orig_blocks[t], probe_blocks[t], *pieces)
+            n = hi - lo
+            pos_b.append(da.from_delayed(out[0], (n, k), dtype=np.int64))
+            orig_b.append(da.from_delayed(out[1], (n, k), dtype=np.int64))
+            dist_b.append(da.from_delayed(out[2], (n, k), dtype=np.float64))
+        received = int(sum(rows_per_task)) - X.shape[0]
+        logger.info("kNN search: %d tasks, each holding at most %d rows; %d rows (%.2f N) "
+                    "received from other chunks", nb, max(rows_per_task), received,
+                    received / max(X.shape[0], 1))
+        return da.concatenate(pos_b), da.concatenate(orig_b), da.concatenate(dist_b)
