@@ -32,7 +32,7 @@ import numpy as np
 
 from ._cells import assign_cells, fit_cells, sample_rows
 from ._ordering import order_by_cells
-from ._select import block_candidates, decide, exact_sq_distances
+from ._select import decide, exact_sq_distances, nearest_proposals, topk_exact
 from ._tasks import row_numbers, task
 
 logger = logging.getLogger(__name__)
@@ -77,29 +77,50 @@ def _search_chunk(k, n_probes, cell_start, lo, X, original, probes, *pieces):
     (ordered positions, original indices, distances), each (n, k)."""
     n = X.shape[0]
     probes = effective_probes(probes, np.diff(cell_start), n_probes, k)
+    M = probes.shape[1]
     db_pos = np.concatenate([np.arange(lo, lo + n)] + [p[0] for p in pieces])
     db_X = np.concatenate([X] + [p[1] for p in pieces])
     db_orig = np.concatenate([original] + [p[2] for p in pieces]).astype(np.int64)
     sort = np.argsort(db_pos, kind="stable")
     db_pos, db_X, db_orig = db_pos[sort], db_X[sort], db_orig[sort]
     original = np.asarray(original, dtype=np.int64)
-    # queries grouped by probed cell; each cell proposes candidates for its queries
+    # each probed cell proposes k + 1 candidates for the queries probing it
+    where = np.full((n, M, k + 1), -1, dtype=np.int64)  # rows of the task's table
+    g = np.full((n, M, k + 1), np.inf)
+    tau = np.zeros((n, M))
+    bounds = {}
     flat = probes.ravel()
     order = np.argsort(flat, kind="stable")
     cells, first = np.unique(flat[order], return_index=True)
-    bounds = np.append(first, len(flat))
-    pooled = []
-    for c, a, b in zip(cells, bounds[:-1], bounds[1:]):
+    for c, a, b in zip(cells, first, np.append(first[1:], len(flat))):
         if c < 0:
             continue
-        q = order[a:b] // probes.shape[1]
+        q, slot = np.divmod(order[a:b], M)
         r0, r1 = np.searchsorted(db_pos, [cell_start[c], cell_start[c + 1]])
-        rows, cols, g, tau = block_candidates(X[q], original[q], db_X[r0:r1],
-                                              db_orig[r0:r1], k)
-        pooled.append((q[rows], cols + r0, g, tau))
-    rows, where, g, tau = (np.concatenate(p) for p in zip(*pooled))
-    ids, d2 = decide(k, n, rows, db_orig[where], g, tau,
-                     lambda r, sel: exact_sq_distances(X, r, db_X, where[sel]))
+        bounds[c] = (r0, r1)
+        cols, gc, tc = nearest_proposals(X[q], original[q], db_X[r0:r1], db_orig[r0:r1], k)
+        where[q, slot] = np.where(cols >= 0, cols + r0, -1)
+        g[q, slot] = gc
+        tau[q, slot] = tc
+    flat_where = where.reshape(n, -1)
+
+    def exact(rows, pos):
+        return exact_sq_distances(X, rows, db_X, flat_where[rows, pos])
+
+    def fallback(rows):
+        # every row of every probed cell, for queries whose proposals may have cut a tie
+        out_i, out_d = [], []
+        for r in rows:
+            members = np.concatenate([np.arange(*bounds[c]) for c in probes[r] if c >= 0])
+            members = members[db_orig[members] != original[r]]
+            e = exact_sq_distances(X, np.full(len(members), r), db_X, members)
+            i, dd = topk_exact(k, db_orig[members][None, :], e[None, :])
+            out_i.append(i[0])
+            out_d.append(dd[0])
+        return np.array(out_i), np.array(out_d)
+
+    ids_by_slot = np.where(where >= 0, db_orig[np.maximum(where, 0)], -1)
+    ids, d2 = decide(k, g, ids_by_slot, tau, exact, fallback)
     # original indices -> ordered positions, through the task's own table
     by_orig = np.argsort(db_orig)
     at = np.searchsorted(db_orig[by_orig], ids)

@@ -74,23 +74,23 @@ def _pairwise(Aq, Br):
     return Qa @ Rb.T, a_sq, float(b_sq.max())
 
 
-def block_candidates(Xq, q_ids, Xr, r_ids, k, *, dtype=np.float32):
-    """Each query's candidate neighbours in one reference block.
+def nearest_proposals(Xq, q_ids, Xr, r_ids, k, *, dtype=np.float32):
+    """Each query's k + 1 nearest reference rows by the proposed (product-based) distance.
 
-    Every reference row whose exact distance to the query is at most the query's k-th
-    smallest in this block is among the candidates (the error bound makes sure), plus the
-    few whose proposed distance is within the bound of it. A reference row with the query's
-    own id is never a candidate.
-
-    Returns flat arrays ``(rows, cols, g, tau)``: query row, reference row, proposed squared
-    distance and its error bound, grouped by query row.
+    Returns ``(cols, g, tau)``: ``cols`` (nq, k + 1) reference rows (-1 where the block has
+    fewer), ``g`` their proposed squared distances (inf for padding), in no particular
+    order, and ``tau`` (nq,) the error bound of the query's proposals. A reference row with
+    the query's own id is never proposed. The (k + 1)-th is what :func:`decide` uses to tell
+    whether the k kept may have cut a tie.
     """
     nq, nr = Xq.shape[0], Xr.shape[0]
+    cols = np.full((nq, k + 1), -1, dtype=np.int64)
+    g = np.full((nq, k + 1), np.inf)
+    tau = np.zeros(nq)
+    if nq == 0 or nr == 0:
+        return cols, g, tau
     q_ids = np.asarray(q_ids, dtype=np.int64)
     r_ids = np.asarray(r_ids, dtype=np.int64)
-    empty = (np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, dtype), np.empty(0))
-    if nq == 0 or nr == 0:
-        return empty
     work = np.result_type(Xq.dtype, Xr.dtype, np.float32)
     # distances are translation invariant: centring on the reference block keeps the norms,
     # and with them the rounding of the product, as small as the block's spread
@@ -98,18 +98,17 @@ def block_candidates(Xq, q_ids, Xr, r_ids, k, *, dtype=np.float32):
     Br = np.subtract(Xr, center, dtype=work).astype(dtype, copy=False)
     sorted_ids = np.sort(r_ids)
     r_order = np.argsort(r_ids, kind="stable")
-    parts = []
     for lo in range(0, nq, QUERY_ROWS):
         hi = min(lo + QUERY_ROWS, nq)
         Aq = np.subtract(Xq[lo:hi], center, dtype=work).astype(dtype, copy=False)
-        rows, cols, g, tau = _candidates(Aq, Br, q_ids[lo:hi], sorted_ids, r_order, k)
-        parts.append((rows + lo, cols, g, tau))
-    if len(parts) == 1:
-        return parts[0]
-    return tuple(np.concatenate(p) for p in zip(*parts))
+        c, gg, tau[lo:hi] = _proposals(Aq, Br, q_ids[lo:hi], sorted_ids, r_order, k + 1)
+        cols[lo:hi, : c.shape[1]] = c
+        g[lo:hi, : c.shape[1]] = gg
+    return cols, g, tau
 
 
-def _candidates(Aq, Br, q_ids, sorted_ids, r_order, k):
+def _proposals(Aq, Br, q_ids, sorted_ids, r_order, m):
+    """The m smallest proposed distances per row of the block (fewer when it is smaller)."""
     nq, d = Aq.shape
     nr = Br.shape[0]
     G, a_sq, b_sq_max = _pairwise(Aq, Br)
@@ -117,68 +116,75 @@ def _candidates(Aq, Br, q_ids, sorted_ids, r_order, k):
     own = sorted_ids[pos] == q_ids
     G[np.flatnonzero(own), r_order[pos[own]]] = np.inf
     tau = _error_bound(a_sq.astype(np.float64), b_sq_max, d, Aq.dtype)
-    kk = min(k, nr - 1 if own.any() else nr)
-    if kk < nr - (1 if own.any() else 0):
-        # a first threshold from a subsample of columns: its kk-th smallest is >= the row's
-        # kk-th smallest overall, so every row keeps at least kk candidates below it
-        s = min(nr, max(SUBSAMPLE_COLUMNS, kk + 1))
-        first = np.partition(G[:, :s], kk - 1, axis=1)[:, kk - 1].astype(np.float64)
-        rows, cols = _below(G, first + 2 * tau)
-        g = G[rows, cols].astype(np.float64)
-        order = np.lexsort((g, rows))
-        rows, cols, g = rows[order], cols[order], g[order]
-        # rows with e <= e_(k) have g <= g_(k) + 2 tau, g_(k) the row's kk-th smallest
-        start = np.searchsorted(rows, np.arange(nq))
-        keep = g <= (g[start + kk - 1] + 2 * tau)[rows]
-        rows, cols, g = rows[keep], cols[keep], g[keep]
-    else:
-        rows, cols = np.nonzero(np.isfinite(G))
-        g = G[rows, cols].astype(np.float64)
-    return rows, cols, g, tau[rows]
+    if nr <= m:
+        return np.broadcast_to(np.arange(nr), (nq, nr)), G.astype(np.float64), tau
+    # a first threshold from a subsample of columns: its m-th smallest is >= the row's m-th
+    # smallest overall, so every row keeps at least m entries below it (the subsample holds
+    # at most one inf, the row itself)
+    s = min(nr, max(SUBSAMPLE_COLUMNS, m + 1))
+    first = np.partition(G[:, :s], m - 1, axis=1)[:, m - 1]
+    flat = np.flatnonzero(G <= first[:, None])
+    rows, cols = np.divmod(flat, nr)  # row-major: grouped by row
+    counts = np.bincount(rows, minlength=nq)
+    rank = np.arange(len(rows)) - (np.cumsum(counts) - counts)[rows]
+    padded_g = np.full((nq, counts.max()), np.inf, dtype=G.dtype)
+    padded_c = np.zeros((nq, counts.max()), dtype=np.int64)
+    padded_g[rows, rank] = G.ravel()[flat]
+    padded_c[rows, rank] = cols
+    top = np.argpartition(padded_g, m - 1, axis=1)[:, :m]
+    return (np.take_along_axis(padded_c, top, axis=1),
+            np.take_along_axis(padded_g, top, axis=1).astype(np.float64), tau)
 
 
-def _below(G, thresholds):
-    """(rows, cols) of the entries of G at or below their row's threshold."""
-    flat = np.flatnonzero(G <= thresholds.astype(G.dtype)[:, None])
-    return np.divmod(flat, G.shape[1])
+def decide(k, g, ids, tau, exact, fallback):
+    """The k nearest of each query's proposals, ranked by (recomputed distance, id).
 
-
-def decide(k, n_queries, rows, ids, g, tau, exact):
-    """The k nearest candidates of each query, ranked by (recomputed distance, id).
-
-    ``rows, ids, g, tau`` are pooled candidates (query row, global id, proposed squared
-    distance, bound), several blocks' worth; ``exact(rows, positions)`` recomputes the
-    squared distances of the pairs at ``positions`` of those arrays
-    (with :func:`exact_sq_distances`). Only candidates within
-    ``2 tau`` of the query's k-th proposed distance are recomputed. Returns ``(ids, sq_dist)``
-    of shape (n_queries, k), padded with (-1, inf) where a query has fewer candidates.
+    ``g`` and ``ids`` (n, M, k + 1) hold each query's proposals from M reference blocks
+    (:func:`nearest_proposals`; ids global, -1 for padding), ``tau`` (n, M) their bounds.
+    Rows whose recomputed distance can reach the query's k-th nearest all have a proposed
+    distance within ``2 tau`` of the k-th smallest proposal; those among each block's first
+    k proposals are recomputed with ``exact(rows, flat_positions)`` (positions into the
+    (n, M * (k + 1)) arrays). Where a block's (k + 1)-th proposal is within that margin too,
+    the block may hold more such rows than it proposed (a tie across the cut):
+    ``fallback(rows)`` then returns those queries' ``(ids, sq_dist)`` from all their rows.
+    Returns ``(ids, sq_dist)`` (n, k), padded with (-1, inf).
     """
-    out_ids = np.full((n_queries, k), -1, dtype=np.int64)
-    out_d = np.full((n_queries, k), np.inf)
-    if len(rows) == 0:
-        return out_ids, out_d
-    order = np.lexsort((g, rows))
-    rows, g, tau = rows[order], g[order], tau[order]
-    counts = np.bincount(rows, minlength=n_queries)
-    start = np.concatenate([[0], np.cumsum(counts)[:-1]])
-    kth = np.minimum(counts, k) - 1
-    has = counts > 0
-    limit = np.full(n_queries, -np.inf)
-    tau_max = np.zeros(n_queries)
-    np.maximum.at(tau_max, rows, tau)
-    limit[has] = g[start[has] + kth[has]] + 2 * tau_max[has]
-    keep = g <= limit[rows]
-    rows, sel = rows[keep], order[keep]
-    e = exact(rows, sel)
-    got = ids[sel]
-    order = np.lexsort((got, e, rows))
-    rows, got, e = rows[order], got[order], e[order]
-    counts = np.bincount(rows, minlength=n_queries)
-    start = np.concatenate([[0], np.cumsum(counts)[:-1]])
-    rank = np.arange(len(rows)) - start[rows]
-    first = rank < k
-    out_ids[rows[first], rank[first]] = got[first]
-    out_d[rows[first], rank[first]] = e[first]
+    n, M, _ = g.shape
+    first = g[:, :, :k].reshape(n, M * k)
+    kth = np.partition(first, k - 1, axis=1)[:, k - 1] if M * k > k else first.max(axis=1)
+    limit = kth + 2 * tau.max(axis=1)
+    cut = (g[:, :, k] <= limit[:, None]).any(axis=1)
+    rows, slot = np.nonzero((g[:, :, :k] <= limit[:, None, None]).reshape(n, M * k) &
+                            ~cut[:, None])
+    flat_pos = (slot // k) * (k + 1) + slot % k
+    flat_ids = ids.reshape(n, M * (k + 1))
+    E = np.full((n, M * k), np.inf)
+    E[rows, slot] = exact(rows, flat_pos)
+    I = np.where(np.isfinite(E), flat_ids[:, flat_pos_all(M, k)], -1)
+    order = np.lexsort((np.where(I < 0, np.iinfo(np.int64).max, I), E), axis=1)[:, :k]
+    out_ids = np.take_along_axis(I, order, axis=1)
+    out_d = np.take_along_axis(E, order, axis=1)
+    redo = np.flatnonzero(cut)
+    if len(redo):
+        out_ids[redo], out_d[redo] = fallback(redo)
+    return out_ids, out_d
+
+
+def flat_pos_all(M, k):
+    """Positions of each block's first k proposals in the (M * (k + 1)) flattened layout."""
+    return (np.arange(M * k) // k) * (k + 1) + np.arange(M * k) % k
+
+
+def topk_exact(k, ids, sq_dist):
+    """The k best per row of candidate lists ranked by (distance, id); -1/inf pad."""
+    key = np.where(ids < 0, np.iinfo(np.int64).max, ids)
+    order = np.lexsort((key, sq_dist), axis=1)[:, :k]
+    out_ids = np.take_along_axis(ids, order, axis=1)
+    out_d = np.take_along_axis(sq_dist, order, axis=1)
+    if out_ids.shape[1] < k:
+        pad = k - out_ids.shape[1]
+        out_ids = np.pad(out_ids, ((0, 0), (0, pad)), constant_values=-1)
+        out_d = np.pad(out_d, ((0, 0), (0, pad)), constant_values=np.inf)
     return out_ids, out_d
 
 
@@ -201,14 +207,28 @@ def block_topk(Xq, q_ids, Xr, r_ids, k, *, dtype=np.float32):
     ids : int64 (nq, k), sq_dist : (nq, k)
         Sorted by squared distance, ties by the smaller id.
     """
-    rows, cols, g, tau = block_candidates(Xq, q_ids, Xr, r_ids, k, dtype=dtype)
+    q_ids = np.asarray(q_ids, dtype=np.int64)
     r_ids = np.asarray(r_ids, dtype=np.int64)
-    return decide(k, Xq.shape[0], rows, r_ids[cols], g, tau,
-                  lambda r, s: exact_sq_distances(Xq, r, Xr, cols[s]))
+    cols, g, tau = nearest_proposals(Xq, q_ids, Xr, r_ids, k, dtype=dtype)
+    ids = np.where(cols >= 0, r_ids[cols], -1)
+    flat_cols = cols.ravel()
+
+    def exact(rows, pos):
+        return exact_sq_distances(Xq, rows, Xr, flat_cols[rows * (k + 1) + pos])
+
+    def fallback(rows):
+        r = np.repeat(rows, len(r_ids))
+        c = np.tile(np.arange(len(r_ids)), len(rows))
+        e = exact_sq_distances(Xq, r, Xr, c).reshape(len(rows), len(r_ids))
+        cand = np.broadcast_to(r_ids, e.shape).copy()
+        e[cand == q_ids[rows][:, None]] = np.inf
+        cand[~np.isfinite(e)] = -1
+        return topk_exact(k, cand, e)
+
+    return decide(k, g[:, None, :], ids[:, None, :], tau[:, None], exact, fallback)
 
 
 def merge_topk(k, ids, sq_dist):
     """The k best of several candidate lists per row (concatenated along axis 1), ranked by
     (distance, id); padding (id -1, inf) sorts last. Candidates must be distinct per row."""
-    order = np.lexsort((ids, sq_dist), axis=1)[:, :k]
-    return np.take_along_axis(ids, order, axis=1), np.take_along_axis(sq_dist, order, axis=1)
+    return topk_exact(k, ids, sq_dist)
