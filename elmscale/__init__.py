@@ -1,6 +1,7 @@
 """elmscale: unsupervised and semi-supervised Extreme Learning Machines on Dask."""
 
 from ._config import config_context, get_config, set_config
+from ._progress import log_to_stderr
 from .algorithms import (
     ELMJEC,
     EMMC,
@@ -40,6 +41,7 @@ __all__ = [
     "hookimpl",
     "list_plugins",
     "load_plugins",
+    "log_to_stderr",
     "make",
     "set_config",
     "uselm_embedding",

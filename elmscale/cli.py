@@ -1,13 +1,27 @@
-"""The ``elmscale`` command: ``elmscale plugins [--verbose]`` and ``elmscale info``."""
+"""The ``elmscale`` command: ``elmscale fit``, ``elmscale predict`` (clustering a file from
+the shell), ``elmscale plugins [--verbose]`` and ``elmscale info``.
+
+Exit status: 0 on success, 2 for a usage error or bad input (unknown algorithm or
+parameter, an invalid value, a file that cannot be read or written, a scheduler that cannot
+be reached), 1 for any other failure. Errors are one line on stderr; ``--debug`` shows the
+traceback instead."""
 
 import argparse
+import ast
+import contextlib
+import copy
+import difflib
 import importlib.metadata
 import json
+import os
+import pickle
 import platform
 import sys
+import time
+import warnings
 
 from . import registry
-from .exceptions import PluginLoadError, PluginLoadWarning
+from .exceptions import PluginLoadError, PluginLoadWarning, UnknownPluginError
 
 INFO_PACKAGES = ("elmscale", "numpy", "scipy", "scikit-learn", "dask", "distributed",
                  "pynndescent", "pluggy", "numba", "threadpoolctl")
@@ -106,12 +120,270 @@ def _print_info(report, out):
         print(f"{'':<15}{lib['filepath']}", file=out)
 
 
-def main(argv=None, out=None):
+class UsageError(ValueError):
+    """A command line the user must change (exit status 2)."""
+
+
+# -- elmscale fit / predict --------------------------------------------------------------------
+def parse_value(text):
+    """A parameter value from the command line: a Python literal (``3``, ``0.1``, ``None``,
+    ``True``, ``[1, 2]``) when it parses as one, else the string itself (``exact``)."""
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        return text
+
+
+def make_estimator(algorithm, params):
+    """The registered algorithm built with ``params`` (``["name=value", ...]``), each value
+    checked by the estimator's own ``_parameter_constraints`` before any data is read."""
+    from sklearn.utils._param_validation import validate_parameter_constraints
+
+    try:
+        cls = registry.get("algorithm", algorithm)
+    except UnknownPluginError as exc:
+        raise UsageError(str(exc)) from None
+    estimator = cls()
+    valid = sorted(estimator.get_params(deep=False))
+    values = {}
+    for item in params or ():
+        name, sep, text = item.partition("=")
+        name = name.strip()
+        if not sep or not name:
+            raise UsageError(f"--param expects NAME=VALUE, got {item!r}")
+        if name not in valid:
+            close = difflib.get_close_matches(name, valid, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise UsageError(f"{algorithm} has no parameter {name!r}{hint}; valid: "
+                             f"{', '.join(valid)}")
+        values[name] = parse_value(text)
+    estimator.set_params(**values)
+    constraints = getattr(estimator, "_parameter_constraints", None)
+    if constraints:
+        validate_parameter_constraints(
+            {k: v for k, v in constraints.items() if k in values},
+            estimator.get_params(deep=False), caller_name=cls.__name__)
+    return estimator
+
+
+@contextlib.contextmanager
+def _dask(args, err):
+    """The client for the command: a LocalCluster of ``--workers`` processes, the scheduler
+    at ``--scheduler``, or None for dask's local scheduler; closed on exit."""
+    if not (args.scheduler or args.workers):
+        yield None
+        return
+    from distributed import Client, LocalCluster
+
+    cluster = None
+    if args.workers:
+        cluster = LocalCluster(n_workers=args.workers, threads_per_worker=1, processes=True,
+                               dashboard_address=":0")
+        client = Client(cluster)
+    else:
+        try:
+            client = Client(args.scheduler, timeout="15s")
+        except (OSError, TimeoutError, ValueError) as exc:
+            raise UsageError(f"cannot connect to the scheduler at {args.scheduler!r}: "
+                             f"{exc}") from None
+    try:
+        n = len(client.scheduler_info().get("workers", {}))
+        print(f"dask: {client.scheduler.address} with {n} worker(s); dashboard "
+              f"{client.dashboard_link}", file=err)
+        yield client
+    finally:
+        client.close()
+        if cluster is not None:
+            cluster.close()
+
+
+def saveable(model):
+    """A shallow copy of ``model`` without its dask-array attributes (training labels or
+    embedding held on a cluster): what predict and transform need is small and NumPy."""
+    import dask
+
+    out = copy.copy(model)
+    for name, value in list(vars(out).items()):
+        if dask.is_dask_collection(value):
+            delattr(out, name)
+    return out
+
+
+def save_model(model, path):
+    """Pickle ``saveable(model)`` to ``path``; load it only from a source you trust."""
+    with open(path, "wb") as f:
+        pickle.dump(saveable(model), f, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def load_model(path):
+    if not os.path.exists(path):
+        raise UsageError(f"model file {path!r} does not exist")
+    try:
+        with open(path, "rb") as f:
+            model = pickle.load(f)
+    except Exception as exc:  # noqa: BLE001 - any unpickling failure means "not a model"
+        raise UsageError(f"cannot load the model {path!r} (a file written by "
+                         f"`elmscale fit --save`): {exc}") from None
+    if not hasattr(model, "predict"):
+        raise UsageError(f"{path!r} holds a {type(model).__name__}, not a fitted estimator")
+    return model
+
+
+def _columns(text):
+    return None if text is None else [c.strip() for c in text.split(",") if c.strip()]
+
+
+def _run_fit(args, out, err):
+    from ._cli_io import read_matrix, write_array
+
+    estimator = make_estimator(args.algorithm, args.param)
+    if estimator.__sklearn_tags__().target_tags.required:
+        raise UsageError(f"{args.algorithm} needs targets y; `elmscale fit` runs the "
+                         "unsupervised algorithms (use the Python API for this one)")
+    if args.plot:
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            raise UsageError("--plot needs matplotlib: pip install 'elmscale[plot]'") from None
+    # connect first: counting the rows of a table (its chunk sizes) runs on the cluster
+    with _dask(args, err) as client:
+        X, _ = read_matrix(args.input, _columns(args.columns))
+        print(f"{args.algorithm}: {X.shape[0]} rows x {X.shape[1]} columns in "
+              f"{X.numblocks[0]} chunk(s) from {args.input}", file=err)
+        t0 = time.perf_counter()
+        with _progress(args, client, err):
+            estimator.fit(X)
+            print(f"fitted in {time.perf_counter() - t0:.1f} s", file=err)
+            if args.labels:
+                if not hasattr(estimator, "labels_"):
+                    raise UsageError(f"{args.algorithm} with these parameters gives no "
+                                     "labels (e.g. n_clusters=None); drop --labels")
+                write_array(estimator.labels_, args.labels, "label")
+                print(f"labels: {args.labels}", file=out)
+            if args.embedding:
+                if hasattr(estimator, "embedding_"):
+                    E = estimator.embedding_
+                elif hasattr(estimator, "transform"):
+                    E = estimator.transform(X)
+                else:
+                    raise UsageError(f"{args.algorithm} has no embedding; drop --embedding")
+                write_array(E, args.embedding, type(estimator).__name__.lower())
+                print(f"embedding: {args.embedding}", file=out)
+        if args.plot:
+            _plot(estimator, X, args.plot)
+            print(f"plot: {args.plot}", file=out)
+        if args.save:
+            save_model(estimator, args.save)
+            print(f"model: {args.save}", file=out)
+    return 0
+
+
+def _run_predict(args, out, err):
+    from ._cli_io import read_matrix, write_array
+
+    model = load_model(args.model)
+    with _dask(args, err) as client:
+        X, _ = read_matrix(args.input, _columns(args.columns))
+        with _progress(args, client, err):
+            write_array(model.predict(X), args.labels, "label")
+        print(f"labels: {args.labels}", file=out)
+    return 0
+
+
+def _plot(estimator, X, path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from . import plot
+
+    fig, ax = plt.subplots(figsize=(5, 4.5))
+    plot.embedding(estimator, X, ax=ax)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+class _progress:
+    """The log switch and the per-stage task display for the duration of a command."""
+
+    def __init__(self, args, client, err):
+        self.args, self.client, self.err = args, client, err
+
+    def __enter__(self):
+        from ._progress import StageProgress, log_to_stderr
+
+        self.handler = None
+        self.display = None
+        if self.args.quiet:
+            return self
+        self.handler = log_to_stderr("DEBUG" if self.args.verbose else "INFO", self.err)
+        self.display = StageProgress(self.client, stream=self.err).__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        import logging
+
+        if self.display is not None:
+            self.display.__exit__(*exc)
+        if self.handler is not None:
+            logging.getLogger("elmscale").removeHandler(self.handler)
+        return False
+
+
+def _add_fit_parser(sub):
+    from ._cli_io import INPUT_KINDS, OUTPUT_KINDS
+
+    kinds_in, kinds_out = ", ".join(INPUT_KINDS), ", ".join(OUTPUT_KINDS)
+    p = sub.add_parser(
+        "fit", help="fit an algorithm to a file; write labels, embedding, model, plot",
+        description=f"Fit a registered algorithm (`elmscale plugins`) to INPUT ({kinds_in}; "
+                    "a .parquet folder too), read lazily with dask, and write the outputs by "
+                    f"extension ({kinds_out}) with the rows in INPUT's order.",
+        epilog="example: elmscale fit us-elm data.parquet --param n_clusters=10 "
+               "--labels labels.parquet --save model.pkl --plot embedding.png")
+    p.add_argument("algorithm", help="registered algorithm name, e.g. us-elm")
+    p.add_argument("input", help="data file or folder")
+    p.add_argument("-p", "--param", action="extend", nargs="+", metavar="NAME=VALUE",
+                   help="estimator parameter (repeatable), e.g. n_clusters=10 graph=exact")
+    _add_io_options(p)
+    p.add_argument("--labels", metavar="OUT", help="write the cluster labels")
+    p.add_argument("--embedding", metavar="OUT", help="write the embedding")
+    p.add_argument("--save", metavar="MODEL", help="save the fitted model (a pickle)")
+    p.add_argument("--plot", metavar="PNG", help="draw the embedding (needs matplotlib)")
+    return p
+
+
+def _add_io_options(p):
+    p.add_argument("--columns", help="comma-separated feature columns (names for .csv and "
+                                     ".parquet, positions for .npy and .zarr); default all")
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--scheduler", metavar="ADDRESS",
+                       help="run on the dask scheduler at ADDRESS, e.g. tcp://host:8786")
+    where.add_argument("--workers", type=int, metavar="N",
+                       help="start a local cluster of N worker processes")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress or log lines")
+    p.add_argument("-v", "--verbose", action="store_true", help="debug log lines")
+    p.add_argument("--debug", action="store_true", help="show tracebacks of errors")
+
+
+def main(argv=None, out=None, err=None):
     """Entry point of the ``elmscale`` command; returns the exit status."""
     out = out or sys.stdout
+    err = err or sys.stderr
     parser = argparse.ArgumentParser(
-        prog="elmscale", description="Extreme Learning Machines on Dask: plugins and setup.")
+        prog="elmscale", description="Extreme Learning Machines on Dask: cluster a file, "
+                                     "list plugins, show the setup.")
     sub = parser.add_subparsers(dest="command", required=True)
+    _add_fit_parser(sub)
+    p_predict = sub.add_parser(
+        "predict", help="label a file with a model saved by `elmscale fit --save`",
+        description="Label INPUT with a saved model; rows keep INPUT's order.")
+    p_predict.add_argument("model", help="model file written by `elmscale fit --save`")
+    p_predict.add_argument("input", help="data file or folder")
+    p_predict.add_argument("--labels", metavar="OUT", required=True, help="write the labels")
+    _add_io_options(p_predict)
     p_plugins = sub.add_parser(
         "plugins", help="list plugins and what each registered",
         description="List the loaded plugins (built-ins and the entry points of the group "
@@ -125,6 +397,8 @@ def main(argv=None, out=None):
     p_info.add_argument("--json", action="store_true", help="print JSON")
     args = parser.parse_args(argv)
 
+    if args.command in ("fit", "predict"):
+        return _run_command(args, out, err)
     if args.command == "plugins":
         import warnings
 
@@ -147,6 +421,46 @@ def main(argv=None, out=None):
     else:
         _print_info(report, out)
     return 0
+
+
+class _Discard:
+    def write(self, text):
+        return len(text)
+
+    def flush(self):
+        pass
+
+
+def _run_command(args, out, err):
+    """Run fit or predict; user errors become one line on stderr and exit status 2."""
+    from ._cli_io import InputError
+
+    run = _run_fit if args.command == "fit" else _run_predict
+    # progress and notes go to stderr, which --quiet silences; errors always reach it
+    info = _Discard() if args.quiet else err
+    if args.debug:
+        return run(args, out, info)
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        print(f"warning: {message}", file=err)
+
+    with warnings.catch_warnings():
+        warnings.showwarning = show
+        try:
+            return run(args, out, info)
+        except (UsageError, InputError) as exc:
+            print(f"error: {exc}", file=err)
+            return 2
+        except (ValueError, TypeError) as exc:  # the estimators' messages on bad input
+            print(f"error: {' '.join(str(exc).split())}", file=err)
+            return 2
+        except KeyboardInterrupt:
+            print("interrupted", file=err)
+            return 130
+        except Exception as exc:  # noqa: BLE001 - one line; --debug shows the traceback
+            print(f"error: {type(exc).__name__}: {exc} (run with --debug for the "
+                  "traceback)", file=err)
+            return 1
 
 
 if __name__ == "__main__":  # pragma: no cover

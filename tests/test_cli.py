@@ -154,3 +154,183 @@ def test_console_script_runs_in_a_fresh_interpreter():
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert "elmscale._builtins.uselm" in proc.stdout
+
+
+# -- elmscale fit / predict ---------------------------------------------------------------------
+from elmscale._cli_io import read_labels, read_matrix, write_array  # noqa: E402
+
+FIT_PARAMS = ["n_clusters=3", "n_hidden=40", "graph=exact", "n_neighbors=5",
+              "random_state=0"]
+
+
+def run_cmd(*argv):
+    """(status, stdout, stderr) of ``elmscale ARGV`` run in-process."""
+    out, err = io.StringIO(), io.StringIO()
+    status = cli.main([str(a) for a in argv], out=out, err=err)
+    return status, out.getvalue(), err.getvalue()
+
+
+@pytest.fixture
+def table(blobs, tmp_path):
+    """The ``blobs`` data written as a Parquet folder of 3 files (80 rows each, with a
+    string id column), a .npy file and a .csv file; returns (X, paths)."""
+    import dask.dataframe as dd
+    import pandas as pd
+
+    X, _ = blobs
+    df = pd.DataFrame(X, columns=[f"f{i}" for i in range(X.shape[1])])
+    df["id"] = [f"row{i}" for i in range(len(df))]
+    paths = {"parquet": tmp_path / "data.parquet", "npy": tmp_path / "data.npy",
+             "csv": tmp_path / "data.csv"}
+    dd.from_pandas(df, npartitions=3, sort=False).to_parquet(paths["parquet"])
+    np.save(paths["npy"], X)
+    df.to_csv(paths["csv"], index=False)
+    return X, paths
+
+
+def _python_labels(X, chunks):
+    import dask.array as da
+
+    from elmscale import USELM
+
+    model = USELM(n_clusters=3, n_hidden=40, graph="exact", n_neighbors=5, random_state=0)
+    return model.fit(da.from_array(X, chunks=(chunks, X.shape[1]))).labels_.compute()
+
+
+@pytest.mark.distributed
+def test_fit_parquet_folder_on_the_cluster_equals_python_api(table, tmp_path, dask_client):
+    """`elmscale fit us-elm` on a Parquet folder, on the session's LocalCluster: the labels
+    file equals the Python API's labels (same chunks), and `elmscale predict` from the
+    saved model writes the same labels again."""
+    X, paths = table
+    cols = ",".join(f"f{i}" for i in range(X.shape[1]))
+    labels, model = tmp_path / "labels.parquet", tmp_path / "model.pkl"
+    status, out, err = run_cmd("fit", "us-elm", paths["parquet"], "--columns", cols,
+                               "--param", *FIT_PARAMS, "--scheduler",
+                               dask_client.scheduler.address, "--labels", labels,
+                               "--embedding", tmp_path / "emb.zarr", "--save", model)
+    assert status == 0, err
+    assert "dashboard" in err and "progress:" in err
+    got = read_labels(labels)
+    np.testing.assert_array_equal(got, _python_labels(X, 80))
+    assert read_labels(tmp_path / "emb.zarr").shape == (X.shape[0], 3)
+
+    status, _, err = run_cmd("predict", model, paths["parquet"], "--columns", cols,
+                             "--labels", tmp_path / "again.csv", "--scheduler",
+                             dask_client.scheduler.address, "-q")
+    assert status == 0, err
+    np.testing.assert_array_equal(read_labels(tmp_path / "again.csv"), got)
+
+
+@pytest.mark.distributed
+def test_fit_npy_on_two_local_workers_equals_python_api(table, tmp_path):
+    """`elmscale fit us-elm X.npy --workers 2` (a LocalCluster of its own): labels equal
+    the Python API's; predict from the saved model (local scheduler) gives them again."""
+    X, paths = table
+    labels, model = tmp_path / "labels.npy", tmp_path / "model.pkl"
+    status, out, err = run_cmd("fit", "us-elm", paths["npy"], "--param", *FIT_PARAMS,
+                               "--workers", 2, "--labels", labels, "--save", model)
+    assert status == 0, err
+    assert "2 worker(s)" in err
+    assert out.split() == ["labels:", str(labels), "model:", str(model)]
+    got = np.load(labels)
+    np.testing.assert_array_equal(got, _python_labels(X, X.shape[0]))
+    status, _, err = run_cmd("predict", model, paths["npy"], "--labels",
+                             tmp_path / "again.parquet", "-q")
+    assert status == 0 and err == ""
+    np.testing.assert_array_equal(read_labels(tmp_path / "again.parquet"), got)
+
+
+def test_fit_writes_a_plot(table, tmp_path):
+    pytest.importorskip("matplotlib")
+    X, paths = table
+    png = tmp_path / "emb.png"
+    status, out, err = run_cmd("fit", "us-elm", paths["npy"], "--param", *FIT_PARAMS,
+                               "--plot", png, "-q")
+    assert status == 0, err
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--param", "n_cluster=3"], "has no parameter 'n_cluster' (did you mean 'n_clusters'?)"
+                                 "; valid: activation, cache, graph"),
+    (["--param", "n_clusters=-1"], "The 'n_clusters' parameter of USELM must be"),
+    (["--param", "graph=exakt"], "'graph' parameter of USELM"),
+    (["--param", "n_clusters"], "--param expects NAME=VALUE"),
+    (["--param", "n_clusters=500"], "n_clusters=500 must be <= n_samples=240"),
+    (["--columns", "f0,nope"], "--columns: 'nope' not in"),
+    (["--labels", "out.txt"], "unknown extension '.txt'"),
+])
+def test_fit_user_errors_exit_2_with_one_line(table, tmp_path, argv, message):
+    """Bad parameters, columns and outputs: exit status 2 and one line on stderr that names
+    the problem (no traceback)."""
+    X, paths = table
+    argv = [a if a != "out.txt" else tmp_path / a for a in argv]
+    src = paths["csv"] if "--columns" in argv else paths["npy"]
+    status, out, err = run_cmd("fit", "us-elm", src, "-q", *argv)
+    assert status == 2
+    assert message in err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["fit", "us-elmm", "{npy}"], "us-elmm"),
+    (["fit", "us-elm", "{missing}"], "does not exist"),
+    (["fit", "us-elm", "{parquet}"], "'id' of"),
+    (["fit", "elm-classifier", "{npy}"], "needs targets y"),
+    (["fit", "us-elm", "{npy}", "--scheduler", "tcp://127.0.0.1:1"], "cannot connect"),
+    (["predict", "{npy}", "{npy}", "--labels", "x.npy"], "cannot load the model"),
+    (["predict", "{missing}", "{npy}", "--labels", "x.npy"], "does not exist"),
+])
+def test_input_errors_exit_2(table, tmp_path, argv, message):
+    X, paths = table
+    names = {"npy": paths["npy"], "parquet": paths["parquet"], "missing": tmp_path / "no.npy"}
+    argv = [a.format(**names) if "{" in a else a for a in argv]
+    status, _, err = run_cmd(*argv, "-q")
+    assert status == 2
+    assert message in err and "Traceback" not in err
+
+
+def test_predict_with_wrong_width_exits_2(table, tmp_path):
+    X, paths = table
+    model = tmp_path / "m.pkl"
+    assert run_cmd("fit", "us-elm", paths["npy"], "--param", *FIT_PARAMS, "--save", model,
+                   "-q")[0] == 0
+    status, _, err = run_cmd("predict", model, paths["npy"], "--columns", "0,1",
+                             "--labels", tmp_path / "l.npy", "-q")
+    assert status == 2 and "features" in err
+
+
+def test_parse_value():
+    assert cli.parse_value("3") == 3 and cli.parse_value("0.5") == 0.5
+    assert cli.parse_value("None") is None and cli.parse_value("True") is True
+    assert cli.parse_value("exact") == "exact" and cli.parse_value("[1, 2]") == [1, 2]
+
+
+def test_read_npy_is_lazy_and_row_chunked(tmp_path, rng):
+    """A .npy file is read in row blocks by tasks (a memory map per block), columns chosen
+    by position; values equal the file's."""
+    import dask.array as da
+
+    X = rng.randn(1050, 4)
+    np.save(tmp_path / "x.npy", X)
+    Xd, names = read_matrix(str(tmp_path / "x.npy"), block_rows=100)
+    assert isinstance(Xd, da.Array) and names is None
+    assert Xd.chunks == ((100,) * 10 + (50,), (4,))
+    np.testing.assert_array_equal(Xd.compute(), X)
+    Xc, _ = read_matrix(str(tmp_path / "x.npy"), columns=["2", "0"], block_rows=100)
+    np.testing.assert_array_equal(Xc.compute(), X[:, [2, 0]])
+
+
+@pytest.mark.parametrize("ext", [".parquet", ".csv", ".npy", ".zarr"])
+@pytest.mark.parametrize("ndim", [1, 2])
+def test_writers_keep_row_order(tmp_path, rng, ext, ndim):
+    """Every output format gives back the rows in order, also with more than 10 blocks
+    (where lexicographic file names would reorder a Parquet folder)."""
+    import dask.array as da
+
+    x = rng.randint(0, 7, size=(230,)) if ndim == 1 else rng.randn(230, 3)
+    path = tmp_path / f"out{ext}"
+    write_array(da.from_array(x, chunks=20), str(path), "label" if ndim == 1 else "e")
+    got = read_labels(str(path))
+    np.testing.assert_allclose(got, x, rtol=1e-15)

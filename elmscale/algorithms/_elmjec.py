@@ -24,6 +24,7 @@ from ..hidden import apply_scaling
 from ..solvers import sign_flip
 from ..utils._random import draw_seed
 from ..utils._threads import one_blas_thread_per_task
+from ._output import EmbeddingFeaturesOutMixin, negative_sse
 
 logger = logging.getLogger(__name__)
 
@@ -218,7 +219,7 @@ class _Shared:
         self.was_dask = was_dask
 
 
-class ELMJEC(ClusterMixin, TransformerMixin, BaseELM):
+class ELMJEC(ClusterMixin, EmbeddingFeaturesOutMixin, TransformerMixin, BaseELM):
     """Extreme Learning Machine for joint embedding and clustering (Liu et al. 2017).
 
     Finds an embedding ``E = H~ beta`` of the centred hidden-layer output
@@ -250,8 +251,9 @@ class ELMJEC(ClusterMixin, TransformerMixin, BaseELM):
         Also the number of restarts of the initial k-means on X (at least 1).
     max_iter : int, default=20
     activation : str or callable, default="sigmoid"
-    graph : str or callable, default="pynndescent"
-        kNN backend (``elmscale.available("graph")``); "exact" for small data.
+    graph : "auto", str or callable, default="auto"
+        kNN backend (``elmscale.available("graph")``). "auto" takes "exact" up to 10,000
+        samples (faster there: no numba compilation, and exact) and "pynndescent" above.
     n_neighbors : int, default=5
     weights : {"binary", "heat"}, default="binary"
     sigma : float or None, default=None
@@ -352,7 +354,7 @@ class ELMJEC(ClusterMixin, TransformerMixin, BaseELM):
     }
 
     def __init__(self, n_clusters=8, *, n_components="auto", n_hidden=1000, lam=0.5, gamma=0.1,
-                 n_restarts=20, max_iter=20, activation="sigmoid", graph="pynndescent",
+                 n_restarts=20, max_iter=20, activation="sigmoid", graph="auto",
                  n_neighbors=5, weights="binary", sigma=None, normalized=False,
                  scaling="minmax", cache="auto", random_state=None):
         self.n_clusters = n_clusters
@@ -513,6 +515,17 @@ class ELMJEC(ClusterMixin, TransformerMixin, BaseELM):
     def fit_transform(self, X, y=None):
         """Fit and return the training embedding (``embedding_``)."""
         return self.fit(X).embedding_
+
+    def score(self, X, y=None):
+        """Opposite of the k-means term of eq. 6 for X: ``-sum ||(h(x) - mu) beta - g||^2``
+        over the points, g the nearest centre (a column of G); higher is better, as
+        ``KMeans.score``. ``y`` is ignored."""
+        check_is_fitted(self, "cluster_centers_")
+        return negative_sse(self.transform(X), self.cluster_centers_)
+
+    @property
+    def _n_features_out(self):
+        return self.output_weights_.shape[1]
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

@@ -40,6 +40,7 @@ from ..solvers import sign_flip
 from ..utils._dask import tree_sum
 from ..utils._random import draw_seed
 from ..utils._threads import one_blas_thread_per_task
+from ._output import negative_sse
 
 logger = logging.getLogger(__name__)
 
@@ -581,6 +582,14 @@ default="elm-kmeans"
         labels = F.map_blocks(_relabel_block, self.n_clusters, self._output, drop_axis=1,
                               dtype=np.int64, meta=np.empty((0,), dtype=np.int64))
         return self._return(labels, was_dask)
+
+    def score(self, X, y=None):
+        """Opposite of the ELM's squared error on X against its own clusters:
+        ``-sum ||h(x) beta - t_c||^2``, t_c the target code (``targets_``) of the cluster
+        ``predict`` gives x (the data term of Algorithm 1's ELM fit; higher is better).
+        ``y`` is ignored."""
+        check_is_fitted(self, "output_weights_")
+        return negative_sse(self.decision_function(X), self.targets_, self.predict(X))
 
 
 def _take(labels, rank):

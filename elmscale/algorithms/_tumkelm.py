@@ -56,11 +56,12 @@ import dask.array as da
 import numpy as np
 import scipy.linalg as sla
 from scipy.sparse.linalg import eigsh
-from sklearn.base import BaseEstimator, ClusterMixin, _fit_context
+from sklearn.base import BaseEstimator, ClusterMixin, TransformerMixin, _fit_context
 from sklearn.cluster import KMeans
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.validation import check_is_fitted
 
 from .. import registry
 from ..cluster import kmeans
@@ -71,7 +72,8 @@ from ..solvers import ridge_solve
 from ..utils._dask import tree_sum, tree_sum_now
 from ..utils._random import draw_seed
 from ..utils._threads import blas_threads, shared_pool, threaded_scheduler
-from ..utils._validation import as_row_chunked, row_chunks
+from ..utils._validation import as_row_chunked, check_features, row_chunks
+from ._output import EmbeddingFeaturesOutMixin, negative_sse
 
 logger = logging.getLogger(__name__)
 
@@ -275,6 +277,28 @@ def _embed(X, factors, folds):
 
 def _argmax_rows(U):
     return np.argmax(U, axis=1).astype(np.int64)
+
+
+def _nearest_rows(U, centers):
+    d2 = ((U[:, None, :] - centers[None]) ** 2).sum(axis=2)
+    return np.argmin(d2, axis=1).astype(np.int64)
+
+
+def _nystrom_extension(Xnew, Xfit, kernels, mu, U, s):
+    """``K^(Xnew, Xfit) U / s`` in row blocks; columns with eigenvalue <= 0 (beyond the
+    rank of K^) are 0."""
+    Xnew = np.asarray(Xnew, dtype=np.float64)
+    out = np.zeros((Xnew.shape[0], U.shape[1]))
+    keep = s > _EIG_RTOL * max(abs(s).max(), 1e-300)
+    W = np.where(keep, U / np.where(keep, s, 1.0), 0.0)
+    with shared_distances():
+        rows = max(1, int(_EXACT_BLOCK_BYTES // (8 * Xfit.shape[0])))
+        for start in range(0, Xnew.shape[0], rows):
+            sl = slice(start, start + rows)
+            for q, kernel in enumerate(kernels):
+                if mu[q] != 0:
+                    out[sl] += mu[q] * (kernel(Xnew[sl], Xfit) @ W)
+    return out
 
 
 def _argmax_block(X, factors, folds):
@@ -622,7 +646,7 @@ def resolve_kernels(kernels):
     return out
 
 
-class TUMKELM(ClusterMixin, BaseEstimator):
+class TUMKELM(ClusterMixin, EmbeddingFeaturesOutMixin, TransformerMixin, BaseEstimator):
     """TUMK-ELM: unsupervised multiple-kernel ELM clustering (Xiang et al. 2018,
     Algorithm 1), exact for small data and scalable on dask for large data.
 
@@ -814,6 +838,8 @@ class TUMKELM(ClusterMixin, BaseEstimator):
         # 0.2 s of a Frogs fit; a float32 -> float64 conversion in dask was another ~15 ms)
         Xd, was_dask = as_row_chunked(X, n_hidden=n_hidden, numpy_ok=True)
         self.n_features_in_ = Xd.shape[1]
+        if hasattr(X, "columns") and all(isinstance(c, str) for c in X.columns):
+            self.feature_names_in_ = np.asarray(X.columns, dtype=object)
         N = Xd.shape[0]
         if self.n_clusters > N:
             raise ValueError(f"n_clusters={self.n_clusters} must be <= n_samples={N}")
@@ -938,16 +964,20 @@ class TUMKELM(ClusterMixin, BaseEstimator):
             if self.assignment == "argmax":
                 labels = np.argmax(U, axis=1).astype(np.int64)
             else:
-                labels = KMeans(k, n_init=self.n_init, random_state=km_seed).fit(U).labels_
-                labels = labels.astype(np.int64)
+                km = KMeans(k, n_init=self.n_init, random_state=km_seed).fit(U)
+                labels, centers = km.labels_.astype(np.int64), km.cluster_centers_
             ZtT, loss = exact_pass(dk, X, labels, mu, form, k)
-            return {"labels": labels, "U": U, "s": s, "ZtT": ZtT, "loss": loss}
+            return {"labels": labels, "U": U, "s": s, "ZtT": ZtT, "loss": loss,
+                    "centers": None if self.assignment == "argmax" else centers}
 
         state = self._iterate(stage1, lambda st: solve_weights(ZtZ, st["ZtT"], self.C),
                               len(kernels))
         self.labels_, self.embedding_, self.eigenvalues_ = state["labels"], state["U"], state["s"]
         self.factors_ = None
         self.kspace_gram_ = ZtZ
+        # out of sample (Nystrom extension of the eigenvectors): u(x) = K^(x, X) U / s
+        self._fit_X, self._fit_U = X, state["U"]
+        self._kmeans_centers = state["centers"]
 
     def _fit_scalable(self, Xs, rng, was_dask, chunks):
         """``Xs``: the scaled input, dask (``was_dask``) or NumPy, then split in ``chunks``
@@ -1014,16 +1044,17 @@ class TUMKELM(ClusterMixin, BaseEstimator):
             P, s = leading_eigenvectors(stats, mu, k)
             folds = None if Phi is not None else _folds(factors, P, stats["offsets"])
             if self.assignment == "argmax":
-                labels = None
+                labels = centers = None
             else:
                 U = embedding(P, folds)
                 U = da.from_array(U, chunks=(Xs.chunks[0], k)) if local else U.persist()
-                labels = kmeans(U, k, n_init=self.n_init, random_state=km_seed)[1]
+                centers, labels = kmeans(U, k, n_init=self.n_init, random_state=km_seed)[:2]
                 labels = labels.compute() if local else labels.persist()
             cs = cluster_stats(Xs, A, factors, labels=labels, folds=folds, n_clusters=k,
                                features=Phi, P=P, pool=pool)
             loss = tumkelm_loss(stats, cs, mu)
-            return {"P": P, "folds": folds, "s": s, "labels": labels, "cs": cs, "loss": loss}
+            return {"P": P, "folds": folds, "s": s, "labels": labels, "cs": cs, "loss": loss,
+                    "centers": centers}
 
         state = self._iterate(
             stage1, lambda st: solve_weights(self.kspace_gram_,
@@ -1032,6 +1063,9 @@ class TUMKELM(ClusterMixin, BaseEstimator):
         folds = state["folds"]
         U = embedding(state["P"], folds)
         labels = state["labels"]
+        # out of sample: the same map as the training embedding, u(x) = sum_q B_q(x) W_q P_q
+        self._folds = _folds(factors, state["P"], stats["offsets"])
+        self._fit_X, self._kmeans_centers = None, state["centers"]
         if local:
             if labels is None:
                 labels = _argmax_rows(U)
@@ -1055,6 +1089,71 @@ class TUMKELM(ClusterMixin, BaseEstimator):
     def fit_predict(self, X, y=None):
         """Fit and return ``labels_``."""
         return self.fit(X).labels_
+
+    # -- use -------------------------------------------------------------------------------
+    def _validate_new(self, X):
+        check_is_fitted(self, "labels_")
+        Xd, was_dask = as_row_chunked(X, n_hidden=len(self.kernels_) * self.n_landmarks,
+                                      numpy_ok=True)
+        check_features(Xd, self.n_features_in_, estimator=type(self).__name__)
+        return apply_scaling(Xd, *self.scaling_), was_dask
+
+    def transform(self, X):
+        """Embed X (seen or unseen points) in the space of the leading eigenvectors of K^.
+
+        Exact mode: the Nystrom extension ``u(x) = K^(x, X_fit) U / s`` (s the eigenvalues),
+        which gives back ``embedding_`` on the training points. Scalable mode: the map of
+        the training embedding, ``u(x) = sum_q phi_q(x) P_q`` on the kernel factors (the
+        ``alpha_q I`` part of a kernel is zero between distinct points).
+        """
+        Xs, was_dask = self._validate_new(X)
+        if self._fit_X is not None:
+            fitted = (self._fit_X, self.kernels_, self.kernel_weights_, self._fit_U,
+                      self.eigenvalues_)
+            if not was_dask:
+                return _nystrom_extension(np.asarray(Xs, np.float64), *fitted)
+            return Xs.map_blocks(_nystrom_extension, *fitted, dtype=np.float64,
+                                 chunks=(Xs.chunks[0], (self._fit_U.shape[1],)))
+        if not was_dask:
+            with shared_distances():
+                return _embed(np.asarray(Xs, np.float64), self.factors_, self._folds)
+        return Xs.map_blocks(_embed, self.factors_, self._folds,
+                             chunks=(Xs.chunks[0], (self.n_clusters,)), dtype=np.float64)
+
+    def predict(self, X):
+        """Cluster of X's points by the fitted assignment rule on ``transform(X)``: the
+        argmax of each row (``assignment="argmax"``) or the nearest k-means centre."""
+        U = self.transform(X)
+        centers = self._kmeans_centers
+        if isinstance(U, da.Array):
+            if centers is None:
+                return U.map_blocks(_argmax_rows, drop_axis=1, dtype=np.int64,
+                                    meta=np.empty((0,), dtype=np.int64))
+            return U.map_blocks(_nearest_rows, centers, drop_axis=1, dtype=np.int64,
+                                meta=np.empty((0,), dtype=np.int64))
+        return _argmax_rows(U) if centers is None else _nearest_rows(U, centers)
+
+    def fit_transform(self, X, y=None):
+        """Fit and return the training embedding (``embedding_``)."""
+        return self.fit(X).embedding_
+
+    def score(self, X, y=None):
+        """Opposite of the k-means objective of X in the embedding: ``-sum ||u(x) - c||^2``
+        over the points, c the mean training embedding of the cluster ``predict`` gives x
+        (higher is better, as ``KMeans.score``). ``y`` is ignored."""
+        check_is_fitted(self, "labels_")
+        E, labels = self.embedding_, self.labels_
+        if isinstance(E, da.Array):
+            E, labels = dask.compute(E, labels)
+        sizes = np.bincount(labels, minlength=self.n_clusters)
+        centers = np.zeros((self.n_clusters, E.shape[1]))
+        np.add.at(centers, labels, E)
+        centers /= np.maximum(sizes, 1)[:, None]
+        return negative_sse(self.transform(X), centers, self.predict(X))
+
+    @property
+    def _n_features_out(self):
+        return self.embedding_.shape[1]
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

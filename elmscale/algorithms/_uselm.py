@@ -20,6 +20,7 @@ from ..gram import hidden_stats
 from ..solvers import sign_flip, uselm_dual, uselm_primal
 from ..utils._random import draw_seed
 from ..utils._threads import one_blas_thread_per_task
+from ._output import EmbeddingFeaturesOutMixin, negative_sse
 
 logger = logging.getLogger(__name__)
 
@@ -37,7 +38,7 @@ def uselm_embedding(hth, htlh, lam, n_components):
     return uselm_primal(hth, htlh, lam, n_components)
 
 
-class USELM(ClusterMixin, TransformerMixin, BaseELM):
+class USELM(ClusterMixin, EmbeddingFeaturesOutMixin, TransformerMixin, BaseELM):
     """Unsupervised Extreme Learning Machine: spectral embedding through a random hidden
     layer, then k-means (Huang et al. 2014, Algorithm 2).
 
@@ -274,6 +275,17 @@ class USELM(ClusterMixin, TransformerMixin, BaseELM):
     def fit_transform(self, X, y=None):
         """Fit and return the training embedding (``embedding_``)."""
         return self.fit(X).embedding_
+
+    def score(self, X, y=None):
+        """Opposite of the k-means objective of X in the embedding: ``-sum ||h(x) beta -
+        c||^2`` over the points, c the nearest cluster centre (as ``KMeans.score``; higher is
+        better). ``y`` is ignored."""
+        check_is_fitted(self, "cluster_centers_")
+        return negative_sse(self.transform(X), self.cluster_centers_)
+
+    @property
+    def _n_features_out(self):
+        return self.output_weights_.shape[1]
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

@@ -1,0 +1,178 @@
+"""Seeing what a fit is doing: the ``elmscale`` logger switched on in one line, and a
+per-stage progress display of dask tasks.
+
+elmscale logs its choices and per-iteration figures through ``logging.getLogger("elmscale.*")``
+and never prints. :func:`log_to_stderr` shows them::
+
+    import elmscale
+    elmscale.log_to_stderr()          # INFO: stages, iterations, choices; "DEBUG" for more
+
+:class:`StageProgress` groups dask tasks by the prefix of their key names
+(``elmscale-graph-...``, ``elmscale-gram-...``, ``elmscale-kmeans-...``; other tasks under
+"other") and reports, per stage, how many tasks have finished. It reads the keys from a
+dask callback on the local schedulers and from the scheduler's task prefixes on a
+distributed cluster, whose dashboard shows the same names.
+"""
+
+import logging
+import sys
+import threading
+import time
+
+from dask.callbacks import Callback
+from dask.utils import key_split
+
+LOGGER_NAME = "elmscale"
+
+#: Stages shown by :class:`StageProgress`: (label, key-name prefixes), matched in order.
+STAGES = (
+    ("graph", ("elmscale-graph",)),
+    ("gram", ("elmscale-gram", "elmscale-hidden")),
+    ("k-means", ("elmscale-kmeans",)),
+    ("read/write", ("read-csv", "read-parquet", "read_parquet", "from-zarr", "npy-rows",
+                    "to-csv", "to-parquet", "store-map", "to-zarr", "store")),
+)
+
+
+def log_to_stderr(level="INFO", stream=None):
+    """Show elmscale's log records on stderr (or ``stream``) at ``level`` and above.
+
+    Idempotent: calling it again changes the level without adding a second handler.
+    Returns the handler.
+    """
+    logger = logging.getLogger(LOGGER_NAME)
+    handler = next((h for h in logger.handlers if getattr(h, "_elmscale", False)), None)
+    if handler is None:
+        handler = logging.StreamHandler(stream or sys.stderr)
+        handler._elmscale = True
+        handler.setFormatter(logging.Formatter("%(asctime)s %(name)s: %(message)s",
+                                               datefmt="%H:%M:%S"))
+        logger.addHandler(handler)
+    level = logging.getLevelName(level.upper()) if isinstance(level, str) else level
+    if not isinstance(level, int):
+        raise ValueError(f"level must be a logging level such as 'INFO' or 'DEBUG', "
+                         f"got {level!r}")
+    handler.setLevel(level)
+    logger.setLevel(level)
+    return handler
+
+
+def stage_of(prefix):
+    """The stage label of a task-name prefix (``key_split`` of a key)."""
+    for label, prefixes in STAGES:
+        if prefix.startswith(prefixes):
+            return label
+    return "other"
+
+
+class StageProgress:
+    """Report finished dask tasks per stage while the ``with`` block runs.
+
+    Parameters
+    ----------
+    client : distributed.Client or None
+        With a client, a thread polls the scheduler's task prefixes every ``interval``
+        seconds; without, a dask callback counts tasks of the local schedulers.
+    stream : file, default sys.stderr
+    interval : float, default 1.0
+        Seconds between two reports (a report is printed only when a count changed).
+
+    ``counts`` maps each stage to ``[finished, total]`` tasks seen; the lines look like
+    ``progress: graph 12/12, gram 30/40, other 5/9``.
+    """
+
+    def __init__(self, client=None, stream=None, interval=1.0):
+        self.client = client
+        self.stream = stream or sys.stderr
+        self.interval = interval
+        self.counts = {}
+        self._lock = threading.Lock()
+        self._last = None
+        self._stop = threading.Event()
+        self._baseline = {}
+        self._seen = {}
+
+    # -- reporting ---------------------------------------------------------------------------
+    def line(self):
+        with self._lock:
+            parts = [f"{s} {done}/{total}" for s, (done, total) in self.counts.items() if total]
+        return "progress: " + ", ".join(parts) if parts else ""
+
+    def _report(self, force=False):
+        text = self.line()
+        if text and (force or text != self._last):
+            print(text, file=self.stream, flush=True)
+            self._last = text
+
+    # -- local schedulers: a dask callback ---------------------------------------------------
+    def _start_state(self, dsk, state):
+        with self._lock:
+            for key in state["ready"] + list(state["waiting"]):
+                c = self.counts.setdefault(stage_of(key_split(key)), [0, 0])
+                c[1] += 1
+
+    def _posttask(self, key, result, dsk, state, worker_id):
+        with self._lock:
+            c = self.counts.setdefault(stage_of(key_split(key)), [0, 0])
+            c[0] += 1
+        now = time.monotonic()
+        if now - self._t >= self.interval:
+            self._t = now
+            self._report()
+
+    # -- distributed: the scheduler's task prefixes --------------------------------------------
+    @staticmethod
+    def _prefix_states(dask_scheduler=None):
+        return {name: dict(tp.states) for name, tp in dask_scheduler.task_prefixes.items()}
+
+    def _poll(self):
+        states = self.client.run_on_scheduler(StageProgress._prefix_states)
+        for name, st in states.items():
+            base = self._baseline.get(name, {})
+            done = sum(st.get(k, 0) - base.get(k, 0) for k in ("memory", "released",
+                                                                "forgotten", "erred"))
+            total = done + sum(st.get(k, 0) - base.get(k, 0)
+                               for k in ("waiting", "processing", "no-worker", "queued"))
+            # the scheduler drops the counts of forgotten tasks: keep the highest seen
+            seen = self._seen.setdefault(name, [0, 0])
+            seen[0], seen[1] = max(seen[0], done), max(seen[1], total)
+        counts = {}
+        for name, (done, total) in self._seen.items():
+            c = counts.setdefault(stage_of(name), [0, 0])
+            c[0] += done
+            c[1] += total
+        with self._lock:
+            self.counts = counts
+
+    def _run(self):
+        while not self._stop.wait(self.interval):
+            try:
+                self._poll()
+            except Exception:  # noqa: BLE001 - a display must never break the fit
+                return
+            self._report()
+
+    def __enter__(self):
+        self._t = time.monotonic()
+        if self.client is None:
+            self._callback = Callback(start_state=self._start_state, posttask=self._posttask)
+            self._callback.__enter__()
+        else:
+            self._baseline = self.client.run_on_scheduler(StageProgress._prefix_states)
+            self._thread = threading.Thread(target=self._run, daemon=True,
+                                            name="elmscale-progress")
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        if self.client is None:
+            self._callback.__exit__(*exc)
+        else:
+            self._stop.set()
+            self._thread.join()
+            try:
+                self._poll()
+            except Exception:  # noqa: BLE001
+                pass
+        self._report(force=True)
+        return False

@@ -1,0 +1,40 @@
+"""scikit-learn's output API shared by the clusterers: output feature names (so that
+``set_output(transform="pandas")`` works) and ``score``."""
+
+import dask.array as da
+import numpy as np
+from sklearn.base import ClassNamePrefixFeaturesOutMixin
+
+
+class EmbeddingFeaturesOutMixin(ClassNamePrefixFeaturesOutMixin):
+    """``get_feature_names_out`` for an embedding: ``"<classname>0"``, ``"<classname>1"``...,
+    one per column of ``transform``'s output, whose width the estimator gives as the
+    property ``_n_features_out``."""
+
+
+def negative_sse(E, centers, labels=None):
+    """``-sum_i ||E_i - centers[labels_i]||^2`` as a float, for NumPy or dask E and labels;
+    ``labels=None`` takes each row's nearest centre.
+
+    With the nearest centres this is k-means' score (``KMeans.score``): higher is better, 0
+    when every point sits on its centre.
+    """
+    centers = np.asarray(centers, dtype=np.float64)
+    if isinstance(E, da.Array) or isinstance(labels, da.Array):
+        E = da.asarray(E)
+        # labels as a column: map_blocks aligns lower-dimensional arrays on the last axis
+        args = [E] if labels is None else \
+            [E, da.asarray(labels).rechunk((E.chunks[0],))[:, None]]
+        parts = da.map_blocks(_block_sse, centers, *args, chunks=(E.chunks[0],),
+                              drop_axis=1, dtype=np.float64)
+        return -float(parts.sum().compute())
+    return -float(_block_sse(centers, np.asarray(E), labels).sum())
+
+
+def _block_sse(centers, E, labels=None):
+    E = np.asarray(E, dtype=np.float64)
+    if labels is None:
+        d2 = ((E[:, None, :] - centers[None]) ** 2).sum(axis=2)
+        return d2.min(axis=1)
+    diff = E - centers[np.asarray(labels).ravel()]
+    return np.einsum("ij,ij->i", diff, diff)

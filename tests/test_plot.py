@@ -1,0 +1,97 @@
+"""elmscale.plot on the Agg backend: each function draws what the fitted model holds and
+returns the Axes."""
+
+import numpy as np
+import pytest
+
+mpl = pytest.importorskip("matplotlib")
+mpl.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+from elmscale import ELMJEC, EMMC, TUMKELM, USELM, plot  # noqa: E402
+
+KERNELS = ["linear", ("rbf", {"width": 1.0}), ("polynomial", {"degree": 2})]
+
+
+@pytest.fixture(autouse=True)
+def _close_figures():
+    yield
+    plt.close("all")
+
+
+@pytest.fixture
+def uselm(blobs):
+    return USELM(n_clusters=3, n_hidden=40, graph="exact", random_state=0).fit(blobs[0])
+
+
+def test_embedding_draws_the_transform_coloured_by_predict(blobs, uselm):
+    X, y = blobs
+    ax = plot.embedding(uselm, X)
+    (points,) = ax.collections
+    np.testing.assert_allclose(points.get_offsets(), uselm.transform(X)[:, :2])
+    np.testing.assert_array_equal(points.get_array(), uselm.predict(X))
+    assert "240 points" in ax.get_title()
+
+
+def test_embedding_with_given_labels_subsampled_on_given_axes(blobs, uselm):
+    import dask.array as da
+
+    X, y = blobs
+    _, ax0 = plt.subplots()
+    ax = plot.embedding(uselm, da.from_array(X, chunks=(70, 5)), labels=y, ax=ax0,
+                        max_points=100)
+    assert ax is ax0
+    (points,) = ax.collections
+    np.testing.assert_allclose(points.get_offsets(), uselm.transform(X[::3])[:, :2])
+    np.testing.assert_array_equal(points.get_array(), y[::3])
+    assert "80 of 240 points" in ax.get_title()
+
+
+def test_embedding_of_emmc_uses_its_outputs(blobs):
+    X, _ = blobs
+    model = EMMC(n_clusters=3, n_hidden=30, random_state=0).fit(X)
+    ax = plot.embedding(model, X)
+    np.testing.assert_allclose(ax.collections[0].get_offsets(),
+                               model.decision_function(X)[:, :2])
+
+
+def test_history_of_elmjec_plots_objective_per_iteration(blobs):
+    X, _ = blobs
+    model = ELMJEC(n_clusters=3, n_hidden=40, graph="exact", n_restarts=3,
+                   random_state=0).fit(X)
+    ax = plot.history(model)
+    objective, kmeans = ax.get_lines()
+    np.testing.assert_array_equal(objective.get_ydata(), model.history_["objective"])
+    np.testing.assert_array_equal(kmeans.get_ydata(), model.history_["kmeans_objective"])
+
+
+def test_history_of_tumkelm_plots_loss_and_kernel_weights(blobs):
+    X, _ = blobs
+    model = TUMKELM(n_clusters=3, kernels=KERNELS, random_state=0).fit(X)
+    ax = plot.history(model)
+    (loss,) = ax.get_lines()
+    np.testing.assert_array_equal(loss.get_ydata(), model.history_)
+    twin = [a for a in ax.figure.axes if a is not ax][0]
+    drawn = np.array([line.get_ydata() for line in twin.get_lines()]).T
+    np.testing.assert_array_equal(drawn, model.weights_history_)
+
+
+def test_history_of_emmc_plots_changed_labels(blobs):
+    X, _ = blobs
+    model = EMMC(n_clusters=3, n_hidden=30, random_state=0).fit(X)
+    changed = plot.history(model).get_lines()[0].get_ydata()
+    assert list(changed) == [r["n_changed"] for r in model.history_]
+
+
+def test_timings_draws_one_bar_per_stage(uselm):
+    ax = plot.timings(uselm)
+    widths = [p.get_width() for p in ax.patches]
+    assert widths == list(uselm.timings_.values())
+    assert [t.get_text() for t in ax.get_yticklabels()] == list(uselm.timings_)
+
+
+def test_unfitted_or_unsupported_models_raise(uselm):
+    with pytest.raises(ValueError, match="no history_"):
+        plot.history(uselm)
+    with pytest.raises(ValueError, match="no timings_"):
+        plot.timings(TUMKELM())
