@@ -128,6 +128,58 @@ def _search_chunk(k, n_probes, cell_start, lo, X, original, probes, *pieces):
     return pos, ids, np.sqrt(d2)
 
 
+def _outside(positions, lo, hi):
+    """Sorted distinct ordered positions outside [lo, hi) (negative entries are padding)."""
+    p = np.unique(positions)
+    return p[(p >= 0) & ((p < lo) | (p >= hi))]
+
+
+def _source_chunks(positions, starts):
+    return np.unique(np.searchsorted(starts, positions, side="right") - 1)
+
+
+def _take_positions(block, positions, lo, hi):
+    """Rows of this chunk (ordered rows [lo, hi)) at ``positions``, with the positions."""
+    mine = positions[(positions >= lo) & (positions < hi)]
+    return (mine,) + tuple(b[mine - lo] for b in block)
+
+
+def _neighbours_of_neighbours(k, lo, pos, *pieces):
+    """Candidate positions of each row: its neighbours and theirs (self and duplicates -1)."""
+    n = pos.shape[0]
+    table_pos = np.concatenate([np.arange(lo, lo + n)] + [p[0] for p in pieces])
+    table = np.concatenate([pos] + [p[1] for p in pieces])
+    sort = np.argsort(table_pos)
+    at = sort[np.searchsorted(table_pos[sort], pos)]
+    cand = np.concatenate([pos, table[at].reshape(n, -1)], axis=1)
+    cand.sort(axis=1)
+    dup = np.zeros(cand.shape, dtype=bool)
+    dup[:, 1:] = cand[:, 1:] == cand[:, :-1]
+    cand[dup | (cand == np.arange(lo, lo + n)[:, None])] = -1
+    return cand
+
+
+def _refine_chunk(k, lo, X, original, cand, *pieces):
+    """The k nearest of each row's candidates, by (exact distance, original index)."""
+    n = X.shape[0]
+    table_pos = np.concatenate([np.arange(lo, lo + n)] + [p[0] for p in pieces])
+    table_X = np.concatenate([X] + [p[1] for p in pieces])
+    table_orig = np.concatenate([original] + [p[2] for p in pieces]).astype(np.int64)
+    sort = np.argsort(table_pos)
+    table_pos, table_X, table_orig = table_pos[sort], table_X[sort], table_orig[sort]
+    rows, cols = np.nonzero(cand >= 0)
+    at = np.searchsorted(table_pos, cand[rows, cols])
+    e = np.full(cand.shape, np.inf)
+    e[rows, cols] = exact_sq_distances(X, rows, table_X, at)
+    ids = np.full(cand.shape, -1, dtype=np.int64)
+    ids[rows, cols] = table_orig[at]
+    ids, d2 = topk_exact(k, ids, e)
+    by_orig = np.argsort(table_orig)
+    where = np.searchsorted(table_orig[by_orig], ids)
+    pos = table_pos[by_orig[np.minimum(where, len(table_orig) - 1)]]
+    return pos, ids, np.sqrt(d2)
+
+
 def _ranges_outside(cells, cell_start, lo, hi):
     """Merged ordered-position ranges of ``cells`` that lie outside [lo, hi)."""
     out = []
@@ -166,11 +218,15 @@ class CellSearch:
 
     Parameters
     ----------
-    rows_per_cell : int, default=2000
+    rows_per_cell : int, default=1000
         Target cell size. Work per row grows with ``rows_per_cell * n_probes``, and so does
         recall.
-    n_probes : int, default=3
-        Cells each row is searched in: its nearest cells by distance to their centres.
+    n_probes : int, default=4
+        Cells each row is searched in: its own, then those whose boundary with it is nearest.
+    n_refine : int, default=0
+        Rounds of neighbours-of-neighbours after the cell search (:meth:`refine`), each
+        comparing every row with its neighbours' k neighbours; they lift recall where cells
+        cut many neighbourhoods (high intrinsic dimension) for about ``k^2 * d`` work per row.
 
     Notes
     -----
@@ -185,16 +241,19 @@ class CellSearch:
     #: this backend provides its own locality order (see :func:`elmscale.graph.knn_graph`)
     provides_order = True
 
-    def __init__(self, rows_per_cell=2000, n_probes=3):
-        if not (isinstance(rows_per_cell, (int, np.integer)) and rows_per_cell >= 1):
-            raise ValueError(f"rows_per_cell must be a positive int, got {rows_per_cell!r}")
-        if not (isinstance(n_probes, (int, np.integer)) and n_probes >= 1):
-            raise ValueError(f"n_probes must be a positive int, got {n_probes!r}")
+    def __init__(self, rows_per_cell=1000, n_probes=4, n_refine=0):
+        for name, value, low in (("rows_per_cell", rows_per_cell, 1), ("n_probes", n_probes, 1),
+                                 ("n_refine", n_refine, 0)):
+            if not (isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+                    and value >= low):
+                raise ValueError(f"{name} must be an int >= {low}, got {value!r}")
         self.rows_per_cell = int(rows_per_cell)
         self.n_probes = int(n_probes)
+        self.n_refine = int(n_refine)
 
     def __repr__(self):
-        return f"CellSearch(rows_per_cell={self.rows_per_cell}, n_probes={self.n_probes})"
+        return (f"CellSearch(rows_per_cell={self.rows_per_cell}, n_probes={self.n_probes}, "
+                f"n_refine={self.n_refine})")
 
     def __call__(self, X, n_neighbors, *, random_state=None):
         """``(indices, distances)`` in X's row order, chunked like X (the backend protocol)."""
@@ -221,9 +280,52 @@ class CellSearch:
                     self.rows_per_cell, len(idx))
         return CellPartition(order, probes, original, cell_start, centers)
 
+    def refine(self, part, X, pos, n_neighbors):
+        """One round of neighbours-of-neighbours: every row compares itself with its
+        neighbours' neighbours and keeps the k nearest of all it has seen. Two exchanges,
+        each of the distinct rows a chunk needs from others: neighbour lists, then rows of X.
+        """
+        k = n_neighbors
+        starts = part.order.starts
+        nb = len(part.order.chunks)
+        X_blocks = X.to_delayed(optimize_graph=False).ravel()
+        orig_blocks = part.original.to_delayed(optimize_graph=False).ravel()
+        pos_blocks = pos.to_delayed(optimize_graph=False).ravel()
+        bounds = [(int(starts[t]), int(starts[t + 1])) for t in range(nb)]
+
+        def exchange(stage, wanted, blocks):
+            """Per chunk: the pieces of ``blocks`` at the positions ``wanted[t]`` lists."""
+            wanted = list(dask.persist(*wanted))
+            sources = dask.compute(*[task("sources", _source_chunks, w, starts)
+                                     for w in wanted])
+            return [[task(stage, _take_positions, blocks[s], wanted[t], *bounds[s])
+                     for s in sources[t]] for t in range(nb)]
+
+        lists = exchange("refine-lists", [task("refine-want", _outside, pos_blocks[t], *bounds[t])
+                                          for t in range(nb)],
+                         [task("refine-pack", tuple, [b]) for b in pos_blocks])
+        cand = list(dask.persist(*[task("refine-candidates", _neighbours_of_neighbours, k,
+                                        bounds[t][0], pos_blocks[t], *lists[t])
+                                   for t in range(nb)]))
+        rows = exchange("refine-rows", [task("refine-want", _outside, cand[t][None], *bounds[t])
+                                        for t in range(nb)],
+                        [task("refine-pack", tuple, [xb, ob])
+                         for xb, ob in zip(X_blocks, orig_blocks)])
+        out = [task("refine", _refine_chunk, k, bounds[t][0], X_blocks[t], orig_blocks[t],
+                    cand[t], *rows[t]) for t in range(nb)]
+        return tuple(da.concatenate([da.from_delayed(o[i], (hi - lo, k), dtype=dt)
+                                     for o, (lo, hi) in zip(out, bounds)])
+                     for i, dt in enumerate((np.int64, np.int64, np.float64)))
+
     def search(self, part, X, n_neighbors):
         """kNN of the rows of X, already in ``part``'s order and chunked like it:
         (ordered positions, original indices, distances), row-chunked dask arrays."""
+        pos, orig, dist = self._search_cells(part, X, n_neighbors)
+        for _ in range(self.n_refine):
+            pos, orig, dist = self.refine(part, X, pos, n_neighbors)
+        return pos, orig, dist
+
+    def _search_cells(self, part, X, n_neighbors):
         k = n_neighbors
         starts = part.order.starts
         nb = len(part.order.chunks)

@@ -166,10 +166,12 @@ def test_cells_are_balanced_and_numbered_depth_first():
 
 
 def test_backend_parameter_errors():
-    with pytest.raises(ValueError, match="rows_per_cell must be a positive int"):
+    with pytest.raises(ValueError, match="rows_per_cell must be an int >= 1"):
         CellSearch(rows_per_cell=0)
-    with pytest.raises(ValueError, match="n_probes must be a positive int"):
+    with pytest.raises(ValueError, match="n_probes must be an int >= 1"):
         CellSearch(n_probes=1.5)
+    with pytest.raises(ValueError, match="n_refine must be an int >= 0"):
+        CellSearch(n_refine=True)
     Xd = da.from_array(np.zeros((5, 2)), chunks=(5, 2))
     with pytest.raises(ValueError, match="n_neighbors must be in"):
         CellSearch()(Xd, 5)
@@ -205,3 +207,22 @@ def test_uselm_on_digits_is_the_same_for_any_chunking():
     for e, lab in zip(emb[1:], labels[1:]):
         assert np.sin(scipy.linalg.subspace_angles(emb[0], e)).max() < 1e-8
         np.testing.assert_array_equal(lab, labels[0])
+
+
+def test_refinement_only_improves_and_stays_chunking_independent():
+    """Neighbours of neighbours on data of high intrinsic dimension, where cells cut many
+    neighbourhoods: recall rises with each round, every distance is the true one, and the
+    lists do not depend on the chunking."""
+    X = np.random.RandomState(0).randn(3000, 20)
+    recalls = []
+    for n_refine in (0, 1):
+        graphs = [CellSearch(rows_per_cell=150, n_probes=2, n_refine=n_refine)(
+            da.from_array(X, chunks=(c, 20)), 10, random_state=0) for c in (3000, 700)]
+        (idx, dist), (idx2, dist2) = (dask.compute(*g) for g in graphs)
+        np.testing.assert_array_equal(idx, idx2)
+        np.testing.assert_array_equal(dist, dist2)
+        np.testing.assert_allclose(dist, np.sqrt(((X[:, None] - X[idx]) ** 2).sum(-1)),
+                                   rtol=1e-12)
+        assert not (idx == np.arange(len(X))[:, None]).any()
+        recalls.append(_recall(idx, X, 10))
+    assert recalls[1] > recalls[0] + 0.05
