@@ -226,3 +226,17 @@ def test_refinement_only_improves_and_stays_chunking_independent():
         assert not (idx == np.arange(len(X))[:, None]).any()
         recalls.append(_recall(idx, X, 10))
     assert recalls[1] > recalls[0] + 0.05
+
+
+def test_two_step_assignment_agrees_with_the_flat_one(monkeypatch):
+    """Above FLAT_MAX_CELLS a row looks for its cells among its nearest group's neighbour
+    groups; on clustered data that finds the same nearest cell for nearly every row."""
+    import elmscale.graph._cells as cells
+
+    X, _ = make_blobs(6000, n_features=5, centers=15, random_state=2)
+    centers = fit_cells(X, 40, seed=0)
+    Xd = da.from_array(X, chunks=(2000, 5))
+    flat = cells.assign_cells(Xd, centers, 3).compute()
+    monkeypatch.setattr(cells, "FLAT_MAX_CELLS", 10)
+    grouped = cells.assign_cells(Xd, centers, 3).compute()
+    assert np.mean(flat[:, 0] == grouped[:, 0]) > 0.99
