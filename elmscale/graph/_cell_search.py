@@ -32,7 +32,7 @@ import numpy as np
 
 from ._cells import assign_cells, fit_cells, sample_rows
 from ._ordering import order_by_cells
-from ._select import decide, exact_sq_distances, nearest_proposals, topk_exact
+from ._select import Operands, decide, exact_sq_distances, proposals, topk_exact
 from ._tasks import row_numbers, task
 
 logger = logging.getLogger(__name__)
@@ -84,24 +84,35 @@ def _search_chunk(k, n_probes, cell_start, lo, X, original, probes, *pieces):
     sort = np.argsort(db_pos, kind="stable")
     db_pos, db_X, db_orig = db_pos[sort], db_X[sort], db_orig[sort]
     original = np.asarray(original, dtype=np.int64)
-    # each probed cell proposes k + 1 candidates for the queries probing it
+    # one centring for the task: every query's error bound then holds for all its cells
+    center = db_X.mean(axis=0, dtype=np.result_type(db_X.dtype, np.float32))
+    Q, R = Operands(X, center, np.float32), Operands(db_X, center, np.float32)
+    tau = Q.error_bound(ref_sq_max=float(R.sq.max()))
     where = np.full((n, M, k + 1), -1, dtype=np.int64)  # rows of the task's table
     g = np.full((n, M, k + 1), np.inf)
-    tau = np.zeros((n, M))
     bounds = {}
-    flat = probes.ravel()
-    order = np.argsort(flat, kind="stable")
-    cells, first = np.unique(flat[order], return_index=True)
-    for c, a, b in zip(cells, first, np.append(first[1:], len(flat))):
-        if c < 0:
-            continue
-        q, slot = np.divmod(order[a:b], M)
-        r0, r1 = np.searchsorted(db_pos, [cell_start[c], cell_start[c + 1]])
-        bounds[c] = (r0, r1)
-        cols, gc, tc = nearest_proposals(X[q], original[q], db_X[r0:r1], db_orig[r0:r1], k)
-        where[q, slot] = np.where(cols >= 0, cols + r0, -1)
-        g[q, slot] = gc
-        tau[q, slot] = tc
+    # each probed cell proposes k + 1 candidates for the queries probing it: first every
+    # query's own cell, whose (k + 1)-th proposal (+ 2 tau) then bounds what any other cell
+    # can contribute to the query's k nearest (decide's margin never exceeds it)
+    limit = None
+    for slots in ([0], list(range(1, M))):
+        sub = probes[:, slots]
+        flat = sub.ravel()
+        order = np.argsort(flat, kind="stable")
+        cells, first = np.unique(flat[order], return_index=True)
+        for c, a, b in zip(cells, first, np.append(first[1:], len(flat))):
+            if c < 0:
+                continue
+            q, j = np.divmod(order[a:b], len(slots))
+            slot = np.asarray(slots)[j]
+            r0, r1 = np.searchsorted(db_pos, [cell_start[c], cell_start[c + 1]])
+            bounds[c] = (r0, r1)
+            cols, gc = proposals(Q.query[q], R.reference[r0:r1], original[q],
+                                 db_orig[r0:r1], k + 1,
+                                 None if limit is None else limit[q])
+            where[q, slot] = np.where(cols >= 0, cols + r0, -1)
+            g[q, slot] = gc
+        limit = g[:, 0].max(axis=1) + 2 * tau
     flat_where = where.reshape(n, -1)
 
     def exact(rows, pos):
@@ -120,7 +131,7 @@ def _search_chunk(k, n_probes, cell_start, lo, X, original, probes, *pieces):
         return np.array(out_i), np.array(out_d)
 
     ids_by_slot = np.where(where >= 0, db_orig[np.maximum(where, 0)], -1)
-    ids, d2 = decide(k, g, ids_by_slot, tau, exact, fallback)
+    ids, d2 = decide(k, g, ids_by_slot, np.broadcast_to(tau[:, None], (n, M)), exact, fallback)
     # original indices -> ordered positions, through the task's own table
     by_orig = np.argsort(db_orig)
     at = np.searchsorted(db_orig[by_orig], ids)

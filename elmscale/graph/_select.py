@@ -57,21 +57,87 @@ def _error_bound(a_sq, b_sq_max, d, dtype):
     return 4.0 * (d + 4) * u * (a_sq + b_sq_max)
 
 
-def _pairwise(Aq, Br):
-    """Squared distances of every row of Aq to every row of Br, by one product in their
-    dtype: ``[a, 1, |a|^2] . [-2 b, |b|^2, 1]``; also returns |a|^2 and max |b|^2."""
-    dt = Aq.dtype
-    a_sq = np.einsum("ij,ij->i", Aq, Aq)
-    b_sq = np.einsum("ij,ij->i", Br, Br)
-    Qa = np.empty((Aq.shape[0], Aq.shape[1] + 2), dtype=dt)
-    Qa[:, :-2] = Aq
-    Qa[:, -2] = 1
-    Qa[:, -1] = a_sq
-    Rb = np.empty((Br.shape[0], Br.shape[1] + 2), dtype=dt)
-    np.multiply(Br, -2, out=Rb[:, :-2])
-    Rb[:, -2] = b_sq
-    Rb[:, -1] = 1
-    return Qa @ Rb.T, a_sq, float(b_sq.max())
+class Operands:
+    """Rows prepared once for many products: centred on ``center`` (distances are translation
+    invariant, and small norms keep the product's rounding small), cast to ``dtype`` and
+    augmented so that one product gives squared distances:
+    ``[a, 1, |a|^2] . [-2 b, |b|^2, 1] = |a - b|^2``."""
+
+    def __init__(self, X, center, dtype):
+        work = np.result_type(X.dtype, np.float32)
+        A = np.subtract(X, center, dtype=work).astype(dtype, copy=False)
+        self.sq = np.einsum("ij,ij->i", A, A)
+        self.query = np.empty((A.shape[0], A.shape[1] + 2), dtype=dtype)
+        self.query[:, :-2] = A
+        self.query[:, -2] = 1
+        self.query[:, -1] = self.sq
+        self.reference = np.empty_like(self.query)
+        np.multiply(A, -2, out=self.reference[:, :-2])
+        self.reference[:, -2] = self.sq
+        self.reference[:, -1] = 1
+        self.d = A.shape[1]
+        self.dtype = dtype
+
+    def error_bound(self, rows=None, ref_sq_max=None):
+        """Per query row: the bound ``tau`` against references of norm up to ``ref_sq_max``
+        (default: the largest of these rows, for queries and references alike)."""
+        sq = self.sq if rows is None else self.sq[rows]
+        top = float(self.sq.max()) if ref_sq_max is None else ref_sq_max
+        return _error_bound(sq.astype(np.float64), top, self.d, self.dtype)
+
+
+def proposals(Q, R, q_ids, r_ids, m, bound=None):
+    """The m smallest proposed squared distances per query row to the reference rows.
+
+    ``Q`` and ``R`` are augmented rows (:class:`Operands`). Without ``bound`` each row gets
+    its m smallest; with a per-row ``bound`` only entries at or below it are proposed (fewer
+    than m when fewer are), which skips the threshold search. A reference with the query's
+    own id is never proposed. Returns ``(cols, g)`` (nq, m), padded with (-1, inf).
+    """
+    nq, nr = Q.shape[0], R.shape[0]
+    cols = np.full((nq, m), -1, dtype=np.int64)
+    g = np.full((nq, m), np.inf)
+    if nq == 0 or nr == 0:
+        return cols, g
+    sorted_ids = np.sort(r_ids)
+    r_order = np.argsort(r_ids, kind="stable")
+    for lo in range(0, nq, QUERY_ROWS):
+        hi = min(lo + QUERY_ROWS, nq)
+        c, gg = _proposals(Q[lo:hi], R, q_ids[lo:hi], sorted_ids, r_order, m,
+                           None if bound is None else bound[lo:hi])
+        cols[lo:hi, : c.shape[1]] = c
+        g[lo:hi, : c.shape[1]] = gg
+    return cols, g
+
+
+def _proposals(Q, R, q_ids, sorted_ids, r_order, m, bound):
+    nq, nr = Q.shape[0], R.shape[0]
+    G = Q @ R.T
+    pos = np.minimum(np.searchsorted(sorted_ids, q_ids), nr - 1)
+    own = sorted_ids[pos] == q_ids
+    G[np.flatnonzero(own), r_order[pos[own]]] = np.inf
+    if bound is None and nr <= m:
+        return np.broadcast_to(np.arange(nr), (nq, nr)), G.astype(np.float64)
+    if bound is None:
+        # a first threshold from a subsample of columns: its m-th smallest is >= the row's
+        # m-th smallest overall, so every row keeps at least m entries below it (the
+        # subsample holds at most one inf, the row itself)
+        s = min(nr, max(SUBSAMPLE_COLUMNS, m + 1))
+        bound = np.partition(G[:, :s], m - 1, axis=1)[:, m - 1]
+    flat = np.flatnonzero(G <= bound.astype(G.dtype)[:, None])
+    rows, cols = np.divmod(flat, nr)  # row-major: grouped by row
+    counts = np.bincount(rows, minlength=nq)
+    width = max(int(counts.max(initial=0)), 1)
+    rank = np.arange(len(rows)) - (np.cumsum(counts) - counts)[rows]
+    padded_g = np.full((nq, max(width, m)), np.inf, dtype=G.dtype)
+    padded_c = np.full((nq, max(width, m)), -1, dtype=np.int64)
+    padded_g[rows, rank] = G.ravel()[flat]
+    padded_c[rows, rank] = cols
+    if width > m:
+        top = np.argpartition(padded_g, m - 1, axis=1)[:, :m]
+        padded_c = np.take_along_axis(padded_c, top, axis=1)
+        padded_g = np.take_along_axis(padded_g, top, axis=1)
+    return padded_c[:, :m], padded_g[:, :m].astype(np.float64)
 
 
 def nearest_proposals(Xq, q_ids, Xr, r_ids, k, *, dtype=np.float32):
@@ -83,57 +149,11 @@ def nearest_proposals(Xq, q_ids, Xr, r_ids, k, *, dtype=np.float32):
     the query's own id is never proposed. The (k + 1)-th is what :func:`decide` uses to tell
     whether the k kept may have cut a tie.
     """
-    nq, nr = Xq.shape[0], Xr.shape[0]
-    cols = np.full((nq, k + 1), -1, dtype=np.int64)
-    g = np.full((nq, k + 1), np.inf)
-    tau = np.zeros(nq)
-    if nq == 0 or nr == 0:
-        return cols, g, tau
-    q_ids = np.asarray(q_ids, dtype=np.int64)
-    r_ids = np.asarray(r_ids, dtype=np.int64)
-    work = np.result_type(Xq.dtype, Xr.dtype, np.float32)
-    # distances are translation invariant: centring on the reference block keeps the norms,
-    # and with them the rounding of the product, as small as the block's spread
-    center = Xr.mean(axis=0, dtype=work)
-    Br = np.subtract(Xr, center, dtype=work).astype(dtype, copy=False)
-    sorted_ids = np.sort(r_ids)
-    r_order = np.argsort(r_ids, kind="stable")
-    for lo in range(0, nq, QUERY_ROWS):
-        hi = min(lo + QUERY_ROWS, nq)
-        Aq = np.subtract(Xq[lo:hi], center, dtype=work).astype(dtype, copy=False)
-        c, gg, tau[lo:hi] = _proposals(Aq, Br, q_ids[lo:hi], sorted_ids, r_order, k + 1)
-        cols[lo:hi, : c.shape[1]] = c
-        g[lo:hi, : c.shape[1]] = gg
-    return cols, g, tau
-
-
-def _proposals(Aq, Br, q_ids, sorted_ids, r_order, m):
-    """The m smallest proposed distances per row of the block (fewer when it is smaller)."""
-    nq, d = Aq.shape
-    nr = Br.shape[0]
-    G, a_sq, b_sq_max = _pairwise(Aq, Br)
-    pos = np.minimum(np.searchsorted(sorted_ids, q_ids), nr - 1)
-    own = sorted_ids[pos] == q_ids
-    G[np.flatnonzero(own), r_order[pos[own]]] = np.inf
-    tau = _error_bound(a_sq.astype(np.float64), b_sq_max, d, Aq.dtype)
-    if nr <= m:
-        return np.broadcast_to(np.arange(nr), (nq, nr)), G.astype(np.float64), tau
-    # a first threshold from a subsample of columns: its m-th smallest is >= the row's m-th
-    # smallest overall, so every row keeps at least m entries below it (the subsample holds
-    # at most one inf, the row itself)
-    s = min(nr, max(SUBSAMPLE_COLUMNS, m + 1))
-    first = np.partition(G[:, :s], m - 1, axis=1)[:, m - 1]
-    flat = np.flatnonzero(G <= first[:, None])
-    rows, cols = np.divmod(flat, nr)  # row-major: grouped by row
-    counts = np.bincount(rows, minlength=nq)
-    rank = np.arange(len(rows)) - (np.cumsum(counts) - counts)[rows]
-    padded_g = np.full((nq, counts.max()), np.inf, dtype=G.dtype)
-    padded_c = np.zeros((nq, counts.max()), dtype=np.int64)
-    padded_g[rows, rank] = G.ravel()[flat]
-    padded_c[rows, rank] = cols
-    top = np.argpartition(padded_g, m - 1, axis=1)[:, :m]
-    return (np.take_along_axis(padded_c, top, axis=1),
-            np.take_along_axis(padded_g, top, axis=1).astype(np.float64), tau)
+    center = Xr.mean(axis=0, dtype=np.result_type(Xr.dtype, np.float32))
+    Q, R = Operands(Xq, center, dtype), Operands(Xr, center, dtype)
+    cols, g = proposals(Q.query, R.reference, np.asarray(q_ids, dtype=np.int64),
+                        np.asarray(r_ids, dtype=np.int64), k + 1)
+    return cols, g, Q.error_bound(ref_sq_max=float(R.sq.max(initial=0)))
 
 
 def decide(k, g, ids, tau, exact, fallback):
