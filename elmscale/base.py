@@ -18,10 +18,6 @@ from .utils._validation import as_row_chunked, check_features
 
 logger = logging.getLogger(__name__)
 
-#: ``graph="auto"`` uses exact kNN up to this many samples, pynndescent above.
-EXACT_GRAPH_MAX_SAMPLES = 10_000
-
-
 class BaseELM(BaseEstimator):
     """Shared machinery of elmscale's estimators (not an estimator by itself).
 
@@ -69,20 +65,17 @@ class BaseELM(BaseEstimator):
     def _hidden_features(self, Xd):
         return HiddenFeatures(Xd, self.hidden_layer_, cache=self.cache)
 
-    def _build_graph(self, Xd, rng):
-        if self.n_neighbors >= Xd.shape[0]:
-            raise ValueError(f"n_neighbors={self.n_neighbors} must be smaller than "
+    def _build_graph(self, Xd, rng, *, n_neighbors=None, order="auto"):
+        """The kNN graph of the scaled rows of Xd (``graph="auto"``: exact search up to
+        10,000 rows, the distributed cell search above)."""
+        n_neighbors = self.n_neighbors if n_neighbors is None else n_neighbors
+        if n_neighbors >= Xd.shape[0]:
+            raise ValueError(f"n_neighbors={n_neighbors} must be smaller than "
                              f"n_samples={Xd.shape[0]}")
-        # "auto": below EXACT_GRAPH_MAX_SAMPLES exact search is both faster (no numba
-        # compilation, ~20 s per fresh process) and better (recall 1) than NN-descent
-        backend = self.graph
-        if backend == "auto":
-            backend = "exact" if Xd.shape[0] <= EXACT_GRAPH_MAX_SAMPLES else "pynndescent"
-        self._graph_backend = backend
         layer = self.hidden_layer_
-        return knn_graph(Xd, self.n_neighbors, backend=backend, weights=self.weights,
+        return knn_graph(Xd, n_neighbors, backend=self.graph, weights=self.weights,
                          sigma=self.sigma, normalized=self.normalized,
-                         random_state=draw_seed(rng),
+                         random_state=draw_seed(rng), order=order,
                          transform=lambda A: apply_scaling(A, layer.offset, layer.scale))
 
     @staticmethod

@@ -44,7 +44,10 @@ def register_graph_backends(register):
     ``obj(X, n_neighbors, *, random_state)`` takes a dask array chunked by rows only and returns
     ``(indices, distances)``: dask arrays of shape ``(n_samples, n_neighbors)`` chunked like
     X's rows, holding each row's neighbours by global row index (the row itself excluded),
-    nearest first.
+    nearest first. A backend whose search partitions the rows anyway may also offer that
+    partition as the locality order the Gram pass uses: ``provides_order = True`` and the
+    methods ``partition(X, *, random_state)`` and ``search(partition, X_ordered,
+    n_neighbors)`` of :class:`elmscale.graph.CellSearch`.
     """
 
 

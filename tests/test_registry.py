@@ -523,3 +523,10 @@ def test_check_algorithm_supervised_and_skips():
         check_algorithm("elm-classifier", y="blobs", sklearn_checks=False)
     with pytest.raises(ValueError, match=r"skip_checks: unknown checks \['check_nope'\]"):
         check_algorithm("us-elm", skip_checks=("check_nope",))
+
+
+def test_cell_search_graph_meets_the_contract():
+    from elmscale.graph import CellSearch
+
+    check_graph_backend("cells", min_recall=0.99)
+    check_graph_backend(CellSearch(rows_per_cell=30, n_probes=2, n_refine=1), min_recall=0.9)

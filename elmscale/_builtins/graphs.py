@@ -1,4 +1,5 @@
 from ..graph import _backends
+from ..graph._cell_search import CellSearch
 from ..hookspecs import hookimpl
 
 
@@ -8,3 +9,6 @@ def register_graph_backends(register):
              description="approximate kNN by NN-descent, index built on one worker")
     register("exact", _backends.exact_knn, aliases=("brute",),
              description="exact kNN by blocked brute force (small data, tests)")
+    register("cells", CellSearch(), aliases=("distributed",),
+             description="approximate kNN by exact search in overlapping coarse cells, "
+                         "across the workers")

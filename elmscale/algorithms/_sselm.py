@@ -12,12 +12,9 @@ from sklearn.base import ClassifierMixin, _fit_context
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 
-from ..base import EXACT_GRAPH_MAX_SAMPLES, BaseELM
-from ..graph import knn_graph
+from ..base import BaseELM
 from ..gram import hidden_stats
-from ..hidden import apply_scaling
 from ..solvers import ridge_solve
-from ..utils._random import draw_seed
 from ..utils._threads import one_blas_thread_per_task
 from ._elm import _ClassifierOutputsMixin, _one_hot, _take_weight, encode_targets
 
@@ -101,7 +98,7 @@ class SSELM(_ClassifierOutputsMixin, ClassifierMixin, BaseELM):
     activation : str or callable, default="sigmoid"
     graph : "auto", str or callable, default="auto"
         kNN backend (``elmscale.available("graph")``); "auto" takes exact search up to
-        10,000 samples and pynndescent above.
+        10,000 samples and the distributed cell search ("cells") above.
     n_neighbors : int, default=10
         k of the kNN graph (clipped to n_samples - 1).
     weights : {"binary", "heat"}, default="heat"
@@ -212,19 +209,10 @@ class SSELM(_ClassifierOutputsMixin, ClassifierMixin, BaseELM):
         self.random_state = random_state
 
     def _build_graph(self, Xd, rng):
-        # as BaseELM._build_graph, with k clipped to n_samples - 1; the dual gathers L in the
-        # rows' own order, so it asks for no locality ordering
-        N = Xd.shape[0]
-        backend = self.graph
-        if backend == "auto":
-            backend = "exact" if N <= EXACT_GRAPH_MAX_SAMPLES else "pynndescent"
-        self._graph_backend = backend
-        layer = self.hidden_layer_
-        return knn_graph(Xd, min(self.n_neighbors, N - 1), backend=backend,
-                         weights=self.weights, sigma=self.sigma, normalized=self.normalized,
-                         random_state=draw_seed(rng),
-                         transform=lambda A: apply_scaling(A, layer.offset, layer.scale),
-                         order=False if self._solver == "dual" else "auto")
+        # k clipped to n_samples - 1; the dual gathers L in the rows' own order, so it asks
+        # for no locality ordering
+        return super()._build_graph(Xd, rng, n_neighbors=min(self.n_neighbors, Xd.shape[0] - 1),
+                                    order=False if self._solver == "dual" else "auto")
 
     def _prepare(self, X, y):
         """Validate, encode the labels, draw the hidden layer, build the graph. Returns

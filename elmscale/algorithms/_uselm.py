@@ -64,7 +64,7 @@ class USELM(ClusterMixin, EmbeddingFeaturesOutMixin, TransformerMixin, BaseELM):
         A registered activation name (``elmscale.available("activation")``) or a callable.
     graph : "auto", str or callable, default="auto"
         kNN backend (``elmscale.available("graph")``). "auto" takes "exact" up to 10,000
-        samples (faster and exact there) and "pynndescent" above.
+        samples (faster and exact there) and "cells", the distributed search, above.
     n_neighbors : int, default=10
     weights : {"binary", "heat"}, default="binary"
     sigma : float or None, default=None

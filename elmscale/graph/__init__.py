@@ -1,6 +1,8 @@
 """kNN graphs on row-chunked data and their Laplacians."""
 
 from ._backends import exact_knn, nndescent_knn
-from ._laplacian import WEIGHTS, GraphBlock, KNNGraph, knn_graph
+from ._cell_search import CellSearch
+from ._laplacian import WEIGHTS, GraphBlock, KNNGraph, knn_graph, resolve_backend
 
-__all__ = ["WEIGHTS", "GraphBlock", "KNNGraph", "exact_knn", "knn_graph", "nndescent_knn"]
+__all__ = ["WEIGHTS", "CellSearch", "GraphBlock", "KNNGraph", "exact_knn", "knn_graph",
+           "nndescent_knn", "resolve_backend"]

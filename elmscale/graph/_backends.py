@@ -8,6 +8,8 @@ import dask
 import dask.array as da
 import numpy as np
 
+from ._select import block_topk, merge_topk
+
 logger = logging.getLogger(__name__)
 
 
@@ -18,45 +20,26 @@ def _check_k(X, n_neighbors):
         )
 
 
-def _block_candidates(Xq, Xr, q_start, r_start, k, max_rows=2048):
-    """The k nearest rows of Xr for each row of Xq, by global index, excluding self.
-
-    Query rows are processed ``max_rows`` at a time so a task holds at most
-    max_rows x len(Xr) distances."""
-    if Xq.shape[0] > max_rows:
-        parts = [_block_candidates(Xq[i : i + max_rows], Xr, q_start + i, r_start, k, max_rows)
-                 for i in range(0, Xq.shape[0], max_rows)]
-        return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
-    Xq = Xq.astype(np.float64, copy=False)
-    Xr = Xr.astype(np.float64, copy=False)
-    d2 = (Xq * Xq).sum(1)[:, None] + (Xr * Xr).sum(1)[None, :] - 2.0 * (Xq @ Xr.T)
-    np.maximum(d2, 0, out=d2)
-    cols = np.arange(r_start, r_start + Xr.shape[0])
-    rows = np.arange(q_start, q_start + Xq.shape[0])
-    d2[rows[:, None] == cols[None, :]] = np.inf  # self is never its own neighbour
-    kk = min(k, Xr.shape[0])
-    part = np.argpartition(d2, kk - 1, axis=1)[:, :kk] if kk < Xr.shape[0] else np.broadcast_to(
-        np.arange(Xr.shape[0]), d2.shape)
-    return cols[part], np.take_along_axis(d2, part, axis=1)
+def _block_candidates(Xq, Xr, q_start, r_start, k):
+    """The k nearest rows of Xr for each row of Xq: (global ids, squared distances)."""
+    return block_topk(Xq, np.arange(q_start, q_start + Xq.shape[0]), Xr,
+                      np.arange(r_start, r_start + Xr.shape[0]), k, dtype=np.float64)
 
 
 def _merge_candidates(k, *cands):
-    idx = np.concatenate([c[0] for c in cands], axis=1)
-    d2 = np.concatenate([c[1] for c in cands], axis=1)
-    # sort by distance, ties by global index, so the result is independent of the chunking
-    order = np.lexsort((idx, d2), axis=1)[:, :k]
-    idx = np.take_along_axis(idx, order, axis=1).astype(np.int64)
-    dist = np.sqrt(np.take_along_axis(d2, order, axis=1))
-    return idx, dist
+    idx, d2 = merge_topk(k, np.concatenate([c[0] for c in cands], axis=1),
+                         np.concatenate([c[1] for c in cands], axis=1))
+    return idx, np.sqrt(d2)
 
 
 def exact_knn(X, n_neighbors, *, random_state=None):
     """Exact kNN by blocked brute force: one task per pair of row blocks, then a merge per
     query block. O(N^2 d) work: for small data and as the reference for approximate
-    backends. Ties are broken by the smaller global index."""
+    backends. Neighbours are ranked by (exact float64 distance, global index), so the result
+    does not depend on the chunking (:mod:`elmscale.graph._select`)."""
     _check_k(X, n_neighbors)
     starts = np.concatenate([[0], np.cumsum(X.chunks[0])])
-    blocks = X.to_delayed().ravel()
+    blocks = X.to_delayed(optimize_graph=False).ravel()
     idx_blocks, dist_blocks = [], []
     for b, Xb in enumerate(blocks):
         cands = [
@@ -107,7 +90,7 @@ def nndescent_knn(X, n_neighbors, *, random_state=None):
     n_build = max(n_build, n_neighbors)
     seed = None if random_state is None else int(random_state)
     graph = dask.delayed(_nndescent_graph, pure=True, nout=2)(
-        X.to_delayed().ravel().tolist(), n_neighbors, n_build, seed)
+        X.to_delayed(optimize_graph=False).ravel().tolist(), n_neighbors, n_build, seed)
     N = X.shape[0]
     idx = da.from_delayed(graph[0], (N, n_neighbors), dtype=np.int64)
     dist = da.from_delayed(graph[1], (N, n_neighbors), dtype=np.float64)

@@ -24,6 +24,8 @@ from ._ordering import locality_order
 logger = logging.getLogger(__name__)
 
 WEIGHTS = ("binary", "heat")
+#: ``backend="auto"`` searches exactly up to this many samples
+EXACT_MAX_SAMPLES = 10_000
 #: ``order="auto"`` sorts rows by locality above this many samples
 ORDER_MIN_SAMPLES = 20_000
 
@@ -177,7 +179,7 @@ class KNNGraph:
         if tuple(array.chunks[0]) != self.chunks:
             raise ValueError(f"array must be chunked like the graph's rows {self.chunks}, "
                              f"got {array.chunks[0]}")
-        blocks = array.to_delayed().ravel()
+        blocks = array.to_delayed(optimize_graph=False).ravel()
         starts = self.starts
         return [
             dask.delayed(_take_rows, pure=True)(blocks[s], self.blocks[b], int(starts[s]),
@@ -212,7 +214,15 @@ class KNNGraph:
                 f"normalized={self.normalized})")
 
 
-def knn_graph(X, n_neighbors=10, *, backend="pynndescent", weights="binary", sigma=None,
+def resolve_backend(backend, n_samples):
+    """The backend ``"auto"`` stands for: exact search up to ``EXACT_MAX_SAMPLES`` rows (exact
+    and, there, as fast as any index), the distributed cell search above."""
+    if isinstance(backend, str) and backend == "auto":
+        return "exact" if n_samples <= EXACT_MAX_SAMPLES else "cells"
+    return backend
+
+
+def knn_graph(X, n_neighbors=10, *, backend="auto", weights="binary", sigma=None,
               normalized=False, random_state=None, transform=None, order="auto"):
     """Build the symmetrised kNN graph of the rows of X on the cluster.
 
@@ -222,9 +232,10 @@ def knn_graph(X, n_neighbors=10, *, backend="pynndescent", weights="binary", sig
         The data as the Gram pass will read it (raw, before any scaling).
     n_neighbors : int
         k of the kNN graph, before symmetrisation.
-    backend : str or callable
+    backend : "auto", str or callable, default="auto"
         A registered graph backend (``elmscale.available("graph")``) or a callable with the
-        same protocol.
+        same protocol. "auto" takes "exact" up to 10,000 rows and "cells" (the distributed
+        search, :class:`~elmscale.graph.CellSearch`) above.
     weights : {"binary", "heat"}
         1 on every edge, or ``exp(-||xi - xj||^2 / (2 sigma^2))``.
     sigma : float or None
@@ -251,24 +262,37 @@ def knn_graph(X, n_neighbors=10, *, backend="pynndescent", weights="binary", sig
         raise ValueError(f"sigma must be a positive float or None, got {sigma!r}")
     if order not in ("auto", True, False):
         raise ValueError(f"order must be 'auto', True or False, got {order!r}")
-    backend_fn = registry.resolve("graph", backend, "graph")
+    if not 1 <= n_neighbors < X.shape[0]:
+        raise ValueError(f"n_neighbors must be in [1, n_samples - 1] = "
+                         f"[1, {X.shape[0] - 1}], got {n_neighbors}")
+    backend_fn = registry.resolve("graph", resolve_backend(backend, X.shape[0]), "graph")
     source_name = X.name
     transform = transform or (lambda A: A)
     nb = len(X.chunks[0])
     if order == "auto":
         order = nb > 1 and X.shape[0] > ORDER_MIN_SAMPLES
-    row_order = None
+    row_order = part = None
     if order:
-        row_order = locality_order(transform(X), random_state=random_state or 0)
+        if getattr(backend_fn, "provides_order", False):
+            # the backend's cells are the locality order: one assignment serves both
+            part = backend_fn.partition(transform(X), random_state=random_state)
+            row_order = part.order
+        else:
+            row_order = locality_order(transform(X), random_state=random_state or 0)
         X = row_order.apply(X).persist()
-    idx, dist = backend_fn(transform(X), n_neighbors, random_state=random_state)
+    if row_order is None:
+        idx, dist = backend_fn(transform(X), n_neighbors, random_state=random_state)
+    elif part is not None:
+        idx, _, dist = backend_fn.search(part, transform(X), n_neighbors)
+    else:
+        idx, dist = backend_fn(transform(X), n_neighbors, random_state=random_state)
     if tuple(idx.chunks[0]) != tuple(X.chunks[0]):
         idx = idx.rechunk((X.chunks[0], -1))
         dist = dist.rechunk((X.chunks[0], -1))
     idx, dist = dask.persist(idx, dist)
     starts = np.concatenate([[0], np.cumsum(X.chunks[0])]).astype(np.int64)
-    idx_blocks = idx.to_delayed().ravel()
-    dist_blocks = dist.to_delayed().ravel()
+    idx_blocks = idx.to_delayed(optimize_graph=False).ravel()
+    dist_blocks = dist.to_delayed(optimize_graph=False).ravel()
     # edges[s, b]: edges from chunk s into chunk b; only those pairs get shuffle tasks
     edges = np.array(dask.compute(*[dask.delayed(_edge_counts, pure=True)(blk, starts)
                                     for blk in idx_blocks]))

@@ -2,28 +2,28 @@
 
 With rows in arbitrary order almost every neighbour of a chunk's rows lives in another chunk,
 and each Gram task would rebuild ~k times its own number of hidden rows for its "halo".
-Sorting rows by a coarse k-means cell (cells fitted on a sample) puts most neighbours in the
-same chunk, so the halo shrinks to the cells' borders (DESIGN.md, section 3).
+Sorting rows by their coarse cell (:mod:`elmscale.graph._cells`, cells numbered so that
+nearby cells are consecutive) puts most neighbours in the same chunk, so the halo shrinks to
+the cells' borders (DESIGN.md, section 3). The distributed kNN search uses the same cells, so
+one assignment serves both.
 
 The permutation is applied on the cluster: per chunk, each row's destination is computed from
-the (n_chunks x n_cells) table of cell counts, the only thing that reaches the client; rows of
-X (d numbers each) are then moved between chunks. Sums over rows (every Gram matrix) do not
-depend on the order, so the ordering stays internal to a fit.
+the (n_chunks x n_cells) table of cell counts, the only thing that reaches the client; rows
+(d numbers each) then move between chunks. Within a cell, rows keep their original order.
+Sums over rows (every Gram matrix) do not depend on the order, so it stays internal to a fit.
 """
+
+import math
 
 import dask
 import dask.array as da
 import numpy as np
-from scipy.cluster.hierarchy import leaves_list, linkage
-from sklearn.cluster import KMeans
 
-SAMPLE_ROWS = 20_000
+from ._cells import assign_cells, fit_cells, sample_rows
+from ._tasks import task
 
-
-def _cells(block, centers):
-    block = block.astype(np.float64, copy=False)
-    d2 = (centers * centers).sum(1)[None, :] - 2.0 * block @ centers.T
-    return np.argmin(d2, axis=1).astype(np.int32)
+#: rows per cell of the locality order when no kNN search shares its cells
+ROWS_PER_CELL = 2000
 
 
 def _counts(cells, n_cells):
@@ -45,8 +45,8 @@ def _piece(rows, dest, lo, hi):
     return rows[m], dest[m] - lo
 
 
-def _place(n, width, dtype, *pieces):
-    out = np.empty((n, width) if width else (n,), dtype=dtype)
+def _place(n, shape, dtype, *pieces):
+    out = np.empty((n, *shape), dtype=dtype)
     for rows, pos in pieces:
         out[pos] = rows
     return out
@@ -54,65 +54,79 @@ def _place(n, width, dtype, *pieces):
 
 class RowOrder:
     """A permutation of X's rows held on the cluster; ``apply`` moves any row-aligned dask
-    array (X, targets, weights, labels) into the new order, keeping the row chunks."""
+    array (X, targets, weights, labels) into the new order, keeping the row chunks.
+
+    ``dest_blocks[s]`` holds the new global position of each row of source chunk s (delayed);
+    ``pairs[b]`` lists the source chunks that send rows to chunk b.
+    """
 
     def __init__(self, dest_blocks, chunks, pairs):
-        self.dest_blocks = dest_blocks  # per source chunk: destination of each row (delayed)
+        self.dest_blocks = dest_blocks
         self.chunks = tuple(chunks)
-        self.pairs = pairs  # pairs[b] = source chunks sending rows to chunk b
+        self.pairs = pairs
+
+    @property
+    def starts(self):
+        return np.concatenate([[0], np.cumsum(self.chunks)]).astype(np.int64)
 
     def apply(self, A):
         if A is None:
             return None
         if tuple(A.chunks[0]) != self.chunks:
-            raise ValueError("array must be chunked like X's rows")
-        starts = np.concatenate([[0], np.cumsum(self.chunks)])
-        blocks = A.to_delayed().ravel()
-        width = A.shape[1] if A.ndim == 2 else 0
+            raise ValueError(f"array must be chunked like X's rows {self.chunks}, "
+                             f"got {A.chunks[0]}")
+        if A.ndim > 1 and len(A.chunks[1]) > 1:
+            A = A.rechunk({1: -1})
+        starts = self.starts
+        blocks = A.to_delayed(optimize_graph=False).ravel()
         out = []
         for b, n in enumerate(self.chunks):
-            pieces = [dask.delayed(_piece, pure=True)(blocks[s], self.dest_blocks[s],
-                                                      int(starts[b]), int(starts[b + 1]))
+            pieces = [task("order-piece", _piece, blocks[s], self.dest_blocks[s],
+                           int(starts[b]), int(starts[b + 1]))
                       for s in self.pairs[b]]
-            placed = dask.delayed(_place, pure=True)(n, width, A.dtype, *pieces)
-            out.append(da.from_delayed(placed, (n, width) if width else (n,), dtype=A.dtype))
+            placed = task("order-place", _place, n, A.shape[1:], A.dtype, *pieces)
+            out.append(da.from_delayed(placed, (n, *A.shape[1:]), dtype=A.dtype))
         return da.concatenate(out)
 
+    def inverse(self, positions):
+        """The order that moves rows back: ``positions`` holds, in this order's rows (chunked
+        like them), each row's original global position, e.g. ``self.apply(arange(N))``."""
+        dest = positions.to_delayed(optimize_graph=False).ravel().tolist()
+        nb = len(self.chunks)
+        pairs = [[t for t in range(nb) if b in self.pairs[t]] for b in range(nb)]
+        return RowOrder(dest, self.chunks, pairs)
 
-def locality_order(X, *, n_cells=None, random_state=0):
-    """A :class:`RowOrder` sorting X's rows by coarse k-means cell.
 
-    ``n_cells`` defaults to 16 per row chunk (at least 64, at most 1,000): each chunk then
-    holds a run of whole cells, numbered so that neighbouring cells are consecutive. The cells are fitted on at most 20,000 sampled rows on the client.
-    """
-    N = X.shape[0]
-    nb = len(X.chunks[0])
-    n_cells = n_cells or int(min(max(16 * nb, 64), 1000, N))
-    rng = np.random.RandomState(random_state)
-    idx = np.sort(rng.choice(N, size=min(N, SAMPLE_ROWS), replace=False))
-    sample = np.asarray(X[idx].compute(), dtype=np.float64)
-    n_cells = min(n_cells, len(sample))
-    centers = KMeans(n_cells, n_init=1, max_iter=20, random_state=random_state).fit(
-        sample).cluster_centers_
-    if n_cells > 2:
-        # number cells along the leaves of a Ward dendrogram of their centres, so that
-        # consecutive cells (and hence chunks) hold nearby points
-        leaves = leaves_list(linkage(centers, method="ward"))
-        centers = centers[leaves]
-    cells = [dask.delayed(_cells, pure=True)(blk, centers) for blk in X.to_delayed().ravel()]
-    cells = list(dask.persist(*cells))
-    counts = np.array(dask.compute(*[dask.delayed(_counts)(c, n_cells) for c in cells]))
+def order_by_cells(cells, n_cells):
+    """A :class:`RowOrder` sorting rows by cell (``cells``: each row's cell, a row-chunked
+    dask array), and the (n_chunks x n_cells) table of counts it was built from."""
+    cells = list(dask.persist(*cells.to_delayed(optimize_graph=False).ravel()))
+    counts = np.array(dask.compute(*[task("order-counts", _counts, c, n_cells)
+                                     for c in cells])).reshape(len(cells), n_cells)
     # cell c occupies [cell_start[c], cell_start[c+1]); within it, chunk by chunk
     cell_start = np.concatenate([[0], np.cumsum(counts.sum(axis=0))])[:-1]
     before = np.cumsum(counts, axis=0) - counts  # rows of cell c in earlier chunks
     base = cell_start[None, :] + before  # (nb, n_cells)
-    dest = list(dask.persist(*[dask.delayed(_destinations, pure=True)(cells[s], base[s])
-                               for s in range(nb)]))
-    starts = np.concatenate([[0], np.cumsum(X.chunks[0])])
+    dest = list(dask.persist(*[task("order-destinations", _destinations, cells[s], base[s])
+                               for s in range(len(cells))]))
+    chunk_sizes = counts.sum(axis=1)
+    starts = np.concatenate([[0], np.cumsum(chunk_sizes)])
     pairs = []
-    for b in range(nb):
+    for b in range(len(cells)):
         lo, hi = starts[b], starts[b + 1]
         # rows of (s, c) occupy [base[s, c], base[s, c] + counts[s, c])
         overlap = (np.minimum(base + counts, hi) - np.maximum(base, lo)).clip(0).sum(axis=1)
         pairs.append(np.flatnonzero(overlap).tolist())
-    return RowOrder(dest, X.chunks[0], pairs)
+    return RowOrder(dest, tuple(int(n) for n in chunk_sizes), pairs), counts
+
+
+def locality_order(X, *, rows_per_cell=None, random_state=0):
+    """A :class:`RowOrder` sorting X's rows by coarse cell, cells fitted on a sample of rows
+    on the client. ``rows_per_cell`` defaults to ``ROWS_PER_CELL``, or an eighth of a row
+    chunk when chunks are smaller: a chunk then holds whole cells and few cut ones."""
+    if rows_per_cell is None:
+        rows_per_cell = max(1, min(ROWS_PER_CELL, int(np.median(X.chunks[0])) // 8))
+    n_cells = max(1, math.ceil(X.shape[0] / rows_per_cell))
+    idx, sample = sample_rows(X, n_cells, random_state)
+    centers = fit_cells(sample, len(idx) / n_cells, random_state)
+    return order_by_cells(assign_cells(X, centers, 1)[:, 0], len(centers))[0]

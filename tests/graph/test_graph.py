@@ -72,9 +72,9 @@ def test_graph_parameter_errors(rng):
         knn_graph(Xd, 20, backend="exact")
     with pytest.raises(ValueError, match="weights must be one of"):
         knn_graph(Xd, 3, backend="exact", weights="gauss")
-    with pytest.raises(UnknownPluginError, match="available: exact, pynndescent"):
+    with pytest.raises(UnknownPluginError, match="available: cells, exact, pynndescent"):
         knn_graph(Xd, 3, backend="annoy")
-    assert {"exact", "pynndescent"} <= set(available("graph"))
+    assert {"cells", "exact", "pynndescent"} <= set(available("graph"))
 
 
 def test_locality_order_is_a_permutation_that_shrinks_the_halo():

@@ -1,0 +1,372 @@
+"""A kNN graph built across the workers: exact search inside overlapping coarse cells.
+
+The design of NVIDIA cuVS's all-neighbours batching and faiss's IVF self-join
+(``contrib/big_batch_search.py``), on row-chunked dask arrays:
+
+1. **Cells.** A balanced k-means tree on a sample of rows gives P cells of about
+   ``rows_per_cell`` rows (:mod:`elmscale.graph._cells`); every row learns its nearest cells.
+2. **Locality order.** Rows move once, to chunks sorted by their nearest cell
+   (:func:`~elmscale.graph._ordering.order_by_cells`); a cell's rows are then contiguous and
+   sit in one or two chunks. This is also the order the Gram pass uses.
+3. **Search.** One task per ordered chunk searches each of its rows in that row's
+   ``n_probes`` nearest cells (more when those cells together hold fewer than k + 1 rows). It
+   receives the rows of the cells its queries probe, from the chunks that hold them; since
+   neighbouring cells are numbered consecutively these are mostly the adjacent chunks. Inside
+   the task the search is exact, cell by cell: float32 products propose candidates, float64
+   distances of the candidates decide, ties go to the smaller original row index
+   (:func:`~elmscale.graph._select.block_topk`).
+
+A row's neighbours are thus the k nearest among the rows of its probed cells: a function of
+the data and the seed alone, the same for any chunking and any number of workers. A task holds
+its own chunk plus the rows of the cells its queries probe (logged at INFO); no worker holds X
+and nothing with N rows reaches the client.
+Nothing is compiled at run time.
+"""
+
+import logging
+import math
+
+import dask
+import dask.array as da
+import numpy as np
+
+from ._cells import assign_cells, fit_cells, sample_rows
+from ._ordering import order_by_cells
+from ._select import Operands, decide, exact_sq_distances, proposals, topk_exact
+from ._tasks import row_numbers, task
+
+logger = logging.getLogger(__name__)
+
+#: cells beyond ``n_probes`` each row keeps in reserve, for probes of cells too small for k
+EXTRA_PROBES = 3
+
+
+def _check_k(X, n_neighbors):
+    if not 1 <= n_neighbors < X.shape[0]:
+        raise ValueError(
+            f"n_neighbors must be in [1, n_samples - 1] = [1, {X.shape[0] - 1}], got {n_neighbors}"
+        )
+
+
+def effective_probes(probes, sizes, n_probes, k):
+    """Each row's probed cells: its ``n_probes`` nearest, extended to the next nearest while
+    they hold fewer than k + 1 rows in all; unused slots are -1."""
+    cum = np.cumsum(sizes[probes], axis=1)
+    need = np.argmax(cum >= k + 1, axis=1) + 1  # cells needed to reach k + 1 rows
+    need[cum[:, -1] < k + 1] = probes.shape[1]
+    n_used = np.maximum(need, min(n_probes, probes.shape[1]))
+    out = probes.astype(np.int64)
+    out[np.arange(probes.shape[1])[None, :] >= n_used[:, None]] = -1
+    return out
+
+
+def _probed_cells(probes, sizes, n_probes, k):
+    p = effective_probes(probes, sizes, n_probes, k)
+    return np.unique(p[p >= 0])
+
+
+def _take_ranges(X, original, lo, ranges):
+    """The rows of this chunk (starting at ordered position ``lo``) inside ``ranges``:
+    (ordered positions, rows, original indices)."""
+    pos = np.concatenate([np.arange(a, b) for a, b in ranges])
+    return pos, X[pos - lo], original[pos - lo]
+
+
+def _search_chunk(k, n_probes, cell_start, lo, X, original, probes, *pieces):
+    """The k nearest neighbours of this ordered chunk's rows among their probed cells:
+    (ordered positions, original indices, distances), each (n, k)."""
+    n = X.shape[0]
+    probes = effective_probes(probes, np.diff(cell_start), n_probes, k)
+    M = probes.shape[1]
+    db_pos = np.concatenate([np.arange(lo, lo + n)] + [p[0] for p in pieces])
+    db_X = np.concatenate([X] + [p[1] for p in pieces])
+    db_orig = np.concatenate([original] + [p[2] for p in pieces]).astype(np.int64)
+    sort = np.argsort(db_pos, kind="stable")
+    db_pos, db_X, db_orig = db_pos[sort], db_X[sort], db_orig[sort]
+    original = np.asarray(original, dtype=np.int64)
+    # one centring for the task: every query's error bound then holds for all its cells
+    center = db_X.mean(axis=0, dtype=np.result_type(db_X.dtype, np.float32))
+    Q, R = Operands(X, center, np.float32), Operands(db_X, center, np.float32)
+    tau = Q.error_bound(ref_sq_max=float(R.sq.max()))
+    where = np.full((n, M, k + 1), -1, dtype=np.int64)  # rows of the task's table
+    g = np.full((n, M, k + 1), np.inf)
+    bounds = {}
+    # each probed cell proposes k + 1 candidates for the queries probing it: first every
+    # query's own cell, whose (k + 1)-th proposal (+ 2 tau) then bounds what any other cell
+    # can contribute to the query's k nearest (decide's margin never exceeds it)
+    limit = None
+    for slots in ([0], list(range(1, M))):
+        sub = probes[:, slots]
+        flat = sub.ravel()
+        order = np.argsort(flat, kind="stable")
+        cells, first = np.unique(flat[order], return_index=True)
+        for c, a, b in zip(cells, first, np.append(first[1:], len(flat))):
+            if c < 0:
+                continue
+            q, j = np.divmod(order[a:b], len(slots))
+            slot = np.asarray(slots)[j]
+            r0, r1 = np.searchsorted(db_pos, [cell_start[c], cell_start[c + 1]])
+            bounds[c] = (r0, r1)
+            cols, gc = proposals(Q.query[q], R.reference[r0:r1], original[q],
+                                 db_orig[r0:r1], k + 1,
+                                 None if limit is None else limit[q])
+            where[q, slot] = np.where(cols >= 0, cols + r0, -1)
+            g[q, slot] = gc
+        limit = g[:, 0].max(axis=1) + 2 * tau
+    flat_where = where.reshape(n, -1)
+
+    def exact(rows, pos):
+        return exact_sq_distances(X, rows, db_X, flat_where[rows, pos])
+
+    def fallback(rows):
+        # every row of every probed cell, for queries whose proposals may have cut a tie
+        out_i, out_d = [], []
+        for r in rows:
+            members = np.concatenate([np.arange(*bounds[c]) for c in probes[r] if c >= 0])
+            members = members[db_orig[members] != original[r]]
+            e = exact_sq_distances(X, np.full(len(members), r), db_X, members)
+            i, dd = topk_exact(k, db_orig[members][None, :], e[None, :])
+            out_i.append(i[0])
+            out_d.append(dd[0])
+        return np.array(out_i), np.array(out_d)
+
+    ids_by_slot = np.where(where >= 0, db_orig[np.maximum(where, 0)], -1)
+    ids, d2 = decide(k, g, ids_by_slot, np.broadcast_to(tau[:, None], (n, M)), exact, fallback)
+    # original indices -> ordered positions, through the task's own table
+    by_orig = np.argsort(db_orig)
+    at = np.searchsorted(db_orig[by_orig], ids)
+    pos = db_pos[by_orig[np.minimum(at, len(db_orig) - 1)]]
+    return pos, ids, np.sqrt(d2)
+
+
+def _outside(positions, lo, hi):
+    """Sorted distinct ordered positions outside [lo, hi) (negative entries are padding)."""
+    p = np.unique(positions)
+    return p[(p >= 0) & ((p < lo) | (p >= hi))]
+
+
+def _source_chunks(positions, starts):
+    return np.unique(np.searchsorted(starts, positions, side="right") - 1)
+
+
+def _take_positions(block, positions, lo, hi):
+    """Rows of this chunk (ordered rows [lo, hi)) at ``positions``, with the positions."""
+    mine = positions[(positions >= lo) & (positions < hi)]
+    return (mine,) + tuple(b[mine - lo] for b in block)
+
+
+def _neighbours_of_neighbours(k, lo, pos, *pieces):
+    """Candidate positions of each row: its neighbours and theirs (self and duplicates -1)."""
+    n = pos.shape[0]
+    table_pos = np.concatenate([np.arange(lo, lo + n)] + [p[0] for p in pieces])
+    table = np.concatenate([pos] + [p[1] for p in pieces])
+    sort = np.argsort(table_pos)
+    at = sort[np.searchsorted(table_pos[sort], pos)]
+    cand = np.concatenate([pos, table[at].reshape(n, -1)], axis=1)
+    cand.sort(axis=1)
+    dup = np.zeros(cand.shape, dtype=bool)
+    dup[:, 1:] = cand[:, 1:] == cand[:, :-1]
+    cand[dup | (cand == np.arange(lo, lo + n)[:, None])] = -1
+    return cand
+
+
+def _refine_chunk(k, lo, X, original, cand, *pieces):
+    """The k nearest of each row's candidates, by (exact distance, original index)."""
+    n = X.shape[0]
+    table_pos = np.concatenate([np.arange(lo, lo + n)] + [p[0] for p in pieces])
+    table_X = np.concatenate([X] + [p[1] for p in pieces])
+    table_orig = np.concatenate([original] + [p[2] for p in pieces]).astype(np.int64)
+    sort = np.argsort(table_pos)
+    table_pos, table_X, table_orig = table_pos[sort], table_X[sort], table_orig[sort]
+    rows, cols = np.nonzero(cand >= 0)
+    at = np.searchsorted(table_pos, cand[rows, cols])
+    e = np.full(cand.shape, np.inf)
+    e[rows, cols] = exact_sq_distances(X, rows, table_X, at)
+    ids = np.full(cand.shape, -1, dtype=np.int64)
+    ids[rows, cols] = table_orig[at]
+    ids, d2 = topk_exact(k, ids, e)
+    by_orig = np.argsort(table_orig)
+    where = np.searchsorted(table_orig[by_orig], ids)
+    pos = table_pos[by_orig[np.minimum(where, len(table_orig) - 1)]]
+    return pos, ids, np.sqrt(d2)
+
+
+def _ranges_outside(cells, cell_start, lo, hi):
+    """Merged ordered-position ranges of ``cells`` that lie outside [lo, hi)."""
+    out = []
+    for c in cells:
+        a, b = int(cell_start[c]), int(cell_start[c + 1])
+        for x, y in ((a, min(b, lo)), (max(a, hi), b)):
+            if x < y:
+                if out and out[-1][1] == x:
+                    out[-1] = (out[-1][0], y)
+                else:
+                    out.append((x, y))
+    return out
+
+
+class CellPartition:
+    """Cells of X's rows and the order that sorts rows by cell (see :class:`CellSearch`).
+
+    ``order`` is a :class:`~elmscale.graph._ordering.RowOrder`; ``probes`` (N x m, ordered
+    rows) each row's nearest cells; ``original`` the original index of each ordered row;
+    ``cell_start`` where each cell's rows begin in the order (P + 1 positions)."""
+
+    def __init__(self, order, probes, original, cell_start, centers):
+        self.order = order
+        self.probes = probes
+        self.original = original
+        self.cell_start = cell_start
+        self.centers = centers
+
+    @property
+    def n_cells(self):
+        return len(self.cell_start) - 1
+
+
+class CellSearch:
+    """Approximate kNN graph by exact search inside overlapping coarse cells, on the workers.
+
+    Parameters
+    ----------
+    rows_per_cell : int, default=1000
+        Target cell size. Work per row grows with ``rows_per_cell * n_probes``, and so does
+        recall.
+    n_probes : int, default=4
+        Cells each row is searched in: its own, then those whose boundary with it is nearest.
+    n_refine : int, default=0
+        Rounds of neighbours-of-neighbours after the cell search (:meth:`refine`), each
+        comparing every row with its neighbours' k neighbours; they lift recall where cells
+        cut many neighbourhoods (high intrinsic dimension) for about ``k^2 * d`` work per row.
+
+    Notes
+    -----
+    Cost: one pass over X for the cell assignment (N x P distances to the centres), one
+    shuffle of X's rows into cell order, and one search task per chunk doing about
+    ``N * n_probes * rows_per_cell * d`` multiply-adds in all, plus the probed cells' rows
+    received from other chunks. The client holds a sample of rows (at most 128 MiB), the
+    centres and per-chunk tables of cell numbers. Use it through ``backend="cells"``;
+    ``CellSearch(rows_per_cell=..., n_probes=...)`` is itself a backend callable.
+    """
+
+    #: this backend provides its own locality order (see :func:`elmscale.graph.knn_graph`)
+    provides_order = True
+
+    def __init__(self, rows_per_cell=1000, n_probes=4, n_refine=0):
+        for name, value, low in (("rows_per_cell", rows_per_cell, 1), ("n_probes", n_probes, 1),
+                                 ("n_refine", n_refine, 0)):
+            if not (isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+                    and value >= low):
+                raise ValueError(f"{name} must be an int >= {low}, got {value!r}")
+        self.rows_per_cell = int(rows_per_cell)
+        self.n_probes = int(n_probes)
+        self.n_refine = int(n_refine)
+
+    def __repr__(self):
+        return (f"CellSearch(rows_per_cell={self.rows_per_cell}, n_probes={self.n_probes}, "
+                f"n_refine={self.n_refine})")
+
+    def __call__(self, X, n_neighbors, *, random_state=None):
+        """``(indices, distances)`` in X's row order, chunked like X (the backend protocol)."""
+        _check_k(X, n_neighbors)
+        part = self.partition(X, random_state=random_state)
+        pos, orig, dist = self.search(part, part.order.apply(X), n_neighbors)
+        back = part.order.inverse(part.original)
+        return back.apply(orig), back.apply(dist)
+
+    def partition(self, X, *, random_state=None):
+        """Fit the cells on a sample of X's rows, assign every row and sort rows by cell."""
+        seed = 0 if random_state is None else int(random_state)
+        N = X.shape[0]
+        n_cells = max(1, math.ceil(N / self.rows_per_cell))
+        idx, sample = sample_rows(X, n_cells, seed)
+        centers = fit_cells(sample, len(idx) / n_cells, seed)
+        probes = assign_cells(X, centers, self.n_probes + EXTRA_PROBES).persist()
+        order, counts = order_by_cells(probes[:, 0], len(centers))
+        cell_start = np.concatenate([[0], np.cumsum(counts.sum(axis=0))]).astype(np.int64)
+        original = row_numbers(X.chunks[0])
+        probes, original = dask.persist(order.apply(probes), order.apply(original))
+        logger.info("kNN cells: %d cells of %d-%d rows (target %d) from a sample of %d rows",
+                    len(centers), counts.sum(axis=0).min(), counts.sum(axis=0).max(),
+                    self.rows_per_cell, len(idx))
+        return CellPartition(order, probes, original, cell_start, centers)
+
+    def refine(self, part, X, pos, n_neighbors):
+        """One round of neighbours-of-neighbours: every row compares itself with its
+        neighbours' neighbours and keeps the k nearest of all it has seen. Two exchanges,
+        each of the distinct rows a chunk needs from others: neighbour lists, then rows of X.
+        """
+        k = n_neighbors
+        starts = part.order.starts
+        nb = len(part.order.chunks)
+        X_blocks = X.to_delayed(optimize_graph=False).ravel()
+        orig_blocks = part.original.to_delayed(optimize_graph=False).ravel()
+        pos_blocks = pos.to_delayed(optimize_graph=False).ravel()
+        bounds = [(int(starts[t]), int(starts[t + 1])) for t in range(nb)]
+
+        def exchange(stage, wanted, blocks):
+            """Per chunk: the pieces of ``blocks`` at the positions ``wanted[t]`` lists."""
+            wanted = list(dask.persist(*wanted))
+            sources = dask.compute(*[task("sources", _source_chunks, w, starts)
+                                     for w in wanted])
+            return [[task(stage, _take_positions, blocks[s], wanted[t], *bounds[s])
+                     for s in sources[t]] for t in range(nb)]
+
+        lists = exchange("refine-lists", [task("refine-want", _outside, pos_blocks[t], *bounds[t])
+                                          for t in range(nb)],
+                         [task("refine-pack", tuple, [b]) for b in pos_blocks])
+        cand = list(dask.persist(*[task("refine-candidates", _neighbours_of_neighbours, k,
+                                        bounds[t][0], pos_blocks[t], *lists[t])
+                                   for t in range(nb)]))
+        rows = exchange("refine-rows", [task("refine-want", _outside, cand[t][None], *bounds[t])
+                                        for t in range(nb)],
+                        [task("refine-pack", tuple, [xb, ob])
+                         for xb, ob in zip(X_blocks, orig_blocks)])
+        out = [task("refine", _refine_chunk, k, bounds[t][0], X_blocks[t], orig_blocks[t],
+                    cand[t], *rows[t]) for t in range(nb)]
+        return tuple(da.concatenate([da.from_delayed(o[i], (hi - lo, k), dtype=dt)
+                                     for o, (lo, hi) in zip(out, bounds)])
+                     for i, dt in enumerate((np.int64, np.int64, np.float64)))
+
+    def search(self, part, X, n_neighbors):
+        """kNN of the rows of X, already in ``part``'s order and chunked like it:
+        (ordered positions, original indices, distances), row-chunked dask arrays."""
+        pos, orig, dist = self._search_cells(part, X, n_neighbors)
+        for _ in range(self.n_refine):
+            pos, orig, dist = self.refine(part, X, pos, n_neighbors)
+        return pos, orig, dist
+
+    def _search_cells(self, part, X, n_neighbors):
+        k = n_neighbors
+        starts = part.order.starts
+        nb = len(part.order.chunks)
+        sizes = np.diff(part.cell_start)
+        X_blocks = X.to_delayed(optimize_graph=False).ravel()
+        orig_blocks = part.original.to_delayed(optimize_graph=False).ravel()
+        probe_blocks = part.probes.to_delayed(optimize_graph=False).ravel()
+        probed = dask.compute(*[task("probed", _probed_cells, p, sizes, self.n_probes, k)
+                                for p in probe_blocks])
+        pos_b, orig_b, dist_b, rows_per_task = [], [], [], []
+        for t in range(nb):
+            lo, hi = int(starts[t]), int(starts[t + 1])
+            ranges = _ranges_outside(probed[t], part.cell_start, lo, hi)
+            pieces, received = [], hi - lo
+            for s in range(nb):
+                s_lo, s_hi = int(starts[s]), int(starts[s + 1])
+                mine = [(max(a, s_lo), min(b, s_hi)) for a, b in ranges if a < s_hi and b > s_lo]
+                if mine:
+                    pieces.append(task("gather", _take_ranges, X_blocks[s], orig_blocks[s],
+                                       s_lo, mine))
+                    received += sum(b - a for a, b in mine)
+            rows_per_task.append(received)
+            out = task("search", _search_chunk, k, self.n_probes, part.cell_start, lo,
+                       X_blocks[t], orig_blocks[t], probe_blocks[t], *pieces)
+            n = hi - lo
+            pos_b.append(da.from_delayed(out[0], (n, k), dtype=np.int64))
+            orig_b.append(da.from_delayed(out[1], (n, k), dtype=np.int64))
+            dist_b.append(da.from_delayed(out[2], (n, k), dtype=np.float64))
+        received = int(sum(rows_per_task)) - X.shape[0]
+        logger.info("kNN search: %d tasks, each holding at most %d rows; %d rows (%.2f N) "
+                    "received from other chunks", nb, max(rows_per_task), received,
+                    received / max(X.shape[0], 1))
+        return da.concatenate(pos_b), da.concatenate(orig_b), da.concatenate(dist_b)

@@ -1,0 +1,179 @@
+"""Coarse cells: the partition that the distributed kNN search and the locality order share.
+
+Cells are the leaves of a k-means tree fitted on a sample of rows on the client. A node with
+more than ``leaf_size`` sample rows is split by k-means into at most :data:`BRANCHING`
+children, ordered along a Ward dendrogram of their centres, so that leaves numbered depth
+first put nearby cells next to each other. Leaves smaller than a quarter of ``leaf_size`` are
+folded into their nearest sibling, so cells are balanced to within a small factor.
+
+Every row is then assigned on the cluster to its nearest cell centres, ranked by exact
+distance and then by cell number (:func:`~elmscale.graph._select.block_topk`): the
+assignment of a row depends on that row and the centres only, never on the chunking.
+"""
+
+import math
+import warnings
+
+import dask.array as da
+import numpy as np
+from scipy.cluster.hierarchy import leaves_list, linkage
+from sklearn.cluster import KMeans
+from threadpoolctl import threadpool_limits
+
+from ._select import block_topk, exact_sq_distances
+from ._tasks import task_name
+
+#: children per split of the k-means tree
+BRANCHING = 16
+#: sampled rows per cell the tree is fitted on (at least MIN_SAMPLE rows in all)
+SAMPLE_PER_CELL = 40
+MIN_SAMPLE = 4_000
+#: the sample that reaches the client is kept under this many bytes
+MAX_SAMPLE_BYTES = 2**27
+
+
+def sample_rows(X, n_cells, seed):
+    """A sorted sample of row indices (global, drawn from ``seed`` alone) and those rows of X
+    as float64 on the client: at most ``MAX_SAMPLE_BYTES``."""
+    N, d = X.shape
+    size = min(N, max(SAMPLE_PER_CELL * n_cells, MIN_SAMPLE), max(MAX_SAMPLE_BYTES // (8 * d), 1))
+    idx = np.sort(np.random.default_rng(seed).choice(N, size=size, replace=False))
+    return idx, np.asarray(X[idx].compute(), dtype=np.float64)
+
+
+def _kmeans(points, n_clusters, seed):
+    """Labels and centres of a k-means on the client, on one thread: OpenMP's reduction order
+    would otherwise make the centres depend on the machine's core count."""
+    with threadpool_limits(1), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # duplicate points: fewer distinct clusters than asked
+        km = KMeans(n_clusters, n_init=1, max_iter=15, random_state=seed).fit(points)
+    return km.labels_, km.cluster_centers_
+
+
+def _fold_small(labels, centers, min_size):
+    """Move the points of children smaller than ``min_size`` to the nearest larger child."""
+    sizes = np.bincount(labels, minlength=len(centers))
+    big = np.flatnonzero(sizes >= min_size)
+    if len(big) == 0 or len(big) == len(centers):
+        return labels
+    d2 = ((centers[:, None, :] - centers[None, big, :]) ** 2).sum(-1)
+    target = np.arange(len(centers))
+    small = np.flatnonzero(sizes < min_size)
+    target[small] = big[np.argmin(d2[small], axis=1)]
+    return target[labels]
+
+
+def fit_cells(sample, leaf_size, seed):
+    """Centres of the leaves of a balanced k-means tree on ``sample``, numbered depth first.
+
+    Returns ``(P, d)`` float64 centres, each the mean of its leaf's sample rows.
+    """
+    leaf_size = max(int(leaf_size), 1)
+    min_size = max(leaf_size // 4, 1)
+    leaves = []
+
+    def split(rows, depth):
+        n_children = min(BRANCHING, -(-len(rows) // leaf_size))
+        if n_children < 2:
+            leaves.append(sample[rows].mean(axis=0))
+            return
+        labels, centers = _kmeans(sample[rows], n_children, seed + depth)
+        labels = _fold_small(labels, centers, min_size)
+        kept = np.unique(labels)
+        if len(kept) < 2:  # identical points: nothing to split
+            leaves.append(sample[rows].mean(axis=0))
+            return
+        centers = np.array([sample[rows[labels == c]].mean(axis=0) for c in kept])
+        if len(kept) > 2:
+            kept = kept[leaves_list(linkage(centers, method="ward"))]
+        for c in kept:
+            split(rows[labels == c], depth + 1)
+
+    split(np.arange(len(sample)), 0)
+    return np.array(leaves)
+
+
+#: above this many cells rows are assigned in two steps (group of cells, then cells)
+FLAT_MAX_CELLS = 2048
+#: groups of cells whose cells are candidates for a row: its nearest group's nearest groups
+GROUP_NEIGHBOURS = 8
+
+
+class CellGroups:
+    """Consecutive (hence nearby) cells in groups of about sqrt(P), for a two-step
+    assignment: a row's nearest group, then the cells of that group's nearest groups. The
+    cost per row drops from P centres to about (1 + GROUP_NEIGHBOURS) sqrt(P)."""
+
+    def __init__(self, centers):
+        P = len(centers)
+        size = math.ceil(math.sqrt(P))
+        self.starts = np.arange(0, P + size, size).clip(max=P)
+        self.starts = np.unique(self.starts)
+        self.centers = np.array([centers[a:b].mean(axis=0)
+                                 for a, b in zip(self.starts[:-1], self.starts[1:])])
+        n_groups = len(self.centers)
+        near, _ = block_topk(self.centers, np.full(n_groups, -1), self.centers,
+                             np.arange(n_groups), min(GROUP_NEIGHBOURS, n_groups))
+        self.near = near
+
+    def candidate_cells(self, group):
+        return np.concatenate([np.arange(self.starts[g], self.starts[g + 1])
+                               for g in self.near[group] if g >= 0])
+
+
+def _nearest_in_groups(block, centers, groups, n_candidates):
+    """:func:`block_topk` of the rows against the cells of their nearest group's nearest
+    groups (rows grouped by that group, each group's rows in one product)."""
+    top, _ = block_topk(block, np.full(block.shape[0], -1), groups.centers,
+                        np.arange(len(groups.centers)), 1)
+    ids = np.full((block.shape[0], n_candidates), -1, dtype=np.int64)
+    d2 = np.full((block.shape[0], n_candidates), np.inf)
+    for g in np.unique(top[:, 0]):
+        rows = np.flatnonzero(top[:, 0] == g)
+        cells = groups.candidate_cells(g)
+        i, dd = block_topk(block[rows], np.full(len(rows), -1), centers[cells], cells,
+                           min(n_candidates, len(cells)))
+        ids[rows, : i.shape[1]] = i
+        d2[rows, : i.shape[1]] = dd
+    return ids, d2
+
+
+def _nearest_cells(block, centers, n_nearest, n_candidates, groups=None):
+    """Each row's cell (nearest centre) followed by the cells whose boundary with it is
+    nearest to the row.
+
+    A neighbour at distance r from x can lie in cell j only if x is within r of the
+    bisecting hyperplane between its own centre c_1 and c_j, at distance
+    ``(|x - c_j|^2 - |x - c_1|^2) / (2 |c_j - c_1|)``: ranking cells by that distance, not by
+    ``|x - c_j|``, probes the cells where neighbours can be. Candidates are the
+    ``n_candidates`` nearest centres (among the candidate groups' cells when ``groups`` is
+    given); all distances are exact, ties go to the lower cell.
+    """
+    if groups is None:
+        ids, d2 = block_topk(block, np.full(block.shape[0], -1), centers,
+                             np.arange(len(centers)), n_candidates)
+    else:
+        ids, d2 = _nearest_in_groups(block, centers, groups, n_candidates)
+    if n_nearest == 1 or n_candidates == 1:
+        return ids[:, :n_nearest].astype(np.int32)
+    own = centers[ids[:, 0]]
+    gap = np.sqrt(exact_sq_distances(centers, ids[:, 1:].ravel(),
+                                     own, np.repeat(np.arange(len(ids)), ids.shape[1] - 1)))
+    gap = gap.reshape(len(ids), -1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        boundary = (d2[:, 1:] - d2[:, :1]) / (2 * gap)
+    boundary[~np.isfinite(boundary)] = np.inf  # padding, or a centre equal to the row's own
+    order = np.lexsort((ids[:, 1:], boundary), axis=1)[:, : n_nearest - 1]
+    rest = np.take_along_axis(ids[:, 1:], order, axis=1)
+    return np.concatenate([ids[:, :1], rest], axis=1).astype(np.int32)
+
+
+def assign_cells(X, centers, n_nearest, n_candidates=None):
+    """Each row's cell, then the ``n_nearest - 1`` cells whose boundary is nearest
+    (:func:`_nearest_cells`): an (N, n_nearest) int32 dask array chunked like X's rows."""
+    n_nearest = min(n_nearest, len(centers))
+    n_candidates = min(max(n_candidates or 2 * n_nearest, n_nearest), len(centers))
+    groups = CellGroups(centers) if len(centers) > FLAT_MAX_CELLS else None
+    return da.map_blocks(_nearest_cells, X, centers, n_nearest, n_candidates, groups,
+                         dtype=np.int32, chunks=(X.chunks[0], (n_nearest,)),
+                         name=task_name("assign"))

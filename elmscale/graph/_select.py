@@ -1,0 +1,254 @@
+"""Nearest-neighbour selection that does not depend on block shapes.
+
+A squared distance from one matrix product, ``|x|^2 + |y|^2 - 2 x.y``, carries rounding that
+depends on the shapes BLAS is handed, so ranking tied or nearly tied neighbours by it makes a
+kNN graph depend on how X is chunked (integer-valued data such as scikit-learn's digits has many
+exactly tied distances). Here the product only proposes candidates. A bound ``tau`` on its
+error gives every row a threshold that provably keeps all rows at least as close as its k-th
+nearest; those candidates' distances are recomputed as ``sum((x - y)^2)``, a value that
+depends on the two rows alone, and neighbours are ranked by (that distance, global index).
+The result for a query is therefore a function of the set of reference rows it is compared
+with, whatever their order, block or worker.
+
+The two halves are separate so that candidates from several reference blocks (a query's
+probed cells) can be pooled before the exact distances are computed once per query:
+:func:`block_candidates` proposes, :func:`decide` ranks.
+"""
+
+import numpy as np
+
+#: query rows per distance block: bounds a block to QUERY_ROWS x n_reference values
+QUERY_ROWS = 1024
+#: columns whose k-th smallest value gives each row's first, cheap threshold
+SUBSAMPLE_COLUMNS = 256
+
+
+#: candidate pairs per block of :func:`exact_sq_distances` (keeps its buffers in cache)
+PAIR_BLOCK = 4096
+
+
+def exact_sq_distances(A, ia, B, ib):
+    """``||A[ia[j]] - B[ib[j]]||^2`` for each pair j, row by row (the value depends on the two
+    rows alone, not on the batch), in the inputs' common float dtype."""
+    dt = np.result_type(A.dtype, B.dtype, np.float32)
+    n = len(ia)
+    out = np.empty(n, dtype=dt)
+    block = min(PAIR_BLOCK, max(n, 1))
+    a = np.empty((block, A.shape[1]), dtype=A.dtype)
+    b = np.empty((block, B.shape[1]), dtype=B.dtype)
+    diff = np.empty((block, A.shape[1]), dtype=dt)
+    for lo in range(0, n, block):
+        m = min(block, n - lo)
+        np.take(A, ia[lo : lo + m], axis=0, out=a[:m])
+        np.take(B, ib[lo : lo + m], axis=0, out=b[:m])
+        np.subtract(a[:m], b[:m], out=diff[:m])
+        out[lo : lo + m] = np.einsum("ij,ij->i", diff[:m], diff[:m])
+    return out
+
+
+def _error_bound(a_sq, b_sq_max, d, dtype):
+    """An upper bound on |product-based - recomputed| squared distance for these norms.
+
+    Rounding the centred rows to ``dtype``, the (d + 2)-term products and the recomputation
+    each contribute at most about ``d * u * (|a|^2 + |b|^2)``; the factor 4 is headroom, and
+    the cost of a loose bound is only a few more recomputed candidates.
+    """
+    u = np.finfo(dtype).eps / 2
+    return 4.0 * (d + 4) * u * (a_sq + b_sq_max)
+
+
+class Operands:
+    """Rows prepared once for many products: centred on ``center`` (distances are translation
+    invariant, and small norms keep the product's rounding small), cast to ``dtype`` and
+    augmented so that one product gives squared distances:
+    ``[a, 1, |a|^2] . [-2 b, |b|^2, 1] = |a - b|^2``."""
+
+    def __init__(self, X, center, dtype):
+        work = np.result_type(X.dtype, np.float32)
+        A = np.subtract(X, center, dtype=work).astype(dtype, copy=False)
+        self.sq = np.einsum("ij,ij->i", A, A)
+        self.query = np.empty((A.shape[0], A.shape[1] + 2), dtype=dtype)
+        self.query[:, :-2] = A
+        self.query[:, -2] = 1
+        self.query[:, -1] = self.sq
+        self.reference = np.empty_like(self.query)
+        np.multiply(A, -2, out=self.reference[:, :-2])
+        self.reference[:, -2] = self.sq
+        self.reference[:, -1] = 1
+        self.d = A.shape[1]
+        self.dtype = dtype
+
+    def error_bound(self, rows=None, ref_sq_max=None):
+        """Per query row: the bound ``tau`` against references of norm up to ``ref_sq_max``
+        (default: the largest of these rows, for queries and references alike)."""
+        sq = self.sq if rows is None else self.sq[rows]
+        top = float(self.sq.max()) if ref_sq_max is None else ref_sq_max
+        return _error_bound(sq.astype(np.float64), top, self.d, self.dtype)
+
+
+def proposals(Q, R, q_ids, r_ids, m, bound=None):
+    """The m smallest proposed squared distances per query row to the reference rows.
+
+    ``Q`` and ``R`` are augmented rows (:class:`Operands`). Without ``bound`` each row gets
+    its m smallest; with a per-row ``bound`` only entries at or below it are proposed (fewer
+    than m when fewer are), which skips the threshold search. A reference with the query's
+    own id is never proposed. Returns ``(cols, g)`` (nq, m), padded with (-1, inf).
+    """
+    nq, nr = Q.shape[0], R.shape[0]
+    cols = np.full((nq, m), -1, dtype=np.int64)
+    g = np.full((nq, m), np.inf)
+    if nq == 0 or nr == 0:
+        return cols, g
+    sorted_ids = np.sort(r_ids)
+    r_order = np.argsort(r_ids, kind="stable")
+    for lo in range(0, nq, QUERY_ROWS):
+        hi = min(lo + QUERY_ROWS, nq)
+        c, gg = _proposals(Q[lo:hi], R, q_ids[lo:hi], sorted_ids, r_order, m,
+                           None if bound is None else bound[lo:hi])
+        cols[lo:hi, : c.shape[1]] = c
+        g[lo:hi, : c.shape[1]] = gg
+    return cols, g
+
+
+def _proposals(Q, R, q_ids, sorted_ids, r_order, m, bound):
+    nq, nr = Q.shape[0], R.shape[0]
+    G = Q @ R.T
+    pos = np.minimum(np.searchsorted(sorted_ids, q_ids), nr - 1)
+    own = sorted_ids[pos] == q_ids
+    G[np.flatnonzero(own), r_order[pos[own]]] = np.inf
+    if bound is None and nr <= m:
+        return np.broadcast_to(np.arange(nr), (nq, nr)), G.astype(np.float64)
+    if bound is None:
+        # a first threshold from a subsample of columns: its m-th smallest is >= the row's
+        # m-th smallest overall, so every row keeps at least m entries below it (the
+        # subsample holds at most one inf, the row itself)
+        s = min(nr, max(SUBSAMPLE_COLUMNS, m + 1))
+        bound = np.partition(G[:, :s], m - 1, axis=1)[:, m - 1]
+    flat = np.flatnonzero(G <= bound.astype(G.dtype)[:, None])
+    rows, cols = np.divmod(flat, nr)  # row-major: grouped by row
+    counts = np.bincount(rows, minlength=nq)
+    width = max(int(counts.max(initial=0)), 1)
+    rank = np.arange(len(rows)) - (np.cumsum(counts) - counts)[rows]
+    padded_g = np.full((nq, max(width, m)), np.inf, dtype=G.dtype)
+    padded_c = np.full((nq, max(width, m)), -1, dtype=np.int64)
+    padded_g[rows, rank] = G.ravel()[flat]
+    padded_c[rows, rank] = cols
+    if width > m:
+        top = np.argpartition(padded_g, m - 1, axis=1)[:, :m]
+        padded_c = np.take_along_axis(padded_c, top, axis=1)
+        padded_g = np.take_along_axis(padded_g, top, axis=1)
+    return padded_c[:, :m], padded_g[:, :m].astype(np.float64)
+
+
+def nearest_proposals(Xq, q_ids, Xr, r_ids, k, *, dtype=np.float32):
+    """Each query's k + 1 nearest reference rows by the proposed (product-based) distance.
+
+    Returns ``(cols, g, tau)``: ``cols`` (nq, k + 1) reference rows (-1 where the block has
+    fewer), ``g`` their proposed squared distances (inf for padding), in no particular
+    order, and ``tau`` (nq,) the error bound of the query's proposals. A reference row with
+    the query's own id is never proposed. The (k + 1)-th is what :func:`decide` uses to tell
+    whether the k kept may have cut a tie.
+    """
+    center = Xr.mean(axis=0, dtype=np.result_type(Xr.dtype, np.float32))
+    Q, R = Operands(Xq, center, dtype), Operands(Xr, center, dtype)
+    cols, g = proposals(Q.query, R.reference, np.asarray(q_ids, dtype=np.int64),
+                        np.asarray(r_ids, dtype=np.int64), k + 1)
+    return cols, g, Q.error_bound(ref_sq_max=float(R.sq.max(initial=0)))
+
+
+def decide(k, g, ids, tau, exact, fallback):
+    """The k nearest of each query's proposals, ranked by (recomputed distance, id).
+
+    ``g`` and ``ids`` (n, M, k + 1) hold each query's proposals from M reference blocks
+    (:func:`nearest_proposals`; ids global, -1 for padding), ``tau`` (n, M) their bounds.
+    Rows whose recomputed distance can reach the query's k-th nearest all have a proposed
+    distance within ``2 tau`` of the k-th smallest proposal; those among each block's first
+    k proposals are recomputed with ``exact(rows, flat_positions)`` (positions into the
+    (n, M * (k + 1)) arrays). Where a block's (k + 1)-th proposal is within that margin too,
+    the block may hold more such rows than it proposed (a tie across the cut):
+    ``fallback(rows)`` then returns those queries' ``(ids, sq_dist)`` from all their rows.
+    Returns ``(ids, sq_dist)`` (n, k), padded with (-1, inf).
+    """
+    n, M, _ = g.shape
+    first = g[:, :, :k].reshape(n, M * k)
+    kth = np.partition(first, k - 1, axis=1)[:, k - 1] if M * k > k else first.max(axis=1)
+    limit = kth + 2 * tau.max(axis=1)
+    cut = (g[:, :, k] <= limit[:, None]).any(axis=1)
+    rows, slot = np.nonzero((g[:, :, :k] <= limit[:, None, None]).reshape(n, M * k) &
+                            ~cut[:, None])
+    flat_pos = (slot // k) * (k + 1) + slot % k
+    flat_ids = ids.reshape(n, M * (k + 1))
+    E = np.full((n, M * k), np.inf)
+    E[rows, slot] = exact(rows, flat_pos)
+    I = np.where(np.isfinite(E), flat_ids[:, flat_pos_all(M, k)], -1)
+    order = np.lexsort((np.where(I < 0, np.iinfo(np.int64).max, I), E), axis=1)[:, :k]
+    out_ids = np.take_along_axis(I, order, axis=1)
+    out_d = np.take_along_axis(E, order, axis=1)
+    redo = np.flatnonzero(cut)
+    if len(redo):
+        out_ids[redo], out_d[redo] = fallback(redo)
+    return out_ids, out_d
+
+
+def flat_pos_all(M, k):
+    """Positions of each block's first k proposals in the (M * (k + 1)) flattened layout."""
+    return (np.arange(M * k) // k) * (k + 1) + np.arange(M * k) % k
+
+
+def topk_exact(k, ids, sq_dist):
+    """The k best per row of candidate lists ranked by (distance, id); -1/inf pad."""
+    key = np.where(ids < 0, np.iinfo(np.int64).max, ids)
+    order = np.lexsort((key, sq_dist), axis=1)[:, :k]
+    out_ids = np.take_along_axis(ids, order, axis=1)
+    out_d = np.take_along_axis(sq_dist, order, axis=1)
+    if out_ids.shape[1] < k:
+        pad = k - out_ids.shape[1]
+        out_ids = np.pad(out_ids, ((0, 0), (0, pad)), constant_values=-1)
+        out_d = np.pad(out_d, ((0, 0), (0, pad)), constant_values=np.inf)
+    return out_ids, out_d
+
+
+def block_topk(Xq, q_ids, Xr, r_ids, k, *, dtype=np.float32):
+    """The k nearest rows of ``Xr`` for each row of ``Xq``, ranked by (exact distance, id).
+
+    Parameters
+    ----------
+    Xq, Xr : ndarray (nq, d), (nr, d)
+        Query and reference rows; distances are decided in their common float dtype.
+    q_ids, r_ids : int ndarray
+        Global ids of the rows. A reference row with the query's own id is never its neighbour.
+    k : int
+        Neighbours per query; rows with fewer candidates are padded with id -1, distance inf.
+    dtype : float32 or float64
+        Precision of the candidate-proposing product (float32 is about twice as fast).
+
+    Returns
+    -------
+    ids : int64 (nq, k), sq_dist : (nq, k)
+        Sorted by squared distance, ties by the smaller id.
+    """
+    q_ids = np.asarray(q_ids, dtype=np.int64)
+    r_ids = np.asarray(r_ids, dtype=np.int64)
+    cols, g, tau = nearest_proposals(Xq, q_ids, Xr, r_ids, k, dtype=dtype)
+    ids = np.where(cols >= 0, r_ids[cols], -1)
+    flat_cols = cols.ravel()
+
+    def exact(rows, pos):
+        return exact_sq_distances(Xq, rows, Xr, flat_cols[rows * (k + 1) + pos])
+
+    def fallback(rows):
+        r = np.repeat(rows, len(r_ids))
+        c = np.tile(np.arange(len(r_ids)), len(rows))
+        e = exact_sq_distances(Xq, r, Xr, c).reshape(len(rows), len(r_ids))
+        cand = np.broadcast_to(r_ids, e.shape).copy()
+        e[cand == q_ids[rows][:, None]] = np.inf
+        cand[~np.isfinite(e)] = -1
+        return topk_exact(k, cand, e)
+
+    return decide(k, g[:, None, :], ids[:, None, :], tau[:, None], exact, fallback)
+
+
+def merge_topk(k, ids, sq_dist):
+    """The k best of several candidate lists per row (concatenated along axis 1), ranked by
+    (distance, id); padding (id -1, inf) sorts last. Candidates must be distinct per row."""
+    return topk_exact(k, ids, sq_dist)

@@ -1,0 +1,242 @@
+"""The distributed kNN backend: recall, determinism, bounded tasks, nothing N-sized on the
+client; and the chunking-independent tie-breaking every backend relies on."""
+
+import dask
+import dask.array as da
+import numpy as np
+import pytest
+import scipy.linalg
+from dask.callbacks import Callback
+from sklearn.datasets import load_digits, make_blobs
+from sklearn.neighbors import NearestNeighbors
+
+import elmscale
+from elmscale import get
+from elmscale.graph import CellSearch, knn_graph
+from elmscale.graph._cells import fit_cells
+from elmscale.graph._select import block_topk
+
+from ..test_no_large_compute import no_large_compute  # noqa: F401  (fixture)
+
+
+def _recall(idx, X, k):
+    _, ref = NearestNeighbors(n_neighbors=k + 1).fit(X).kneighbors(X)
+    return np.mean([len(set(a) & set(b)) / k for a, b in zip(idx, ref[:, 1:])])
+
+
+@pytest.fixture(scope="module")
+def clustered():
+    """3,000 points in 5-d, 12 Gaussian blobs: low-dimensional clustered data."""
+    X, _ = make_blobs(3000, n_features=5, centers=12, random_state=0)
+    return X
+
+
+def test_recall_against_exact_on_clustered_data(clustered):
+    backend = CellSearch(rows_per_cell=200, n_probes=4)
+    idx, dist = backend(da.from_array(clustered, chunks=(700, 5)), 10, random_state=0)
+    idx, dist = idx.compute(), dist.compute()
+    assert _recall(idx, clustered, 10) >= 0.99
+    assert not (idx == np.arange(len(clustered))[:, None]).any()
+    assert (np.diff(dist, axis=1) >= 0).all()
+    got = np.sqrt(((clustered[:, None, :] - clustered[idx]) ** 2).sum(-1))
+    np.testing.assert_allclose(dist, got, rtol=1e-12)
+
+
+def _cell_graph(X, chunks, **kw):
+    idx, dist = CellSearch(rows_per_cell=150, n_probes=3)(
+        da.from_array(X, chunks=(chunks, X.shape[1])), 10, random_state=3, **kw)
+    return dask.compute(idx, dist)
+
+
+@pytest.mark.parametrize("chunks", [3000, 1000, 777])
+def test_graph_is_the_same_for_any_chunking(clustered, chunks):
+    ref = _cell_graph(clustered, 3000)
+    got = _cell_graph(clustered, chunks)
+    np.testing.assert_array_equal(got[0], ref[0])
+    np.testing.assert_array_equal(got[1], ref[1])
+
+
+_ONE_WORKER = """
+import sys
+import dask.array as da, numpy as np
+from distributed import Client, LocalCluster
+from sklearn.datasets import make_blobs
+from elmscale.graph import CellSearch
+
+if __name__ == "__main__":
+    X, _ = make_blobs(3000, n_features=5, centers=12, random_state=0)
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=True,
+                      dashboard_address=None) as cluster, Client(cluster):
+        idx, dist = CellSearch(rows_per_cell=150, n_probes=3)(
+            da.from_array(X, chunks=(600, 5)), 10, random_state=3)
+        np.savez(sys.argv[1], idx=idx.compute(), dist=dist.compute())
+"""
+
+
+@pytest.mark.distributed
+def test_graph_is_the_same_on_one_and_two_worker_processes(clustered, dask_client, tmp_path):
+    import subprocess
+    import sys
+
+    ref = _cell_graph(clustered, 1000)
+    two = _cell_graph(clustered, 777)  # the session's 2-worker cluster
+    # one worker process, in a process of its own: a second cluster in this process would
+    # share dask's caches of persisted collections with the first
+    script = tmp_path / "one_worker.py"
+    script.write_text(_ONE_WORKER)
+    subprocess.run([sys.executable, str(script), str(tmp_path / "one.npz")], check=True,
+                   timeout=300)
+    one = np.load(tmp_path / "one.npz")
+    for got in ((one["idx"], one["dist"]), two):
+        np.testing.assert_array_equal(got[0], ref[0])
+        np.testing.assert_array_equal(got[1], ref[1])
+
+
+class _RowsPerSearchTask(Callback):
+    """Records, for every search task, the rows of X it received (its chunk + gathered)."""
+
+    def __init__(self):
+        super().__init__()
+        self.gathered = {}
+        self.search = []
+
+    def _posttask(self, key, result, dsk, state, id):
+        if not isinstance(key, str):
+            return
+        if key.startswith("elmscale-graph-gather"):
+            self.gathered[key] = len(result[0])
+        elif key.startswith("elmscale-graph-search"):
+            deps = state["dependencies"][key]
+            received = sum(self.gathered.get(d, 0) for d in deps)
+            self.search.append((len(result[0]), received))
+
+
+def test_no_task_holds_more_than_its_chunk_and_its_probed_cells():
+    """The stated bound: a search task holds its chunk plus the rows of the cells its queries
+    probe; with cells far smaller than chunks that is a few chunks, never all of X."""
+    X, _ = make_blobs(12_000, n_features=4, centers=30, random_state=1)
+    spy = _RowsPerSearchTask()
+    with spy, dask.config.set(scheduler="sync"):
+        dask.compute(CellSearch(rows_per_cell=100, n_probes=3)(
+            da.from_array(X, chunks=(1500, 4)), 8, random_state=0), optimize_graph=False)
+    assert len(spy.search) == 8
+    for own, received in spy.search:
+        assert own == 1500
+        assert received <= 2 * own  # its cells' neighbours are mostly in adjacent chunks
+    assert sum(r for _, r in spy.search) < len(X)
+
+
+def test_knn_graph_brings_back_no_n_sized_array(no_large_compute):  # noqa: F811
+    N = 30_000
+    X, _ = make_blobs(N, n_features=3, centers=8, random_state=0)
+    g = knn_graph(da.from_array(X, chunks=(5_000, 3)), 5, backend="cells", random_state=0)
+    assert g.order is not None and g.halo_size() < N
+    assert no_large_compute, "the spy saw no compute at all"
+    assert max(no_large_compute) < N / 4
+
+
+def test_auto_takes_exact_up_to_ten_thousand_rows_and_cells_above():
+    from elmscale.graph import resolve_backend
+
+    assert resolve_backend("auto", 10_000) == "exact"
+    assert resolve_backend("auto", 10_001) == "cells"
+    assert resolve_backend("pynndescent", 10) == "pynndescent"
+    assert isinstance(get("graph", "cells"), CellSearch)
+
+
+def test_cell_order_shrinks_the_halo():
+    X, _ = make_blobs(24_000, n_features=4, centers=20, random_state=0)
+    Xd = da.from_array(X, chunks=(3000, 4))
+    plain = knn_graph(Xd, 10, backend="cells", order=False, random_state=0)
+    ordered = knn_graph(Xd, 10, backend="cells", order=True, random_state=0)
+    assert ordered.halo_size() < 0.2 * plain.halo_size()
+    # the same directed lists, in the ordered rows
+    ids = ordered.order.apply(da.arange(len(X), chunks=3000)).compute()
+    idx_plain = plain.indices.compute()
+    idx_ordered = ordered.indices.compute()
+    np.testing.assert_array_equal(ids[idx_ordered], idx_plain[ids])
+
+
+def test_cells_are_balanced_and_numbered_depth_first():
+    X, _ = make_blobs(8000, n_features=3, centers=5, random_state=0)
+    centers = fit_cells(X, 100, seed=0)
+    sizes = np.bincount(np.argmin(((X[:, None] - centers[None]) ** 2).sum(-1), axis=1))
+    assert 60 <= len(centers) <= 160
+    assert sizes.max() <= 4 * 100
+
+
+def test_backend_parameter_errors():
+    with pytest.raises(ValueError, match="rows_per_cell must be an int >= 1"):
+        CellSearch(rows_per_cell=0)
+    with pytest.raises(ValueError, match="n_probes must be an int >= 1"):
+        CellSearch(n_probes=1.5)
+    with pytest.raises(ValueError, match="n_refine must be an int >= 0"):
+        CellSearch(n_refine=True)
+    Xd = da.from_array(np.zeros((5, 2)), chunks=(5, 2))
+    with pytest.raises(ValueError, match="n_neighbors must be in"):
+        CellSearch()(Xd, 5)
+
+
+# -- ties ----------------------------------------------------------------------------------
+def test_tied_distances_are_ranked_by_global_index():
+    X = np.repeat(np.arange(6.0)[:, None], 4, axis=0)  # every value four times
+    ids, d2 = block_topk(X, np.arange(24), X, np.arange(24), 5)
+    # row 0 (value 0): the other three zeros first, then the four ones, lowest index first
+    np.testing.assert_array_equal(ids[0], [1, 2, 3, 4, 5])
+    np.testing.assert_array_equal(d2[0], [0, 0, 0, 1, 1])
+
+
+@pytest.mark.parametrize("backend", ["exact", "cells"])
+def test_digits_graph_is_the_same_for_any_chunking(backend):
+    """scikit-learn's digits: integer-valued, many exactly tied distances."""
+    X = load_digits().data
+    graphs = [knn_graph(da.from_array(X, chunks=(c, 64)), 10, backend=backend, order=False,
+                        random_state=0) for c in (250, 600, 1797)]
+    ref = graphs[0].laplacian().toarray()
+    for g in graphs[1:]:
+        np.testing.assert_array_equal(g.laplacian().toarray(), ref)
+
+
+def test_uselm_on_digits_is_the_same_for_any_chunking():
+    X = load_digits().data
+    fits = [elmscale.USELM(n_clusters=10, n_hidden=400, n_components=9, lam=0.1,
+                           graph="exact", random_state=0).fit(da.from_array(X, chunks=(c, 64)))
+            for c in (250, 600, 1797)]
+    emb = [np.asarray(f.embedding_.compute()) for f in fits]
+    labels = [np.asarray(f.labels_.compute()) for f in fits]
+    for e, lab in zip(emb[1:], labels[1:]):
+        assert np.sin(scipy.linalg.subspace_angles(emb[0], e)).max() < 1e-8
+        np.testing.assert_array_equal(lab, labels[0])
+
+
+def test_refinement_only_improves_and_stays_chunking_independent():
+    """Neighbours of neighbours on data of high intrinsic dimension, where cells cut many
+    neighbourhoods: recall rises with each round, every distance is the true one, and the
+    lists do not depend on the chunking."""
+    X = np.random.RandomState(0).randn(3000, 20)
+    recalls = []
+    for n_refine in (0, 1):
+        graphs = [CellSearch(rows_per_cell=150, n_probes=2, n_refine=n_refine)(
+            da.from_array(X, chunks=(c, 20)), 10, random_state=0) for c in (3000, 700)]
+        (idx, dist), (idx2, dist2) = (dask.compute(*g) for g in graphs)
+        np.testing.assert_array_equal(idx, idx2)
+        np.testing.assert_array_equal(dist, dist2)
+        np.testing.assert_allclose(dist, np.sqrt(((X[:, None] - X[idx]) ** 2).sum(-1)),
+                                   rtol=1e-12)
+        assert not (idx == np.arange(len(X))[:, None]).any()
+        recalls.append(_recall(idx, X, 10))
+    assert recalls[1] > recalls[0] + 0.05
+
+
+def test_two_step_assignment_agrees_with_the_flat_one(monkeypatch):
+    """Above FLAT_MAX_CELLS a row looks for its cells among its nearest group's neighbour
+    groups; on clustered data that finds the same nearest cell for nearly every row."""
+    import elmscale.graph._cells as cells
+
+    X, _ = make_blobs(6000, n_features=5, centers=15, random_state=2)
+    centers = fit_cells(X, 40, seed=0)
+    Xd = da.from_array(X, chunks=(2000, 5))
+    flat = cells.assign_cells(Xd, centers, 3).compute()
+    monkeypatch.setattr(cells, "FLAT_MAX_CELLS", 10)
+    grouped = cells.assign_cells(Xd, centers, 3).compute()
+    assert np.mean(flat[:, 0] == grouped[:, 0]) > 0.99
