@@ -166,7 +166,8 @@ def decide(k, g, ids, tau, exact, fallback):
     k proposals are recomputed with ``exact(rows, flat_positions)`` (positions into the
     (n, M * (k + 1)) arrays). Where a block's (k + 1)-th proposal is within that margin too,
     the block may hold more such rows than it proposed (a tie across the cut):
-    ``fallback(rows)`` then returns those queries' ``(ids, sq_dist)`` from all their rows.
+    ``fallback(rows, limits)`` then returns those queries' ``(ids, sq_dist)`` from all their
+    rows whose proposed distance is at most the query's limit.
     Returns ``(ids, sq_dist)`` (n, k), padded with (-1, inf).
     """
     n, M, _ = g.shape
@@ -186,13 +187,26 @@ def decide(k, g, ids, tau, exact, fallback):
     out_d = np.take_along_axis(E, order, axis=1)
     redo = np.flatnonzero(cut)
     if len(redo):
-        out_ids[redo], out_d[redo] = fallback(redo)
+        out_ids[redo], out_d[redo] = fallback(redo, limit[redo])
     return out_ids, out_d
 
 
 def flat_pos_all(M, k):
     """Positions of each block's first k proposals in the (M * (k + 1)) flattened layout."""
     return (np.arange(M * k) // k) * (k + 1) + np.arange(M * k) % k
+
+
+def topk_of_pairs(k, n_rows, rows, ids, sq_dist):
+    """Per row, the k best of flat (row, id, squared distance) triples, by (distance, id)."""
+    counts = np.bincount(rows, minlength=n_rows)
+    order = np.argsort(rows, kind="stable")
+    rank = np.arange(len(rows)) - (np.cumsum(counts) - counts)[rows[order]]
+    width = max(int(counts.max(initial=0)), k)
+    I = np.full((n_rows, width), -1, dtype=np.int64)
+    E = np.full((n_rows, width), np.inf)
+    I[rows[order], rank] = ids[order]
+    E[rows[order], rank] = sq_dist[order]
+    return topk_exact(k, I, E)
 
 
 def topk_exact(k, ids, sq_dist):
@@ -236,7 +250,7 @@ def block_topk(Xq, q_ids, Xr, r_ids, k, *, dtype=np.float32):
     def exact(rows, pos):
         return exact_sq_distances(Xq, rows, Xr, flat_cols[rows * (k + 1) + pos])
 
-    def fallback(rows):
+    def fallback(rows, limits):
         r = np.repeat(rows, len(r_ids))
         c = np.tile(np.arange(len(r_ids)), len(rows))
         e = exact_sq_distances(Xq, r, Xr, c).reshape(len(rows), len(r_ids))
