@@ -32,7 +32,7 @@ import numpy as np
 
 from ._cells import assign_cells, fit_cells, sample_rows
 from ._ordering import order_by_cells
-from ._select import Operands, decide, exact_sq_distances, proposals, topk_exact
+from ._select import Operands, decide, exact_sq_distances, proposals, topk_exact, topk_of_pairs
 from ._tasks import row_numbers, task
 
 logger = logging.getLogger(__name__)
@@ -118,17 +118,27 @@ def _search_chunk(k, n_probes, cell_start, lo, X, original, probes, *pieces):
     def exact(rows, pos):
         return exact_sq_distances(X, rows, db_X, flat_where[rows, pos])
 
-    def fallback(rows):
-        # every row of every probed cell, for queries whose proposals may have cut a tie
-        out_i, out_d = [], []
-        for r in rows:
-            members = np.concatenate([np.arange(*bounds[c]) for c in probes[r] if c >= 0])
-            members = members[db_orig[members] != original[r]]
-            e = exact_sq_distances(X, np.full(len(members), r), db_X, members)
-            i, dd = topk_exact(k, db_orig[members][None, :], e[None, :])
-            out_i.append(i[0])
-            out_d.append(dd[0])
-        return np.array(out_i), np.array(out_d)
+    def fallback(rows, limits):
+        # for queries whose proposals may have cut a tie: every row of their probed cells
+        # whose proposed distance is within the margin, one product per cell
+        sub = probes[rows]
+        flat = sub.ravel()
+        order = np.argsort(flat, kind="stable")
+        cells, first = np.unique(flat[order], return_index=True)
+        found = []
+        for c, a, b in zip(cells, first, np.append(first[1:], len(flat))):
+            if c < 0:
+                continue
+            j = order[a:b] // sub.shape[1]
+            q = rows[j]
+            r0, r1 = bounds[c]
+            G = Q.query[q] @ R.reference[r0:r1].T
+            G[db_orig[r0:r1][None, :] == original[q][:, None]] = np.inf
+            qi, ci = np.nonzero(G <= limits[j].astype(G.dtype)[:, None])
+            found.append((j[qi], ci + r0))
+        jj, cc = (np.concatenate(f) for f in zip(*found))
+        e = exact_sq_distances(X, rows[jj], db_X, cc)
+        return topk_of_pairs(k, len(rows), jj, db_orig[cc], e)
 
     ids_by_slot = np.where(where >= 0, db_orig[np.maximum(where, 0)], -1)
     ids, d2 = decide(k, g, ids_by_slot, np.broadcast_to(tau[:, None], (n, M)), exact, fallback)

@@ -156,10 +156,12 @@ def _nearest_cells(block, centers, n_nearest, n_candidates, groups=None):
         ids, d2 = _nearest_in_groups(block, centers, groups, n_candidates)
     if n_nearest == 1 or n_candidates == 1:
         return ids[:, :n_nearest].astype(np.int32)
-    own = centers[ids[:, 0]]
-    gap = np.sqrt(exact_sq_distances(centers, ids[:, 1:].ravel(),
-                                     own, np.repeat(np.arange(len(ids)), ids.shape[1] - 1)))
-    gap = gap.reshape(len(ids), -1)
+    # centre-to-centre distances, once per distinct pair (rows share their few cells)
+    P = len(centers)
+    pairs = np.repeat(ids[:, :1], ids.shape[1] - 1, axis=1) * P + np.maximum(ids[:, 1:], 0)
+    distinct, inverse = np.unique(pairs, return_inverse=True)
+    gap = np.sqrt(exact_sq_distances(centers, distinct // P, centers, distinct % P))
+    gap = gap[inverse.reshape(pairs.shape)]
     with np.errstate(divide="ignore", invalid="ignore"):
         boundary = (d2[:, 1:] - d2[:, :1]) / (2 * gap)
     boundary[~np.isfinite(boundary)] = np.inf  # padding, or a centre equal to the row's own
@@ -172,7 +174,7 @@ def assign_cells(X, centers, n_nearest, n_candidates=None):
     """Each row's cell, then the ``n_nearest - 1`` cells whose boundary is nearest
     (:func:`_nearest_cells`): an (N, n_nearest) int32 dask array chunked like X's rows."""
     n_nearest = min(n_nearest, len(centers))
-    n_candidates = min(max(n_candidates or 2 * n_nearest, n_nearest), len(centers))
+    n_candidates = min(max(n_candidates or n_nearest + 3, n_nearest), len(centers))
     groups = CellGroups(centers) if len(centers) > FLAT_MAX_CELLS else None
     return da.map_blocks(_nearest_cells, X, centers, n_nearest, n_candidates, groups,
                          dtype=np.int32, chunks=(X.chunks[0], (n_nearest,)),

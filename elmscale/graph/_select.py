@@ -15,10 +15,12 @@ probed cells) can be pooled before the exact distances are computed once per que
 :func:`block_candidates` proposes, :func:`decide` ranks.
 """
 
+import threading
+
 import numpy as np
 
 #: query rows per distance block: bounds a block to QUERY_ROWS x n_reference values
-QUERY_ROWS = 1024
+QUERY_ROWS = 256
 #: columns whose k-th smallest value gives each row's first, cheap threshold
 SUBSAMPLE_COLUMNS = 256
 
@@ -39,8 +41,8 @@ def exact_sq_distances(A, ia, B, ib):
     diff = np.empty((block, A.shape[1]), dtype=dt)
     for lo in range(0, n, block):
         m = min(block, n - lo)
-        np.take(A, ia[lo : lo + m], axis=0, out=a[:m])
-        np.take(B, ib[lo : lo + m], axis=0, out=b[:m])
+        np.take(A, ia[lo : lo + m], axis=0, out=a[:m], mode="clip")  # "raise" would buffer
+        np.take(B, ib[lo : lo + m], axis=0, out=b[:m], mode="clip")
         np.subtract(a[:m], b[:m], out=diff[:m])
         out[lo : lo + m] = np.einsum("ij,ij->i", diff[:m], diff[:m])
     return out
@@ -110,21 +112,39 @@ def proposals(Q, R, q_ids, r_ids, m, bound=None):
     return cols, g
 
 
+_workspace = threading.local()
+
+
+def _buffer(name, shape, dtype):
+    """A reusable per-thread array for the block loop's large temporaries. Fresh allocations
+    of this size are slow on dask workers: the nanny sets ``MALLOC_TRIM_THRESHOLD_``, which
+    switches off glibc's adaptive mmap threshold, so every large array is mapped and faulted
+    in anew."""
+    size = int(np.prod(shape))
+    key = (name, np.dtype(dtype).str)
+    buf = getattr(_workspace, "buffers", {}).get(key)
+    if buf is None or buf.size < size:
+        buf = np.empty(size, dtype=dtype)
+        _workspace.__dict__.setdefault("buffers", {})[key] = buf
+    return buf[:size].reshape(shape)
+
+
 def _proposals(Q, R, q_ids, sorted_ids, r_order, m, bound):
     nq, nr = Q.shape[0], R.shape[0]
-    G = Q @ R.T
+    G = np.matmul(Q, R.T, out=_buffer("G", (nq, nr), Q.dtype))
     pos = np.minimum(np.searchsorted(sorted_ids, q_ids), nr - 1)
     own = sorted_ids[pos] == q_ids
     G[np.flatnonzero(own), r_order[pos[own]]] = np.inf
     if bound is None and nr <= m:
-        return np.broadcast_to(np.arange(nr), (nq, nr)), G.astype(np.float64)
+        return np.broadcast_to(np.arange(nr), (nq, nr)).copy(), G.astype(np.float64)
     if bound is None:
         # a first threshold from a subsample of columns: its m-th smallest is >= the row's
         # m-th smallest overall, so every row keeps at least m entries below it (the
         # subsample holds at most one inf, the row itself)
         s = min(nr, max(SUBSAMPLE_COLUMNS, m + 1))
         bound = np.partition(G[:, :s], m - 1, axis=1)[:, m - 1]
-    flat = np.flatnonzero(G <= bound.astype(G.dtype)[:, None])
+    below = np.less_equal(G, bound.astype(G.dtype)[:, None], out=_buffer("mask", G.shape, bool))
+    flat = np.flatnonzero(below)
     rows, cols = np.divmod(flat, nr)  # row-major: grouped by row
     counts = np.bincount(rows, minlength=nq)
     width = max(int(counts.max(initial=0)), 1)
@@ -166,7 +186,8 @@ def decide(k, g, ids, tau, exact, fallback):
     k proposals are recomputed with ``exact(rows, flat_positions)`` (positions into the
     (n, M * (k + 1)) arrays). Where a block's (k + 1)-th proposal is within that margin too,
     the block may hold more such rows than it proposed (a tie across the cut):
-    ``fallback(rows)`` then returns those queries' ``(ids, sq_dist)`` from all their rows.
+    ``fallback(rows, limits)`` then returns those queries' ``(ids, sq_dist)`` from all their
+    rows whose proposed distance is at most the query's limit.
     Returns ``(ids, sq_dist)`` (n, k), padded with (-1, inf).
     """
     n, M, _ = g.shape
@@ -186,13 +207,26 @@ def decide(k, g, ids, tau, exact, fallback):
     out_d = np.take_along_axis(E, order, axis=1)
     redo = np.flatnonzero(cut)
     if len(redo):
-        out_ids[redo], out_d[redo] = fallback(redo)
+        out_ids[redo], out_d[redo] = fallback(redo, limit[redo])
     return out_ids, out_d
 
 
 def flat_pos_all(M, k):
     """Positions of each block's first k proposals in the (M * (k + 1)) flattened layout."""
     return (np.arange(M * k) // k) * (k + 1) + np.arange(M * k) % k
+
+
+def topk_of_pairs(k, n_rows, rows, ids, sq_dist):
+    """Per row, the k best of flat (row, id, squared distance) triples, by (distance, id)."""
+    counts = np.bincount(rows, minlength=n_rows)
+    order = np.argsort(rows, kind="stable")
+    rank = np.arange(len(rows)) - (np.cumsum(counts) - counts)[rows[order]]
+    width = max(int(counts.max(initial=0)), k)
+    I = np.full((n_rows, width), -1, dtype=np.int64)
+    E = np.full((n_rows, width), np.inf)
+    I[rows[order], rank] = ids[order]
+    E[rows[order], rank] = sq_dist[order]
+    return topk_exact(k, I, E)
 
 
 def topk_exact(k, ids, sq_dist):
@@ -236,7 +270,7 @@ def block_topk(Xq, q_ids, Xr, r_ids, k, *, dtype=np.float32):
     def exact(rows, pos):
         return exact_sq_distances(Xq, rows, Xr, flat_cols[rows * (k + 1) + pos])
 
-    def fallback(rows):
+    def fallback(rows, limits):
         r = np.repeat(rows, len(r_ids))
         c = np.tile(np.arange(len(r_ids)), len(rows))
         e = exact_sq_distances(Xq, r, Xr, c).reshape(len(rows), len(r_ids))
