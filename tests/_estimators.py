@@ -60,3 +60,21 @@ def outputs(model, X):
         if hasattr(model, attr):
             out[attr] = np.asarray(getattr(model, attr))
     return out
+
+
+def assert_same_results(expected, actual, where, *, rtol=0.0, up_to_sign=False):
+    """The outputs of :func:`outputs` agree: integer ones (labels) exactly, float ones to
+    ``rtol`` (0: bit for bit). BLAS may round differently in another process (memory
+    alignment, kernel choice), hence a tolerance where results cross processes.
+    ``up_to_sign``: each column of an embedding may also be negated."""
+    assert set(expected) == set(actual), where
+    for key, value in expected.items():
+        got = actual[key]
+        if value.dtype.kind in "biuO" or (rtol == 0 and not up_to_sign):
+            np.testing.assert_array_equal(got, value, err_msg=f"{where}: {key}")
+            continue
+        if up_to_sign and value.ndim == 2:
+            signs = np.where(np.sum(got * value, axis=0) < 0, -1.0, 1.0)
+            got = got * signs
+        np.testing.assert_allclose(got, value, rtol=rtol, atol=rtol * np.abs(value).max(),
+                                   err_msg=f"{where}: {key}")
