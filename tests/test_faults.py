@@ -13,6 +13,7 @@ import signal
 import warnings
 from pathlib import Path
 
+import dask
 import dask.array as da
 import numpy as np
 import pytest
@@ -145,20 +146,23 @@ def test_memory_too_small_for_the_h_cache_recomputes_without_losing_a_worker(cap
     """With worker memory below what caching H would need (cache="auto" caches when H takes
     at most a quarter of the cluster's memory), EMMC recomputes H's blocks each pass: same
     labels as a fit that caches, and no worker is restarted by its nanny."""
-    X_big, _ = make_blobs(24_000, n_features=6, centers=3, random_state=0)
-    Xd = da.from_array(X_big, chunks=(3000, 6))
-    params = dict(n_clusters=3, n_hidden=1000, max_iter=3, n_init=1, random_state=0)
-    # H = 24,000 x 1,000 float64 = 192 MB; a quarter of 2 x 350 MB is 175 MB
+    X_big, _ = make_blobs(130_000, n_features=6, centers=3, random_state=0)
+    Xd = da.from_array(X_big, chunks=(10_000, 6))
+    params = dict(n_clusters=3, n_hidden=500, init="kmeans", max_iter=3, n_init=1,
+                  random_state=0)
+    # H = 130,000 x 500 float64 = 520 MB; a quarter of 2 x 1 GB is 500 MB
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                      dashboard_address=None, memory_limit="350MB") as cluster, \
+                      dashboard_address=None, memory_limit="1GB") as cluster, \
             Client(cluster) as small:
         pids = _worker_pids(small)
         with caplog.at_level("INFO", logger="elmscale"), warnings.catch_warnings():
             warnings.simplefilter("ignore", ConvergenceWarning)
             recomputed = make("EMMC", **params).fit(Xd)
             labels = recomputed.labels_.compute()
-        assert any("recomputed" in r.getMessage() for r in caplog.records), \
+        assert any("recomputed per pass" in r.getMessage() for r in caplog.records), \
             [r.getMessage() for r in caplog.records]
         assert _worker_pids(small) == pids  # nobody killed, nobody restarted
-    cached = make("EMMC", cache=True, **params).fit(X_big)
-    np.testing.assert_array_equal(labels, cached.labels_)
+    with dask.config.set(scheduler="sync"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        cached = make("EMMC", cache=True, **params).fit(Xd)
+        np.testing.assert_array_equal(labels, cached.labels_.compute())
