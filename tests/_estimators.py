@@ -1,6 +1,9 @@
 """Every estimator, small and fast, with the targets its ``fit`` takes: shared by the
 reliability tests (bad inputs, persistence, determinism, faults)."""
 
+from contextlib import contextmanager
+
+import dask
 import numpy as np
 
 from elmscale import ELMJEC, EMMC, SSELM, TUMKELM, USELM, ELMClassifier, ELMRegressor
@@ -78,3 +81,13 @@ def assert_same_results(expected, actual, where, *, rtol=0.0, up_to_sign=False):
             got = got * signs
         np.testing.assert_allclose(got, value, rtol=rtol, atol=rtol * np.abs(value).max(),
                                    err_msg=f"{where}: {key}")
+
+
+@contextmanager
+def on_cluster(client):
+    """Run what the block computes (and persists) on ``client``'s cluster, whatever other
+    clients the test session has opened or closed meanwhile. (The scheduler is named, not
+    passed: a nanny hands dask's config to the worker it restarts, and a Client object in
+    it cannot be pickled.)"""
+    with client.as_current(), dask.config.set(scheduler="dask.distributed"):
+        yield client

@@ -15,7 +15,7 @@ import pytest
 from distributed import Client, LocalCluster
 from sklearn.datasets import load_digits, make_blobs
 
-from ._estimators import NAMES, assert_same_results, fit, make, outputs
+from ._estimators import NAMES, assert_same_results, fit, make, on_cluster, outputs
 
 pytestmark = pytest.mark.filterwarnings(
     "ignore::sklearn.exceptions.ConvergenceWarning",
@@ -71,7 +71,7 @@ def workers(request):
 @pytest.mark.parametrize("name", NAMES)
 def test_worker_count_does_not_change_the_model(references, workers, name, chunking):
     X, y = BLOBS
-    with workers.as_current(), dask.config.set(scheduler=workers):
+    with on_cluster(workers):
         got = _fit_outputs(name, X, y, CHUNKINGS[chunking])
     assert_same_results(references[name], got,
                         f"{name}, {len(workers.scheduler_info()['workers'])} workers, "

@@ -2,16 +2,14 @@
 the Gram pass, or during an iteration while H's blocks are cached on it) leaves a fit whose
 results are identical to an undisturbed fit on the same cluster.
 
-The kill is deterministic: a worker plugin kills its own process when the n-th task whose
-key starts with a given name (counted over all workers, through a file) begins to execute.
-The nanny then starts a new worker and the scheduler recomputes what was lost from the
-task graph; this holds only while every task is a pure function of its inputs."""
+The kill is deterministic: a scheduler plugin kills the worker process that the n-th task
+whose key starts with a given name is handed to. The nanny then starts a new worker and the
+scheduler recomputes what was lost from the task graph; this holds only while every task is
+a pure function of its inputs."""
 
-import fcntl
 import os
 import signal
 import warnings
-from pathlib import Path
 
 import dask
 import dask.array as da
@@ -19,11 +17,11 @@ import numpy as np
 import pytest
 from dask.utils import key_split
 from distributed import Client, LocalCluster
-from distributed.diagnostics.plugin import WorkerPlugin
+from distributed.diagnostics.plugin import SchedulerPlugin
 from sklearn.datasets import make_blobs
 from sklearn.exceptions import ConvergenceWarning
 
-from ._estimators import assert_same_results, fit, make, outputs
+from ._estimators import assert_same_results, fit, make, on_cluster, outputs
 
 pytestmark = [pytest.mark.distributed,
               pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")]
@@ -32,30 +30,25 @@ X, Y = make_blobs(2000, n_features=6, centers=3, cluster_std=2.0, random_state=0
 CHUNKS = (500, 6)  # 4 row blocks, 2 per worker
 
 
-class KillOnTask(WorkerPlugin):
-    """SIGKILL this worker's process when the ``nth`` task named ``prefix`` (over all
-    workers) starts executing; ``folder`` holds the shared counter and, once done, a
-    ``killed`` file naming the task."""
+class KillOnTask(SchedulerPlugin):
+    """SIGKILL the worker process that the scheduler hands the ``nth`` task named ``prefix``
+    (counted over all workers) to, as it hands it over. ``pids`` maps worker addresses to
+    process ids (all on this host); ``killed`` records the task and the worker."""
 
     name = "kill-on-task"
 
-    def __init__(self, prefix, nth, folder):
-        self.prefix, self.nth, self.folder = prefix, nth, str(folder)
+    def __init__(self, scheduler, prefix, nth, pids):
+        self.scheduler, self.prefix, self.nth, self.pids = scheduler, prefix, nth, pids
+        self.count, self.killed = 0, None
 
-    def setup(self, worker):
-        self.pid = os.getpid()
-
-    def transition(self, key, start, finish, **kwargs):
-        if finish != "executing" or key_split(key) != self.prefix:
+    def transition(self, key, start, finish, *args, **kwargs):
+        if finish != "processing" or key_split(key) != self.prefix or self.killed:
             return
-        counter = Path(self.folder) / "count"
-        with open(Path(self.folder) / "lock", "w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            count = int(counter.read_text()) + 1 if counter.exists() else 1
-            counter.write_text(str(count))
-        if count == self.nth:
-            (Path(self.folder) / "killed").write_text(f"{key} on pid {self.pid}")
-            os.kill(self.pid, signal.SIGKILL)
+        self.count += 1
+        if self.count == self.nth:
+            worker = self.scheduler.tasks[key].processing_on.address
+            self.killed = (key, worker)
+            os.kill(self.pids[worker], signal.SIGKILL)
 
 
 def _start():
@@ -67,8 +60,8 @@ def _start():
 @pytest.fixture(scope="module")
 def _clusters():
     """Two worker processes with nannies (which restart a killed worker), one thread each;
-    replaced by a new cluster when a nanny failed to bring its worker back (worker start-up
-    can time out on a loaded machine, and the nanny does not try twice)."""
+    replaced by a new cluster should a nanny fail to bring its worker back (it does not try
+    twice)."""
     state = {"pair": _start()}
     yield state
     cluster, client = state["pair"]
@@ -86,6 +79,10 @@ def client(_clusters):
         cluster.close()
         _clusters["pair"] = cluster, client = _start()
     return client
+
+
+def _worker_pids(client):
+    return client.run(os.getpid)
 
 
 # (estimator, parameters, stage, task name, which occurrence of it to kill at)
@@ -117,28 +114,26 @@ def _ids(case):
 
 @pytest.mark.parametrize("name, params, stage, prefix, nth", FAULTS,
                          ids=[_ids(c) for c in FAULTS])
-def test_worker_killed_mid_fit_gives_the_same_model(client, tmp_path, name, params, stage,
-                                                    prefix, nth):
+def test_worker_killed_mid_fit_gives_the_same_model(client, name, params, stage, prefix,
+                                                    nth):
     Xd = da.from_array(X, chunks=CHUNKS)
-    reference = outputs(fit(make(name, **params), name, Xd, Y), X)
-    workers_before = set(client.scheduler_info()["workers"])
-    client.register_plugin(KillOnTask(prefix, nth, tmp_path))
-    try:
-        model = fit(make(name, **params), name, Xd, Y)
-        disturbed = outputs(model, X)
-    finally:
-        client.unregister_worker_plugin(KillOnTask.name)
-    killed = tmp_path / "killed"
-    assert killed.exists(), f"no {prefix} task #{nth} ran: the fault was not injected"
+    with on_cluster(client):
+        reference = outputs(fit(make(name, **params), name, Xd, Y), X)
+        workers_before = set(client.scheduler_info()["workers"])
+        scheduler = client.cluster.scheduler  # in this process: LocalCluster
+        plugin = KillOnTask(scheduler, prefix, nth, _worker_pids(client))
+        scheduler.add_plugin(plugin)
+        try:
+            model = fit(make(name, **params), name, Xd, Y)
+            disturbed = outputs(model, X)
+        finally:
+            scheduler.remove_plugin(name=KillOnTask.name)
+    assert plugin.killed, f"no {prefix} task #{nth} ran: the fault was not injected"
     # the fit went on without the killed worker: the scheduler had removed it
-    assert workers_before - set(client.scheduler_info()["workers"])
+    assert plugin.killed[1] in workers_before - set(client.scheduler_info()["workers"])
     # labels exactly; floats to 1e-9 (a new worker process may round BLAS products
     # differently: 3e-16 absolute seen on US-ELM's embedding)
     assert_same_results(reference, disturbed, name, rtol=1e-9)
-
-
-def _worker_pids(client):
-    return client.run(os.getpid)
 
 
 @pytest.mark.slow
@@ -153,7 +148,7 @@ def test_memory_too_small_for_the_h_cache_recomputes_without_losing_a_worker(cap
     # H = 130,000 x 500 float64 = 520 MB; a quarter of 2 x 1 GB is 500 MB
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
                       dashboard_address=None, memory_limit="1GB") as cluster, \
-            Client(cluster) as small:
+            Client(cluster) as small, on_cluster(small):
         pids = _worker_pids(small)
         with caplog.at_level("INFO", logger="elmscale"), warnings.catch_warnings():
             warnings.simplefilter("ignore", ConvergenceWarning)

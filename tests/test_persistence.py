@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from sklearn.datasets import make_blobs
 
-from ._estimators import NAMES, assert_same_results, fit, make, outputs
+from ._estimators import NAMES, assert_same_results, fit, make, on_cluster, outputs
 
 skops_io = pytest.importorskip("skops.io")
 
@@ -112,16 +112,19 @@ def cluster_round_trips(dask_client, tmp_path_factory):
     Xd = da.from_array(X, chunks=((100, 120, 80), 4))
     fitted, saved = {}, []
     for name in NAMES:
-        model = fit(make(name), name, Xd, Y)
+        with on_cluster(dask_client):
+            model = fit(make(name), name, Xd, Y)
         lazy = {attr: getattr(model, attr) for attr in ("labels_", "embedding_")
                 if isinstance(getattr(model, attr, None), da.Array)}
         paths = []
-        for fmt in ("pickle", "skops"):
-            path = folder / f"{name}.{fmt}"
-            _save(model, fmt, path)
-            paths.append(path)
-            saved.append((fmt, path))
-        fitted[name] = (lazy, outputs(model, X), paths, pickle.loads(pickle.dumps(model)))
+        with on_cluster(dask_client):
+            for fmt in ("pickle", "skops"):
+                path = folder / f"{name}.{fmt}"
+                _save(model, fmt, path)
+                paths.append(path)
+                saved.append((fmt, path))
+            fitted[name] = (lazy, outputs(model, X), paths,
+                            pickle.loads(pickle.dumps(model)))
     loaded = _load_elsewhere(folder, saved)
     return {name: (lazy, expected, {p: loaded[p] for p in paths}, copy)
             for name, (lazy, expected, paths, copy) in fitted.items()}

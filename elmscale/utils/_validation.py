@@ -36,7 +36,7 @@ def as_row_chunked(X, *, n_hidden=1000, name="X", dtype=None, check_finite=True,
     - 2-D, at least one row and one column, numeric (bool/int/float), finite. A string or a
       path is a ``TypeError`` that says how to read a file.
 
-    Every error is a ``ValueError`` or ``TypeError`` whose message starts with ``name``.
+    Every error is a ``ValueError`` or ``TypeError`` whose message names ``name``.
     Finiteness of dask input is checked lazily: the first computation that touches a bad
     block raises the same ``ValueError``.
 
