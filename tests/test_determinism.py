@@ -2,11 +2,9 @@
 embeddings and scores (to 1e-8, up to the sign of each column) whatever the row chunking
 of a dask input and however many worker processes run the fit.
 
-Float data (blobs) must agree everywhere. On integer-valued data (scikit-learn's digits)
-many distances tie exactly; the estimators built on the kNN graph keep whichever tied
-neighbour block-shape-dependent rounding of |x|^2 + |y|^2 - 2 x.y ranks first, so their
-digits cases are expected to fail until the graph breaks ties on a distance computed
-independently of block shapes (graph issue 14)."""
+Float data (blobs) must agree everywhere, and so must integer-valued data (scikit-learn's
+digits), where many distances tie exactly: the kNN graph ranks neighbours by an exact
+distance and the global row index, not by a rounding that depends on the block shapes."""
 
 import dask
 import dask.array as da
@@ -88,13 +86,9 @@ DIGIT_PARAMS = {"USELM": dict(n_clusters=10, n_hidden=100, n_neighbors=10),
                 "EMMC": dict(n_clusters=10, n_hidden=100),
                 "ELMClassifier": dict(n_hidden=100), "ELMRegressor": dict(n_hidden=100),
                 "TUMKELM": dict(n_clusters=10)}
-TIES = pytest.mark.xfail(
-    reason="tied kNN distances ranked by block-shape rounding: graph issue 14", strict=True)
 
 
-@pytest.mark.parametrize("name", [
-    pytest.param(name, marks=TIES) if name in ("USELM", "ELMJEC") else name
-    for name in NAMES])
+@pytest.mark.parametrize("name", NAMES)
 def test_chunking_does_not_change_the_model_on_tied_integer_data(name):
     X, y = DIGITS[0][:DIGIT_ROWS], DIGITS[1][:DIGIT_ROWS]
     results = [_fit_outputs(name, X, y, chunks, **DIGIT_PARAMS[name])
