@@ -100,7 +100,11 @@ def test_round_trip_in_a_new_process(numpy_round_trips, key, fmt):
     loaded model equal the original's, bit for bit."""
     expected, loaded = numpy_round_trips[key, fmt]
     assert expected, key
-    assert_same_results(expected, loaded, f"{key} via {fmt}")
+    stored = [k for k in expected if k.endswith("_")]
+    assert_same_results({k: expected[k] for k in stored}, {k: loaded[k] for k in stored},
+                        f"{key} via {fmt}")  # the saved attributes: bit for bit
+    # recomputed from X in another process: BLAS may round differently there
+    assert_same_results(expected, loaded, f"{key} via {fmt}", rtol=1e-9)
 
 
 @pytest.fixture(scope="module")
