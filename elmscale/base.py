@@ -4,7 +4,6 @@ import logging
 from numbers import Integral, Real
 
 import dask.array as da
-import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
@@ -12,19 +11,22 @@ from sklearn.utils.validation import check_is_fitted
 from .graph import WEIGHTS, knn_graph
 from .hidden import HiddenFeatures, RandomHiddenLayer, apply_scaling, fit_scaling
 from .utils._constraints import Registered
+from .utils._persistence import DaskStateMixin
 from .utils._random import draw_seed
 from .utils._threads import blas_for_dask
-from .utils._validation import as_row_chunked, check_features
+from .utils._validation import validate_data
 
 logger = logging.getLogger(__name__)
 
-class BaseELM(BaseEstimator):
+class BaseELM(DaskStateMixin, BaseEstimator):
     """Shared machinery of elmscale's estimators (not an estimator by itself).
 
     Subclasses call, in ``fit``: ``_validate_X`` (input to a row-chunked dask array, records
     ``n_features_in_``), ``_draw_hidden_layer`` (scaling fitted in one pass, then A and b
     drawn on the client), ``_hidden_features`` (H, lazily) and, when they need a graph,
     ``_build_graph``. ``_return`` gives NumPy back for NumPy input and dask for dask input.
+    Pickling computes fitted dask attributes to NumPy and loading restores them as dask
+    arrays with the same chunks (:class:`~elmscale.utils._persistence.DaskStateMixin`).
     """
 
     _parameter_constraints = {
@@ -44,16 +46,9 @@ class BaseELM(BaseEstimator):
 
     # -- fit steps -------------------------------------------------------------------------
     def _validate_X(self, X, *, reset):
-        if not reset:
-            check_is_fitted(self)
-        Xd, was_dask = as_row_chunked(X, n_hidden=self.n_hidden)
-        if reset:
-            self.n_features_in_ = Xd.shape[1]
-            if hasattr(X, "columns") and all(isinstance(c, str) for c in X.columns):
-                self.feature_names_in_ = np.asarray(X.columns, dtype=object)
-        else:
-            check_features(Xd, self.n_features_in_, estimator=type(self).__name__)
-        return Xd, was_dask
+        """X through :func:`~elmscale.utils.validate_data`: a row-chunked dask array, with
+        ``n_features_in_`` and ``feature_names_in_`` recorded (``reset``) or checked."""
+        return validate_data(self, X, reset=reset, n_hidden=self.n_hidden)
 
     def _draw_hidden_layer(self, Xd, rng):
         offset, scale = fit_scaling(Xd, self.scaling)

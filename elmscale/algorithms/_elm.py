@@ -170,20 +170,6 @@ def _argmax_label(O, classes):
 class _OutputWeightsMixin:
     """Shared by the supervised ELMs and SS-ELM: H's blocks, the ``H beta`` outputs."""
 
-    def _validate_X(self, X, *, reset):
-        # In-memory input goes through scikit-learn's check_array first, for its wording
-        # (1-D input, complex data, empty data) and its object -> float conversion; then the
-        # engine's checks (finiteness, row chunking). DataFrames keep their column names.
-        if not reset:
-            check_is_fitted(self)
-        if not is_dask_collection(X) and not hasattr(X, "columns"):
-            X = check_array(X, dtype="numeric", ensure_all_finite=False, input_name="X",
-                            estimator=self)
-        if not reset and X.shape[1] != self.n_features_in_:
-            raise ValueError(f"X has {X.shape[1]} features, but {type(self).__name__} is "
-                             f"expecting {self.n_features_in_} features as input")
-        return super()._validate_X(X, reset=reset)
-
     def _outputs(self, X):
         """``H beta`` for X: lazy dask (n_samples x n_outputs) and whether X was dask."""
         check_is_fitted(self, "output_weights_")

@@ -226,7 +226,7 @@ class SSELM(_ClassifierOutputsMixin, ClassifierMixin, BaseELM):
             raise ValueError("SSELM needs labelled samples: every label in y is -1 "
                              "(unlabelled)")
         if len(classes) < 2:
-            raise ValueError(f"SSELM needs labelled samples of at least 2 classes; got 1 "
+            raise ValueError(f"SSELM needs labelled samples of at least 2 classes in y; got 1 "
                              f"class: {classes.tolist()}")
         self.classes_ = classes
         self.class_counts_ = counts

@@ -70,9 +70,10 @@ from ..hidden import apply_scaling, fit_scaling
 from ..kernels import Kernel, KernelFactor, RBFKernel, paper_kernels, shared_distances
 from ..solvers import ridge_solve
 from ..utils._dask import tree_sum, tree_sum_now
+from ..utils._persistence import DaskStateMixin
 from ..utils._random import draw_seed
 from ..utils._threads import blas_threads, shared_pool, threaded_scheduler
-from ..utils._validation import as_row_chunked, check_features, row_chunks
+from ..utils._validation import row_chunks, validate_data
 from ._output import EmbeddingFeaturesOutMixin, negative_sse
 
 logger = logging.getLogger(__name__)
@@ -646,7 +647,8 @@ def resolve_kernels(kernels):
     return out
 
 
-class TUMKELM(ClusterMixin, EmbeddingFeaturesOutMixin, TransformerMixin, BaseEstimator):
+class TUMKELM(ClusterMixin, EmbeddingFeaturesOutMixin, TransformerMixin, DaskStateMixin,
+              BaseEstimator):
     """TUMK-ELM: unsupervised multiple-kernel ELM clustering (Xiang et al. 2018,
     Algorithm 1), exact for small data and scalable on dask for large data.
 
@@ -836,10 +838,7 @@ class TUMKELM(ClusterMixin, EmbeddingFeaturesOutMixin, TransformerMixin, BaseEst
         n_hidden = max(1, len(kernels) * self.n_landmarks)
         # NumPy input stays NumPy: scaled in-process, without dask graphs (~25 ms of the
         # 0.2 s of a Frogs fit; a float32 -> float64 conversion in dask was another ~15 ms)
-        Xd, was_dask = as_row_chunked(X, n_hidden=n_hidden, numpy_ok=True)
-        self.n_features_in_ = Xd.shape[1]
-        if hasattr(X, "columns") and all(isinstance(c, str) for c in X.columns):
-            self.feature_names_in_ = np.asarray(X.columns, dtype=object)
+        Xd, was_dask = validate_data(self, X, reset=True, n_hidden=n_hidden, numpy_ok=True)
         N = Xd.shape[0]
         if self.n_clusters > N:
             raise ValueError(f"n_clusters={self.n_clusters} must be <= n_samples={N}")
@@ -1093,9 +1092,9 @@ class TUMKELM(ClusterMixin, EmbeddingFeaturesOutMixin, TransformerMixin, BaseEst
     # -- use -------------------------------------------------------------------------------
     def _validate_new(self, X):
         check_is_fitted(self, "labels_")
-        Xd, was_dask = as_row_chunked(X, n_hidden=len(self.kernels_) * self.n_landmarks,
-                                      numpy_ok=True)
-        check_features(Xd, self.n_features_in_, estimator=type(self).__name__)
+        Xd, was_dask = validate_data(self, X, reset=False,
+                                     n_hidden=len(self.kernels_) * self.n_landmarks,
+                                     numpy_ok=True)
         return apply_scaling(Xd, *self.scaling_), was_dask
 
     def transform(self, X):

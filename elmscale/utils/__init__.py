@@ -2,6 +2,12 @@
 
 from ._dask import tree_sum
 from ._random import draw_seed
-from ._validation import as_row_chunked, check_features, is_dask_collection
+from ._validation import (
+    as_row_chunked,
+    check_features,
+    is_dask_collection,
+    validate_data,
+)
 
-__all__ = ["as_row_chunked", "check_features", "draw_seed", "is_dask_collection", "tree_sum"]
+__all__ = ["as_row_chunked", "check_features", "draw_seed", "is_dask_collection", "tree_sum",
+           "validate_data"]

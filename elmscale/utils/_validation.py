@@ -2,10 +2,15 @@
 rows only, the feature axis in one block."""
 
 import numbers
+import os
 
 import dask.array as da
 import numpy as np
 from dask.base import is_dask_collection
+
+# scikit-learn's own check (public contract, private helper since 1.6): same semantics,
+# wording and warnings as every scikit-learn estimator
+from sklearn.utils.validation import _check_feature_names, check_is_fitted
 
 from .._config import get_config
 
@@ -19,13 +24,19 @@ def as_row_chunked(X, *, n_hidden=1000, name="X", dtype=None, check_finite=True,
                    numpy_ok=False):
     """Validate ``X`` and return ``(dask_array, was_dask)``.
 
-    - NumPy / lists / pandas are converted with ``np.asarray`` (never modified) and wrapped by
-      ``da.from_array`` with row blocks sized so one block of H (rows x n_hidden) is about
-      ``config["chunk_bytes"]``.
-    - dask arrays and DataFrames keep their row chunks; the feature axis is merged into one
-      block. Unknown chunk sizes are an error that says how to fix it.
-    - 2-D, at least one row and one column, numeric (bool/int/float), finite.
+    - NumPy / lists / pandas DataFrames are converted with ``np.asarray`` (never modified)
+      and wrapped by ``da.from_array`` with row blocks sized so one block of H
+      (rows x n_hidden) is about ``config["chunk_bytes"]``. pandas' nullable columns become
+      float with NaN for missing values (and then fail the finiteness check).
+    - dask arrays keep their chunks; dask DataFrames become dask arrays with known row
+      chunks (``to_dask_array(lengths=True)``, one pass over the partitions). A dask array
+      with unknown chunk sizes, or with more than one block along the feature axis, is an
+      error that says how to fix it: every task needs whole rows, and rechunking silently
+      would move the whole array between workers.
+    - 2-D, at least one row and one column, numeric (bool/int/float), finite. A string or a
+      path is a ``TypeError`` that says how to read a file.
 
+    Every error is a ``ValueError`` or ``TypeError`` whose message names ``name``.
     Finiteness of dask input is checked lazily: the first computation that touches a bad
     block raises the same ``ValueError``.
 
@@ -34,22 +45,8 @@ def as_row_chunked(X, *, n_hidden=1000, name="X", dtype=None, check_finite=True,
     :func:`row_chunks` gives the row chunks it would have had.
     """
     dtype = np.dtype(dtype or get_config()["compute_dtype"])
-    was_dask = is_dask_collection(X)
-    if was_dask and hasattr(X, "to_dask_array"):  # dask DataFrame
-        X = X.to_dask_array(lengths=True)
-    if not was_dask:
-        if hasattr(X, "__dataframe__") or hasattr(X, "iloc"):
-            X = X.to_numpy() if hasattr(X, "to_numpy") else np.asarray(X)
-        if not hasattr(X, "dtype") or not hasattr(X, "ndim"):
-            try:
-                X = np.asarray(X)
-            except Exception as exc:
-                raise TypeError(f"{name} must be array-like, got {type(X).__name__}") from exc
-        if getattr(X, "format", None) is not None:  # scipy.sparse
-            raise TypeError(f"{name} is a sparse matrix; elmscale needs dense input "
-                            "(call .toarray() on small data)")
-    if not hasattr(X, "ndim"):
-        raise TypeError(f"{name} must be array-like, got {type(X).__name__}")
+    X = _to_array(X, name)
+    was_dask = isinstance(X, da.Array)
     _reject(X.ndim != 2, f"{name} must be 2-D (n_samples, n_features), got {X.ndim}-D "
             f"with shape {tuple(X.shape)}. Reshape your data, e.g. X.reshape(-1, 1) for a "
             "single feature")
@@ -70,6 +67,11 @@ def as_row_chunked(X, *, n_hidden=1000, name="X", dtype=None, check_finite=True,
             raise ValueError(f"{name} has unknown chunk sizes; call "
                              f"{name}.compute_chunk_sizes() (or pass lengths=True when "
                              "converting a DataFrame) first")
+        if len(X.chunks[1]) > 1:
+            raise ValueError(f"{name} is chunked along the feature axis "
+                             f"({len(X.chunks[1])} column blocks {X.chunks[1]}); elmscale "
+                             "needs whole rows in every block: pass "
+                             f"{name}.rechunk({{1: -1}})")
     _reject(X.shape[0] < 1, f"{name} is empty: 0 sample(s) (shape={tuple(X.shape)}) while a "
             "minimum of 1 is required.")
     _reject(X.shape[1] < 1, f"{name} has 0 feature(s) (shape={tuple(X.shape)}) while a "
@@ -83,13 +85,52 @@ def as_row_chunked(X, *, n_hidden=1000, name="X", dtype=None, check_finite=True,
         Xd = da.from_array(X, chunks=(row_chunks(X.shape[0], n_hidden, dtype), X.shape[1]))
     else:
         Xd = X
-        if len(Xd.chunks[1]) > 1:
-            Xd = Xd.rechunk({1: -1})
         if check_finite and kind == "f":
             Xd = Xd.map_blocks(_assert_finite, name_=name, dtype=Xd.dtype)
     if Xd.dtype != dtype:
         Xd = Xd.astype(dtype)
     return Xd, was_dask
+
+
+def _to_array(X, name):
+    """``X`` as a dask array (dask input) or something with ``ndim`` and ``dtype``; the
+    conversions that precede the checks of :func:`as_row_chunked`."""
+    if isinstance(X, (str, bytes, os.PathLike)):
+        shown = os.fspath(X) if not isinstance(X, bytes) else X
+        raise TypeError(f"{name} must be array-like (n_samples, n_features), got "
+                        f"{type(X).__name__} {shown!r}; to read a file, load it first, e.g. "
+                        "numpy.loadtxt(path, delimiter=','), pandas.read_csv(path) or "
+                        "dask.dataframe.read_csv(path) / dask.array.from_zarr(path) for "
+                        "data larger than memory")
+    if X is None:
+        raise TypeError(f"{name} must be array-like (n_samples, n_features), got None")
+    if is_dask_collection(X):
+        if hasattr(X, "to_dask_array"):  # dask DataFrame (or Series: 1-D, refused below)
+            X = X.to_dask_array(lengths=True)
+        if not isinstance(X, da.Array):
+            raise TypeError(f"{name} must be a dask array or DataFrame among dask "
+                            f"collections, got {type(X).__name__}")
+        if not isinstance(X._meta, np.ndarray):
+            raise TypeError(f"{name} has blocks of type {type(X._meta).__name__}; elmscale "
+                            "needs NumPy blocks (for sparse blocks call "
+                            f"{name}.map_blocks(lambda b: b.toarray()) on small data)")
+        return X
+    if getattr(X, "format", None) is not None and hasattr(X, "tocsr"):  # scipy.sparse
+        raise TypeError(f"{name} is a sparse matrix; elmscale needs dense input "
+                        "(call .toarray() on small data)")
+    if hasattr(X, "iloc") or hasattr(X, "__dataframe__"):  # pandas (or another DataFrame)
+        if hasattr(X, "dtypes") and hasattr(X, "to_numpy"):
+            numeric = all(getattr(t, "kind", "O") in "biuf" for t in np.atleast_1d(X.dtypes))
+            # nullable columns (Int64, boolean, Float64) hold pd.NA: give NaN instead
+            return X.to_numpy(dtype=np.float64, na_value=np.nan) if numeric else X.to_numpy()
+        return np.asarray(X)
+    if not hasattr(X, "dtype") or not hasattr(X, "ndim"):
+        try:
+            X = np.asarray(X)
+        except Exception as exc:
+            raise TypeError(f"{name} must be array-like (n_samples, n_features), got "
+                            f"{type(X).__name__} that NumPy cannot convert: {exc}") from None
+    return X
 
 
 def row_chunks(n_samples, n_hidden=1000, dtype=None):
@@ -107,6 +148,35 @@ def _assert_finite(block, name_="X"):
     return block
 
 
+def validate_data(estimator, X, *, reset, n_hidden=1000, numpy_ok=False):
+    """scikit-learn's ``validate_data`` contract for elmscale's inputs: returns
+    ``(X as in as_row_chunked, was_dask)``.
+
+    With ``reset`` (in ``fit``) it records ``n_features_in_`` and, when X has string
+    column names (pandas or dask DataFrame), ``feature_names_in_``; otherwise (``predict``,
+    ``transform``...) it checks that the estimator is fitted, that the number of features is
+    the one seen in ``fit`` and that the column names are the same, in the same order:
+    reordered or renamed columns raise ``ValueError`` rather than giving silently wrong
+    outputs (scikit-learn's wording and warnings, so its estimator checks apply). Every
+    estimator, and any plugin, validates X through this one function so that bad input gets
+    the same message everywhere.
+    """
+    if not reset:
+        check_is_fitted(estimator)
+    # a dask DataFrame's columns are those of its (empty pandas) _meta
+    named = X._meta if is_dask_collection(X) and hasattr(X, "columns") else X
+    try:
+        _check_feature_names(estimator, named, reset=reset)
+    except ValueError as exc:  # scikit-learn's text, which does not say which argument
+        raise ValueError(f"X has columns other than those seen in fit. {exc}") from None
+    Xd, was_dask = as_row_chunked(X, n_hidden=n_hidden, numpy_ok=numpy_ok)
+    if reset:
+        estimator.n_features_in_ = Xd.shape[1]
+    else:
+        check_features(Xd, estimator.n_features_in_, estimator=type(estimator).__name__)
+    return Xd, was_dask
+
+
 def check_features(X, n_features, name="X", estimator="the estimator"):
     """Raise if ``X`` does not have the number of features seen in ``fit``."""
     if X.shape[1] != n_features:
@@ -122,4 +192,5 @@ def check_positive_int(value, name, minimum=1):
     return int(value)
 
 
-__all__ = ["as_row_chunked", "check_features", "check_positive_int", "is_dask_collection"]
+__all__ = ["as_row_chunked", "check_features", "check_positive_int", "is_dask_collection",
+           "validate_data"]

@@ -179,7 +179,7 @@ def test_bad_input(moons_partially_labelled):
         m.fit(da.from_array(X, chunks=(100, 2)), da.from_array(y_semi[:-1]))
     with pytest.raises(ValueError, match="needs labelled samples: every label in y is -1"):
         m.fit(X, np.full(300, -1))
-    with pytest.raises(ValueError, match="at least 2 classes; got 1 class: \\[1\\]"):
+    with pytest.raises(ValueError, match="at least 2 classes in y; got 1 class: \\[1\\]"):
         m.fit(X, np.where(y_semi == 1, 1, -1))
     Xn = X.copy()
     Xn[7, 0] = np.nan

@@ -1,0 +1,163 @@
+"""Worker loss is survived, not just tolerated: a worker process SIGKILLed mid-fit (during
+the Gram pass, or during an iteration while H's blocks are cached on it) leaves a fit whose
+results are identical to an undisturbed fit on the same cluster.
+
+The kill is deterministic: a scheduler plugin kills the worker process that the n-th task
+whose key starts with a given name is handed to. The nanny then starts a new worker and the
+scheduler recomputes what was lost from the task graph; this holds only while every task is
+a pure function of its inputs."""
+
+import os
+import signal
+import warnings
+
+import dask
+import dask.array as da
+import numpy as np
+import pytest
+from dask.utils import key_split
+from distributed import Client, LocalCluster
+from distributed.diagnostics.plugin import SchedulerPlugin
+from sklearn.datasets import make_blobs
+from sklearn.exceptions import ConvergenceWarning
+
+from ._estimators import assert_same_results, fit, make, on_cluster, outputs
+
+pytestmark = [pytest.mark.distributed,
+              pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")]
+
+X, Y = make_blobs(2000, n_features=6, centers=3, cluster_std=2.0, random_state=0)
+CHUNKS = (500, 6)  # 4 row blocks, 2 per worker
+
+
+class KillOnTask(SchedulerPlugin):
+    """SIGKILL the worker process that the scheduler hands the ``nth`` task named ``prefix``
+    (counted over all workers) to, as it hands it over. ``pids`` maps worker addresses to
+    process ids (all on this host); ``killed`` records the task and the worker."""
+
+    name = "kill-on-task"
+
+    def __init__(self, scheduler, prefix, nth, pids):
+        self.scheduler, self.prefix, self.nth, self.pids = scheduler, prefix, nth, pids
+        self.count, self.killed = 0, None
+
+    def transition(self, key, start, finish, *args, **kwargs):
+        if finish != "processing" or key_split(key) != self.prefix or self.killed:
+            return
+        self.count += 1
+        if self.count == self.nth:
+            worker = self.scheduler.tasks[key].processing_on.address
+            self.killed = (key, worker)
+            os.kill(self.pids[worker], signal.SIGKILL)
+
+
+def _start():
+    cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                           dashboard_address=None, memory_limit="2GiB")
+    return cluster, Client(cluster)
+
+
+@pytest.fixture(scope="module")
+def _clusters():
+    """Two worker processes with nannies (which restart a killed worker), one thread each;
+    replaced by a new cluster should a nanny fail to bring its worker back (it does not try
+    twice)."""
+    state = {"pair": _start()}
+    yield state
+    cluster, client = state["pair"]
+    client.close()
+    cluster.close()
+
+
+@pytest.fixture
+def client(_clusters):
+    cluster, client = _clusters["pair"]
+    try:
+        client.wait_for_workers(2, timeout=30)
+    except Exception:  # noqa: BLE001 - any failure to come back: start afresh
+        client.close()
+        cluster.close()
+        _clusters["pair"] = cluster, client = _start()
+    return client
+
+
+def _worker_pids(client):
+    return client.run(os.getpid)
+
+
+# (estimator, parameters, stage, task name, which occurrence of it to kill at)
+# block_partials: one row block's partial Gram sums (gram.hidden_stats); the fits that
+# iterate compute it first for the fixed Grams, then for each labelling; matmul projects
+# a cached block of H (EMMC's scores); cluster_block_features: TUMK-ELM's per-iteration pass
+# over its persisted kernel factors; gram_block: its pass over X.
+FAULTS = [
+    ("USELM", {}, "gram", "block_partials", 2),
+    ("SSELM", {}, "gram", "block_partials", 2),
+    ("ELMClassifier", {}, "gram", "block_partials", 2),
+    ("ELMRegressor", {}, "gram", "block_partials", 2),
+    ("ELMJEC", {"cache": True}, "iteration", "block_partials", 4 + 4 + 2),
+    ("EMMC", {"cache": True}, "iteration", "matmul", 3),
+    ("TUMKELM", {"mode": "scalable"}, "iteration", "cluster_block_features", 3),
+    pytest.param("ELMJEC", {"cache": True}, "gram", "block_partials", 2,
+                 marks=pytest.mark.slow),
+    pytest.param("EMMC", {"cache": True}, "gram", "block_partials", 2,
+                 marks=pytest.mark.slow),
+    pytest.param("TUMKELM", {"mode": "scalable"}, "gram", "gram_block", 2,
+                 marks=pytest.mark.slow),
+]
+
+
+def _ids(case):
+    values = case.values if hasattr(case, "values") else case
+    return f"{values[0]}-{values[2]}"
+
+
+@pytest.mark.parametrize("name, params, stage, prefix, nth", FAULTS,
+                         ids=[_ids(c) for c in FAULTS])
+def test_worker_killed_mid_fit_gives_the_same_model(client, name, params, stage, prefix,
+                                                    nth):
+    Xd = da.from_array(X, chunks=CHUNKS)
+    with on_cluster(client):
+        reference = outputs(fit(make(name, **params), name, Xd, Y), X)
+        workers_before = set(client.scheduler_info()["workers"])
+        scheduler = client.cluster.scheduler  # in this process: LocalCluster
+        plugin = KillOnTask(scheduler, prefix, nth, _worker_pids(client))
+        scheduler.add_plugin(plugin)
+        try:
+            model = fit(make(name, **params), name, Xd, Y)
+            disturbed = outputs(model, X)
+        finally:
+            scheduler.remove_plugin(name=KillOnTask.name)
+    assert plugin.killed, f"no {prefix} task #{nth} ran: the fault was not injected"
+    # the fit went on without the killed worker: the scheduler had removed it
+    assert plugin.killed[1] in workers_before - set(client.scheduler_info()["workers"])
+    # labels exactly; floats to 1e-9 (a new worker process may round BLAS products
+    # differently: 3e-16 absolute seen on US-ELM's embedding)
+    assert_same_results(reference, disturbed, name, rtol=1e-9)
+
+
+@pytest.mark.slow
+def test_memory_too_small_for_the_h_cache_recomputes_without_losing_a_worker(caplog):
+    """With worker memory below what caching H would need (cache="auto" caches when H takes
+    at most a quarter of the cluster's memory), EMMC recomputes H's blocks each pass: same
+    labels as a fit that caches, and no worker is restarted by its nanny."""
+    X_big, _ = make_blobs(130_000, n_features=6, centers=3, random_state=0)
+    Xd = da.from_array(X_big, chunks=(10_000, 6))
+    params = dict(n_clusters=3, n_hidden=500, init="kmeans", max_iter=3, n_init=1,
+                  random_state=0)
+    # H = 130,000 x 500 float64 = 520 MB; a quarter of 2 x 1 GB is 500 MB
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                      dashboard_address=None, memory_limit="1GB") as cluster, \
+            Client(cluster) as small, on_cluster(small):
+        pids = _worker_pids(small)
+        with caplog.at_level("INFO", logger="elmscale"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            recomputed = make("EMMC", **params).fit(Xd)
+            labels = recomputed.labels_.compute()
+        assert any("recomputed per pass" in r.getMessage() for r in caplog.records), \
+            [r.getMessage() for r in caplog.records]
+        assert _worker_pids(small) == pids  # nobody killed, nobody restarted
+    with dask.config.set(scheduler="sync"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        cached = make("EMMC", cache=True, **params).fit(Xd)
+        np.testing.assert_array_equal(labels, cached.labels_.compute())
