@@ -86,21 +86,21 @@ def _worker_pids(client):
 
 
 # (estimator, parameters, stage, task name, which occurrence of it to kill at)
-# block_partials: one row block's partial Gram sums (gram.hidden_stats); the fits that
-# iterate compute it first for the fixed Grams, then for each labelling; matmul projects
+# elmscale-gram-block: one group of row blocks' partial Gram sums (gram.hidden_stats); the fits that
+# iterate compute it first for the fixed Grams, then for each labelling; elmscale-embed projects
 # a cached block of H (EMMC's scores); cluster_block_features: TUMK-ELM's per-iteration pass
 # over its persisted kernel factors; gram_block: its pass over X.
 FAULTS = [
-    ("USELM", {}, "gram", "block_partials", 2),
-    ("SSELM", {}, "gram", "block_partials", 2),
-    ("ELMClassifier", {}, "gram", "block_partials", 2),
-    ("ELMRegressor", {}, "gram", "block_partials", 2),
-    ("ELMJEC", {"cache": True}, "iteration", "block_partials", 4 + 4 + 2),
-    ("EMMC", {"cache": True}, "iteration", "matmul", 3),
+    ("USELM", {}, "gram", "elmscale-gram-block", 2),
+    ("SSELM", {}, "gram", "elmscale-gram-block", 2),
+    ("ELMClassifier", {}, "gram", "elmscale-gram-block", 2),
+    ("ELMRegressor", {}, "gram", "elmscale-gram-block", 2),
+    ("ELMJEC", {"cache": True}, "iteration", "elmscale-gram-block", 4 + 4 + 2),
+    ("EMMC", {"cache": True}, "iteration", "elmscale-embed", 3),
     ("TUMKELM", {"mode": "scalable"}, "iteration", "cluster_block_features", 3),
-    pytest.param("ELMJEC", {"cache": True}, "gram", "block_partials", 2,
+    pytest.param("ELMJEC", {"cache": True}, "gram", "elmscale-gram-block", 2,
                  marks=pytest.mark.slow),
-    pytest.param("EMMC", {"cache": True}, "gram", "block_partials", 2,
+    pytest.param("EMMC", {"cache": True}, "gram", "elmscale-gram-block", 2,
                  marks=pytest.mark.slow),
     pytest.param("TUMKELM", {"mode": "scalable"}, "gram", "gram_block", 2,
                  marks=pytest.mark.slow),

@@ -104,8 +104,10 @@ def test_emmc_score_is_the_elm_squared_error(blobs, as_dask):
 def test_elmjec_graph_default_is_auto(blobs):
     """ELMJEC's graph default is "auto", as USELM's and SSELM's: exact on small data."""
     assert ELMJEC().graph == USELM().graph == "auto"
+    from elmscale.graph import resolve_backend
+
     model = ELMJEC(n_clusters=3, n_hidden=30, n_restarts=2, random_state=0).fit(blobs[0])
-    assert model._graph_backend == "exact"
+    assert resolve_backend(model.graph, len(blobs[0])) == "exact"
 
 
 KERNELS = ["linear", ("rbf", {"width": 1.0}), ("polynomial", {"degree": 2})]
