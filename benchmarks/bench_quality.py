@@ -50,14 +50,19 @@ SHARED = Path("/work/shared/datasets")
 # every set of ../shared/datasets except MNIST (its own mode) and scikit-learn's four
 DATASETS = ("iris", "wine", "breast_cancer", "digits", "coil20", "uspst", "usps", "orl",
             "yale", "yaleb", "segment", "ecoli", "diabetes", "g50c", "ionosphere", "letter",
-            "ringnorm", "frogs", "shuttle")
+            "ringnorm", "frogs", "mnist10k", "shuttle")
 ESTIMATORS = ("USELM", "ELMJEC", "EMMC", "TUMKELM")
 PEERS = ("KMeans", "KMeans-minmax", "SpectralClustering", "UMAP+KMeans")
 
 
 # -- data -----------------------------------------------------------------------------------
 def load(name, datasets_dir=None):
-    """(X float64, y) of a set; MNIST pixels divided by 255."""
+    """(X float64, y) of a set; MNIST pixels divided by 255; "mnist10k" is a fixed random
+    10,000-row sample of MNIST-70k (seed 0), small enough for every peer and the grid."""
+    if name == "mnist10k":
+        X, y = load("mnist", datasets_dir)
+        idx = np.random.RandomState(0).choice(X.shape[0], 10_000, replace=False)
+        return X[idx], y[idx]
     for d in (datasets_dir, None, SHARED):
         try:
             X, y = load_dataset(name, d)
@@ -204,7 +209,10 @@ def run_uselm_grid(store, names, seeds, layers, log):
             settings = list(itertools.product(LAMS, N_OS, (False, True)))
             if all(store.done(name, setting_name(layer, *s), "grid", seed) for s in settings):
                 continue
-            model = elmscale.USELM(c, random_state=seed, warm_start=True, **LAYERS[layer])
+            # the primal solve for every set (the dual, taken by default below n_hidden rows,
+            # gives the same eigenvectors for finite gamma and cannot reuse the Grams)
+            model = elmscale.USELM(c, random_state=seed, warm_start=True, solver="primal",
+                                   **LAYERS[layer])
             for lam, n_o, rn in settings:
                 method = setting_name(layer, lam, n_o, rn)
                 n_comp = c if n_o == "c" else 2 * c
@@ -334,8 +342,9 @@ def main(argv=None):
         store = Store(args.json or RESULTS / "quality_uselm_grid.json")
         run_uselm_grid(store, names, seeds, args.layers.split(","), log)
     elif args.mode == "lodo":
-        recs = json.loads(Path(args.json or RESULTS / "quality_uselm_grid.json").read_text())
-        out = lodo(recs["records"], args.baseline, names)
+        paths = (args.json or str(RESULTS / "quality_uselm_grid.json")).split(",")
+        recs = [r for p_ in paths for r in json.loads(Path(p_).read_text())["records"]]
+        out = lodo(recs, args.baseline, names)
         print(f"choice on all {out['n_sets']} sets: {out['full_choice']} "
               f"(mean ACC {100 * out['full_mean']:.2f}; baseline {args.baseline} "
               f"{100 * out['baseline_mean']:.2f}); the choice holds when each set is left "
