@@ -361,8 +361,10 @@ def main(argv=None):
         for v, m in out["ranking"]:
             print(f"  {100 * v:.2f} {m}")
     elif args.mode == "report":
-        peers = json.loads((RESULTS / "quality_peers.json").read_text())["records"]
-        ests = json.loads((RESULTS / "quality_estimators.json").read_text())["records"]
+        peers = [r for f in sorted(RESULTS.glob("quality_peers*.json"))
+                 for r in json.loads(f.read_text())["records"]]
+        ests = [r for f in sorted(RESULTS.glob("quality_estimators*.json"))
+                for r in json.loads(f.read_text())["records"]]
         methods = [(m, "") for m in PEERS]
         methods += sorted({(r["method"], r.get("tag", "")) for r in ests})
         if args.methods:

@@ -72,6 +72,7 @@ from ..utils._dask import tree_sum, tree_sum_now
 from ..utils._random import draw_seed
 from ..utils._threads import blas_threads, shared_pool, threaded_scheduler
 from ..utils._validation import as_row_chunked, row_chunks
+from ._embedding import unit_rows
 
 logger = logging.getLogger(__name__)
 
@@ -668,14 +669,16 @@ class TUMKELM(ClusterMixin, BaseEstimator):
     feature_form : {"distance", "value"}, default="distance"
         Kernel-space features: kernel-induced distances d_q(i, j) (MK-ELM) or kernel values
         K_q(i, j) (eq. 2 read literally). See the module notes.
-    assignment : {"argmax", "kmeans"}, default="argmax"
-        Stage-1 cluster of each point: argmax of its row of the eigenvectors (the paper) or
-        k-means on those rows.
+    assignment : {"argmax", "kmeans", "kmeans-unit"}, default="argmax"
+        Stage-1 cluster of each point: argmax of its row of the eigenvectors (the paper),
+        k-means on those rows, or k-means on those rows scaled to unit length (as Ng, Jordan
+        and Weiss's spectral clustering does, so that a point's distance from the origin,
+        which follows its kernel degree, does not split a cluster).
     scaling : {"minmax", "standard"} or None, default="minmax"
         Per-feature scaling of X before the kernels: "minmax" maps each feature to [-1, 1]
         (better than "standard" on iris, wine and segment in the benchmark).
     n_init : int, default=10
-        k-means restarts (``assignment="kmeans"``).
+        k-means restarts (``assignment="kmeans"`` or ``"kmeans-unit"``).
     select : {"last", "lowest_loss"}, default="last"
         The iteration whose assignment and weights are returned: the last one (Algorithm 1)
         or the first with the lowest loss (eq. 10) in ``history_``, a label-free choice by
@@ -777,7 +780,7 @@ class TUMKELM(ClusterMixin, BaseEstimator):
         "n_landmarks": [Interval(Integral, 1, None, closed="left")],
         "approximation": [StrOptions({"nystrom", "rff"})],
         "feature_form": [StrOptions({"distance", "value"})],
-        "assignment": [StrOptions({"argmax", "kmeans"})],
+        "assignment": [StrOptions({"argmax", "kmeans", "kmeans-unit"})],
         "scaling": [StrOptions({"standard", "minmax"}), None],
         "n_init": [Interval(Integral, 1, None, closed="left")],
         "select": [StrOptions({"last", "lowest_loss"})],
@@ -938,7 +941,8 @@ class TUMKELM(ClusterMixin, BaseEstimator):
             if self.assignment == "argmax":
                 labels = np.argmax(U, axis=1).astype(np.int64)
             else:
-                labels = KMeans(k, n_init=self.n_init, random_state=km_seed).fit(U).labels_
+                V = unit_rows(U) if self.assignment == "kmeans-unit" else U
+                labels = KMeans(k, n_init=self.n_init, random_state=km_seed).fit(V).labels_
                 labels = labels.astype(np.int64)
             ZtT, loss = exact_pass(dk, X, labels, mu, form, k)
             return {"labels": labels, "U": U, "s": s, "ZtT": ZtT, "loss": loss}
@@ -1018,6 +1022,8 @@ class TUMKELM(ClusterMixin, BaseEstimator):
             else:
                 U = embedding(P, folds)
                 U = da.from_array(U, chunks=(Xs.chunks[0], k)) if local else U.persist()
+                if self.assignment == "kmeans-unit":
+                    U = unit_rows(U)
                 labels = kmeans(U, k, n_init=self.n_init, random_state=km_seed)[1]
                 labels = labels.compute() if local else labels.persist()
             cs = cluster_stats(Xs, A, factors, labels=labels, folds=folds, n_clusters=k,

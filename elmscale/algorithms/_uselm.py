@@ -21,6 +21,7 @@ from ..hidden import draw_mixed_layer, fit_scaling
 from ..solvers import sign_flip, uselm_dual, uselm_primal
 from ..utils._random import draw_seed
 from ..utils._threads import one_blas_thread_per_task
+from ._embedding import unit_rows
 
 logger = logging.getLogger(__name__)
 
@@ -326,20 +327,6 @@ class _Clock:
         now = time.perf_counter()
         self.laps[name] = self.laps.get(name, 0.0) + now - self._last
         self._last = now
-
-
-def unit_rows(E):
-    """Rows of E scaled to unit Euclidean length (zero rows stay zero), for a NumPy or a
-    dask array (blockwise)."""
-    if isinstance(E, np.ndarray):
-        return _unit_rows(E)
-    return E.map_blocks(_unit_rows, dtype=E.dtype, meta=np.empty((0, 0), dtype=E.dtype))
-
-
-def _unit_rows(E):
-    norms = np.sqrt(np.einsum("ij,ij->i", E, E))
-    norms[norms == 0] = 1.0
-    return E / norms[:, None]
 
 
 def _nearest_center(E, centers):

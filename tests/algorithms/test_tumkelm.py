@@ -267,7 +267,7 @@ def test_cycle_play_applies_the_stopping_rule():
 
 
 @pytest.mark.parametrize("mode", ["exact", "scalable"])
-@pytest.mark.parametrize("assignment", ["argmax", "kmeans"])
+@pytest.mark.parametrize("assignment", ["argmax", "kmeans", "kmeans-unit"])
 def test_numpy_and_dask_input_agree(blobs, blobs_dask, mode, assignment):
     X, y = blobs
     Xd, _ = blobs_dask
@@ -281,7 +281,7 @@ def test_numpy_and_dask_input_agree(blobs, blobs_dask, mode, assignment):
     assert adjusted_rand_score(y, a.labels_) > 0.8
 
 
-@pytest.mark.parametrize("assignment", ["argmax", "kmeans"])
+@pytest.mark.parametrize("assignment", ["argmax", "kmeans", "kmeans-unit"])
 def test_kept_features_equal_recomputed_bases(blobs_dask, monkeypatch, assignment):
     """The scalable mode's two per-iteration passes (Phi kept in memory vs every kernel's
     basis re-evaluated from X) give the same fit."""
@@ -303,7 +303,7 @@ def test_kept_features_equal_recomputed_bases(blobs_dask, monkeypatch, assignmen
                                atol=1e-10)
 
 
-@pytest.mark.parametrize("assignment", ["argmax", "kmeans"])
+@pytest.mark.parametrize("assignment", ["argmax", "kmeans", "kmeans-unit"])
 def test_in_process_iterations_equal_dask_input(blobs, assignment):
     """NumPy input runs the iterations in-process (on a thread pool) on the kept blocks of
     Phi; dask input with the same row chunks runs them as dask graphs. Same sums in the same
@@ -400,7 +400,7 @@ def test_value_form_degenerates(small):
 
 
 @pytest.mark.parametrize("mode", ["exact", "scalable"])
-@pytest.mark.parametrize("assignment", ["argmax", "kmeans"])
+@pytest.mark.parametrize("assignment", ["argmax", "kmeans", "kmeans-unit"])
 def test_select_lowest_loss_returns_that_iteration(blobs, mode, assignment):
     """select="lowest_loss" returns the state of the first iteration with the lowest loss:
     the same labels, weights and embedding as a fit stopped there by max_iter, with the
@@ -436,3 +436,35 @@ def test_bad_input():
         TUMKELM(2).fit(np.array([[0.0, 1.0], [np.nan, 1.0], [2.0, 3.0]]))
     with pytest.raises(ValueError, match="must be 2-D"):
         TUMKELM(2).fit(np.arange(5.0))
+
+
+@pytest.mark.parametrize("mode", ["exact", "scalable"])
+def test_kmeans_unit_clusters_the_unit_rows_of_the_eigenvectors(blobs, monkeypatch, mode):
+    """assignment="kmeans-unit": the k-means of stage 1 receives the rows of U scaled to unit
+    length (dense check on the last iteration's U = embedding_); with one iteration U is
+    that of the initial weights, the same as with assignment="kmeans"."""
+    import elmscale.algorithms._tumkelm as mod
+
+    X, _ = blobs
+    seen = []
+    real_km, real_dask_km = mod.KMeans, mod.kmeans
+
+    class Spy(real_km):
+        def fit(self, E, *a, **k):
+            seen.append(np.array(E))
+            return super().fit(E, *a, **k)
+
+    def spy_kmeans(E, *a, **k):
+        seen.append(np.asarray(E.compute()))
+        return real_dask_km(E, *a, **k)
+
+    monkeypatch.setattr(mod, "KMeans", Spy)
+    monkeypatch.setattr(mod, "kmeans", spy_kmeans)
+    params = dict(kernels=["linear", ("rbf", {"width": 1.0})], mode=mode, n_landmarks=40,
+                  random_state=0, max_iter=1)
+    m = TUMKELM(3, assignment="kmeans-unit", **params).fit(X)
+    U = np.asarray(m.embedding_)
+    np.testing.assert_allclose(seen[-1], U / np.linalg.norm(U, axis=1, keepdims=True),
+                               rtol=1e-10, atol=1e-12)
+    plain = TUMKELM(3, assignment="kmeans", **params).fit(X)
+    np.testing.assert_allclose(np.asarray(plain.embedding_), U, atol=1e-10)

@@ -271,7 +271,7 @@ def test_row_normalize_runs_kmeans_on_unit_rows(blobs, as_dask, monkeypatch):
 
 
 def test_unit_rows_numpy_and_dask_agree_and_keep_zero_rows():
-    from elmscale.algorithms._uselm import unit_rows
+    from elmscale.algorithms._embedding import unit_rows
 
     E = np.array([[3.0, 4.0], [0.0, 0.0], [-1.0, 0.0]])
     np.testing.assert_allclose(unit_rows(E), [[0.6, 0.8], [0, 0], [-1, 0]])
