@@ -272,6 +272,11 @@ def report(peer_records, est_records, sets, methods):
             v = [t[(d, m, tag)] for d in sets if (d, m, tag) in t]
             cells.append(f"{100 * np.mean(v):.1f} ({len(v)})" if v else "-")
         lines.append(f"| **{label}** | " + " | ".join(cells) + " |")
+    common = [d for d in sets if all((d, m, tag) in ta for m, tag in cols)]
+    if common:
+        cells = [f"{100 * np.mean([ta[(d, m, tag)] for d in common]):.1f}" for m, tag in cols]
+        lines.append(f"| **mean ACC, the {len(common)} sets of every column** | "
+                     + " | ".join(cells) + " |")
     for peer in ("KMeans", "SpectralClustering", "UMAP+KMeans"):
         cells = []
         for m, tag in cols:
