@@ -34,8 +34,7 @@ from sklearn.utils.validation import check_is_fitted
 from ..base import BaseELM
 from ..cluster import kmeans
 from ..gram import hidden_stats
-from ..hidden import (MixedHiddenLayer, RandomHiddenLayer, apply_scaling, draw_data_rbf,
-                      fit_scaling)
+from ..hidden import apply_scaling, draw_mixed_layer, fit_scaling
 from ..solvers import sign_flip
 from ..utils._dask import tree_sum
 from ..utils._random import draw_seed
@@ -458,17 +457,10 @@ default="elm-kmeans"
         """``n_hidden - n_rbf`` nodes of ``activation`` drawn by the engine, then n_rbf =
         round(rbf_fraction * n_hidden) Gaussian nodes centred on data rows (in this order in
         H, and in this order from ``rng``)."""
-        n_rbf = int(round(self.rbf_fraction * self.n_hidden))
-        if n_rbf == 0:
-            return super()._draw_hidden_layer(Xd, rng)
         offset, scale = fit_scaling(Xd, self.scaling)
-        parts = []
-        if n_rbf < self.n_hidden:
-            parts.append(RandomHiddenLayer.draw(Xd.shape[1], self.n_hidden - n_rbf,
-                                                self.activation, rng, offset=offset,
-                                                scale=scale))
-        parts.append(draw_data_rbf(Xd, n_rbf, self.rbf_width, rng, offset=offset, scale=scale))
-        self.hidden_layer_ = parts[0] if len(parts) == 1 else MixedHiddenLayer(parts)
+        self.hidden_layer_ = draw_mixed_layer(Xd, self.n_hidden, self.activation,
+                                              self.rbf_fraction, self.rbf_width, rng,
+                                              offset=offset, scale=scale)
         return self.hidden_layer_
 
     def _initial_labels(self, Xd, features, rng):

@@ -54,3 +54,23 @@ def draw_data_rbf(Xd, n_nodes, width, rng, *, offset=None, scale=None):
     m = m if m > 0 else 1.0  # all centres equal: any width gives the same (constant) nodes
     b = np.full(n_nodes, 1.0 / (width * m))
     return RandomHiddenLayer(centres.T, b, gaussian_sq, offset=offset, scale=scale)
+
+
+def draw_mixed_layer(Xd, n_hidden, activation, rbf_fraction, rbf_width, rng, *, offset=None,
+                     scale=None):
+    """``n_hidden - n_rbf`` nodes of ``activation`` drawn by the engine, then n_rbf =
+    round(rbf_fraction * n_hidden) Gaussian nodes centred on data rows (:func:`draw_data_rbf`),
+    in this order in H and in this order from ``rng``. Returns a plain RandomHiddenLayer when
+    only one kind is drawn, else a :class:`MixedHiddenLayer`.
+
+    Data-row Gaussian nodes make H's columns kernel functions ``k(x, c)`` of sampled points
+    (a Nystrom-style basis), whose span follows the data's density; random additive nodes
+    span functions that need not be smooth on the data's manifold."""
+    n_rbf = int(round(rbf_fraction * n_hidden))
+    parts = []
+    if n_rbf < n_hidden:
+        parts.append(RandomHiddenLayer.draw(Xd.shape[1], n_hidden - n_rbf, activation, rng,
+                                            offset=offset, scale=scale))
+    if n_rbf > 0:
+        parts.append(draw_data_rbf(Xd, n_rbf, rbf_width, rng, offset=offset, scale=scale))
+    return parts[0] if len(parts) == 1 else MixedHiddenLayer(parts)

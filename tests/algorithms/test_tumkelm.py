@@ -84,7 +84,7 @@ def test_chunked_equals_dense_reference(small, form, mode):
     kernels = EXACT_FACTOR_KERNELS if form == "distance" else EXACT_FACTOR_KERNELS[:3]
     labels, losses, weights = dense_tumkelm(X, kernels, 3, form=form, max_iter=6)
     Xd = da.from_array(X, chunks=((25, 15, 20), (3,)))
-    model = TUMKELM(3, kernels=kernels, mode=mode, feature_form=form, max_iter=6,
+    model = TUMKELM(3, assignment="argmax", kernels=kernels, mode=mode, feature_form=form, max_iter=6,
                     scaling=None).fit(Xd)
     np.testing.assert_array_equal(model.labels_.compute(), labels)
     np.testing.assert_allclose(model.history_, losses, rtol=1e-10)
@@ -190,8 +190,8 @@ def test_factors_built_on_a_pool_equal_the_serial_ones(method):
 
 def _exact_vs_scalable(n, landmarks, seed):
     X, y = make_blobs(n_samples=n, n_features=5, centers=4, cluster_std=1.5, random_state=seed)
-    exact = TUMKELM(4, mode="exact", max_iter=8, random_state=0).fit(X)
-    scal = TUMKELM(4, mode="scalable", n_landmarks=landmarks, max_iter=8, random_state=0).fit(X)
+    exact = TUMKELM(4, assignment="argmax", mode="exact", max_iter=8, random_state=0).fit(X)
+    scal = TUMKELM(4, assignment="argmax", mode="scalable", n_landmarks=landmarks, max_iter=8, random_state=0).fit(X)
     return y, exact, scal
 
 
@@ -213,7 +213,7 @@ def test_exact_and_scalable_agree_on_2000_points(global_seed):
 
 def test_loss_reported_per_iteration(small):
     X, _ = small
-    model = TUMKELM(3, kernels=EXACT_FACTOR_KERNELS + [RBFKernel(1.0)], mode="exact",
+    model = TUMKELM(3, assignment="argmax", kernels=EXACT_FACTOR_KERNELS + [RBFKernel(1.0)], mode="exact",
                     max_iter=5, delta=0.0, scaling="standard").fit(X)
     assert model.history_.shape == (model.n_iter_,)
     assert model.weights_history_.shape == (model.n_iter_, 5)
@@ -237,7 +237,7 @@ def test_detected_cycle_gives_the_full_loop(monkeypatch, mode, max_iter):
     from sklearn.datasets import load_iris
 
     X, _ = load_iris(return_X_y=True)
-    params = dict(mode=mode, n_landmarks=150, max_iter=max_iter, random_state=0)
+    params = dict(mode=mode, assignment="argmax", n_landmarks=150, max_iter=max_iter, random_state=0)
     fast = TUMKELM(3, **params).fit(X)
     assert fast.cycle_ == (7, 3)
     assert fast.n_computed_ == 10 < fast.n_iter_ == max_iter
@@ -255,7 +255,7 @@ def test_detected_cycle_gives_the_full_loop(monkeypatch, mode, max_iter):
 def test_cycle_play_applies_the_stopping_rule():
     """Along a detected cycle the full loop may still stop by the loss rule: the played
     iterations stop where it would."""
-    model = TUMKELM(2, delta=1e-3, max_iter=20)
+    model = TUMKELM(2, assignment="argmax", delta=1e-3, max_iter=20)
     # iterations 0..3 computed, the weights of iteration 4 equal those of iteration 2, so
     # the losses alternate 4.0, 4.1 (relative change 2.5e-2 > delta): the loop runs to
     # max_iter
@@ -267,7 +267,7 @@ def test_cycle_play_applies_the_stopping_rule():
 
 
 @pytest.mark.parametrize("mode", ["exact", "scalable"])
-@pytest.mark.parametrize("assignment", ["argmax", "kmeans"])
+@pytest.mark.parametrize("assignment", ["argmax", "kmeans", "kmeans-unit"])
 def test_numpy_and_dask_input_agree(blobs, blobs_dask, mode, assignment):
     X, y = blobs
     Xd, _ = blobs_dask
@@ -281,7 +281,7 @@ def test_numpy_and_dask_input_agree(blobs, blobs_dask, mode, assignment):
     assert adjusted_rand_score(y, a.labels_) > 0.8
 
 
-@pytest.mark.parametrize("assignment", ["argmax", "kmeans"])
+@pytest.mark.parametrize("assignment", ["argmax", "kmeans", "kmeans-unit"])
 def test_kept_features_equal_recomputed_bases(blobs_dask, monkeypatch, assignment):
     """The scalable mode's two per-iteration passes (Phi kept in memory vs every kernel's
     basis re-evaluated from X) give the same fit."""
@@ -303,7 +303,7 @@ def test_kept_features_equal_recomputed_bases(blobs_dask, monkeypatch, assignmen
                                atol=1e-10)
 
 
-@pytest.mark.parametrize("assignment", ["argmax", "kmeans"])
+@pytest.mark.parametrize("assignment", ["argmax", "kmeans", "kmeans-unit"])
 def test_in_process_iterations_equal_dask_input(blobs, assignment):
     """NumPy input runs the iterations in-process (on a thread pool) on the kept blocks of
     Phi; dask input with the same row chunks runs them as dask graphs. Same sums in the same
@@ -362,7 +362,7 @@ def test_negative_weights_are_projected(small):
     X, _ = small
     # the value form regresses "different cluster" on kernel values: informative kernels
     # get negative raw weights
-    model = TUMKELM(3, kernels=EXACT_FACTOR_KERNELS + [RBFKernel(1.0)], feature_form="value",
+    model = TUMKELM(3, assignment="argmax", kernels=EXACT_FACTOR_KERNELS + [RBFKernel(1.0)], feature_form="value",
                     max_iter=3).fit(X)
     assert np.all(model.kernel_weights_ >= 0)
     np.testing.assert_allclose(model.kernel_weights_.sum(), 1.0)
@@ -395,12 +395,12 @@ def test_value_form_degenerates(small):
     """Documented behaviour: with kernel VALUES as features and targets t = 1 for different
     clusters, the all-ones kernel (constant feature 1) takes all the weight."""
     X, _ = small
-    model = TUMKELM(3, kernels=EXACT_FACTOR_KERNELS, feature_form="value", max_iter=3).fit(X)
+    model = TUMKELM(3, assignment="argmax", kernels=EXACT_FACTOR_KERNELS, feature_form="value", max_iter=3).fit(X)
     assert model.weights_history_[1, 3] > 0.99
 
 
 @pytest.mark.parametrize("mode", ["exact", "scalable"])
-@pytest.mark.parametrize("assignment", ["argmax", "kmeans"])
+@pytest.mark.parametrize("assignment", ["argmax", "kmeans", "kmeans-unit"])
 def test_select_lowest_loss_returns_that_iteration(blobs, mode, assignment):
     """select="lowest_loss" returns the state of the first iteration with the lowest loss:
     the same labels, weights and embedding as a fit stopped there by max_iter, with the
@@ -436,3 +436,35 @@ def test_bad_input():
         TUMKELM(2).fit(np.array([[0.0, 1.0], [np.nan, 1.0], [2.0, 3.0]]))
     with pytest.raises(ValueError, match="must be 2-D"):
         TUMKELM(2).fit(np.arange(5.0))
+
+
+@pytest.mark.parametrize("mode", ["exact", "scalable"])
+def test_kmeans_unit_clusters_the_unit_rows_of_the_eigenvectors(blobs, monkeypatch, mode):
+    """assignment="kmeans-unit": the k-means of stage 1 receives the rows of U scaled to unit
+    length (dense check on the last iteration's U = embedding_); with one iteration U is
+    that of the initial weights, the same as with assignment="kmeans"."""
+    import elmscale.algorithms._tumkelm as mod
+
+    X, _ = blobs
+    seen = []
+    real_km, real_dask_km = mod.KMeans, mod.kmeans
+
+    class Spy(real_km):
+        def fit(self, E, *a, **k):
+            seen.append(np.array(E))
+            return super().fit(E, *a, **k)
+
+    def spy_kmeans(E, *a, **k):
+        seen.append(np.asarray(E.compute()))
+        return real_dask_km(E, *a, **k)
+
+    monkeypatch.setattr(mod, "KMeans", Spy)
+    monkeypatch.setattr(mod, "kmeans", spy_kmeans)
+    params = dict(kernels=["linear", ("rbf", {"width": 1.0})], mode=mode, n_landmarks=40,
+                  random_state=0, max_iter=1)
+    m = TUMKELM(3, assignment="kmeans-unit", **params).fit(X)
+    U = np.asarray(m.embedding_)
+    np.testing.assert_allclose(seen[-1], U / np.linalg.norm(U, axis=1, keepdims=True),
+                               rtol=1e-10, atol=1e-12)
+    plain = TUMKELM(3, assignment="kmeans", **params).fit(X)
+    np.testing.assert_allclose(np.asarray(plain.embedding_), U, atol=1e-10)

@@ -150,6 +150,9 @@ def test_nan_in_dask_input_is_reported_at_compute(blobs):
     (dict(graph="annoy"), "graph.*exact.*pynndescent"),
     (dict(lam=-1.0), "lam"),
     (dict(weights="gauss"), "weights"),
+    (dict(rbf_fraction=1.5), "rbf_fraction"),
+    (dict(rbf_width=0.0), "rbf_width"),
+    (dict(row_normalize="yes"), "row_normalize"),
 ])
 def test_bad_parameters(blobs, params, match):
     with pytest.raises(ValueError, match=match):
@@ -172,7 +175,7 @@ def test_predict_with_wrong_number_of_features(blobs):
 def test_callable_activation_and_gaussian_nodes(blobs):
     X, y = blobs
     for act in ("gaussian", "tanh", elmscale.hidden.relu):
-        m = _model(activation=act).fit(X)
+        m = _model(activation=act, rbf_fraction=0.0).fit(X)
         assert adjusted_rand_score(y, m.labels_) > 0.9
 
 
@@ -203,3 +206,74 @@ def test_warm_start_sweep_reuses_the_gram_pass_and_matches_fresh_fits(blobs, mon
 def test_sklearn_compatible(estimator, check):
     """Every scikit-learn estimator check passes; none is expected to fail."""
     check(estimator)
+
+
+def test_data_rbf_layer_equals_dense_gaussians_and_eq20(blobs):
+    """rbf_fraction=1: H is exp(-||x' - c||^2 / (w m)^2) with c rows of the scaled X and m
+    their median distance, and beta solves eq. 20 on that H (dense NumPy)."""
+    from scipy.spatial.distance import cdist, pdist
+
+    X, _ = blobs
+    m = _model(rbf_fraction=1.0, rbf_width=0.7, n_components=2, normalized=False).fit(X)
+    layer = m.hidden_layer_
+    Xs = (X - layer.offset) / layer.scale
+    centres = layer.input_weights.T
+    rows = [np.flatnonzero(np.all(np.isclose(Xs, c_), axis=1)) for c_ in centres]
+    assert all(len(r) >= 1 for r in rows)  # every centre is a row of the scaled X
+    width = 0.7 * np.median(pdist(centres))
+    H = np.exp(-cdist(Xs, centres, "sqeuclidean") / width**2)
+    np.testing.assert_allclose(hidden(X, layer), H, rtol=1e-10, atol=1e-12)
+    L = knn_laplacian(Xs, 8)
+    mu, V = sla.eigh(H.T @ H, np.eye(60) + 0.1 * H.T @ L @ H)
+    V = V[:, ::-1][:, 1:3]
+    for j in range(2):
+        c = abs(V[:, j] @ m.output_weights_[:, j]) / (
+            np.linalg.norm(V[:, j]) * np.linalg.norm(m.output_weights_[:, j]))
+        assert c == pytest.approx(1, abs=1e-6)
+
+
+def test_mixed_layer_puts_engine_nodes_first(blobs):
+    X, _ = blobs
+    m = _model(rbf_fraction=0.25).fit(X)
+    kinds = [p.node for p in m.hidden_layer_.parts]
+    sizes = [p.n_hidden for p in m.hidden_layer_.parts]
+    assert kinds == ["additive", "rbf"] and sizes == [45, 15]
+
+
+@pytest.mark.parametrize("as_dask", [False, True])
+def test_row_normalize_runs_kmeans_on_unit_rows(blobs, as_dask, monkeypatch):
+    """k-means sees the unit-length rows of embedding_ (which itself stays unscaled);
+    labels_ and predict are the nearest centres in that scaled space."""
+    import elmscale.algorithms._uselm as mod
+
+    X, _ = blobs
+    seen = []
+    real = mod.KMeans
+
+    class Spy(real):
+        def fit(self, E, *a, **k):
+            seen.append(np.array(E))
+            return super().fit(E, *a, **k)
+
+    monkeypatch.setattr(mod, "KMeans", Spy)
+    ref = _model().fit(X)
+    m = _model(row_normalize=True).fit(da.from_array(X, chunks=(70, 5)) if as_dask else X)
+    E = np.asarray(m.embedding_)
+    np.testing.assert_allclose(E, ref.embedding_, rtol=1e-7, atol=1e-9)
+    U = E / np.linalg.norm(E, axis=1, keepdims=True)
+    if not as_dask:  # the NumPy path hands exactly U to scikit-learn's k-means
+        np.testing.assert_allclose(seen[-1], U, rtol=1e-12)
+    labels = np.asarray(m.labels_)
+    d2 = ((U[:, None, :] - m.cluster_centers_[None]) ** 2).sum(-1)
+    np.testing.assert_array_equal(labels, d2.argmin(1))
+    np.testing.assert_array_equal(np.asarray(m.predict(X)), labels)
+    assert np.all(np.linalg.norm(m.cluster_centers_, axis=1) <= 1 + 1e-9)  # means of unit rows
+
+
+def test_unit_rows_numpy_and_dask_agree_and_keep_zero_rows():
+    from elmscale.algorithms._embedding import unit_rows
+
+    E = np.array([[3.0, 4.0], [0.0, 0.0], [-1.0, 0.0]])
+    np.testing.assert_allclose(unit_rows(E), [[0.6, 0.8], [0, 0], [-1, 0]])
+    np.testing.assert_allclose(unit_rows(da.from_array(E, chunks=(2, 2))).compute(),
+                               unit_rows(E))

@@ -1,0 +1,17 @@
+"""Small steps on an embedding shared by the spectral-type estimators."""
+
+import numpy as np
+
+
+def unit_rows(E):
+    """Rows of E scaled to unit Euclidean length (zero rows stay zero), for a NumPy or a
+    dask array (blockwise)."""
+    if isinstance(E, np.ndarray):
+        return _unit_rows(E)
+    return E.map_blocks(_unit_rows, dtype=E.dtype, meta=np.empty((0, 0), dtype=E.dtype))
+
+
+def _unit_rows(E):
+    norms = np.sqrt(np.einsum("ij,ij->i", E, E))
+    norms[norms == 0] = 1.0
+    return E / norms[:, None]
