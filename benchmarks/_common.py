@@ -221,3 +221,31 @@ def median_of_repeats(func, repeats=5, warmup=0):
         result = func()
         times.append(time.perf_counter() - start)
     return statistics.median(times), times, result
+
+
+# -- kNN graphs ----------------------------------------------------------------------------
+def recall_at_k(X, idx, k, n_sample=2000, seed=0):
+    """recall@k of ``idx`` (N x k, dask) on sampled rows against float64 brute force."""
+    import dask
+
+    N = X.shape[0]
+    rows = np.sort(np.random.RandomState(seed).choice(N, min(n_sample, N), replace=False))
+    Q = np.asarray(X[rows].compute(), dtype=np.float64)
+    got = np.asarray(idx[rows].compute())
+
+    def best(block, start):
+        B = np.asarray(block, dtype=np.float64)
+        d2 = (Q**2).sum(1)[:, None] + (B**2).sum(1)[None] - 2 * Q @ B.T
+        cols = np.arange(start, start + B.shape[0])
+        d2[rows[:, None] == cols[None]] = np.inf
+        kk = min(k, B.shape[0])
+        part = np.argpartition(d2, kk - 1, axis=1)[:, :kk]
+        return cols[part], np.take_along_axis(d2, part, 1)
+
+    starts = np.concatenate([[0], np.cumsum(X.chunks[0])])
+    parts = dask.compute(*[dask.delayed(best)(b, int(s)) for b, s in
+                           zip(X.to_delayed().ravel(), starts[:-1])])
+    cand = np.concatenate([p[0] for p in parts], 1)
+    d2 = np.concatenate([p[1] for p in parts], 1)
+    exact = np.take_along_axis(cand, np.argsort(d2, 1)[:, :k], 1)
+    return float(np.mean([len(set(a) & set(b)) / k for a, b in zip(got, exact)]))

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from _common import load_dataset, machine_info, utc_now
+from _common import load_dataset, machine_info, recall_at_k, utc_now
 from _mixture import generated_dask, mixture_chunk, subspace_chunk
 
 RESULTS = Path(__file__).resolve().parent / "results" / "graph.jsonl"
@@ -51,33 +51,6 @@ def _data(spec, k):
     fn = {"subspace": subspace_chunk, "mixture": mixture_chunk}[kind]
     X, _ = generated_dask(fn, int(n))
     return X, spec
-
-
-def recall_at_k(X, idx, k, n_sample=2000, seed=0):
-    """recall@k of ``idx`` (N x k, dask) on sampled rows against float64 brute force."""
-    import dask
-
-    N = X.shape[0]
-    rows = np.sort(np.random.RandomState(seed).choice(N, min(n_sample, N), replace=False))
-    Q = np.asarray(X[rows].compute(), dtype=np.float64)
-    got = np.asarray(idx[rows].compute())
-
-    def best(block, start):
-        B = np.asarray(block, dtype=np.float64)
-        d2 = (Q**2).sum(1)[:, None] + (B**2).sum(1)[None] - 2 * Q @ B.T
-        cols = np.arange(start, start + B.shape[0])
-        d2[rows[:, None] == cols[None]] = np.inf
-        kk = min(k, B.shape[0])
-        part = np.argpartition(d2, kk - 1, axis=1)[:, :kk]
-        return cols[part], np.take_along_axis(d2, part, 1)
-
-    starts = np.concatenate([[0], np.cumsum(X.chunks[0])])
-    parts = dask.compute(*[dask.delayed(best)(b, int(s)) for b, s in
-                           zip(X.to_delayed().ravel(), starts[:-1])])
-    cand = np.concatenate([p[0] for p in parts], 1)
-    d2 = np.concatenate([p[1] for p in parts], 1)
-    exact = np.take_along_axis(cand, np.argsort(d2, 1)[:, :k], 1)
-    return float(np.mean([len(set(a) & set(b)) / k for a, b in zip(got, exact)]))
 
 
 def _backend(name, args):

@@ -30,7 +30,7 @@ import time
 
 import numpy as np
 
-from _common import blas_info, clustering_accuracy, machine_info, utc_now
+from _common import blas_info, clustering_accuracy, machine_info, recall_at_k, utc_now
 from _mixture import mixture_dask, mixture_numpy
 
 
@@ -173,7 +173,8 @@ def run_elmscale(args, log):
         out["n_chunks"] = len(model._graph.chunks)
         graph = model._graph
         out["halo_rows"] = graph.halo_size()
-        out["recall"] = _recall(graph, args)
+        out["recall"] = recall_at_k(graph.X, graph.indices, args.k, n_sample=1000,
+                                    seed=args.seed)
         out["worker_peak_mb"] = sorted(client.run(_worker_peak_mb).values())
         out["client_peak_mb"] = _worker_peak_mb()
         idx = np.asarray(graph.indices.compute()) if args.floor else None
@@ -193,33 +194,6 @@ def _warm_pynndescent():
 
     X = np.random.RandomState(0).rand(2000, 5).astype(np.float32)
     pynndescent.NNDescent(X, n_neighbors=31, random_state=0).neighbor_graph  # noqa: B018
-
-
-def _recall(graph, args, n_sample=1000):
-    """recall@k of the graph's directed lists against brute force on sampled rows."""
-    rng = np.random.RandomState(args.seed)
-    X = graph.X
-    rows = np.sort(rng.choice(X.shape[0], n_sample, replace=False))
-    Q = np.asarray(X[rows].compute(), dtype=np.float64)
-    got = np.asarray(graph.indices[rows].compute())
-    # exact neighbours of the sample, block by block over X on the cluster
-    import dask
-
-    def block_best(block, start):
-        B = block.astype(np.float64)
-        d2 = (Q**2).sum(1)[:, None] + (B**2).sum(1)[None] - 2 * Q @ B.T
-        cols = np.arange(start, start + B.shape[0])
-        d2[rows[:, None] == cols[None]] = np.inf
-        part = np.argpartition(d2, args.k, axis=1)[:, : args.k]
-        return cols[part], np.take_along_axis(d2, part, 1)
-
-    starts = np.concatenate([[0], np.cumsum(X.chunks[0])])
-    parts = dask.compute(*[dask.delayed(block_best)(b, int(s)) for b, s in
-                           zip(X.to_delayed().ravel(), starts[:-1])])
-    idx = np.concatenate([p[0] for p in parts], 1)
-    d2 = np.concatenate([p[1] for p in parts], 1)
-    exact = np.take_along_axis(idx, np.argsort(d2, 1)[:, : args.k], 1)
-    return float(np.mean([len(set(a) & set(b)) / args.k for a, b in zip(got, exact)]))
 
 
 def run_floor(X, idx, layer, args, log):
