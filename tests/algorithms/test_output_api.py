@@ -68,15 +68,20 @@ def _dense_sse(E, centers, labels):
 
 
 @pytest.mark.parametrize("as_dask", [False, True])
-def test_uselm_score_is_negative_kmeans_inertia(blobs, as_dask):
-    """USELM.score(X_train) is -inertia_ (k-means on the embedding), as KMeans.score, and
-    on other points -sum of squared distances to the nearest centre."""
+@pytest.mark.parametrize("row_normalize", [False, True])
+def test_uselm_score_is_negative_kmeans_inertia(blobs, as_dask, row_normalize):
+    """USELM.score(X_train) is -inertia_ (k-means on the embedding, on its unit-length rows
+    with row_normalize), as KMeans.score, and on other points -sum of squared distances to
+    the nearest centre."""
     X, _ = blobs
-    model = USELM(n_clusters=3, n_hidden=40, graph="exact", random_state=0).fit(X)
+    model = USELM(n_clusters=3, n_hidden=40, graph="exact", row_normalize=row_normalize,
+                  random_state=0).fit(X)
     Xs = da.from_array(X, chunks=(70, 5)) if as_dask else X
     assert model.score(Xs) == pytest.approx(-model.inertia_, rel=1e-10)
     Xnew = X[:50] + 0.3
     E = model.transform(Xnew)
+    if row_normalize:
+        E = E / np.linalg.norm(E, axis=1, keepdims=True)
     d2 = ((E[:, None] - model.cluster_centers_[None]) ** 2).sum(axis=2)
     assert model.score(Xnew) == pytest.approx(-d2.min(axis=1).sum(), rel=1e-10)
 
