@@ -80,8 +80,8 @@ def test_graph_is_the_same_on_one_and_two_worker_processes(clustered, dask_clien
 
     ref = _cell_graph(clustered, 1000)
     two = _cell_graph(clustered, 777)  # the session's 2-worker cluster
-    # one worker process, in a process of its own: a second cluster in this process would
-    # share dask's caches of persisted collections with the first
+    # one worker process, on a cluster started by a process of its own, so that the two
+    # clusters share no client, scheduler or cached collection
     script = tmp_path / "one_worker.py"
     script.write_text(_ONE_WORKER)
     subprocess.run([sys.executable, str(script), str(tmp_path / "one.npz")], check=True,
