@@ -6,6 +6,7 @@ import time
 import uuid
 
 import dask
+from distributed import wait
 import dask.array as da
 import pytest
 
@@ -70,6 +71,10 @@ def test_stage_progress_reads_the_scheduler_task_prefixes(dask_client):
     gram, km = _named_work(5)
     buf = io.StringIO()
     with StageProgress(dask_client, stream=buf, interval=0.05) as p:
-        dask.compute(gram, km)
+        # held as futures until the display's last read: a computed-and-released task can be
+        # forgotten by the scheduler between two reads, and its count with it
+        held = dask_client.persist([gram, km])
+        wait(held)
     assert p.counts["gram"] == [5, 5] and p.counts["k-means"] == [5, 5]
+    del held
     assert "progress:" in buf.getvalue()
