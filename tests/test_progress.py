@@ -6,9 +6,9 @@ import time
 import uuid
 
 import dask
-from distributed import wait
 import dask.array as da
 import pytest
+from distributed import wait
 
 from elmscale import USELM, log_to_stderr
 from elmscale._progress import StageProgress, stage_of
