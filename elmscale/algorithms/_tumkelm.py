@@ -88,7 +88,7 @@ logger = logging.getLogger(__name__)
 #: against the exact 0.5468 and 0.6667 +- 0.0319, in 0.2 s instead of 4.6 s. At 500 points the two
 #: are mixed (Frogs argmax 0.575 scalable vs 0.610 exact) and the exact fit takes 0.2-0.5 s;
 #: below 1,000 points the scalable mode's landmark sample is the whole data set anyway.
-#: (Up to 2,500 before session 4; benchmarks/RESULTS.md.) ``mode="exact"`` still runs any
+#: ``mode="exact"`` still runs any
 #: N that fits K^ (N^2 float64: 800 MB at N = 10,000) in memory.
 AUTO_EXACT_MAX = 1_000
 
@@ -104,7 +104,7 @@ _DETECT_CYCLES = True
 
 # Above this many factor columns the small eigenproblem uses Lanczos: measured 3-8x faster
 # than the dense subset eigh from M = 263 (Frogs, 50 landmarks: 1.8 vs 3.4 ms) to 713 (wine:
-# 4.2 vs 34.7 ms), eigenvalues equal to 1e-15 relative (benchmarks/RESULTS.md, session 3).
+# 4.2 vs 34.7 ms), eigenvalues equal to 1e-15 relative (benchmarks/RESULTS.md, TUMK-ELM).
 _LANCZOS_MIN = 200
 
 # Eigenvalues of the small Gram below this fraction of the largest are treated as zero.
@@ -681,7 +681,7 @@ class TUMKELM(ClusterMixin, EmbeddingFeaturesOutMixin, TransformerMixin, DaskSta
         Columns m of each approximated kernel factor (Nystrom landmarks, or random Fourier
         features); also the cap on explicit polynomial features (scalable mode). The cost of
         the scalable mode grows as M^2 with M the total factor columns (Frogs: M = 469 at
-        100, 1,252 at 300). 100 rather than 300 (the default up to session 3): 3-4x faster
+        100, 1,252 at 300). 100 rather than 300: 3-4x faster
         (Frogs 0.24 s vs 0.91 s, Shuttle 0.32 s vs 0.91 s wall in one run), for a mean ACC
         over 10 seeds of the five benchmark sets in scalable mode of 0.666 vs 0.673
         (argmax) and 0.703 vs 0.709 (k-means): within one standard deviation on Frogs
@@ -689,7 +689,7 @@ class TUMKELM(ClusterMixin, EmbeddingFeaturesOutMixin, TransformerMixin, DaskSta
         0.651, the paper 0.341); iris, wine and segment run the exact mode by default.
         The cost: on the 100,000-point synthetic mixture (10 balanced clusters) argmax
         drops from 0.774 to 0.69 (3 seeds; k-means 0.998 either way). Raise it when the
-        fit time allows (benchmarks/RESULTS.md, TUMK-ELM session 4).
+        fit time allows (benchmarks/RESULTS.md, TUMK-ELM).
     approximation : {"nystrom", "rff"}, default="nystrom"
         Factor of the Gaussian kernels that are neither ~I nor ~11^T (scalable mode).
     feature_form : {"distance", "value"}, default="distance"
@@ -716,7 +716,7 @@ class TUMKELM(ClusterMixin, EmbeddingFeaturesOutMixin, TransformerMixin, DaskSta
         lowest at the first or second weight update. Over 10 seeds "lowest_loss" with
         k-means reaches the paper on Wine (0.9719 vs 0.9663 with "last") and raises Iris
         (0.8733 vs 0.8600), but with argmax it lowers Wine (0.7416 vs 0.7865): not the
-        default (benchmarks/RESULTS.md, TUMK-ELM session 4).
+        default (benchmarks/RESULTS.md, TUMK-ELM).
     random_state : int, RandomState or None
         Seeds the landmark sample, random features, the Lanczos start and k-means.
 
