@@ -8,6 +8,7 @@ every loaded shared library each time it is entered (~5 ms). Like dask's threade
 scheduler, which keeps its default pool between computes, the pools live as long as the
 process (a forked child starts with none).
 """
+
 import contextlib
 import functools
 import os
@@ -33,7 +34,8 @@ def shared_pool(n_threads):
         pool = _pools.get(n_threads)
         if pool is None:
             pool = _pools[n_threads] = ThreadPoolExecutor(
-                n_threads, thread_name_prefix=f"elmscale-{n_threads}")
+                n_threads, thread_name_prefix=f"elmscale-{n_threads}"
+            )
         return pool
 
 
@@ -81,6 +83,7 @@ def blas_for_dask(collection=None):
 def one_blas_thread_per_task(method):
     """Decorator for the estimator methods that compute dask graphs: the method runs
     inside :func:`blas_for_dask`."""
+
     @functools.wraps(method)
     def wrapper(*args, **kwargs):
         with blas_for_dask():
