@@ -1,7 +1,7 @@
 """BLAS threads inside dask's threaded scheduler: estimators with NumPy input, as shipped
 (BLAS on one thread per dask thread while they compute) against BLAS left at its default
-threads inside every dask task (the behaviour before, restored here by switching the
-detection off), alternated in one process.
+threads inside every dask task (what runs without the per-task limit, restored here by
+switching the detection off), alternated in one process.
 
     python benchmarks/bench_blas_threads.py [--repeats 3] [--json out.jsonl]
 
