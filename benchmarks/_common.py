@@ -235,14 +235,22 @@ def recall_at_k(X, idx, k, n_sample=2000, seed=0):
     Q = np.asarray(X[rows].compute(), dtype=np.float64)
     got = np.asarray(idx[rows].compute())
 
-    def best(block, start):
-        B = np.asarray(block, dtype=np.float64)
-        d2 = (Q**2).sum(1)[:, None] + (B**2).sum(1)[None] - 2 * Q @ B.T
-        cols = np.arange(start, start + B.shape[0])
-        d2[rows[:, None] == cols[None]] = np.inf
-        kk = min(k, B.shape[0])
+    def best(block, start, step=20_000):
+        # in slices of rows: a (n_sample x chunk) float64 block would not fit a worker
+        found = []
+        for lo in range(0, block.shape[0], step):
+            B = np.asarray(block[lo : lo + step], dtype=np.float64)
+            d2 = (Q**2).sum(1)[:, None] + (B**2).sum(1)[None] - 2 * Q @ B.T
+            cols = np.arange(start + lo, start + lo + B.shape[0])
+            d2[rows[:, None] == cols[None]] = np.inf
+            kk = min(k, B.shape[0])
+            part = np.argpartition(d2, kk - 1, axis=1)[:, :kk]
+            found.append((cols[part], np.take_along_axis(d2, part, 1)))
+        ids = np.concatenate([f[0] for f in found], 1)
+        d2 = np.concatenate([f[1] for f in found], 1)
+        kk = min(k, ids.shape[1])
         part = np.argpartition(d2, kk - 1, axis=1)[:, :kk]
-        return cols[part], np.take_along_axis(d2, part, 1)
+        return np.take_along_axis(ids, part, 1), np.take_along_axis(d2, part, 1)
 
     starts = np.concatenate([[0], np.cumsum(X.chunks[0])])
     parts = dask.compute(

@@ -73,11 +73,14 @@ def one_run(spec, backend, workers, args, log):
     from elmscale.graph import knn_graph
 
     out = {"data": spec, "backend": backend, "workers": workers, "k": args.k,
-           "rows_per_cell": args.rows_per_cell, "n_probes": args.n_probes}
+           "rows_per_cell": args.rows_per_cell, "n_probes": args.n_probes,
+           "chunk_rows": args.chunk_rows}
     with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
                       dashboard_address=None, memory_limit=f"{args.worker_gb}GiB") as cluster, \
             Client(cluster) as client:
         X, name = _data(spec, args.k)
+        if args.chunk_rows:
+            X = X.rechunk((args.chunk_rows, -1))
         X = X.persist()
         wait(X)
         out["n"], out["d"], out["n_chunks"] = X.shape[0], X.shape[1], len(X.chunks[0])
@@ -117,6 +120,8 @@ def main():
     p.add_argument("--rows-per-cell", type=int, default=None)
     p.add_argument("--n-probes", type=int, default=None)
     p.add_argument("--worker-gb", type=float, default=10)
+    p.add_argument("--chunk-rows", type=int, default=None,
+                   help="rechunk X to this many rows per chunk (default: as generated)")
     p.add_argument("--warm", action=argparse.BooleanOptionalAction, default=True)
     p.add_argument("--halo", action="store_true", help="also report halo / N (two more builds)")
     p.add_argument("--out", default=str(RESULTS))

@@ -112,7 +112,7 @@ def _search_chunk(k, n_probes, cell_start, lo, X, original, probes, *pieces):
 
     def propose(slots, bound):
         """Each cell of these probe slots proposes k + 1 candidates to its queries."""
-        slots = np.asarray(slots)
+        slots = np.asarray(slots, dtype=np.int64)
         for c, q, j in _cell_runs(probes[:, slots]):
             if c not in span:
                 span[c] = tuple(np.searchsorted(db_pos, cell_start[c : c + 2]))
@@ -248,10 +248,10 @@ class CellSearch:
 
     Parameters
     ----------
-    rows_per_cell : int, default=1000
+    rows_per_cell : int, default=500
         Target cell size. Work per row grows with ``rows_per_cell * n_probes``, and so does
         recall.
-    n_probes : int, default=4
+    n_probes : int, default=6
         Cells each row is searched in: its own, then those whose boundary with it is nearest.
     n_refine : int, default=0
         Rounds of neighbours-of-neighbours after the cell search (:meth:`refine`), each
@@ -271,7 +271,7 @@ class CellSearch:
     #: this backend provides its own locality order (see :func:`elmscale.graph.knn_graph`)
     provides_order = True
 
-    def __init__(self, rows_per_cell=1000, n_probes=4, n_refine=0):
+    def __init__(self, rows_per_cell=500, n_probes=6, n_refine=0):
         for name, value, low in (("rows_per_cell", rows_per_cell, 1), ("n_probes", n_probes, 1),
                                  ("n_refine", n_refine, 0)):
             if not (isinstance(value, (int, np.integer)) and not isinstance(value, bool)

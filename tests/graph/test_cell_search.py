@@ -42,6 +42,17 @@ def test_recall_against_exact_on_clustered_data(clustered):
     np.testing.assert_allclose(dist, got, rtol=1e-12)
 
 
+@pytest.mark.parametrize("n_probes", [1, 3])
+def test_one_cell_is_an_exact_search(clustered, n_probes):
+    """All rows in one cell: the cell search must equal the exact backend, bit for bit (one
+    probe exercises the own-cell-only path)."""
+    Xd = da.from_array(clustered, chunks=(700, 5))
+    got = dask.compute(*CellSearch(rows_per_cell=5000, n_probes=n_probes)(Xd, 7, random_state=0))
+    ref = dask.compute(*get("graph", "exact")(Xd, 7, random_state=0))
+    np.testing.assert_array_equal(got[0], ref[0])
+    np.testing.assert_allclose(got[1], ref[1], rtol=1e-12)
+
+
 def _cell_graph(X, chunks, **kw):
     idx, dist = CellSearch(rows_per_cell=150, n_probes=3)(
         da.from_array(X, chunks=(chunks, X.shape[1])), 10, random_state=3, **kw)
