@@ -26,7 +26,6 @@ import time
 from pathlib import Path
 
 import numpy as np
-
 from _common import load_dataset, machine_info, recall_at_k, utc_now
 from _mixture import generated_dask, mixture_chunk, subspace_chunk
 
@@ -72,12 +71,25 @@ def one_run(spec, backend, workers, args, log):
 
     from elmscale.graph import knn_graph
 
-    out = {"data": spec, "backend": backend, "workers": workers, "k": args.k,
-           "rows_per_cell": args.rows_per_cell, "n_probes": args.n_probes,
-           "chunk_rows": args.chunk_rows}
-    with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                      dashboard_address=None, memory_limit=f"{args.worker_gb}GiB") as cluster, \
-            Client(cluster) as client:
+    out = {
+        "data": spec,
+        "backend": backend,
+        "workers": workers,
+        "k": args.k,
+        "rows_per_cell": args.rows_per_cell,
+        "n_probes": args.n_probes,
+        "chunk_rows": args.chunk_rows,
+    }
+    with (
+        LocalCluster(
+            n_workers=workers,
+            threads_per_worker=1,
+            processes=True,
+            dashboard_address=None,
+            memory_limit=f"{args.worker_gb}GiB",
+        ) as cluster,
+        Client(cluster) as client,
+    ):
         X, name = _data(spec, args.k)
         if args.chunk_rows:
             X = X.rechunk((args.chunk_rows, -1))
@@ -88,8 +100,9 @@ def one_run(spec, backend, workers, args, log):
         for seed, label in enumerate(("cold", "warm") if args.warm else ("cold",)):
             # another seed for the warm call: pure task keys must not hit the cold result
             t0 = time.perf_counter()
-            g = knn_graph(X, args.k, backend=_backend(backend, args), order=False,
-                          random_state=seed)
+            g = knn_graph(
+                X, args.k, backend=_backend(backend, args), order=False, random_state=seed
+            )
             wait([g.indices, g.distances])
             out[f"{label}_s"] = time.perf_counter() - t0
             if label == "cold":
@@ -99,10 +112,12 @@ def one_run(spec, backend, workers, args, log):
             log(f"  {name} {backend} {workers}w {label}: {out[f'{label}_s']:.1f} s")
             del g
         if args.halo:
-            ordered = knn_graph(X, args.k, backend=_backend(backend, args), order=True,
-                                random_state=0)
-            plain = knn_graph(X, args.k, backend=_backend(backend, args), order=False,
-                              random_state=0)
+            ordered = knn_graph(
+                X, args.k, backend=_backend(backend, args), order=True, random_state=0
+            )
+            plain = knn_graph(
+                X, args.k, backend=_backend(backend, args), order=False, random_state=0
+            )
             out["halo_over_n_ordered"] = ordered.halo_size() / X.shape[0]
             out["halo_over_n_input_order"] = plain.halo_size() / X.shape[0]
         out["client_peak_mb"] = _peak_mb()
@@ -120,8 +135,12 @@ def main():
     p.add_argument("--rows-per-cell", type=int, default=None)
     p.add_argument("--n-probes", type=int, default=None)
     p.add_argument("--worker-gb", type=float, default=10)
-    p.add_argument("--chunk-rows", type=int, default=None,
-                   help="rechunk X to this many rows per chunk (default: as generated)")
+    p.add_argument(
+        "--chunk-rows",
+        type=int,
+        default=None,
+        help="rechunk X to this many rows per chunk (default: as generated)",
+    )
     p.add_argument("--warm", action=argparse.BooleanOptionalAction, default=True)
     p.add_argument("--halo", action="store_true", help="also report halo / N (two more builds)")
     p.add_argument("--out", default=str(RESULTS))
@@ -136,7 +155,7 @@ def main():
         for r in range(args.rounds):
             for spec in args.data:
                 for workers in args.workers:
-                    for backend in (args.backends if r % 2 == 0 else args.backends[::-1]):
+                    for backend in args.backends if r % 2 == 0 else args.backends[::-1]:
                         res = one_run(spec, backend, workers, args, log)
                         res.update(round=r, date=info["date"])
                         log(json.dumps(res, default=float))

@@ -4,5 +4,13 @@ from ._backends import exact_knn, nndescent_knn
 from ._cell_search import CellSearch
 from ._laplacian import WEIGHTS, GraphBlock, KNNGraph, knn_graph, resolve_backend
 
-__all__ = ["WEIGHTS", "CellSearch", "GraphBlock", "KNNGraph", "exact_knn", "knn_graph",
-           "nndescent_knn", "resolve_backend"]
+__all__ = [
+    "WEIGHTS",
+    "CellSearch",
+    "GraphBlock",
+    "KNNGraph",
+    "exact_knn",
+    "knn_graph",
+    "nndescent_knn",
+    "resolve_backend",
+]

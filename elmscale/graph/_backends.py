@@ -22,13 +22,22 @@ def _check_k(X, n_neighbors):
 
 def _block_candidates(Xq, Xr, q_start, r_start, k):
     """The k nearest rows of Xr for each row of Xq: (global ids, squared distances)."""
-    return block_topk(Xq, np.arange(q_start, q_start + Xq.shape[0]), Xr,
-                      np.arange(r_start, r_start + Xr.shape[0]), k, dtype=np.float64)
+    return block_topk(
+        Xq,
+        np.arange(q_start, q_start + Xq.shape[0]),
+        Xr,
+        np.arange(r_start, r_start + Xr.shape[0]),
+        k,
+        dtype=np.float64,
+    )
 
 
 def _merge_candidates(k, *cands):
-    idx, d2 = merge_topk(k, np.concatenate([c[0] for c in cands], axis=1),
-                         np.concatenate([c[1] for c in cands], axis=1))
+    idx, d2 = merge_topk(
+        k,
+        np.concatenate([c[0] for c in cands], axis=1),
+        np.concatenate([c[1] for c in cands], axis=1),
+    )
     return idx, np.sqrt(d2)
 
 
@@ -44,7 +53,8 @@ def exact_knn(X, n_neighbors, *, random_state=None):
     for b, Xb in enumerate(blocks):
         cands = [
             dask.delayed(_block_candidates, pure=True, nout=2)(
-                Xb, Xs, int(starts[b]), int(starts[s]), n_neighbors)
+                Xb, Xs, int(starts[b]), int(starts[s]), n_neighbors
+            )
             for s, Xs in enumerate(blocks)
         ]
         merged = dask.delayed(_merge_candidates, pure=True, nout=2)(n_neighbors, *cands)
@@ -59,8 +69,13 @@ def _nndescent_graph(X_blocks, n_neighbors, n_build, seed):
 
     X = np.concatenate(X_blocks).astype(np.float32, copy=False)
     index = pynndescent.NNDescent(
-        X, n_neighbors=n_build + 1, random_state=seed, low_memory=True, n_jobs=-1,
-        compressed=False, verbose=False,
+        X,
+        n_neighbors=n_build + 1,
+        random_state=seed,
+        low_memory=True,
+        n_jobs=-1,
+        compressed=False,
+        verbose=False,
     )
     idx, dist = index.neighbor_graph
     # drop the row itself (normally first); rows whose self entry is missing lose their last
@@ -81,7 +96,8 @@ def nndescent_knn(X, n_neighbors, *, random_state=None):
     which builds the index and reads its ``neighbor_graph``; the lists are then sliced back
     into X's row chunks. The build is the serial part: it runs NN-descent with all of the
     worker machine's cores (``n_jobs=-1``), since every other task waits for the graph.
-    numba compiles for about 20 s in each fresh process the first time. To reach recall@k >= 0.9 the index is built with
+    numba compiles its kernels in each fresh process the first time. To reach recall@k >= 0.9
+    the index is built with
     ``max(2 k, 30)`` neighbours and the k best are kept: recall of NN-descent grows quickly
     with the size of its lists.
     """
@@ -90,7 +106,8 @@ def nndescent_knn(X, n_neighbors, *, random_state=None):
     n_build = max(n_build, n_neighbors)
     seed = None if random_state is None else int(random_state)
     graph = dask.delayed(_nndescent_graph, pure=True, nout=2)(
-        X.to_delayed(optimize_graph=False).ravel().tolist(), n_neighbors, n_build, seed)
+        X.to_delayed(optimize_graph=False).ravel().tolist(), n_neighbors, n_build, seed
+    )
     N = X.shape[0]
     idx = da.from_delayed(graph[0], (N, n_neighbors), dtype=np.int64)
     dist = da.from_delayed(graph[1], (N, n_neighbors), dtype=np.float64)

@@ -32,8 +32,15 @@ import numpy as np
 
 from ._cells import assign_cells, fit_cells, sample_rows
 from ._ordering import order_by_cells
-from ._select import (Operands, decide, exact_sq_distances, proposals, topk_exact, topk_of_pairs,
-                      within_limits)
+from ._select import (
+    Operands,
+    decide,
+    exact_sq_distances,
+    proposals,
+    topk_exact,
+    topk_of_pairs,
+    within_limits,
+)
 from ._tasks import row_numbers, task
 
 logger = logging.getLogger(__name__)
@@ -77,9 +84,11 @@ def _cell_runs(table):
     """``(cell, rows, columns)`` for each distinct cell of an (n, w) table of cell numbers,
     in increasing cell order (entries -1 are skipped)."""
     flat = table.ravel()
+    if len(flat) == 0:
+        return
     order = np.argsort(flat, kind="stable")
     cells, first = np.unique(flat[order], return_index=True)
-    for c, a, b in zip(cells, first, np.append(first[1:], len(flat))):
+    for c, a, b in zip(cells, first, np.append(first[1:], len(flat)), strict=True):
         if c >= 0:
             rows, cols = np.divmod(order[a:b], table.shape[1])
             yield c, rows, cols
@@ -117,8 +126,14 @@ def _search_chunk(k, n_probes, cell_start, lo, X, original, probes, *pieces):
             if c not in span:
                 span[c] = tuple(np.searchsorted(db_pos, cell_start[c : c + 2]))
             r0, r1 = span[c]
-            cols, gc = proposals(Q.query[q], R.reference[r0:r1], original[q],
-                                 db_orig[r0:r1], k + 1, None if bound is None else bound[q])
+            cols, gc = proposals(
+                Q.query[q],
+                R.reference[r0:r1],
+                original[q],
+                db_orig[r0:r1],
+                k + 1,
+                None if bound is None else bound[q],
+            )
             where[q, slots[j]] = np.where(cols >= 0, cols + r0, -1)
             g[q, slots[j]] = gc
 
@@ -136,16 +151,27 @@ def _search_chunk(k, n_probes, cell_start, lo, X, original, probes, *pieces):
             found = []
             for c, j, _ in _cell_runs(table[rows]):
                 r0, r1 = span[c]
-                qi, ci = within_limits(Q.query[rows[j]], R.reference[r0:r1], original[rows[j]],
-                                       db_orig[r0:r1], limits[j])
+                qi, ci = within_limits(
+                    Q.query[rows[j]],
+                    R.reference[r0:r1],
+                    original[rows[j]],
+                    db_orig[r0:r1],
+                    limits[j],
+                )
                 found.append((j[qi], ci + r0))
-            jj, cc = (np.concatenate(f) for f in zip(*found))
+            jj, cc = (np.concatenate(f) for f in zip(*found, strict=True))
             e = exact_sq_distances(X, rows[jj], db_X, cc)
             return topk_of_pairs(k, len(rows), jj, db_orig[cc], e)
 
         ids = np.where(flat_where >= 0, db_orig[np.maximum(flat_where, 0)], -1)
-        return decide(k, g[:, :width], ids.reshape(n, width, k + 1),
-                      np.broadcast_to(tau[:, None], (n, width)), exact, fallback)
+        return decide(
+            k,
+            g[:, :width],
+            ids.reshape(n, width, k + 1),
+            np.broadcast_to(tau[:, None], (n, width)),
+            exact,
+            fallback,
+        )
 
     propose([0], None)
     # the own cell's (k + 1)-th proposal (+ 2 tau) bounds what another cell can add
@@ -272,18 +298,26 @@ class CellSearch:
     provides_order = True
 
     def __init__(self, rows_per_cell=500, n_probes=6, n_refine=0):
-        for name, value, low in (("rows_per_cell", rows_per_cell, 1), ("n_probes", n_probes, 1),
-                                 ("n_refine", n_refine, 0)):
-            if not (isinstance(value, (int, np.integer)) and not isinstance(value, bool)
-                    and value >= low):
+        for name, value, low in (
+            ("rows_per_cell", rows_per_cell, 1),
+            ("n_probes", n_probes, 1),
+            ("n_refine", n_refine, 0),
+        ):
+            if not (
+                isinstance(value, (int, np.integer))
+                and not isinstance(value, bool)
+                and value >= low
+            ):
                 raise ValueError(f"{name} must be an int >= {low}, got {value!r}")
         self.rows_per_cell = int(rows_per_cell)
         self.n_probes = int(n_probes)
         self.n_refine = int(n_refine)
 
     def __repr__(self):
-        return (f"CellSearch(rows_per_cell={self.rows_per_cell}, n_probes={self.n_probes}, "
-                f"n_refine={self.n_refine})")
+        return (
+            f"CellSearch(rows_per_cell={self.rows_per_cell}, n_probes={self.n_probes}, "
+            f"n_refine={self.n_refine})"
+        )
 
     def __call__(self, X, n_neighbors, *, random_state=None):
         """``(indices, distances)`` in X's row order, chunked like X (the backend protocol)."""
@@ -305,9 +339,14 @@ class CellSearch:
         cell_start = np.concatenate([[0], np.cumsum(counts.sum(axis=0))]).astype(np.int64)
         original = row_numbers(X.chunks[0])
         probes, original = dask.persist(order.apply(probes), order.apply(original))
-        logger.info("kNN cells: %d cells of %d-%d rows (target %d) from a sample of %d rows",
-                    len(centers), counts.sum(axis=0).min(), counts.sum(axis=0).max(),
-                    self.rows_per_cell, len(idx))
+        logger.info(
+            "kNN cells: %d cells of %d-%d rows (target %d) from a sample of %d rows",
+            len(centers),
+            counts.sum(axis=0).min(),
+            counts.sum(axis=0).max(),
+            self.rows_per_cell,
+            len(idx),
+        )
         return CellPartition(order, probes, original, cell_start, centers)
 
     def refine(self, part, X, pos, n_neighbors):
@@ -326,26 +365,62 @@ class CellSearch:
         def exchange(stage, wanted, blocks):
             """Per chunk: the pieces of ``blocks`` at the positions ``wanted[t]`` lists."""
             wanted = list(dask.persist(*wanted))
-            sources = dask.compute(*[task("sources", _source_chunks, w, starts)
-                                     for w in wanted])
-            return [[task(stage, _take_positions, blocks[s], wanted[t], *bounds[s])
-                     for s in sources[t]] for t in range(nb)]
+            sources = dask.compute(*[task("sources", _source_chunks, w, starts) for w in wanted])
+            return [
+                [task(stage, _take_positions, blocks[s], wanted[t], *bounds[s]) for s in sources[t]]
+                for t in range(nb)
+            ]
 
-        lists = exchange("refine-lists", [task("refine-want", _outside, pos_blocks[t], *bounds[t])
-                                          for t in range(nb)],
-                         [task("refine-pack", tuple, [b]) for b in pos_blocks])
-        cand = list(dask.persist(*[task("refine-candidates", _neighbours_of_neighbours, k,
-                                        bounds[t][0], pos_blocks[t], *lists[t])
-                                   for t in range(nb)]))
-        rows = exchange("refine-rows", [task("refine-want", _outside, cand[t][None], *bounds[t])
-                                        for t in range(nb)],
-                        [task("refine-pack", tuple, [xb, ob])
-                         for xb, ob in zip(X_blocks, orig_blocks)])
-        out = [task("refine", _refine_chunk, k, bounds[t][0], X_blocks[t], orig_blocks[t],
-                    cand[t], *rows[t]) for t in range(nb)]
-        return tuple(da.concatenate([da.from_delayed(o[i], (hi - lo, k), dtype=dt)
-                                     for o, (lo, hi) in zip(out, bounds)])
-                     for i, dt in enumerate((np.int64, np.int64, np.float64)))
+        lists = exchange(
+            "refine-lists",
+            [task("refine-want", _outside, pos_blocks[t], *bounds[t]) for t in range(nb)],
+            [task("refine-pack", tuple, [b]) for b in pos_blocks],
+        )
+        cand = list(
+            dask.persist(
+                *[
+                    task(
+                        "refine-candidates",
+                        _neighbours_of_neighbours,
+                        k,
+                        bounds[t][0],
+                        pos_blocks[t],
+                        *lists[t],
+                    )
+                    for t in range(nb)
+                ]
+            )
+        )
+        rows = exchange(
+            "refine-rows",
+            [task("refine-want", _outside, cand[t][None], *bounds[t]) for t in range(nb)],
+            [
+                task("refine-pack", tuple, [xb, ob])
+                for xb, ob in zip(X_blocks, orig_blocks, strict=True)
+            ],
+        )
+        out = [
+            task(
+                "refine",
+                _refine_chunk,
+                k,
+                bounds[t][0],
+                X_blocks[t],
+                orig_blocks[t],
+                cand[t],
+                *rows[t],
+            )
+            for t in range(nb)
+        ]
+        return tuple(
+            da.concatenate(
+                [
+                    da.from_delayed(o[i], (hi - lo, k), dtype=dt)
+                    for o, (lo, hi) in zip(out, bounds, strict=True)
+                ]
+            )
+            for i, dt in enumerate((np.int64, np.int64, np.float64))
+        )
 
     def search(self, part, X, n_neighbors):
         """kNN of the rows of X, already in ``part``'s order and chunked like it:
@@ -363,8 +438,9 @@ class CellSearch:
         X_blocks = X.to_delayed(optimize_graph=False).ravel()
         orig_blocks = part.original.to_delayed(optimize_graph=False).ravel()
         probe_blocks = part.probes.to_delayed(optimize_graph=False).ravel()
-        probed = dask.compute(*[task("probed", _probed_cells, p, sizes, self.n_probes, k)
-                                for p in probe_blocks])
+        probed = dask.compute(
+            *[task("probed", _probed_cells, p, sizes, self.n_probes, k) for p in probe_blocks]
+        )
         pos_b, orig_b, dist_b, rows_per_task = [], [], [], []
         for t in range(nb):
             lo, hi = int(starts[t]), int(starts[t + 1])
@@ -374,18 +450,34 @@ class CellSearch:
                 s_lo, s_hi = int(starts[s]), int(starts[s + 1])
                 mine = [(max(a, s_lo), min(b, s_hi)) for a, b in ranges if a < s_hi and b > s_lo]
                 if mine:
-                    pieces.append(task("gather", _take_ranges, X_blocks[s], orig_blocks[s],
-                                       s_lo, mine))
+                    pieces.append(
+                        task("gather", _take_ranges, X_blocks[s], orig_blocks[s], s_lo, mine)
+                    )
                     received += sum(b - a for a, b in mine)
             rows_per_task.append(received)
-            out = task("search", _search_chunk, k, self.n_probes, part.cell_start, lo,
-                       X_blocks[t], orig_blocks[t], probe_blocks[t], *pieces)
+            out = task(
+                "search",
+                _search_chunk,
+                k,
+                self.n_probes,
+                part.cell_start,
+                lo,
+                X_blocks[t],
+                orig_blocks[t],
+                probe_blocks[t],
+                *pieces,
+            )
             n = hi - lo
             pos_b.append(da.from_delayed(out[0], (n, k), dtype=np.int64))
             orig_b.append(da.from_delayed(out[1], (n, k), dtype=np.int64))
             dist_b.append(da.from_delayed(out[2], (n, k), dtype=np.float64))
         received = int(sum(rows_per_task)) - X.shape[0]
-        logger.info("kNN search: %d tasks, each holding at most %d rows; %d rows (%.2f N) "
-                    "received from other chunks", nb, max(rows_per_task), received,
-                    received / max(X.shape[0], 1))
+        logger.info(
+            "kNN search: %d tasks, each holding at most %d rows; %d rows (%.2f N) "
+            "received from other chunks",
+            nb,
+            max(rows_per_task),
+            received,
+            received / max(X.shape[0], 1),
+        )
         return da.concatenate(pos_b), da.concatenate(orig_b), da.concatenate(dist_b)

@@ -110,30 +110,46 @@ class CellGroups:
         size = math.ceil(math.sqrt(P))
         self.starts = np.arange(0, P + size, size).clip(max=P)
         self.starts = np.unique(self.starts)
-        self.centers = np.array([centers[a:b].mean(axis=0)
-                                 for a, b in zip(self.starts[:-1], self.starts[1:])])
+        self.centers = np.array(
+            [
+                centers[a:b].mean(axis=0)
+                for a, b in zip(self.starts[:-1], self.starts[1:], strict=True)
+            ]
+        )
         n_groups = len(self.centers)
-        near, _ = block_topk(self.centers, np.full(n_groups, -1), self.centers,
-                             np.arange(n_groups), min(GROUP_NEIGHBOURS, n_groups))
+        near, _ = block_topk(
+            self.centers,
+            np.full(n_groups, -1),
+            self.centers,
+            np.arange(n_groups),
+            min(GROUP_NEIGHBOURS, n_groups),
+        )
         self.near = near
 
     def candidate_cells(self, group):
-        return np.concatenate([np.arange(self.starts[g], self.starts[g + 1])
-                               for g in self.near[group] if g >= 0])
+        return np.concatenate(
+            [np.arange(self.starts[g], self.starts[g + 1]) for g in self.near[group] if g >= 0]
+        )
 
 
 def _nearest_in_groups(block, centers, groups, n_candidates):
     """:func:`block_topk` of the rows against the cells of their nearest group's nearest
     groups (rows grouped by that group, each group's rows in one product)."""
-    top, _ = block_topk(block, np.full(block.shape[0], -1), groups.centers,
-                        np.arange(len(groups.centers)), 1)
+    top, _ = block_topk(
+        block, np.full(block.shape[0], -1), groups.centers, np.arange(len(groups.centers)), 1
+    )
     ids = np.full((block.shape[0], n_candidates), -1, dtype=np.int64)
     d2 = np.full((block.shape[0], n_candidates), np.inf)
     for g in np.unique(top[:, 0]):
         rows = np.flatnonzero(top[:, 0] == g)
         cells = groups.candidate_cells(g)
-        i, dd = block_topk(block[rows], np.full(len(rows), -1), centers[cells], cells,
-                           min(n_candidates, len(cells)))
+        i, dd = block_topk(
+            block[rows],
+            np.full(len(rows), -1),
+            centers[cells],
+            cells,
+            min(n_candidates, len(cells)),
+        )
         ids[rows, : i.shape[1]] = i
         d2[rows, : i.shape[1]] = dd
     return ids, d2
@@ -151,8 +167,9 @@ def _nearest_cells(block, centers, n_nearest, n_candidates, groups=None):
     given); all distances are exact, ties go to the lower cell.
     """
     if groups is None:
-        ids, d2 = block_topk(block, np.full(block.shape[0], -1), centers,
-                             np.arange(len(centers)), n_candidates)
+        ids, d2 = block_topk(
+            block, np.full(block.shape[0], -1), centers, np.arange(len(centers)), n_candidates
+        )
     else:
         ids, d2 = _nearest_in_groups(block, centers, groups, n_candidates)
     if n_nearest == 1 or n_candidates == 1:
@@ -177,6 +194,14 @@ def assign_cells(X, centers, n_nearest, n_candidates=None):
     n_nearest = min(n_nearest, len(centers))
     n_candidates = min(max(n_candidates or n_nearest + 3, n_nearest), len(centers))
     groups = CellGroups(centers) if len(centers) > FLAT_MAX_CELLS else None
-    return da.map_blocks(_nearest_cells, X, centers, n_nearest, n_candidates, groups,
-                         dtype=np.int32, chunks=(X.chunks[0], (n_nearest,)),
-                         name=task_name("assign"))
+    return da.map_blocks(
+        _nearest_cells,
+        X,
+        centers,
+        n_nearest,
+        n_candidates,
+        groups,
+        dtype=np.int32,
+        chunks=(X.chunks[0], (n_nearest,)),
+        name=task_name("assign"),
+    )

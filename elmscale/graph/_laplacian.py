@@ -62,7 +62,9 @@ class GraphBlock:
         """This block's rows of W with global column indices (for tests and small data)."""
         cols = np.concatenate([np.arange(self.start, self.stop), self.halo])
         W = self.W.tocoo()
-        return sp.csr_matrix((W.data, (W.row, cols[W.col])), shape=(self.stop - self.start, n_samples))
+        return sp.csr_matrix(
+            (W.data, (W.row, cols[W.col])), shape=(self.stop - self.start, n_samples)
+        )
 
 
 def _edge_counts(idx, starts):
@@ -169,8 +171,9 @@ class KNNGraph:
     lists the chunks that hold chunk b's halo rows.
     """
 
-    def __init__(self, blocks, chunks, halo_sources, *, n_neighbors, weights, normalized,
-                 sigma=None):
+    def __init__(
+        self, blocks, chunks, halo_sources, *, n_neighbors, weights, normalized, sigma=None
+    ):
         self.blocks = blocks
         self.chunks = tuple(chunks)
         self.halo_sources = halo_sources
@@ -193,13 +196,15 @@ class KNNGraph:
         and in its row order, e.g. a product ``L Z`` built block by block on the graph."""
         array = self.X if array is None else array
         if tuple(array.chunks[0]) != self.chunks:
-            raise ValueError(f"array must be chunked like the graph's rows {self.chunks}, "
-                             f"got {array.chunks[0]}")
+            raise ValueError(
+                f"array must be chunked like the graph's rows {self.chunks}, got {array.chunks[0]}"
+            )
         blocks = array.to_delayed(optimize_graph=False).ravel()
         starts = self.starts
         return [
-            dask.delayed(_take_rows, pure=True)(blocks[s], self.blocks[b], int(starts[s]),
-                                               int(starts[s + 1]))
+            dask.delayed(_take_rows, pure=True)(
+                blocks[s], self.blocks[b], int(starts[s]), int(starts[s + 1])
+            )
             for s in self.halo_sources[b]
         ]
 
@@ -225,9 +230,11 @@ class KNNGraph:
         return (sp.diags(diag) - W).tocsr()
 
     def __repr__(self):
-        return (f"KNNGraph(n_samples={self.n_samples}, n_chunks={len(self.chunks)}, "
-                f"n_neighbors={self.n_neighbors}, weights={self.weights!r}, "
-                f"normalized={self.normalized})")
+        return (
+            f"KNNGraph(n_samples={self.n_samples}, n_chunks={len(self.chunks)}, "
+            f"n_neighbors={self.n_neighbors}, weights={self.weights!r}, "
+            f"normalized={self.normalized})"
+        )
 
 
 def resolve_backend(backend, n_samples):
@@ -238,8 +245,18 @@ def resolve_backend(backend, n_samples):
     return backend
 
 
-def knn_graph(X, n_neighbors=10, *, backend="auto", weights="binary", sigma=None,
-              normalized=False, random_state=None, transform=None, order="auto"):
+def knn_graph(
+    X,
+    n_neighbors=10,
+    *,
+    backend="auto",
+    weights="binary",
+    sigma=None,
+    normalized=False,
+    random_state=None,
+    transform=None,
+    order="auto",
+):
     """Build the symmetrised kNN graph of the rows of X on the cluster.
 
     Parameters
@@ -279,8 +296,9 @@ def knn_graph(X, n_neighbors=10, *, backend="auto", weights="binary", sigma=None
     if order not in ("auto", True, False):
         raise ValueError(f"order must be 'auto', True or False, got {order!r}")
     if not 1 <= n_neighbors < X.shape[0]:
-        raise ValueError(f"n_neighbors must be in [1, n_samples - 1] = "
-                         f"[1, {X.shape[0] - 1}], got {n_neighbors}")
+        raise ValueError(
+            f"n_neighbors must be in [1, n_samples - 1] = [1, {X.shape[0] - 1}], got {n_neighbors}"
+        )
     backend_fn = registry.resolve("graph", resolve_backend(backend, X.shape[0]), "graph")
     source_name = X.name
     transform = transform or (lambda A: A)
@@ -310,8 +328,9 @@ def knn_graph(X, n_neighbors=10, *, backend="auto", weights="binary", sigma=None
     idx_blocks = idx.to_delayed(optimize_graph=False).ravel()
     dist_blocks = dist.to_delayed(optimize_graph=False).ravel()
     # edges[s, b]: edges from chunk s into chunk b; only those pairs get shuffle tasks
-    edges = np.array(dask.compute(*[dask.delayed(_edge_counts, pure=True)(blk, starts)
-                                    for blk in idx_blocks]))
+    edges = np.array(
+        dask.compute(*[dask.delayed(_edge_counts, pure=True)(blk, starts) for blk in idx_blocks])
+    )
     if weights == "heat" and sigma is None:
         sigma_value = float(dist.mean().compute())
     else:
@@ -320,35 +339,60 @@ def knn_graph(X, n_neighbors=10, *, backend="auto", weights="binary", sigma=None
     for b in range(nb):
         lo, hi = int(starts[b]), int(starts[b + 1])
         reverse = [
-            (int(starts[s]), dask.delayed(_reverse_edges, pure=True)(
-                idx_blocks[s], dist_blocks[s], lo, hi))
-            for s in range(nb) if edges[s, b] > 0  # s == b: reverse of in-chunk edges
+            (
+                int(starts[s]),
+                dask.delayed(_reverse_edges, pure=True)(idx_blocks[s], dist_blocks[s], lo, hi),
+            )
+            for s in range(nb)
+            if edges[s, b] > 0  # s == b: reverse of in-chunk edges
         ]
-        blocks.append(dask.delayed(_assemble_block, pure=True)(
-            idx_blocks[b], dist_blocks[b], lo, hi, weights, sigma_value, *reverse))
+        blocks.append(
+            dask.delayed(_assemble_block, pure=True)(
+                idx_blocks[b], dist_blocks[b], lo, hi, weights, sigma_value, *reverse
+            )
+        )
     blocks = list(dask.persist(*blocks))
-    counts = np.array(dask.compute(*[
-        dask.delayed(_halo_counts, pure=True)(blk, starts) for blk in blocks
-    ]))
+    counts = np.array(
+        dask.compute(*[dask.delayed(_halo_counts, pure=True)(blk, starts) for blk in blocks])
+    )
     halo_sources = [np.flatnonzero(counts[b]).tolist() for b in range(nb)]
     if normalized:
         degrees = [dask.delayed(_degree_of, pure=True)(blk) for blk in blocks]
-        blocks = list(dask.persist(*[
-            dask.delayed(_normalise_block, pure=True)(
-                blocks[b],
-                *[dask.delayed(_take_rows, pure=True)(degrees[s], blocks[b], int(starts[s]),
-                                                     int(starts[s + 1]))
-                  for s in halo_sources[b]])
-            for b in range(nb)
-        ]))
-    graph = KNNGraph(blocks, X.chunks[0], halo_sources, n_neighbors=n_neighbors,
-                     weights=weights, normalized=normalized, sigma=sigma_value)
+        blocks = list(
+            dask.persist(
+                *[
+                    dask.delayed(_normalise_block, pure=True)(
+                        blocks[b],
+                        *[
+                            dask.delayed(_take_rows, pure=True)(
+                                degrees[s], blocks[b], int(starts[s]), int(starts[s + 1])
+                            )
+                            for s in halo_sources[b]
+                        ],
+                    )
+                    for b in range(nb)
+                ]
+            )
+        )
+    graph = KNNGraph(
+        blocks,
+        X.chunks[0],
+        halo_sources,
+        n_neighbors=n_neighbors,
+        weights=weights,
+        normalized=normalized,
+        sigma=sigma_value,
+    )
     graph.halo_counts = counts
     graph.X = X
     graph.source_name = source_name  # the array it was built for (checked by hidden_stats)
     graph.indices, graph.distances = idx, dist  # directed kNN lists, in the graph's row order
     graph.order = row_order
-    logger.info("kNN graph: %d rows in %d chunks (%s), %d halo rows in all", graph.n_samples,
-                nb, "locality-ordered" if row_order is not None else "input order",
-                int(counts.sum()))
+    logger.info(
+        "kNN graph: %d rows in %d chunks (%s), %d halo rows in all",
+        graph.n_samples,
+        nb,
+        "locality-ordered" if row_order is not None else "input order",
+        int(counts.sum()),
+    )
     return graph

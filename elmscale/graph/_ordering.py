@@ -73,17 +73,26 @@ class RowOrder:
         if A is None:
             return None
         if tuple(A.chunks[0]) != self.chunks:
-            raise ValueError(f"array must be chunked like X's rows {self.chunks}, "
-                             f"got {A.chunks[0]}")
+            raise ValueError(
+                f"array must be chunked like X's rows {self.chunks}, got {A.chunks[0]}"
+            )
         if A.ndim > 1 and len(A.chunks[1]) > 1:
             A = A.rechunk({1: -1})
         starts = self.starts
         blocks = A.to_delayed(optimize_graph=False).ravel()
         out = []
         for b, n in enumerate(self.chunks):
-            pieces = [task("order-piece", _piece, blocks[s], self.dest_blocks[s],
-                           int(starts[b]), int(starts[b + 1]))
-                      for s in self.pairs[b]]
+            pieces = [
+                task(
+                    "order-piece",
+                    _piece,
+                    blocks[s],
+                    self.dest_blocks[s],
+                    int(starts[b]),
+                    int(starts[b + 1]),
+                )
+                for s in self.pairs[b]
+            ]
             placed = task("order-place", _place, n, A.shape[1:], A.dtype, *pieces)
             out.append(da.from_delayed(placed, (n, *A.shape[1:]), dtype=A.dtype))
         return da.concatenate(out)
@@ -101,14 +110,21 @@ def order_by_cells(cells, n_cells):
     """A :class:`RowOrder` sorting rows by cell (``cells``: each row's cell, a row-chunked
     dask array), and the (n_chunks x n_cells) table of counts it was built from."""
     cells = list(dask.persist(*cells.to_delayed(optimize_graph=False).ravel()))
-    counts = np.array(dask.compute(*[task("order-counts", _counts, c, n_cells)
-                                     for c in cells])).reshape(len(cells), n_cells)
+    counts = np.array(
+        dask.compute(*[task("order-counts", _counts, c, n_cells) for c in cells])
+    ).reshape(len(cells), n_cells)
     # cell c occupies [cell_start[c], cell_start[c+1]); within it, chunk by chunk
     cell_start = np.concatenate([[0], np.cumsum(counts.sum(axis=0))])[:-1]
     before = np.cumsum(counts, axis=0) - counts  # rows of cell c in earlier chunks
     base = cell_start[None, :] + before  # (nb, n_cells)
-    dest = list(dask.persist(*[task("order-destinations", _destinations, cells[s], base[s])
-                               for s in range(len(cells))]))
+    dest = list(
+        dask.persist(
+            *[
+                task("order-destinations", _destinations, cells[s], base[s])
+                for s in range(len(cells))
+            ]
+        )
+    )
     chunk_sizes = counts.sum(axis=1)
     starts = np.concatenate([[0], np.cumsum(chunk_sizes)])
     pairs = []

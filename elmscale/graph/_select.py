@@ -105,8 +105,15 @@ def proposals(Q, R, q_ids, r_ids, m, bound=None):
     r_order = np.argsort(r_ids, kind="stable")
     for lo in range(0, nq, QUERY_ROWS):
         hi = min(lo + QUERY_ROWS, nq)
-        c, gg = _proposals(Q[lo:hi], R, q_ids[lo:hi], sorted_ids, r_order, m,
-                           None if bound is None else bound[lo:hi])
+        c, gg = _proposals(
+            Q[lo:hi],
+            R,
+            q_ids[lo:hi],
+            sorted_ids,
+            r_order,
+            m,
+            None if bound is None else bound[lo:hi],
+        )
         cols[lo:hi, : c.shape[1]] = c
         g[lo:hi, : c.shape[1]] = gg
     return cols, g
@@ -173,7 +180,7 @@ def within_limits(Q, R, q_ids, r_ids, limits):
         keep &= r_ids[None, :] != q_ids[lo:hi, None]
         qi, ci = np.nonzero(keep)
         found.append((qi + lo, ci))
-    return tuple(np.concatenate(f) for f in zip(*found))
+    return tuple(np.concatenate(f) for f in zip(*found, strict=True))
 
 
 def decide(k, g, ids, tau, exact, fallback):
@@ -195,8 +202,7 @@ def decide(k, g, ids, tau, exact, fallback):
     kth = np.partition(first, k - 1, axis=1)[:, k - 1] if M * k > k else first.max(axis=1)
     limit = kth + 2 * tau.max(axis=1)
     cut = (g[:, :, k] <= limit[:, None]).any(axis=1)
-    rows, slot = np.nonzero((g[:, :, :k] <= limit[:, None, None]).reshape(n, M * k) &
-                            ~cut[:, None])
+    rows, slot = np.nonzero((g[:, :, :k] <= limit[:, None, None]).reshape(n, M * k) & ~cut[:, None])
     flat_pos = (slot // k) * (k + 1) + slot % k
     flat_ids = ids.reshape(n, M * (k + 1))
     out_ids, out_d = topk_of_pairs(k, n, rows, flat_ids[rows, flat_pos], exact(rows, flat_pos))
@@ -266,8 +272,7 @@ def block_topk(Xq, q_ids, Xr, r_ids, k, *, dtype=np.float32):
 
     def fallback(rows, limits):
         qi, ci = within_limits(Q.query[rows], R.reference, q_ids[rows], r_ids, limits)
-        return topk_of_pairs(k, len(rows), qi, r_ids[ci],
-                             exact_sq_distances(Xq, rows[qi], Xr, ci))
+        return topk_of_pairs(k, len(rows), qi, r_ids[ci], exact_sq_distances(Xq, rows[qi], Xr, ci))
 
     return decide(k, g[:, None, :], ids[:, None, :], tau[:, None], exact, fallback)
 

@@ -27,6 +27,9 @@ def task(stage, fn, *args):
 def row_numbers(chunks):
     """The global row numbers 0..N-1 as an int64 dask array with these row chunks."""
     starts = np.concatenate([[0], np.cumsum(chunks)]).astype(np.int64)
-    return da.concatenate([
-        da.from_delayed(task("rows", np.arange, int(a), int(b)), (int(b - a),), dtype=np.int64)
-        for a, b in zip(starts[:-1], starts[1:])])
+    return da.concatenate(
+        [
+            da.from_delayed(task("rows", np.arange, int(a), int(b)), (int(b - a),), dtype=np.int64)
+            for a, b in zip(starts[:-1], starts[1:], strict=True)
+        ]
+    )

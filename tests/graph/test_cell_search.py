@@ -21,7 +21,7 @@ from ..test_no_large_compute import no_large_compute  # noqa: F401  (fixture)
 
 def _recall(idx, X, k):
     _, ref = NearestNeighbors(n_neighbors=k + 1).fit(X).kneighbors(X)
-    return np.mean([len(set(a) & set(b)) / k for a, b in zip(idx, ref[:, 1:])])
+    return np.mean([len(set(a) & set(b)) / k for a, b in zip(idx, ref[:, 1:], strict=True)])
 
 
 @pytest.fixture(scope="module")
@@ -55,7 +55,8 @@ def test_one_cell_is_an_exact_search(clustered, n_probes):
 
 def _cell_graph(X, chunks, **kw):
     idx, dist = CellSearch(rows_per_cell=150, n_probes=3)(
-        da.from_array(X, chunks=(chunks, X.shape[1])), 10, random_state=3, **kw)
+        da.from_array(X, chunks=(chunks, X.shape[1])), 10, random_state=3, **kw
+    )
     return dask.compute(idx, dist)
 
 
@@ -95,8 +96,9 @@ def test_graph_is_the_same_on_one_and_two_worker_processes(clustered, dask_clien
     # clusters share no client, scheduler or cached collection
     script = tmp_path / "one_worker.py"
     script.write_text(_ONE_WORKER)
-    subprocess.run([sys.executable, str(script), str(tmp_path / "one.npz")], check=True,
-                   timeout=300)
+    subprocess.run(
+        [sys.executable, str(script), str(tmp_path / "one.npz")], check=True, timeout=300
+    )
     one = np.load(tmp_path / "one.npz")
     for got in ((one["idx"], one["dist"]), two):
         np.testing.assert_array_equal(got[0], ref[0])
@@ -128,8 +130,12 @@ def test_no_task_holds_more_than_its_chunk_and_its_probed_cells():
     X, _ = make_blobs(12_000, n_features=4, centers=30, random_state=1)
     spy = _RowsPerSearchTask()
     with spy, dask.config.set(scheduler="sync"):
-        dask.compute(CellSearch(rows_per_cell=100, n_probes=3)(
-            da.from_array(X, chunks=(1500, 4)), 8, random_state=0), optimize_graph=False)
+        dask.compute(
+            CellSearch(rows_per_cell=100, n_probes=3)(
+                da.from_array(X, chunks=(1500, 4)), 8, random_state=0
+            ),
+            optimize_graph=False,
+        )
     assert len(spy.search) == 8
     for own, received in spy.search:
         assert own == 1500
@@ -201,8 +207,12 @@ def test_tied_distances_are_ranked_by_global_index():
 def test_digits_graph_is_the_same_for_any_chunking(backend):
     """scikit-learn's digits: integer-valued, many exactly tied distances."""
     X = load_digits().data
-    graphs = [knn_graph(da.from_array(X, chunks=(c, 64)), 10, backend=backend, order=False,
-                        random_state=0) for c in (250, 600, 1797)]
+    graphs = [
+        knn_graph(
+            da.from_array(X, chunks=(c, 64)), 10, backend=backend, order=False, random_state=0
+        )
+        for c in (250, 600, 1797)
+    ]
     ref = graphs[0].laplacian().toarray()
     for g in graphs[1:]:
         np.testing.assert_array_equal(g.laplacian().toarray(), ref)
@@ -210,12 +220,15 @@ def test_digits_graph_is_the_same_for_any_chunking(backend):
 
 def test_uselm_on_digits_is_the_same_for_any_chunking():
     X = load_digits().data
-    fits = [elmscale.USELM(n_clusters=10, n_hidden=400, n_components=9, lam=0.1,
-                           graph="exact", random_state=0).fit(da.from_array(X, chunks=(c, 64)))
-            for c in (250, 600, 1797)]
+    fits = [
+        elmscale.USELM(
+            n_clusters=10, n_hidden=400, n_components=9, lam=0.1, graph="exact", random_state=0
+        ).fit(da.from_array(X, chunks=(c, 64)))
+        for c in (250, 600, 1797)
+    ]
     emb = [np.asarray(f.embedding_.compute()) for f in fits]
     labels = [np.asarray(f.labels_.compute()) for f in fits]
-    for e, lab in zip(emb[1:], labels[1:]):
+    for e, lab in zip(emb[1:], labels[1:], strict=True):
         assert np.sin(scipy.linalg.subspace_angles(emb[0], e)).max() < 1e-8
         np.testing.assert_array_equal(lab, labels[0])
 
@@ -227,13 +240,16 @@ def test_refinement_only_improves_and_stays_chunking_independent():
     X = np.random.RandomState(0).randn(3000, 20)
     recalls = []
     for n_refine in (0, 1):
-        graphs = [CellSearch(rows_per_cell=150, n_probes=2, n_refine=n_refine)(
-            da.from_array(X, chunks=(c, 20)), 10, random_state=0) for c in (3000, 700)]
+        graphs = [
+            CellSearch(rows_per_cell=150, n_probes=2, n_refine=n_refine)(
+                da.from_array(X, chunks=(c, 20)), 10, random_state=0
+            )
+            for c in (3000, 700)
+        ]
         (idx, dist), (idx2, dist2) = (dask.compute(*g) for g in graphs)
         np.testing.assert_array_equal(idx, idx2)
         np.testing.assert_array_equal(dist, dist2)
-        np.testing.assert_allclose(dist, np.sqrt(((X[:, None] - X[idx]) ** 2).sum(-1)),
-                                   rtol=1e-12)
+        np.testing.assert_allclose(dist, np.sqrt(((X[:, None] - X[idx]) ** 2).sum(-1)), rtol=1e-12)
         assert not (idx == np.arange(len(X))[:, None]).any()
         recalls.append(_recall(idx, X, 10))
     assert recalls[1] > recalls[0] + 0.05

@@ -40,7 +40,7 @@ def test_nndescent_recall_on_clustered_data(rng):
     idx, _ = get("graph", "pynndescent")(da.from_array(X, chunks=(500, 10)), 10, random_state=0)
     idx = idx.compute()
     _, ref = _brute(X, 10)
-    recall = np.mean([len(set(a) & set(b)) / 10 for a, b in zip(idx, ref[:, 1:])])
+    recall = np.mean([len(set(a) & set(b)) / 10 for a, b in zip(idx, ref[:, 1:], strict=True)])
     assert recall >= 0.9
     assert not (idx == np.arange(2000)[:, None]).any()
 
@@ -49,11 +49,13 @@ def test_nndescent_recall_on_clustered_data(rng):
 @pytest.mark.parametrize("normalized", [False, True])
 def test_laplacian_equals_dense(rng, weights, normalized):
     X = rng.randn(120, 3)
-    g = knn_graph(da.from_array(X, chunks=(35, 3)), 6, backend="exact", weights=weights,
-                  normalized=normalized)
+    g = knn_graph(
+        da.from_array(X, chunks=(35, 3)), 6, backend="exact", weights=weights, normalized=normalized
+    )
     L = g.laplacian().toarray()
-    np.testing.assert_allclose(L, knn_laplacian(X, 6, weights=weights, normalized=normalized),
-                               atol=1e-12)
+    np.testing.assert_allclose(
+        L, knn_laplacian(X, 6, weights=weights, normalized=normalized), atol=1e-12
+    )
     np.testing.assert_allclose(L, L.T, atol=1e-14)
     if not normalized:
         np.testing.assert_allclose(L.sum(axis=1), 0, atol=1e-12)  # rows of D - W sum to zero
