@@ -121,24 +121,26 @@ def kmeans(
     """
     rng = check_random_state(random_state)
     N = E.shape[0]
-    if init is not None:
-        starts = np.asarray(init, dtype=np.float64)
-        starts = starts[None] if starts.ndim == 2 else starts
-    else:
-        sample = _draw_sample(E, init_sample, rng)
-        if sample.shape[0] < n_clusters:
-            raise ValueError(f"n_clusters={n_clusters} is larger than n_samples={N}")
-        km = KMeans(n_clusters, n_init=n_init, random_state=rng.randint(2**31 - 1)).fit(sample)
-        starts = km.cluster_centers_[None]
     rows = block_rows(N)
-    Eb = E.rechunk({0: rows})
+    # regrouped and held first: the sample below then reads these blocks instead of
+    # computing E (e.g. H beta, with H rebuilt from X) a second time
+    Eb = E.rechunk({0: rows}).persist()
     logger.info(
         "k-means: %d rows in %d blocks held in memory (%.1f MB)",
         N,
         len(Eb.chunks[0]),
         Eb.nbytes / 1e6,
     )
-    blocks = list(dask.persist(*Eb.to_delayed().ravel().tolist()))
+    blocks = Eb.to_delayed(optimize_graph=False).ravel().tolist()
+    if init is not None:
+        starts = np.asarray(init, dtype=np.float64)
+        starts = starts[None] if starts.ndim == 2 else starts
+    else:
+        sample = _draw_sample(Eb, init_sample, rng)
+        if sample.shape[0] < n_clusters:
+            raise ValueError(f"n_clusters={n_clusters} is larger than n_samples={N}")
+        km = KMeans(n_clusters, n_init=n_init, random_state=rng.randint(2**31 - 1)).fit(sample)
+        starts = km.cluster_centers_[None]
     partials = named(_lloyd_partials, "elmscale-kmeans-lloyd")
     centers = starts
     active = np.ones(len(centers), dtype=bool)

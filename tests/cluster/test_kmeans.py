@@ -111,3 +111,18 @@ def test_distributed_equals_local(blobs_big, dask_client):
     np.testing.assert_array_equal(got[0], ref[0])
     np.testing.assert_array_equal(got[1].compute(), ref_labels)
     assert got[2] == ref[2]
+
+
+def test_input_blocks_are_computed_once(blobs_big):
+    """The embedding is an expensive lazy product (H beta, H rebuilt from X): the sample that
+    starts the restarts must come from the held blocks, not from a second computation."""
+    calls = []
+
+    def counted(block):
+        calls.append(len(block))
+        return block
+
+    E = da.from_array(blobs_big[0], chunks=(1000, -1)).map_blocks(counted, dtype=float)
+    with dask.config.set(scheduler="sync"):
+        kmeans(E, 4, random_state=0, init_sample=500)
+    assert sum(calls) == len(blobs_big[0])
