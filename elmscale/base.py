@@ -280,9 +280,14 @@ class BaseELM(DaskStateMixin, BaseEstimator):
             getattr(self, "rbf_width", 1.0), rng, offset=offset, scale=scale)
         return self.hidden_layer_
 
-    def hidden_features(self, Xd):
-        """H of Xd through ``hidden_layer_``, lazy (or cached on the workers per ``cache``)."""
-        return HiddenFeatures(Xd, self.hidden_layer_, cache=getattr(self, "cache", False))
+    def hidden_features(self, Xd, *, cache=None):
+        """H of Xd through ``hidden_layer_``, lazy or cached on the workers (``cache``, by
+        default the estimator's ``cache`` parameter). Predictions make one pass over H and
+        pass ``cache=False``: caching would compute H at once, outside the caller's
+        compute."""
+        if cache is None:
+            cache = getattr(self, "cache", False)
+        return HiddenFeatures(Xd, self.hidden_layer_, cache=cache)
 
     def scaled(self, Xd):
         """Xd in the hidden layer's scaled input space (lazy)."""
