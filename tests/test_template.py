@@ -3,6 +3,7 @@ public API only fits like the built-ins, and the example plugin elmscale-celm is
 
 import ast
 import sys
+import types
 from numbers import Real
 from pathlib import Path
 
@@ -66,9 +67,31 @@ def test_a_one_file_algorithm_equals_dense_numpy_and_sweeps(blobs):
     np.testing.assert_allclose(model.output_weights_, elm_ridge(H, y[:, None], 10.0),
                                rtol=1e-8)
     np.testing.assert_allclose(model.predict(X), H @ model.output_weights_[:, 0], rtol=1e-6)
-    assert model.n_features_in_ == X.shape[1] and set(model.timings_) == {"hidden", "solve"}
+    assert model.n_features_in_ == X.shape[1] and list(model.timings_) == ["hidden", "reduce", "solve"]
     fits = elmscale.sweep(RidgeELM(random_state=0), X, {"C": [0.1, 10.0]}, y)
     np.testing.assert_array_equal(fits[1][1].output_weights_, model.output_weights_)
+
+
+def test_the_readme_plugin_example_fits_sweeps_and_passes_the_contract(blobs, monkeypatch):
+    """The algorithm of the README's plugin section, executed as written (as a module, so
+    that its estimator pickles)."""
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    start = readme.index("# elmscale_yours/_model.py")
+    module = types.ModuleType("readme_plugin_example")
+    monkeypatch.setitem(sys.modules, module.__name__, module)
+    exec(compile(readme[start:readme.index("```", start)], "README.md", "exec"),
+         module.__dict__)
+    YourELM = module.YourELM
+    X, _ = blobs
+    model = YourELM(3, n_components=2, n_hidden=30, random_state=0).fit(X)
+    H = hidden(X, model.hidden_layer_)
+    cov = np.cov(H, rowvar=False, bias=True)
+    top = np.linalg.eigh(cov)[0][::-1][:2]
+    np.testing.assert_allclose(np.diag(model.components_.T @ cov @ model.components_), top,
+                               rtol=1e-8)
+    fits = elmscale.sweep(YourELM(3, n_hidden=30, random_state=0), X, {"n_components": [2, 4]})
+    np.testing.assert_array_equal(fits[0][1].labels_, model.labels_)
+    check_algorithm(YourELM)
 
 
 def test_template_checks_n_clusters_and_needs_a_solve(blobs):
