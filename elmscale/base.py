@@ -179,8 +179,9 @@ class BaseELM(DaskStateMixin, BaseEstimator):
             clock = _Clock()
             Xd, was_dask = self.validate_X(X, reset=True)
             self.check_params_vs_input(Xd)
-            reduction = Reduction(Xd, was_dask, check_random_state(self.random_state),
-                                  self.reduce_key())
+            reduction = Reduction(
+                Xd, was_dask, check_random_state(self.random_state), self.reduce_key()
+            )
             layer = self.draw_hidden_layer(Xd, reduction.rng)
             reduction.features = self.hidden_features(Xd)
             for name in ("n_features_in_", "feature_names_in_"):
@@ -204,17 +205,25 @@ class BaseELM(DaskStateMixin, BaseEstimator):
         algorithm's ``solve_reduced`` hook with this estimator's parameters. The reduction
         must come from an estimator with the same ``reduce_params`` values. Returns self."""
         if not isinstance(reduction, Reduction):
-            raise TypeError(f"reduction must be a Reduction (from {type(self).__name__}"
-                            f".reduce), got {type(reduction).__name__}")
+            raise TypeError(
+                f"reduction must be a Reduction (from {type(self).__name__}"
+                f".reduce), got {type(reduction).__name__}"
+            )
         key = self.reduce_key()
-        changed = sorted(name for name in set(key) | set(reduction.key)
-                         if _differ(key.get(name), reduction.key.get(name)))
+        changed = sorted(
+            name
+            for name in set(key) | set(reduction.key)
+            if _differ(key.get(name), reduction.key.get(name))
+        )
         if changed:
             raise ValueError(
                 "reduction was computed with other values of "
-                + ", ".join(f"{n} (reduction: {reduction.key.get(n)!r}, estimator: "
-                            f"{key.get(n)!r})" for n in changed)
-                + f"; call {type(self).__name__}.reduce again with these parameters")
+                + ", ".join(
+                    f"{n} (reduction: {reduction.key.get(n)!r}, estimator: {key.get(n)!r})"
+                    for n in changed
+                )
+                + f"; call {type(self).__name__}.reduce again with these parameters"
+            )
         with blas_for_dask():
             clock = _Clock()
             for name, value in reduction.fitted.items():
@@ -227,8 +236,11 @@ class BaseELM(DaskStateMixin, BaseEstimator):
                 del self._clock
             clock.finish("solve")
         self.timings_ = {**reduction.timings, **clock.laps}
-        logger.info("%s fit: %s", type(self).__name__,
-                    ", ".join(f"{k} {v:.2f} s" for k, v in self.timings_.items()))
+        logger.info(
+            "%s fit: %s",
+            type(self).__name__,
+            ", ".join(f"{k} {v:.2f} s" for k, v in self.timings_.items()),
+        )
         return self
 
     # -- the hooks -------------------------------------------------------------------------
@@ -239,8 +251,9 @@ class BaseELM(DaskStateMixin, BaseEstimator):
     def solve_reduced(self, reduction, rng):
         """Hook: fit from ``reduction`` with this estimator's parameters; ``rng`` continues
         the random state where the reduction left it."""
-        raise NotImplementedError(f"{type(self).__name__} must implement "
-                                  "solve_reduced(reduction, rng)")
+        raise NotImplementedError(
+            f"{type(self).__name__} must implement solve_reduced(reduction, rng)"
+        )
 
     def reduce_key(self):
         """The values of the parameters in ``reduce_params`` (all parameters when None):
@@ -280,8 +293,15 @@ class BaseELM(DaskStateMixin, BaseEstimator):
         ``hidden_layer_``."""
         offset, scale = fit_scaling(Xd, self.scaling)
         self.hidden_layer_ = draw_mixed_layer(
-            Xd, self.n_hidden, self.activation, getattr(self, "rbf_fraction", 0.0),
-            getattr(self, "rbf_width", 1.0), rng, offset=offset, scale=scale)
+            Xd,
+            self.n_hidden,
+            self.activation,
+            getattr(self, "rbf_fraction", 0.0),
+            getattr(self, "rbf_width", 1.0),
+            rng,
+            offset=offset,
+            scale=scale,
+        )
         return self.hidden_layer_
 
     def hidden_features(self, Xd, *, cache=None):
@@ -304,13 +324,21 @@ class BaseELM(DaskStateMixin, BaseEstimator):
         for an approximate backend is drawn from ``rng``."""
         n_neighbors = self.n_neighbors if n_neighbors is None else n_neighbors
         if n_neighbors >= Xd.shape[0]:
-            raise ValueError(f"n_neighbors={n_neighbors} must be smaller than "
-                             f"n_samples={Xd.shape[0]}")
+            raise ValueError(
+                f"n_neighbors={n_neighbors} must be smaller than n_samples={Xd.shape[0]}"
+            )
         layer = self.hidden_layer_
-        return knn_graph(Xd, n_neighbors, backend=self.graph, weights=self.weights,
-                         sigma=self.sigma, normalized=self.normalized,
-                         random_state=draw_seed(rng), order=order,
-                         transform=lambda A: apply_scaling(A, layer.offset, layer.scale))
+        return knn_graph(
+            Xd,
+            n_neighbors,
+            backend=self.graph,
+            weights=self.weights,
+            sigma=self.sigma,
+            normalized=self.normalized,
+            random_state=draw_seed(rng),
+            order=order,
+            transform=lambda A: apply_scaling(A, layer.offset, layer.scale),
+        )
 
     @staticmethod
     def as_output(result, was_dask):

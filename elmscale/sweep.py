@@ -49,8 +49,10 @@ def sweep(estimator, X, grid, y=None, *, scoring=None, errors="raise"):
     [(0.01, 2), (0.01, 3), (1.0, 2), (1.0, 3)]
     """
     if not isinstance(estimator, BaseELM):
-        raise TypeError("estimator must be an elmscale estimator (a BaseELM with reduce and "
-                        f"solve), got {type(estimator).__name__}")
+        raise TypeError(
+            "estimator must be an elmscale estimator (a BaseELM with reduce and "
+            f"solve), got {type(estimator).__name__}"
+        )
     if errors not in ("raise", "return"):
         raise ValueError(f"errors must be 'raise' or 'return', got {errors!r}")
     if scoring is not None and not callable(scoring):
@@ -83,7 +85,7 @@ def sweep(estimator, X, grid, y=None, *, scoring=None, errors="raise"):
                 results[i] = fitted if scoring is None else scoring(fitted, X, y)
         finally:
             reduction.release()
-    return list(zip(settings, results))
+    return list(zip(settings, results, strict=True))
 
 
 __all__ = ["sweep"]

@@ -18,21 +18,36 @@ from elmscale.algorithms._elmjec import FewerComponentsWarning
 # estimator, its module (where hidden_stats is looked up), a grid with two settings of a
 # reduction parameter and several of the solve's, and the attributes that must be identical
 CASES = {
-    "USELM": (USELM(3, n_hidden=40, graph="exact", n_neighbors=6, random_state=0), _uselm,
-              {"n_hidden": [30, 40], "lam": [0.01, 1.0], "n_components": [2, 3]},
-              ("output_weights_", "eigenvalues_", "embedding_", "labels_")),
-    "SSELM": (SSELM(n_hidden=40, graph="exact", n_neighbors=6, random_state=0), _sselm,
-              {"n_neighbors": [4, 6], "lam": [0.01, 0.5, 10.0]},
-              ("output_weights_", "classes_")),
-    "ELMJEC": (ELMJEC(3, n_hidden=40, graph="exact", n_restarts=2, max_iter=4, random_state=0),
-               _elmjec, {"random_state": [0, 1], "lam": [0.5, 2.0], "gamma": [0.05, 0.2]},
-               ("output_weights_", "embedding_", "labels_", "objective_")),
-    "EMMC": (EMMC(3, n_hidden=30, n_init=2, max_iter=8, random_state=0), _emmc,
-             {"n_hidden": [20, 30], "C": [0.1, 1.0, 10.0], "balance": [0.1, 0.5]},
-             ("output_weights_", "labels_", "cluster_sizes_")),
-    "ELMClassifier": (ELMClassifier(n_hidden=30, random_state=0), _elm,
-                      {"class_weight": [None, "balanced"], "C": [0.1, 10.0]},
-                      ("output_weights_", "classes_")),
+    "USELM": (
+        USELM(3, n_hidden=40, graph="exact", n_neighbors=6, random_state=0),
+        _uselm,
+        {"n_hidden": [30, 40], "lam": [0.01, 1.0], "n_components": [2, 3]},
+        ("output_weights_", "eigenvalues_", "embedding_", "labels_"),
+    ),
+    "SSELM": (
+        SSELM(n_hidden=40, graph="exact", n_neighbors=6, random_state=0),
+        _sselm,
+        {"n_neighbors": [4, 6], "lam": [0.01, 0.5, 10.0]},
+        ("output_weights_", "classes_"),
+    ),
+    "ELMJEC": (
+        ELMJEC(3, n_hidden=40, graph="exact", n_restarts=2, max_iter=4, random_state=0),
+        _elmjec,
+        {"random_state": [0, 1], "lam": [0.5, 2.0], "gamma": [0.05, 0.2]},
+        ("output_weights_", "embedding_", "labels_", "objective_"),
+    ),
+    "EMMC": (
+        EMMC(3, n_hidden=30, n_init=2, max_iter=8, random_state=0),
+        _emmc,
+        {"n_hidden": [20, 30], "C": [0.1, 1.0, 10.0], "balance": [0.1, 0.5]},
+        ("output_weights_", "labels_", "cluster_sizes_"),
+    ),
+    "ELMClassifier": (
+        ELMClassifier(n_hidden=30, random_state=0),
+        _elm,
+        {"class_weight": [None, "balanced"], "C": [0.1, 10.0]},
+        ("output_weights_", "classes_"),
+    ),
 }
 
 
@@ -76,8 +91,9 @@ def test_sweep_equals_separate_fits_with_one_gram_pass_per_reduction(name, blobs
             alone = clone(base).set_params(**setting).fit(X, y)
             assert fitted.get_params() == alone.get_params()
             for attr in attributes:
-                np.testing.assert_array_equal(getattr(fitted, attr), getattr(alone, attr),
-                                              err_msg=f"{name} {setting} {attr}")
+                np.testing.assert_array_equal(
+                    getattr(fitted, attr), getattr(alone, attr), err_msg=f"{name} {setting} {attr}"
+                )
     assert len(calls) == len(fits)  # separate fits: one pass each
     assert len(fits) == np.prod([len(v) for v in grid.values()])
 
@@ -149,8 +165,7 @@ def test_sselm_lam_zero_needs_its_own_reduction(blobs, monkeypatch):
     X, y = blobs
     y = _targets("SSELM", y)
     calls = _spy_gram_passes(monkeypatch, _sselm)
-    fits = sweep(SSELM(n_hidden=30, graph="exact", random_state=0), X, {"lam": [0.0, 1.0, 2.0]},
-                 y)
+    fits = sweep(SSELM(n_hidden=30, graph="exact", random_state=0), X, {"lam": [0.0, 1.0, 2.0]}, y)
     assert [("htlh" in c) for c in calls] == [False, True]  # lam = 0 skips the graph
     assert [m.lam for _, m in fits] == [0.0, 1.0, 2.0]
 
@@ -159,6 +174,6 @@ def test_old_sweep_names_are_the_generic_sweep(blobs):
     X, _ = blobs
     fits = elmscale.emmc_sweep(X, [0.5, 2.0], n_clusters=3, n_hidden=20, random_state=0)
     ref = sweep(EMMC(3, n_hidden=20, random_state=0), X, {"C": [0.5, 2.0]})
-    for (C, model), (setting, other) in zip(fits, ref):
+    for (C, model), (setting, other) in zip(fits, ref, strict=True):
         assert C == setting["C"]
         np.testing.assert_array_equal(model.labels_, other.labels_)

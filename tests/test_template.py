@@ -34,8 +34,16 @@ class RidgeELM(RegressorMixin, elmscale.BaseELM):
     }
     reduce_params = ("n_hidden", "activation", "scaling", "cache", "random_state")
 
-    def __init__(self, n_hidden=20, *, C=1.0, activation="sigmoid", scaling="standard",
-                 cache=False, random_state=None):
+    def __init__(
+        self,
+        n_hidden=20,
+        *,
+        C=1.0,
+        activation="sigmoid",
+        scaling="standard",
+        cache=False,
+        random_state=None,
+    ):
         self.n_hidden = n_hidden
         self.C = C
         self.activation = activation
@@ -44,13 +52,15 @@ class RidgeELM(RegressorMixin, elmscale.BaseELM):
         self.random_state = random_state
 
     def reduce_hidden(self, reduction, y):
-        Y = dask.array.from_array(np.asarray(y, dtype=float)[:, None],
-                                  chunks=(reduction.X.chunks[0], 1))
+        Y = dask.array.from_array(
+            np.asarray(y, dtype=float)[:, None], chunks=(reduction.X.chunks[0], 1)
+        )
         reduction.stats = hidden_stats(reduction.features, ("hth", "hty"), Y=Y)
 
     def solve_reduced(self, reduction, rng):
-        self.output_weights_ = elm_output_weights(reduction.stats["hth"],
-                                                  reduction.stats["hty"], self.C)
+        self.output_weights_ = elm_output_weights(
+            reduction.stats["hth"], reduction.stats["hty"], self.C
+        )
 
     def predict(self, X):
         check_is_fitted(self, "output_weights_")
@@ -64,10 +74,13 @@ def test_a_one_file_algorithm_equals_dense_numpy_and_sweeps(blobs):
     y = y.astype(float)
     model = RidgeELM(C=10.0, random_state=0).fit(X, y)
     H = hidden(X, model.hidden_layer_)
-    np.testing.assert_allclose(model.output_weights_, elm_ridge(H, y[:, None], 10.0),
-                               rtol=1e-8)
+    np.testing.assert_allclose(model.output_weights_, elm_ridge(H, y[:, None], 10.0), rtol=1e-8)
     np.testing.assert_allclose(model.predict(X), H @ model.output_weights_[:, 0], rtol=1e-6)
-    assert model.n_features_in_ == X.shape[1] and list(model.timings_) == ["hidden", "reduce", "solve"]
+    assert model.n_features_in_ == X.shape[1] and list(model.timings_) == [
+        "hidden",
+        "reduce",
+        "solve",
+    ]
     fits = elmscale.sweep(RidgeELM(random_state=0), X, {"C": [0.1, 10.0]}, y)
     np.testing.assert_array_equal(fits[1][1].output_weights_, model.output_weights_)
 
@@ -79,16 +92,16 @@ def test_the_readme_plugin_example_fits_sweeps_and_passes_the_contract(blobs, mo
     start = readme.index("# elmscale_yours/_model.py")
     module = types.ModuleType("readme_plugin_example")
     monkeypatch.setitem(sys.modules, module.__name__, module)
-    exec(compile(readme[start:readme.index("```", start)], "README.md", "exec"),
-         module.__dict__)
+    exec(compile(readme[start : readme.index("```", start)], "README.md", "exec"), module.__dict__)
     YourELM = module.YourELM
     X, _ = blobs
     model = YourELM(3, n_components=2, n_hidden=30, random_state=0).fit(X)
     H = hidden(X, model.hidden_layer_)
     cov = np.cov(H, rowvar=False, bias=True)
     top = np.linalg.eigh(cov)[0][::-1][:2]
-    np.testing.assert_allclose(np.diag(model.components_.T @ cov @ model.components_), top,
-                               rtol=1e-8)
+    np.testing.assert_allclose(
+        np.diag(model.components_.T @ cov @ model.components_), top, rtol=1e-8
+    )
     fits = elmscale.sweep(YourELM(3, n_hidden=30, random_state=0), X, {"n_components": [2, 4]})
     np.testing.assert_array_equal(fits[0][1].labels_, model.labels_)
     check_algorithm(YourELM)
@@ -98,8 +111,16 @@ def test_template_checks_n_clusters_and_needs_a_solve(blobs):
     X, _ = blobs
 
     class NoSolve(elmscale.BaseELM):
-        def __init__(self, n_hidden=5, *, n_clusters=3, activation="sigmoid",
-                     scaling=None, cache=False, random_state=None):
+        def __init__(
+            self,
+            n_hidden=5,
+            *,
+            n_clusters=3,
+            activation="sigmoid",
+            scaling=None,
+            cache=False,
+            random_state=None,
+        ):
             self.n_hidden, self.n_clusters, self.activation = n_hidden, n_clusters, activation
             self.scaling, self.cache, self.random_state = scaling, cache, random_state
 
@@ -112,14 +133,12 @@ def test_template_checks_n_clusters_and_needs_a_solve(blobs):
 # -- the example plugin ----------------------------------------------------------------------
 @pytest.fixture
 def celm(monkeypatch):
-    """The elmscale_celm module of plugins/elmscale-celm, imported from its source tree."""
+    """The elmscale_celm module of plugins/elmscale-celm, imported from its source tree (it
+    stays imported: its classes must keep their identity for pickling)."""
     monkeypatch.syspath_prepend(str(CELM_SRC))
     import elmscale_celm
 
-    yield elmscale_celm
-    sys.modules.pop("elmscale_celm", None)
-    sys.modules.pop("elmscale_celm._celm", None)
-    sys.modules.pop("elmscale_celm._activations", None)
+    return elmscale_celm
 
 
 def _private_elmscale_imports(path):
@@ -141,12 +160,16 @@ def _private_elmscale_imports(path):
 
 def test_private_import_finder_finds_private_imports(tmp_path):
     src = tmp_path / "m.py"
-    src.write_text("import elmscale._config\nfrom elmscale.base import _Clock\n"
-                   "from elmscale.utils._random import draw_seed\nfrom elmscale import sweep\n"
-                   "from sklearn.base import _fit_context\nfrom . import _celm\n")
-    assert _private_elmscale_imports(src) == [(1, "elmscale._config"),
-                                              (2, "elmscale.base._Clock"),
-                                              (3, "elmscale.utils._random.draw_seed")]
+    src.write_text(
+        "import elmscale._config\nfrom elmscale.base import _Clock\n"
+        "from elmscale.utils._random import draw_seed\nfrom elmscale import sweep\n"
+        "from sklearn.base import _fit_context\nfrom . import _celm\n"
+    )
+    assert _private_elmscale_imports(src) == [
+        (1, "elmscale._config"),
+        (2, "elmscale.base._Clock"),
+        (3, "elmscale.utils._random.draw_seed"),
+    ]
 
 
 def test_celm_imports_nothing_private_from_elmscale():
@@ -162,8 +185,11 @@ def test_celm_passes_the_algorithm_contract(celm):
 
 
 def _blas_threads():
-    return {lib["filepath"]: lib["num_threads"] for lib in threadpool_info()
-            if lib["user_api"] == "blas"}
+    return {
+        lib["filepath"]: lib["num_threads"]
+        for lib in threadpool_info()
+        if lib["user_api"] == "blas"
+    }
 
 
 @pytest.mark.parametrize("scheduler, workers", [("threads", 2), ("sync", 1)])

@@ -34,8 +34,14 @@ POSITIVE_RTOL = 1e-10
 #: Lloyd iterations allowed to each k-means run inside ELM-JEC.
 KMEANS_MAX_ITER = 100
 
-HISTORY_KEYS = ("objective", "kmeans_objective", "baseline_kmeans_objective", "accepted",
-                "n_changed", "n_components")
+HISTORY_KEYS = (
+    "objective",
+    "kmeans_objective",
+    "baseline_kmeans_objective",
+    "accepted",
+    "n_changed",
+    "n_components",
+)
 
 
 class FewerComponentsWarning(ElmscaleWarning):
@@ -95,8 +101,11 @@ class ELMJECReduced:
         nz = sizes > 0
         htf_c = self.centred_htf(htf, sizes)[:, nz]
         C = self.basis.T @ (htf_c / np.sqrt(sizes[nz]))  # V_r^T H~^T F (F^T F)^-1/2
-        S = (1.0 - lam) * np.diag(self.basis_eigenvalues) - gamma * self.laplacian_r + lam * (
-            C @ C.T)
+        S = (
+            (1.0 - lam) * np.diag(self.basis_eigenvalues)
+            - gamma * self.laplacian_r
+            + lam * (C @ C.T)
+        )
         return 0.5 * (S + S.T)
 
     def solve(self, htf, sizes, lam, gamma, n_components):
@@ -129,7 +138,8 @@ class ELMJECReduced:
         if k == 0:
             raise ValueError(
                 f"H~^T M H~ has no positive eigenvalue for lam={lam!r}, gamma={gamma!r}: every "
-                "embedding direction lowers objective (6). Lower gamma (or lam).")
+                "embedding direction lowers objective (6). Lower gamma (or lam)."
+            )
         beta = sign_flip(self.basis @ Y[:, :k])
         G = np.zeros((k, len(sizes)))
         G[:, nz] = (beta.T @ htf_c[:, nz]) / sizes[nz]
@@ -340,10 +350,26 @@ class ELMJEC(ClusterMixin, EmbeddingFeaturesOutMixin, TransformerMixin, BaseELM)
         "max_iter": [Interval(Integral, 0, None, closed="left")],
     }
 
-    def __init__(self, n_clusters=8, *, n_components="auto", n_hidden=1000, lam=0.5, gamma=0.1,
-                 n_restarts=20, max_iter=20, activation="sigmoid", graph="auto",
-                 n_neighbors=5, weights="binary", sigma=None, normalized=False,
-                 scaling="minmax", cache="auto", random_state=None):
+    def __init__(
+        self,
+        n_clusters=8,
+        *,
+        n_components="auto",
+        n_hidden=1000,
+        lam=0.5,
+        gamma=0.1,
+        n_restarts=20,
+        max_iter=20,
+        activation="sigmoid",
+        graph="auto",
+        n_neighbors=5,
+        weights="binary",
+        sigma=None,
+        normalized=False,
+        scaling="minmax",
+        cache="auto",
+        random_state=None,
+    ):
         self.n_clusters = n_clusters
         self.n_components = n_components
         self.n_hidden = n_hidden
@@ -361,22 +387,34 @@ class ELMJEC(ClusterMixin, EmbeddingFeaturesOutMixin, TransformerMixin, BaseELM)
         self.cache = cache
         self.random_state = random_state
 
-    reduce_params = ("n_clusters", "n_hidden", "n_restarts", "activation", "graph",
-                     "n_neighbors", "weights", "sigma", "normalized", "scaling", "cache",
-                     "random_state")
+    reduce_params = (
+        "n_clusters",
+        "n_hidden",
+        "n_restarts",
+        "activation",
+        "graph",
+        "n_neighbors",
+        "weights",
+        "sigma",
+        "normalized",
+        "scaling",
+        "cache",
+        "random_state",
+    )
 
     # -- fit -------------------------------------------------------------------------------
     def check_params_vs_input(self, Xd):
         super().check_params_vs_input(Xd)
         N = Xd.shape[0]
-        self._n_components = (self.n_clusters if self.n_components == "auto"
-                              else self.n_components)
+        self._n_components = self.n_clusters if self.n_components == "auto" else self.n_components
         if self._n_components >= N:
-            raise ValueError(f"n_components={self._n_components} must be smaller than "
-                             f"n_samples={N}")
+            raise ValueError(
+                f"n_components={self._n_components} must be smaller than n_samples={N}"
+            )
         if self._n_components >= self.n_hidden:
-            raise ValueError(f"n_components={self._n_components} must be smaller than "
-                             f"n_hidden={self.n_hidden}")
+            raise ValueError(
+                f"n_components={self._n_components} must be smaller than n_hidden={self.n_hidden}"
+            )
 
     def reduce_hidden(self, reduction, y):
         """The graph, the fixed Grams (one pass) and the initial partition: everything that
@@ -386,17 +424,28 @@ class ELMJEC(ClusterMixin, EmbeddingFeaturesOutMixin, TransformerMixin, BaseELM)
         self.lap("graph")
         stats = hidden_stats(features, ("count", "colsum", "hth", "htlh"), graph=graph)
         reduced = ELMJECReduced(stats["hth"], stats["colsum"], stats["count"], stats["htlh"])
-        logger.info("ELM-JEC: numerical rank of the centred hidden layer %d of %d",
-                    reduced.rank_, self.n_hidden)
+        logger.info(
+            "ELM-JEC: numerical rank of the centred hidden layer %d of %d",
+            reduced.rank_,
+            self.n_hidden,
+        )
         self.lap("gram")
         # Step 1: k-means on the (scaled) inputs
-        _, labels0, _, _ = kmeans(self.scaled(Xd), self.n_clusters,
-                                  n_init=max(self.n_restarts, 1), max_iter=KMEANS_MAX_ITER,
-                                  random_state=draw_seed(rng))
+        _, labels0, _, _ = kmeans(
+            self.scaled(Xd),
+            self.n_clusters,
+            n_init=max(self.n_restarts, 1),
+            max_iter=KMEANS_MAX_ITER,
+            random_state=draw_seed(rng),
+        )
         labels0 = labels0.persist()
         f0 = hidden_stats(features, ("htf", "sizes"), labels=labels0, n_labels=self.n_clusters)
-        reduction.stats = {"reduced": reduced, "labels": labels0, "htf": f0["htf"],
-                           "sizes": f0["sizes"]}
+        reduction.stats = {
+            "reduced": reduced,
+            "labels": labels0,
+            "htf": f0["htf"],
+            "sizes": f0["sizes"],
+        }
         self.lap("init")
 
     def solve_reduced(self, reduction, rng):
@@ -408,7 +457,9 @@ class ELMJEC(ClusterMixin, EmbeddingFeaturesOutMixin, TransformerMixin, BaseELM)
         hist = {key: [] for key in HISTORY_KEYS}
 
         def record(objective, km, km_base, accepted, changed, kept):
-            for key, val in zip(HISTORY_KEYS, (objective, km, km_base, accepted, changed, kept)):
+            for key, val in zip(
+                HISTORY_KEYS, (objective, km, km_base, accepted, changed, kept), strict=True
+            ):
                 hist[key].append(val)
 
         record(obj, np.nan, np.nan, "", np.nan, beta.shape[1])
@@ -421,14 +472,16 @@ class ELMJEC(ClusterMixin, EmbeddingFeaturesOutMixin, TransformerMixin, BaseELM)
             _, lab_b, in_b, _ = kmeans(E, c, init=G.T, max_iter=KMEANS_MAX_ITER)
             new, inertia, accepted = lab_b, in_b, "baseline"
             if self.n_restarts > 0:
-                _, lab_r, in_r, _ = kmeans(E, c, n_init=self.n_restarts,
-                                           max_iter=KMEANS_MAX_ITER, random_state=seed)
+                _, lab_r, in_r, _ = kmeans(
+                    E, c, n_init=self.n_restarts, max_iter=KMEANS_MAX_ITER, random_state=seed
+                )
                 if in_r < in_b:
                     new, inertia, accepted = lab_r, in_r, "restart"
             new = new.persist()
             stats, table = dask.compute(
                 hidden_stats(features, ("htf", "sizes"), labels=new, n_labels=c, compute=False),
-                _contingency(labels, new, c))
+                _contingency(labels, new, c),
+            )
             changed = _changed_from_table(table, c)
             if changed == 0:  # same partition: beta and G are those of the previous step
                 record(obj, inertia, in_b, accepted, 0, beta.shape[1])
@@ -440,19 +493,30 @@ class ELMJEC(ClusterMixin, EmbeddingFeaturesOutMixin, TransformerMixin, BaseELM)
             fewest = min(fewest, beta.shape[1])
             record(obj, inertia, in_b, accepted, changed, beta.shape[1])
             E = self._embed(features, red.mean, beta).persist()
-            logger.info("ELM-JEC iteration %d: objective %.6g, k-means %.6g (%s), %d labels "
-                        "changed", it, obj, inertia, accepted, changed)
+            logger.info(
+                "ELM-JEC iteration %d: objective %.6g, k-means %.6g (%s), %d labels changed",
+                it,
+                obj,
+                inertia,
+                accepted,
+                changed,
+            )
         if fewest < n_o:
             warnings.warn(
                 f"H~^T M H~ had only {fewest} positive eigenvalue(s) for lam={lam!r}, "
                 f"gamma={gamma!r}: kept {fewest} < n_components={n_o} components (null-space "
                 "directions would give all-zero embedding columns; for lam > 1 at most "
                 f"n_clusters - 1 = {c - 1} can be positive). See ELMJEC's Notes.",
-                FewerComponentsWarning, stacklevel=6)
+                FewerComponentsWarning,
+                stacklevel=6,
+            )
         if not converged and self.max_iter > 0:
-            warnings.warn(f"ELM-JEC did not converge: the partition still changed after "
-                          f"max_iter={self.max_iter} iterations", ConvergenceWarning,
-                          stacklevel=6)
+            warnings.warn(
+                f"ELM-JEC did not converge: the partition still changed after "
+                f"max_iter={self.max_iter} iterations",
+                ConvergenceWarning,
+                stacklevel=6,
+            )
         self.hidden_mean_ = red.mean
         self.rank_ = red.rank_
         self.output_weights_ = beta
@@ -461,8 +525,10 @@ class ELMJEC(ClusterMixin, EmbeddingFeaturesOutMixin, TransformerMixin, BaseELM)
         self.cluster_centers_ = G.T.copy()
         self.objective_ = obj
         self.n_iter_ = n_iter
-        self.history_ = {key: (np.array(val, dtype=object) if key == "accepted"
-                               else np.array(val, dtype=float)) for key, val in hist.items()}
+        self.history_ = {
+            key: (np.array(val, dtype=object) if key == "accepted" else np.array(val, dtype=float))
+            for key, val in hist.items()
+        }
         if reduction.was_dask:
             self.embedding_ = E
             self.labels_ = labels
@@ -480,16 +546,25 @@ class ELMJEC(ClusterMixin, EmbeddingFeaturesOutMixin, TransformerMixin, BaseELM)
         """Embed X (seen or unseen points): ``E = (h(x) - mu) beta``."""
         check_is_fitted(self, "output_weights_")
         Xd, was_dask = self.validate_X(X, reset=False)
-        E = self._embed(self.hidden_features(Xd, cache=False), self.hidden_mean_, self.output_weights_)
+        E = self._embed(
+            self.hidden_features(Xd, cache=False), self.hidden_mean_, self.output_weights_
+        )
         return self.as_output(E, was_dask)
 
     def predict(self, X):
         """Index of the nearest centre (a column of G) in the embedding."""
         check_is_fitted(self, "cluster_centers_")
         Xd, was_dask = self.validate_X(X, reset=False)
-        E = self._embed(self.hidden_features(Xd, cache=False), self.hidden_mean_, self.output_weights_)
-        labels = E.map_blocks(nearest_center, self.cluster_centers_, drop_axis=1,
-                              dtype=np.int64, meta=np.empty((0,), dtype=np.int64))
+        E = self._embed(
+            self.hidden_features(Xd, cache=False), self.hidden_mean_, self.output_weights_
+        )
+        labels = E.map_blocks(
+            nearest_center,
+            self.cluster_centers_,
+            drop_axis=1,
+            dtype=np.int64,
+            meta=np.empty((0,), dtype=np.int64),
+        )
         return self.as_output(labels, was_dask)
 
     def fit_transform(self, X, y=None):
@@ -541,5 +616,4 @@ def elmjec_sweep(X, param_grid, estimator=None, **params):
         return sweep(estimator, X, param_grid, errors="return")
 
 
-__all__ = ["ELMJEC", "ELMJECReduced", "FewerComponentsWarning", "elmjec_embedding",
-           "elmjec_sweep"]
+__all__ = ["ELMJEC", "ELMJECReduced", "FewerComponentsWarning", "elmjec_embedding", "elmjec_sweep"]

@@ -205,8 +205,9 @@ def random_labels(n_samples, n_clusters, seed):
 
 
 def _from_blocks(blocks, chunks, dtype=np.int64):
-    return da.concatenate([da.from_delayed(b, shape=(n,), dtype=dtype)
-                           for b, n in zip(blocks, chunks)])
+    return da.concatenate(
+        [da.from_delayed(b, shape=(n,), dtype=dtype) for b, n in zip(blocks, chunks, strict=True)]
+    )
 
 
 def _delayed_blocks(x):
@@ -229,20 +230,34 @@ def select_smallest(F_blocks, label_blocks, p, q, m, output, *, max_gather=65536
     fn = dask.delayed(_digit_counts, pure=True)
     prefix, n_fixed, need = 0, 0, int(m)
     while True:
-        counts = dask.compute(tree_sum([fn(F_blocks[b], label_blocks[b], p, q, output, prefix,
-                                           n_fixed) for b in range(nb)]))[0]
+        counts = dask.compute(
+            tree_sum(
+                [fn(F_blocks[b], label_blocks[b], p, q, output, prefix, n_fixed) for b in range(nb)]
+            )
+        )[0]
         cum = np.cumsum(counts)
         j = int(np.searchsorted(cum, need))  # first digit whose cumulative count >= need
         need -= int(cum[j - 1]) if j else 0
         prefix, n_fixed = (prefix << _DIGIT) | j, n_fixed + _DIGIT
         if n_fixed == 64:  # all bits fixed: every candidate left is a tie at u_star
-            ties = dask.compute([dask.delayed(_tie_count, pure=True)(
-                F_blocks[b], label_blocks[b], p, q, output, prefix) for b in range(nb)])[0]
+            ties = dask.compute(
+                [
+                    dask.delayed(_tie_count, pure=True)(
+                        F_blocks[b], label_blocks[b], p, q, output, prefix
+                    )
+                    for b in range(nb)
+                ]
+            )[0]
             return prefix, _fill_quotas(ties, need)
         if counts[j] <= max_gather:
-            cand = dask.compute([dask.delayed(_candidates, pure=True)(
-                F_blocks[b], label_blocks[b], p, q, output, prefix, n_fixed)
-                for b in range(nb)])[0]
+            cand = dask.compute(
+                [
+                    dask.delayed(_candidates, pure=True)(
+                        F_blocks[b], label_blocks[b], p, q, output, prefix, n_fixed
+                    )
+                    for b in range(nb)
+                ]
+            )[0]
             allu = np.concatenate(cand) if cand else np.empty(0, np.uint64)
             order = np.argsort(allu, kind="stable")  # stable: earlier rows first among ties
             u_star = int(allu[order[need - 1]])
@@ -273,11 +288,14 @@ def balance_labels(F, labels, sizes, tol, output, *, max_gather=65536):
     while (move := balance_moves(sizes, tol)) is not None:
         p, q, m = move
         label_blocks = _delayed_blocks(labels)
-        u_star, quotas = select_smallest(F_blocks, label_blocks, p, q, m, output,
-                                         max_gather=max_gather)
+        u_star, quotas = select_smallest(
+            F_blocks, label_blocks, p, q, m, output, max_gather=max_gather
+        )
         fn = dask.delayed(_apply_move, pure=True)
-        new = [fn(F_blocks[b], label_blocks[b], p, q, output, u_star, quotas[b])
-               for b in range(len(F_blocks))]
+        new = [
+            fn(F_blocks[b], label_blocks[b], p, q, output, u_star, quotas[b])
+            for b in range(len(F_blocks))
+        ]
         labels = _from_blocks(new, chunks).persist()  # the array holds the persisted blocks
         sizes[p] -= m
         sizes[q] += m
@@ -425,9 +443,24 @@ default="elm-kmeans"
         "rbf_width": [Interval(Real, 0, None, closed="neither")],
     }
 
-    def __init__(self, n_clusters=2, *, n_hidden=200, C=1.0, balance=0.15, output="auto",
-                 init="elm-kmeans", activation="sigmoid", rbf_fraction=0.25, rbf_width=1.0,
-                 scaling="standard", n_init=10, max_iter=50, cache="auto", random_state=None):
+    def __init__(
+        self,
+        n_clusters=2,
+        *,
+        n_hidden=200,
+        C=1.0,
+        balance=0.15,
+        output="auto",
+        init="elm-kmeans",
+        activation="sigmoid",
+        rbf_fraction=0.25,
+        rbf_width=1.0,
+        scaling="standard",
+        n_init=10,
+        max_iter=50,
+        cache="auto",
+        random_state=None,
+    ):
         self.n_clusters = n_clusters
         self.n_hidden = n_hidden
         self.C = C
@@ -443,31 +476,51 @@ default="elm-kmeans"
         self.cache = cache
         self.random_state = random_state
 
-    reduce_params = ("n_clusters", "n_hidden", "output", "init", "activation", "rbf_fraction",
-                     "rbf_width", "scaling", "n_init", "cache", "random_state")
+    reduce_params = (
+        "n_clusters",
+        "n_hidden",
+        "output",
+        "init",
+        "activation",
+        "rbf_fraction",
+        "rbf_width",
+        "scaling",
+        "n_init",
+        "cache",
+        "random_state",
+    )
 
     def check_params_vs_input(self, Xd):
         super().check_params_vs_input(Xd)
         N = Xd.shape[0]
         self._tol = balance_tolerance(self.balance, N, self.n_clusters)
-        self._output = self.output if self.output != "auto" else (
-            "single" if self.n_clusters == 2 else "multi")
+        self._output = (
+            self.output
+            if self.output != "auto"
+            else ("single" if self.n_clusters == 2 else "multi")
+        )
 
     def _initial_labels(self, Xd, features, rng):
         k = self.n_clusters
         if not isinstance(self.init, str):
             init = np.asarray(self.init)
-            if init.shape != (Xd.shape[0],) or init.dtype.kind not in "iu" or (
-                    init.size and (init.min() < 0 or init.max() >= k)):
-                raise ValueError(f"init as an array must hold n_samples={Xd.shape[0]} integer "
-                                 f"labels in [0, {k - 1}], got shape {init.shape} and dtype "
-                                 f"{init.dtype}")
+            if (
+                init.shape != (Xd.shape[0],)
+                or init.dtype.kind not in "iu"
+                or (init.size and (init.min() < 0 or init.max() >= k))
+            ):
+                raise ValueError(
+                    f"init as an array must hold n_samples={Xd.shape[0]} integer "
+                    f"labels in [0, {k - 1}], got shape {init.shape} and dtype "
+                    f"{init.dtype}"
+                )
             return da.from_array(init.astype(np.int64), chunks=(Xd.chunks[0],))
         seed = draw_seed(rng)
         if self.init == "random":
             index = da.arange(Xd.shape[0], chunks=(Xd.chunks[0],), dtype=np.int64)
-            return index.map_blocks(_hash_labels, seed, k, dtype=np.int64,
-                                    meta=np.empty((0,), dtype=np.int64))
+            return index.map_blocks(
+                _hash_labels, seed, k, dtype=np.int64, meta=np.empty((0,), dtype=np.int64)
+            )
         if self.init == "elm-kmeans":
             E = features.H
         else:
@@ -494,8 +547,9 @@ default="elm-kmeans"
     def solve_reduced(self, reduction, rng):
         """Algorithm 1's iterations from the reduction's initial labels, with
         ``(H^T H + I/C)^-1`` from one Cholesky factorization."""
-        solve = partial(sla.cho_solve, factor_gram(reduction.stats["hth"], self.C),
-                        check_finite=False)
+        solve = partial(
+            sla.cho_solve, factor_gram(reduction.stats["hth"], self.C), check_finite=False
+        )
         k, output, features = self.n_clusters, self._output, reduction.features
         chunks = features.chunks
         T = emmc_targets(k, output)
@@ -508,19 +562,40 @@ default="elm-kmeans"
             t0 = time.perf_counter()
             beta = solve(htf @ T)  # H^T t = (H^T F) T
             F = features.project(beta).persist()  # N x n_outputs, reused by every selection
-            new = _from_blocks([relabel(f, k, output) for f in _delayed_blocks(F)],
-                               chunks).persist()
+            new = _from_blocks(
+                [relabel(f, k, output) for f in _delayed_blocks(F)], chunks
+            ).persist()
             sizes = dask.compute(tree_sum([count(b, k) for b in _delayed_blocks(new)]))[0]
             new, sizes, n_moved = balance_labels(F, new, sizes, self._tol, output)
-            n_changed = int(dask.compute(tree_sum(
-                [changed(a, b) for a, b in zip(_delayed_blocks(labels),
-                                               _delayed_blocks(new))]))[0])
+            n_changed = int(
+                dask.compute(
+                    tree_sum(
+                        [
+                            changed(a, b)
+                            for a, b in zip(
+                                _delayed_blocks(labels), _delayed_blocks(new), strict=True
+                            )
+                        ]
+                    )
+                )[0]
+            )
             labels = new
             del F
-            history.append({"sizes": sizes.copy(), "n_changed": n_changed,
-                            "n_moved": n_moved, "seconds": time.perf_counter() - t0})
-            logger.info("EMMC iteration %d: %d labels changed, %d moved by the balance step, "
-                        "sizes %s", it + 1, n_changed, n_moved, sizes.tolist())
+            history.append(
+                {
+                    "sizes": sizes.copy(),
+                    "n_changed": n_changed,
+                    "n_moved": n_moved,
+                    "seconds": time.perf_counter() - t0,
+                }
+            )
+            logger.info(
+                "EMMC iteration %d: %d labels changed, %d moved by the balance step, sizes %s",
+                it + 1,
+                n_changed,
+                n_moved,
+                sizes.tolist(),
+            )
             if n_changed == 0:
                 converged = True
                 break
@@ -539,15 +614,23 @@ default="elm-kmeans"
         """The ELM outputs ``h(x) beta`` (n_samples x n_outputs)."""
         check_is_fitted(self, "output_weights_")
         Xd, was_dask = self.validate_X(X, reset=False)
-        return self.as_output(self.hidden_features(Xd, cache=False).project(self.output_weights_), was_dask)
+        return self.as_output(
+            self.hidden_features(Xd, cache=False).project(self.output_weights_), was_dask
+        )
 
     def predict(self, X):
         """Clusters of X from the ELM outputs (the relabelling rule, without balancing)."""
         check_is_fitted(self, "output_weights_")
         Xd, was_dask = self.validate_X(X, reset=False)
         F = self.hidden_features(Xd, cache=False).project(self.output_weights_)
-        labels = F.map_blocks(_relabel_block, self.n_clusters, self._output, drop_axis=1,
-                              dtype=np.int64, meta=np.empty((0,), dtype=np.int64))
+        labels = F.map_blocks(
+            _relabel_block,
+            self.n_clusters,
+            self._output,
+            drop_axis=1,
+            dtype=np.int64,
+            meta=np.empty((0,), dtype=np.int64),
+        )
         return self.as_output(labels, was_dask)
 
     def score(self, X, y=None):
@@ -588,6 +671,16 @@ def emmc_sweep(X, Cs, estimator=None, **params):
     return [(setting["C"], model) for setting, model in fits]
 
 
-__all__ = ["EMMC", "balance_labels", "balance_moves", "balance_tolerance",
-           "emmc_move_keys", "emmc_relabel", "emmc_sweep", "emmc_targets",
-           "factor_gram", "random_labels", "select_smallest"]
+__all__ = [
+    "EMMC",
+    "balance_labels",
+    "balance_moves",
+    "balance_tolerance",
+    "emmc_move_keys",
+    "emmc_relabel",
+    "emmc_sweep",
+    "emmc_targets",
+    "factor_gram",
+    "random_labels",
+    "select_smallest",
+]

@@ -69,8 +69,13 @@ def _unlabelled(block):
     if block.dtype.kind in "biuf":
         return block == -1
     if block.dtype.kind == "O":
-        return np.array([isinstance(v, numbers.Number) and not isinstance(v, bool) and v == -1
-                         for v in block.ravel()], dtype=bool).reshape(block.shape)
+        return np.array(
+            [
+                isinstance(v, numbers.Number) and not isinstance(v, bool) and v == -1
+                for v in block.ravel()
+            ],
+            dtype=bool,
+        ).reshape(block.shape)
     return np.zeros(block.shape, dtype=bool)
 
 
@@ -187,10 +192,24 @@ class SSELM(_ClassifierOutputsMixin, ClassifierMixin, BaseELM):
         "solver": [StrOptions({"auto", "primal", "dual"})],
     }
 
-    def __init__(self, n_hidden=1000, *, C0=1.0, lam=0.01, activation="sigmoid",
-                 graph="auto", n_neighbors=10, weights="heat", sigma=None,
-                 normalized=True, laplacian_power=2, scaling="standard", solver="auto",
-                 cache=False, random_state=None):
+    def __init__(
+        self,
+        n_hidden=1000,
+        *,
+        C0=1.0,
+        lam=0.01,
+        activation="sigmoid",
+        graph="auto",
+        n_neighbors=10,
+        weights="heat",
+        sigma=None,
+        normalized=True,
+        laplacian_power=2,
+        scaling="standard",
+        solver="auto",
+        cache=False,
+        random_state=None,
+    ):
         self.n_hidden = n_hidden
         self.C0 = C0
         self.lam = lam
@@ -206,9 +225,21 @@ class SSELM(_ClassifierOutputsMixin, ClassifierMixin, BaseELM):
         self.cache = cache
         self.random_state = random_state
 
-    reduce_params = ("n_hidden", "C0", "activation", "graph", "n_neighbors", "weights",
-                     "sigma", "normalized", "laplacian_power", "scaling", "solver", "cache",
-                     "random_state")
+    reduce_params = (
+        "n_hidden",
+        "C0",
+        "activation",
+        "graph",
+        "n_neighbors",
+        "weights",
+        "sigma",
+        "normalized",
+        "laplacian_power",
+        "scaling",
+        "solver",
+        "cache",
+        "random_state",
+    )
 
     def reduce_key(self):
         # lam only scales the graph term, but lam=0 skips the graph and its pass
@@ -224,35 +255,49 @@ class SSELM(_ClassifierOutputsMixin, ClassifierMixin, BaseELM):
         H^T L^p H in one pass (primal), or gather H, Y~, C and L^p (dual)."""
         Xd = reduction.X
         if y is None:
-            raise ValueError("SSELM requires y to be passed, but the target y is None "
-                             "(mark unlabelled samples with -1)")
+            raise ValueError(
+                "SSELM requires y to be passed, but the target y is None "
+                "(mark unlabelled samples with -1)"
+            )
         classes, codes, counts = encode_targets(y, Xd, unlabelled=_unlabelled)
         if len(classes) == 0:
-            raise ValueError("SSELM needs labelled samples: every label in y is -1 "
-                             "(unlabelled)")
+            raise ValueError("SSELM needs labelled samples: every label in y is -1 (unlabelled)")
         if len(classes) < 2:
-            raise ValueError(f"SSELM needs labelled samples of at least 2 classes in y; got 1 "
-                             f"class: {classes.tolist()}")
-        reduction.fitted.update(classes_=classes, class_counts_=counts,
-                                n_labelled_=int(counts.sum()))
+            raise ValueError(
+                f"SSELM needs labelled samples of at least 2 classes in y; got 1 "
+                f"class: {classes.tolist()}"
+            )
+        reduction.fitted.update(
+            classes_=classes, class_counts_=counts, n_labelled_=int(counts.sum())
+        )
         c = len(classes)
         # C_i = C0 / N_{t_i} for labelled samples, 0 for unlabelled ones (eq. 15)
         weight = codes.map_blocks(_take_weight, self.C0 / counts, dtype=np.float64)
-        Y = codes.map_blocks(_one_hot, c, new_axis=1, chunks=(codes.chunks[0], (c,)),
-                             dtype=np.float64)
+        Y = codes.map_blocks(
+            _one_hot, c, new_axis=1, chunks=(codes.chunks[0], (c,)), dtype=np.float64
+        )
         graph = None
         if self.lam > 0:
             # k clipped to n_samples - 1; the dual gathers L in the rows' own order, so it
             # asks for no locality ordering
-            graph = self.build_graph(Xd, reduction.rng,
-                                     n_neighbors=min(self.n_neighbors, Xd.shape[0] - 1),
-                                     order=False if self._solver == "dual" else "auto")
+            graph = self.build_graph(
+                Xd,
+                reduction.rng,
+                n_neighbors=min(self.n_neighbors, Xd.shape[0] - 1),
+                order=False if self._solver == "dual" else "auto",
+            )
         reduction.graph = graph
         features = reduction.features
         if self._solver == "primal":
             terms = ("hth", "hty") + (("htlh",) if graph is not None else ())
-            reduction.stats = hidden_stats(features, terms, Y=Y, sample_weight=weight,
-                                           graph=graph, laplacian_power=self._laplacian_power)
+            reduction.stats = hidden_stats(
+                features,
+                terms,
+                Y=Y,
+                sample_weight=weight,
+                graph=graph,
+                laplacian_power=self._laplacian_power,
+            )
         else:  # n_hidden > N: H (N x n_hidden) and L (N x N) are small
             lap = dask.delayed(graph.laplacian)() if graph is not None else None
             H, Yc, cw, L = dask.compute(features.H, Y, weight, lap)
@@ -264,14 +309,19 @@ class SSELM(_ClassifierOutputsMixin, ClassifierMixin, BaseELM):
         """Solve eq. 16 (or eq. 17 in the dual) for this estimator's lam."""
         stats = reduction.stats
         if self._solver == "primal":
-            beta = sselm_output_weights(stats["hth"], stats["hty"], stats.get("htlh"),
-                                        self.lam)
+            beta = sselm_output_weights(stats["hth"], stats["hty"], stats.get("htlh"), self.lam)
         else:
-            beta = sselm_dual_output_weights(stats["H"], stats["Y"], stats["c"], stats["L"],
-                                             self.lam)
+            beta = sselm_dual_output_weights(
+                stats["H"], stats["Y"], stats["c"], stats["L"], self.lam
+            )
         self.output_weights_ = beta
-        logger.info("SSELM: %s solve, n_hidden=%d, n_samples=%d, labelled=%d", self._solver,
-                    self.n_hidden, reduction.n_samples, self.n_labelled_)
+        logger.info(
+            "SSELM: %s solve, n_hidden=%d, n_samples=%d, labelled=%d",
+            self._solver,
+            self.n_hidden,
+            reduction.n_samples,
+            self.n_labelled_,
+        )
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

@@ -154,15 +154,44 @@ class USELM(ClusterMixin, EmbeddingFeaturesOutMixin, TransformerMixin, BaseELM):
         "row_normalize": ["boolean"],
         "n_init": [Interval(Integral, 1, None, closed="left")],
     }
-    reduce_params = ("n_hidden", "activation", "rbf_fraction", "rbf_width", "graph",
-                     "n_neighbors", "weights", "sigma", "normalized", "scaling", "solver",
-                     "cache", "random_state")
+    reduce_params = (
+        "n_hidden",
+        "activation",
+        "rbf_fraction",
+        "rbf_width",
+        "graph",
+        "n_neighbors",
+        "weights",
+        "sigma",
+        "normalized",
+        "scaling",
+        "solver",
+        "cache",
+        "random_state",
+    )
 
-    def __init__(self, n_clusters=8, *, n_components="auto", n_hidden=1000, lam=0.01,
-                 activation="sigmoid", rbf_fraction=0.0, rbf_width=1.0, graph="auto",
-                 n_neighbors=10, weights="binary", sigma=None, normalized=True,
-                 scaling="minmax", solver="auto", row_normalize=True, n_init=10,
-                 cache="auto", random_state=None):
+    def __init__(
+        self,
+        n_clusters=8,
+        *,
+        n_components="auto",
+        n_hidden=1000,
+        lam=0.01,
+        activation="sigmoid",
+        rbf_fraction=0.0,
+        rbf_width=1.0,
+        graph="auto",
+        n_neighbors=10,
+        weights="binary",
+        sigma=None,
+        normalized=True,
+        scaling="minmax",
+        solver="auto",
+        row_normalize=True,
+        n_init=10,
+        cache="auto",
+        random_state=None,
+    ):
         self.n_clusters = n_clusters
         self.n_components = n_components
         self.n_hidden = n_hidden
@@ -190,11 +219,13 @@ class USELM(ClusterMixin, EmbeddingFeaturesOutMixin, TransformerMixin, BaseELM):
         else:
             self._n_components = self.n_components
         if self._n_components >= self.n_hidden:
-            raise ValueError(f"n_components={self._n_components} must be smaller than "
-                             f"n_hidden={self.n_hidden}")
+            raise ValueError(
+                f"n_components={self._n_components} must be smaller than n_hidden={self.n_hidden}"
+            )
         if self._n_components >= N:
-            raise ValueError(f"n_components={self._n_components} must be smaller than "
-                             f"n_samples={N}")
+            raise ValueError(
+                f"n_components={self._n_components} must be smaller than n_samples={N}"
+            )
         self._solver = self.resolve_solver(N)
 
     def reduce_hidden(self, reduction, y):
@@ -214,8 +245,7 @@ class USELM(ClusterMixin, EmbeddingFeaturesOutMixin, TransformerMixin, BaseELM):
         """Solve eq. 20 (or its dual, eqs. 23-24), embed and cluster X."""
         stats = reduction.stats
         if self._solver == "primal":
-            beta, gamma = uselm_embedding(stats["hth"], stats["htlh"], self.lam,
-                                          self._n_components)
+            beta, gamma = uselm_embedding(stats["hth"], stats["htlh"], self.lam, self._n_components)
         else:
             H = stats["H"]
             U, gamma = uselm_dual(H @ H.T, stats["L"], self.lam, self._n_components)
@@ -235,8 +265,9 @@ class USELM(ClusterMixin, EmbeddingFeaturesOutMixin, TransformerMixin, BaseELM):
         if self.row_normalize:
             E = unit_rows(E)
         if was_dask:
-            centers, labels, inertia, _ = kmeans(E, self.n_clusters, n_init=self.n_init,
-                                                 random_state=seed)
+            centers, labels, inertia, _ = kmeans(
+                E, self.n_clusters, n_init=self.n_init, random_state=seed
+            )
             self.labels_ = labels.persist()
         else:  # the embedding is on the client already: scikit-learn's k-means
             km = KMeans(self.n_clusters, n_init=self.n_init, random_state=seed).fit(E)
@@ -260,8 +291,13 @@ class USELM(ClusterMixin, EmbeddingFeaturesOutMixin, TransformerMixin, BaseELM):
         if self.row_normalize:
             E = unit_rows(E)
         centers = self.cluster_centers_
-        labels = E.map_blocks(nearest_center, centers, drop_axis=1, dtype=np.int64,
-                              meta=np.empty((0,), dtype=np.int64))
+        labels = E.map_blocks(
+            nearest_center,
+            centers,
+            drop_axis=1,
+            dtype=np.int64,
+            meta=np.empty((0,), dtype=np.int64),
+        )
         return self.as_output(labels, was_dask)
 
     def fit_transform(self, X, y=None):
@@ -284,4 +320,3 @@ class USELM(ClusterMixin, EmbeddingFeaturesOutMixin, TransformerMixin, BaseELM):
         tags = super().__sklearn_tags__()
         tags.transformer_tags.preserves_dtype = ["float64"]
         return tags
-

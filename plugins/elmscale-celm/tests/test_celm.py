@@ -42,8 +42,9 @@ def test_registers_through_the_hooks(monkeypatch):
 
 def test_softplus_values():
     Z = np.array([[-800.0, -1.0, 0.0, 1.0, 800.0]])
-    expected = np.array([[0.0, np.log1p(np.exp(-1.0)), np.log(2.0), 1 + np.log1p(np.exp(-1)),
-                          800.0]])
+    expected = np.array(
+        [[0.0, np.log1p(np.exp(-1.0)), np.log(2.0), 1 + np.log1p(np.exp(-1)), 800.0]]
+    )
     np.testing.assert_allclose(softplus(Z.copy()), expected, rtol=1e-15)
     assert softplus(Z.astype(np.float32)).dtype == np.float32
 
@@ -88,8 +89,7 @@ def test_predict_unseen_points_and_output_follows_input(blobs):
 
 def test_clusters_iris():
     X, y = load_iris(return_X_y=True)
-    model = CELM(3, n_hidden=200, activation="sigmoid",
-                 random_state=0).fit(X)
+    model = CELM(3, n_hidden=200, activation="sigmoid", random_state=0).fit(X)
     assert adjusted_rand_score(y, model.labels_) > 0.55
 
 

@@ -20,8 +20,9 @@ from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import check_is_fitted
 
 
-def elm_feature_kmeans(features, n_clusters, *, n_init=10, max_iter=300, tol=1e-4,
-                       init_size=None, random_state=None):
+def elm_feature_kmeans(
+    features, n_clusters, *, n_init=10, max_iter=300, tol=1e-4, init_size=None, random_state=None
+):
     """k-means on the rows of H: the function half of :class:`CELM`.
 
     Parameters
@@ -43,8 +44,15 @@ def elm_feature_kmeans(features, n_clusters, *, n_init=10, max_iter=300, tol=1e-
     """
     if init_size is None:
         init_size = max(1000, 3 * n_clusters)
-    return kmeans(features.H, n_clusters, n_init=n_init, max_iter=max_iter, tol=tol,
-                  random_state=random_state, init_sample=init_size)
+    return kmeans(
+        features.H,
+        n_clusters,
+        n_init=n_init,
+        max_iter=max_iter,
+        tol=tol,
+        random_state=random_state,
+        init_sample=init_size,
+    )
 
 
 class CELM(ClusterMixin, TransformerMixin, BaseELM):
@@ -120,9 +128,20 @@ class CELM(ClusterMixin, TransformerMixin, BaseELM):
         "init_size": [Interval(Integral, 1, None, closed="left"), None],
     }
 
-    def __init__(self, n_clusters=8, *, n_hidden=1000, activation="sigmoid",
-                 scaling="standard", n_init=10, max_iter=300, tol=1e-4, init_size=None,
-                 cache="auto", random_state=None):
+    def __init__(
+        self,
+        n_clusters=8,
+        *,
+        n_hidden=1000,
+        activation="sigmoid",
+        scaling="standard",
+        n_init=10,
+        max_iter=300,
+        tol=1e-4,
+        init_size=None,
+        cache="auto",
+        random_state=None,
+    ):
         self.n_clusters = n_clusters
         self.n_hidden = n_hidden
         self.activation = activation
@@ -137,11 +156,18 @@ class CELM(ClusterMixin, TransformerMixin, BaseELM):
     def solve_reduced(self, reduction, rng):
         """k-means on H (the template has validated X and drawn the hidden layer)."""
         centers, labels, inertia, n_iter = elm_feature_kmeans(
-            reduction.features, self.n_clusters, n_init=self.n_init, max_iter=self.max_iter,
-            tol=self.tol, init_size=self.init_size, random_state=draw_seed(rng))
+            reduction.features,
+            self.n_clusters,
+            n_init=self.n_init,
+            max_iter=self.max_iter,
+            tol=self.tol,
+            init_size=self.init_size,
+            random_state=draw_seed(rng),
+        )
         self.cluster_centers_ = centers
-        self.labels_ = self.as_output(labels.persist() if reduction.was_dask else labels,
-                                      reduction.was_dask)
+        self.labels_ = self.as_output(
+            labels.persist() if reduction.was_dask else labels, reduction.was_dask
+        )
         self.inertia_ = inertia
         self.n_iter_ = n_iter
 
@@ -149,9 +175,13 @@ class CELM(ClusterMixin, TransformerMixin, BaseELM):
         check_is_fitted(self, "cluster_centers_")
         Xd, was_dask = self.validate_X(X, reset=False)
         H = self.hidden_layer_.transform(Xd)
-        D = H.map_blocks(_center_distances, self.cluster_centers_, dtype=np.float64,
-                         chunks=(H.chunks[0], (self.n_clusters,)),
-                         meta=np.empty((0, 0), dtype=np.float64))
+        D = H.map_blocks(
+            _center_distances,
+            self.cluster_centers_,
+            dtype=np.float64,
+            chunks=(H.chunks[0], (self.n_clusters,)),
+            meta=np.empty((0, 0), dtype=np.float64),
+        )
         return D, was_dask
 
     def transform(self, X):
@@ -163,8 +193,9 @@ class CELM(ClusterMixin, TransformerMixin, BaseELM):
     def predict(self, X):
         """Index of the nearest centre in the ELM feature space (works on unseen points)."""
         D, was_dask = self._distances(X)
-        labels = D.map_blocks(np.argmin, axis=1, drop_axis=1, dtype=np.int64,
-                              meta=np.empty((0,), dtype=np.int64))
+        labels = D.map_blocks(
+            np.argmin, axis=1, drop_axis=1, dtype=np.int64, meta=np.empty((0,), dtype=np.int64)
+        )
         return self.as_output(labels, was_dask)
 
     def fit_transform(self, X, y=None):
@@ -174,8 +205,11 @@ class CELM(ClusterMixin, TransformerMixin, BaseELM):
 
 def _center_distances(H, centers):
     H = H.astype(np.float64, copy=False)
-    d2 = (np.einsum("ij,ij->i", H, H)[:, None] - 2.0 * H @ centers.T
-          + np.einsum("ij,ij->i", centers, centers)[None, :])
+    d2 = (
+        np.einsum("ij,ij->i", H, H)[:, None]
+        - 2.0 * H @ centers.T
+        + np.einsum("ij,ij->i", centers, centers)[None, :]
+    )
     return np.sqrt(np.maximum(d2, 0.0, out=d2), out=d2)
 
 
