@@ -13,7 +13,6 @@ import pytest
 from sklearn.base import RegressorMixin
 from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import check_is_fitted
-from threadpoolctl import threadpool_info
 
 import elmscale
 from elmscale.algorithms import elm_output_weights
@@ -21,6 +20,7 @@ from elmscale.gram import hidden_stats
 from elmscale.testing import check_algorithm
 
 from ._reference import elm_ridge, hidden
+from .test_threads import _blas_threads, _recording_activation
 
 CELM_SRC = Path(__file__).resolve().parents[1] / "plugins" / "elmscale-celm" / "src"
 
@@ -184,14 +184,6 @@ def test_celm_passes_the_algorithm_contract(celm):
     assert issubclass(celm.CELM, elmscale.BaseELM)
 
 
-def _blas_threads():
-    return {
-        lib["filepath"]: lib["num_threads"]
-        for lib in threadpool_info()
-        if lib["user_api"] == "blas"
-    }
-
-
 @pytest.mark.parametrize("scheduler, workers", [("threads", 2), ("sync", 1)])
 @pytest.mark.parametrize("name", ["CELM", "USELM", "EMMC"])
 def test_plugin_and_builtins_run_dask_tasks_on_one_blas_thread(celm, name, scheduler, workers):
@@ -201,11 +193,7 @@ def test_plugin_and_builtins_run_dask_tasks_on_one_blas_thread(celm, name, sched
     if not before:
         pytest.skip("no BLAS found by threadpoolctl")
     seen = []
-
-    def activation(Z):
-        seen.append(set(_blas_threads().values()))
-        return np.tanh(Z)
-
+    activation = _recording_activation(seen)
     cls = celm.CELM if name == "CELM" else getattr(elmscale, name)
     params = dict(n_hidden=20, activation=activation, random_state=0, n_clusters=3)
     if name == "USELM":
