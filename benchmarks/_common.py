@@ -125,8 +125,10 @@ def blas_info():
     for lib in threadpool_info():
         if lib.get("user_api") != "blas":
             continue
-        parts.append(f"{lib.get('internal_api')} {lib.get('version')} "
-                     f"{lib.get('architecture')} x{lib.get('num_threads')}")
+        parts.append(
+            f"{lib.get('internal_api')} {lib.get('version')} "
+            f"{lib.get('architecture')} x{lib.get('num_threads')}"
+        )
     out = "; ".join(dict.fromkeys(parts))
     core = os.environ.get("OPENBLAS_CORETYPE")
     return out + (f" (OPENBLAS_CORETYPE={core})" if core else "")
@@ -243,9 +245,13 @@ def recall_at_k(X, idx, k, n_sample=2000, seed=0):
         return cols[part], np.take_along_axis(d2, part, 1)
 
     starts = np.concatenate([[0], np.cumsum(X.chunks[0])])
-    parts = dask.compute(*[dask.delayed(best)(b, int(s)) for b, s in
-                           zip(X.to_delayed().ravel(), starts[:-1])])
+    parts = dask.compute(
+        *[
+            dask.delayed(best)(b, int(s))
+            for b, s in zip(X.to_delayed().ravel(), starts[:-1], strict=True)
+        ]
+    )
     cand = np.concatenate([p[0] for p in parts], 1)
     d2 = np.concatenate([p[1] for p in parts], 1)
     exact = np.take_along_axis(cand, np.argsort(d2, 1)[:, :k], 1)
-    return float(np.mean([len(set(a) & set(b)) / k for a, b in zip(got, exact)]))
+    return float(np.mean([len(set(a) & set(b)) / k for a, b in zip(got, exact, strict=True)]))

@@ -23,8 +23,10 @@ def mixture_chunk(i, n_rows, n_features, n_clusters, seed, dtype=np.float32):
 
 
 def mixture_numpy(n, n_features=50, n_clusters=10, seed=0, dtype=np.float32):
-    parts = [mixture_chunk(i, min(CHUNK, n - i * CHUNK), n_features, n_clusters, seed, dtype)
-             for i in range((n + CHUNK - 1) // CHUNK)]
+    parts = [
+        mixture_chunk(i, min(CHUNK, n - i * CHUNK), n_features, n_clusters, seed, dtype)
+        for i in range((n + CHUNK - 1) // CHUNK)
+    ]
     return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
 
 
@@ -36,22 +38,23 @@ def mixture_dask(n, n_features=50, n_clusters=10, seed=0, dtype=np.float32):
     Xs, ys = [], []
     for i in range((n + CHUNK - 1) // CHUNK):
         rows = min(CHUNK, n - i * CHUNK)
-        part = dask.delayed(mixture_chunk, pure=True, nout=2)(i, rows, n_features, n_clusters,
-                                                              seed, dtype)
+        part = dask.delayed(mixture_chunk, pure=True, nout=2)(
+            i, rows, n_features, n_clusters, seed, dtype
+        )
         Xs.append(da.from_delayed(part[0], (rows, n_features), dtype=dtype))
         ys.append(da.from_delayed(part[1], (rows,), dtype=np.int64))
     return da.concatenate(Xs), da.concatenate(ys)
 
 
-def subspace_chunk(i, n_rows, n_features, n_clusters, seed, dim=6, noise=0.05,
-                   dtype=np.float32):
+def subspace_chunk(i, n_rows, n_features, n_clusters, seed, dim=6, noise=0.05, dtype=np.float32):
     """Rows [i * CHUNK, i * CHUNK + n_rows) of data of low intrinsic dimension: cluster c
     lies on its own random ``dim``-dimensional affine subspace (unit-variance coordinates,
     centres spread with standard deviation 2), plus isotropic noise of ``noise``."""
     basis_rng = np.random.RandomState(seed)
     C = basis_rng.normal(0.0, 2.0, size=(n_clusters, n_features))
-    B = np.stack([np.linalg.qr(basis_rng.standard_normal((n_features, dim)))[0].T
-                  for _ in range(n_clusters)])  # (clusters, dim, features)
+    B = np.stack(
+        [np.linalg.qr(basis_rng.standard_normal((n_features, dim)))[0].T for _ in range(n_clusters)]
+    )  # (clusters, dim, features)
     rng = np.random.default_rng([seed, i, 1])
     y = (np.arange(i * CHUNK, i * CHUNK + n_rows) % n_clusters).astype(np.int64)
     Z = rng.standard_normal((n_rows, dim))
@@ -68,8 +71,9 @@ def generated_dask(chunk_fn, n, n_features=50, n_clusters=10, seed=0, dtype=np.f
     Xs, ys = [], []
     for i in range((n + CHUNK - 1) // CHUNK):
         rows = min(CHUNK, n - i * CHUNK)
-        part = dask.delayed(chunk_fn, pure=True, nout=2)(i, rows, n_features, n_clusters, seed,
-                                                         dtype=dtype)
+        part = dask.delayed(chunk_fn, pure=True, nout=2)(
+            i, rows, n_features, n_clusters, seed, dtype=dtype
+        )
         Xs.append(da.from_delayed(part[0], (rows, n_features), dtype=dtype))
         ys.append(da.from_delayed(part[1], (rows,), dtype=np.int64))
     return da.concatenate(Xs), da.concatenate(ys)

@@ -1,7 +1,7 @@
 """BLAS threads inside dask's threaded scheduler: estimators with NumPy input, as shipped
 (BLAS on one thread per dask thread while they compute) against BLAS left at its default
-threads inside every dask task (the behaviour before, restored here by switching the
-detection off), alternated in one process.
+threads inside every dask task (what runs without the per-task limit, restored here by
+switching the detection off), alternated in one process.
 
     python benchmarks/bench_blas_threads.py [--repeats 3] [--json out.jsonl]
 
@@ -14,14 +14,13 @@ import statistics
 import sys
 import time
 
-from sklearn.datasets import make_blobs, make_classification
-
 from _common import blas_info, machine_info, utc_now
+from sklearn.datasets import make_blobs, make_classification
 
 
 def cases():
     """(name, make_data, fit_and_predict) for each estimator timed."""
-    from elmscale import ELMClassifier, USELM
+    from elmscale import USELM, ELMClassifier
 
     def uselm_data():
         return make_blobs(n_samples=50_000, n_features=20, centers=10, random_state=0)
@@ -30,14 +29,17 @@ def cases():
         USELM(n_clusters=10, n_hidden=1000, graph="exact", random_state=0).fit(X)
 
     def elm_data():
-        return make_classification(n_samples=200_000, n_features=50, n_informative=20,
-                                   n_classes=5, random_state=0)
+        return make_classification(
+            n_samples=200_000, n_features=50, n_informative=20, n_classes=5, random_state=0
+        )
 
     def elm(X, y):
         ELMClassifier(n_hidden=1000, random_state=0).fit(X, y).predict(X)
 
-    return [("USELM fit, 50,000 x 20, n_hidden 1000, exact graph", uselm_data, uselm),
-            ("ELMClassifier fit + predict, 200,000 x 50, n_hidden 1000", elm_data, elm)]
+    return [
+        ("USELM fit, 50,000 x 20, n_hidden 1000, exact graph", uselm_data, uselm),
+        ("ELMClassifier fit + predict, 200,000 x 50, n_hidden 1000", elm_data, elm),
+    ]
 
 
 def main(argv=None):
@@ -61,8 +63,10 @@ def main(argv=None):
         finally:
             threads.threaded_scheduler = detect
 
-    print(json.dumps({"machine": machine_info(), "blas": blas_info(), "utc": utc_now()}),
-          file=sys.stderr)
+    print(
+        json.dumps({"machine": machine_info(), "blas": blas_info(), "utc": utc_now()}),
+        file=sys.stderr,
+    )
     rows = []
     for name, data, run in cases():
         X, y = data()
@@ -71,20 +75,27 @@ def main(argv=None):
         for _ in range(args.repeats):
             for pinned in (False, True):
                 seconds[pinned].append(timed(run, X, y, pinned))
-        row = {"case": name, "repeats": args.repeats, "utc": utc_now(),
-               "default_threads_s": statistics.median(seconds[False]),
-               "one_thread_per_task_s": statistics.median(seconds[True]),
-               "all_s": {"default": seconds[False], "pinned": seconds[True]}}
+        row = {
+            "case": name,
+            "repeats": args.repeats,
+            "utc": utc_now(),
+            "default_threads_s": statistics.median(seconds[False]),
+            "one_thread_per_task_s": statistics.median(seconds[True]),
+            "all_s": {"default": seconds[False], "pinned": seconds[True]},
+        }
         rows.append(row)
         if args.json:
             with open(args.json, "a") as f:
                 f.write(json.dumps(row) + "\n")
-    print("| case | BLAS default threads in each task (s) | one BLAS thread per task (s) "
-          "| speed-up |")
+    print(
+        "| case | BLAS default threads in each task (s) | one BLAS thread per task (s) | speed-up |"
+    )
     print("|---|---|---|---|")
     for r in rows:
-        print(f"| {r['case']} | {r['default_threads_s']:.2f} | {r['one_thread_per_task_s']:.2f} "
-              f"| {r['default_threads_s'] / r['one_thread_per_task_s']:.2f}x |")
+        print(
+            f"| {r['case']} | {r['default_threads_s']:.2f} | {r['one_thread_per_task_s']:.2f} "
+            f"| {r['default_threads_s'] / r['one_thread_per_task_s']:.2f}x |"
+        )
     return rows
 
 

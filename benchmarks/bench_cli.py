@@ -36,8 +36,7 @@ def python_api(path, out):
     import elmscale
     from elmscale._cli_io import read_matrix, write_array
 
-    with LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=None) as cl, \
-            Client(cl):
+    with LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=None) as cl, Client(cl):
         t0 = time.perf_counter()
         X, _ = read_matrix(str(path))
         model = elmscale.USELM(n_clusters=10, n_hidden=300, random_state=0).fit(X)
@@ -59,7 +58,8 @@ if __name__ == "__main__":
         import pandas as pd
 
         pd.DataFrame(X, columns=[f"f{i}" for i in range(X.shape[1])]).to_parquet(
-            tmp / "x.parquet", row_group_size=50_000)
+            tmp / "x.parquet", row_group_size=50_000
+        )
         np.save(tmp / "x.npy", X)
         env = dict(os.environ, PYTHONPATH=str(ROOT))
         for r in range(args.rounds):
@@ -67,16 +67,46 @@ if __name__ == "__main__":
                 src = tmp / f"x.{kind}"
                 t0 = time.perf_counter()
                 done = subprocess.run(
-                    [sys.executable, "-m", "elmscale.cli", "fit", "us-elm", str(src),
-                     "--param", *PARAMS, "--workers", "2", "--labels",
-                     str(tmp / "cli.npy")], env=env, capture_output=True, text=True)
+                    [
+                        sys.executable,
+                        "-m",
+                        "elmscale.cli",
+                        "fit",
+                        "us-elm",
+                        str(src),
+                        "--param",
+                        *PARAMS,
+                        "--workers",
+                        "2",
+                        "--labels",
+                        str(tmp / "cli.npy"),
+                    ],
+                    env=env,
+                    capture_output=True,
+                    text=True,
+                )
                 wall = time.perf_counter() - t0
                 assert done.returncode == 0, done.stderr
                 fitted = float(done.stderr.split("fitted in ")[1].split(" s")[0])
                 api = python_api(src, tmp / "api.npy")
-                same = bool(np.array_equal(read_labels(str(tmp / "cli.npy")),
-                                           read_labels(str(tmp / "api.npy"))))
-                print(json.dumps({"date": utc_now(), "round": r, "input": kind,
-                                  "n": args.n, "d": args.features, "cli_wall_s": round(wall, 2),
-                                  "cli_fit_s": fitted, "api_read_fit_write_s": round(api, 2),
-                                  "same_labels": same}), flush=True)
+                same = bool(
+                    np.array_equal(
+                        read_labels(str(tmp / "cli.npy")), read_labels(str(tmp / "api.npy"))
+                    )
+                )
+                print(
+                    json.dumps(
+                        {
+                            "date": utc_now(),
+                            "round": r,
+                            "input": kind,
+                            "n": args.n,
+                            "d": args.features,
+                            "cli_wall_s": round(wall, 2),
+                            "cli_fit_s": fitted,
+                            "api_read_fit_write_s": round(api, 2),
+                            "same_labels": same,
+                        }
+                    ),
+                    flush=True,
+                )

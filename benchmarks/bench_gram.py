@@ -61,8 +61,12 @@ def _baseline_gram(rev, client, module="gram.py", package="elmscale"):
     import tempfile
 
     repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    src = subprocess.run(["git", "-C", repo, "show", f"{rev}:elmscale/{module}"], check=True,
-                         capture_output=True, text=True).stdout
+    src = subprocess.run(
+        ["git", "-C", repo, "show", f"{rev}:elmscale/{module}"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
     src = src.replace("from ..", "from elmscale.").replace("from .", f"from {package}.")
     name = "_elmscale_baseline_" + module.replace("/", "_").removesuffix(".py")
     path = os.path.join(tempfile.mkdtemp(), name + ".py")
@@ -87,9 +91,9 @@ def run_kmeans(args, client, X, log):
     features = HiddenFeatures(X, layer, cache=False)
     variants = {"kmeans": kmeans}
     if args.baseline_rev:
-        variants["baseline_kmeans"] = _baseline_gram(args.baseline_rev, client,
-                                                     "cluster/_kmeans.py",
-                                                     "elmscale.cluster").kmeans
+        variants["baseline_kmeans"] = _baseline_gram(
+            args.baseline_rev, client, "cluster/_kmeans.py", "elmscale.cluster"
+        ).kmeans
     rounds = []
     for r in range(args.rounds):
         times = {"load": _load()}
@@ -102,8 +106,13 @@ def run_kmeans(args, client, X, log):
             labels = labels.persist()
             wait(labels)
             t2 = time.perf_counter()
-            times[name] = {"embed_s": t1 - t0, "kmeans_s": t2 - t1, "total_s": t2 - t0,
-                           "inertia": inertia, "n_iter": n_iter}
+            times[name] = {
+                "embed_s": t1 - t0,
+                "kmeans_s": t2 - t1,
+                "total_s": t2 - t0,
+                "inertia": inertia,
+                "n_iter": n_iter,
+            }
             del E, labels
         rounds.append(times)
         log(json.dumps({"round": r, **times}))
@@ -158,10 +167,16 @@ def standin_knn(X, n_neighbors, *, random_state=None, k_random=5):
     50-d data does (halo / N about 8 at 1M, pynndescent's was 8.25)."""
     import dask.array as da
 
-    out = X.map_blocks(_standin_block, k=n_neighbors, k_random=k_random,
-                       n_samples=X.shape[0], seed=int(random_state or 0), dtype=np.int64,
-                       chunks=(X.chunks[0], (2 * n_neighbors,)),
-                       meta=np.empty((0, 0), dtype=np.int64))
+    out = X.map_blocks(
+        _standin_block,
+        k=n_neighbors,
+        k_random=k_random,
+        n_samples=X.shape[0],
+        seed=int(random_state or 0),
+        dtype=np.int64,
+        chunks=(X.chunks[0], (2 * n_neighbors,)),
+        meta=np.empty((0, 0), dtype=np.int64),
+    )
     idx = out[:, :n_neighbors]
     dist = out[:, n_neighbors:].map_blocks(lambda a: a.view(np.float64), dtype=np.float64)
     assert isinstance(idx, da.Array)
@@ -215,13 +230,17 @@ def profile(graph, features):
 
     X_blocks = graph.X.to_delayed().ravel()
     lay = dask.delayed(features.layer, pure=True)
-    groups = gram._task_groups(features.chunks, features.layer.n_hidden, 4,
-                               4 * get_config()["chunk_bytes"])
+    groups = gram._task_groups(
+        features.chunks, features.layer.n_hidden, 4, 4 * get_config()["chunk_bytes"]
+    )
     tasks = []
     for group in groups:
         half, need = dask.delayed(gram._half_pattern, nout=2)(*[graph.blocks[b] for b in group])
-        tasks.append(dask.delayed(_profiled_block)([X_blocks[b] for b in group], half, lay,
-                                                   *gram._group_halo(graph, group, need)))
+        tasks.append(
+            dask.delayed(_profiled_block)(
+                [X_blocks[b] for b in group], half, lay, *gram._group_halo(graph, group, need)
+            )
+        )
     t0 = time.perf_counter()
     out = dask.compute(*tasks)
     wall = time.perf_counter() - t0
@@ -229,9 +248,14 @@ def profile(graph, features):
     for t, *_ in out:
         for k, v in t.items():
             steps[k] += v
-    return {"profile_cpu_s": dict(steps), "profile_wall_s": wall, "n_tasks": len(tasks),
-            "rows_per_task": max(o[3] for o in out),
-            "halo_rows_rebuilt": sum(o[1] for o in out), "nnz_used": sum(o[2] for o in out)}
+    return {
+        "profile_cpu_s": dict(steps),
+        "profile_wall_s": wall,
+        "n_tasks": len(tasks),
+        "rows_per_task": max(o[3] for o in out),
+        "halo_rows_rebuilt": sum(o[1] for o in out),
+        "nnz_used": sum(o[2] for o in out),
+    }
 
 
 def task_stream(client, fn):
@@ -254,8 +278,13 @@ def task_stream(client, fn):
                 transfer[name] += s["stop"] - s["start"]
     n_workers = len(client.scheduler_info()["workers"])
     busy = sum(compute.values())
-    return {"wall_s": wall, "compute_s": dict(compute), "transfer_s": dict(transfer),
-            "tasks": dict(count), "idle_or_scheduler_s": n_workers * wall - busy}
+    return {
+        "wall_s": wall,
+        "compute_s": dict(compute),
+        "transfer_s": dict(transfer),
+        "tasks": dict(count),
+        "idle_or_scheduler_s": n_workers * wall - busy,
+    }
 
 
 def main():
@@ -265,25 +294,39 @@ def main():
     p.add_argument("--clusters", type=int, default=10)
     p.add_argument("--n-hidden", type=int, default=1000)
     p.add_argument("--k", type=int, default=10)
-    p.add_argument("--graph", default="pynndescent",
-                   help="graph backend to time the pass on, or 'standin' (see standin_knn)")
+    p.add_argument(
+        "--graph",
+        default="pynndescent",
+        help="graph backend to time the pass on, or 'standin' (see standin_knn)",
+    )
     p.add_argument("--chunk-mb", type=int, default=64, help="bytes of one float32 H block")
     p.add_argument("--chunk-rows", type=int, default=None, help="overrides --chunk-mb")
-    p.add_argument("--sync", action="store_true",
-                   help="no cluster: dask's sync scheduler, BLAS on 1 thread, CPU seconds "
-                        "reported beside wall seconds (for a shared machine)")
+    p.add_argument(
+        "--sync",
+        action="store_true",
+        help="no cluster: dask's sync scheduler, BLAS on 1 thread, CPU seconds "
+        "reported beside wall seconds (for a shared machine)",
+    )
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--worker-gb", type=float, default=8)
     p.add_argument("--rounds", type=int, default=3)
-    p.add_argument("--baseline-rev", default=None,
-                   help="also time this git revision's gram.py, alternated")
-    p.add_argument("--input", default=None, help="parquet:PATH or zarr:PATH instead of "
-                   "generating the mixture")
-    p.add_argument("--compare-ungrouped", action="store_true",
-                   help="also time the pass with one chunk per task, alternated")
+    p.add_argument(
+        "--baseline-rev", default=None, help="also time this git revision's gram.py, alternated"
+    )
+    p.add_argument(
+        "--input", default=None, help="parquet:PATH or zarr:PATH instead of generating the mixture"
+    )
+    p.add_argument(
+        "--compare-ungrouped",
+        action="store_true",
+        help="also time the pass with one chunk per task, alternated",
+    )
     p.add_argument("--no-profile", dest="profile", action="store_false")
-    p.add_argument("--kmeans", action="store_true",
-                   help="time the embedding + k-means stage instead (E = H beta, 10 columns)")
+    p.add_argument(
+        "--kmeans",
+        action="store_true",
+        help="time the embedding + k-means stage instead (E = H beta, 10 columns)",
+    )
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args()
 
@@ -310,15 +353,20 @@ def main():
         cm.enter_context(threadpool_limits(1, user_api="blas"))
         client = None
     else:
-        cluster = LocalCluster(n_workers=args.workers, threads_per_worker=1,
-                               dashboard_address=":0", memory_limit=f"{args.worker_gb}GiB")
+        cluster = LocalCluster(
+            n_workers=args.workers,
+            threads_per_worker=1,
+            dashboard_address=":0",
+            memory_limit=f"{args.worker_gb}GiB",
+        )
         client = Client(cluster)
         cm = contextlib.ExitStack()
         cm.enter_context(cluster)
         cm.enter_context(client)
     with cm:
-        result["worker_blas"] = (list(set(client.run(blas_info).values())) if client
-                                 else [blas_info()])
+        result["worker_blas"] = (
+            list(set(client.run(blas_info).values())) if client else [blas_info()]
+        )
         baseline = _baseline_gram(args.baseline_rev, client) if args.baseline_rev else None
         if args.input:
             X = read_input(args.input)
@@ -333,27 +381,46 @@ def main():
             log("RESULT " + json.dumps(result, default=float))
             return
         offset, scale = fit_scaling(X, "minmax")
-        layer = RandomHiddenLayer.draw(X.shape[1], args.n_hidden, "sigmoid", args.seed,
-                                       offset=offset, scale=scale)
+        layer = RandomHiddenLayer.draw(
+            X.shape[1], args.n_hidden, "sigmoid", args.seed, offset=offset, scale=scale
+        )
         t0 = time.perf_counter()
         backend = standin_knn if args.graph == "standin" else args.graph
-        graph = knn_graph(X, args.k, backend=backend, normalized=True, random_state=args.seed,
-                          transform=lambda A: apply_scaling(A, offset, scale))
+        graph = knn_graph(
+            X,
+            args.k,
+            backend=backend,
+            normalized=True,
+            random_state=args.seed,
+            transform=lambda A: apply_scaling(A, offset, scale),
+        )
         result["graph_cold_s"] = time.perf_counter() - t0
         result["n_chunks"] = len(X.chunks[0])
         result["halo_over_n"] = graph.halo_size() / N
-        log(json.dumps({"graph_cold_s": result["graph_cold_s"], "n_chunks": result["n_chunks"],
-                        "halo_over_n": result["halo_over_n"], "load": _load()}))
+        log(
+            json.dumps(
+                {
+                    "graph_cold_s": result["graph_cold_s"],
+                    "n_chunks": result["n_chunks"],
+                    "halo_over_n": result["halo_over_n"],
+                    "load": _load(),
+                }
+            )
+        )
         features = HiddenFeatures(X, layer, cache=False)
         with elmscale.config_context(compute_dtype="float32"):
-            runs = {"floor": lambda: hidden_stats(features, ("hth",)),
-                    "gram": lambda: hidden_stats(features, ("hth", "htlh"), graph=graph)}
+            runs = {
+                "floor": lambda: hidden_stats(features, ("hth",)),
+                "gram": lambda: hidden_stats(features, ("hth", "htlh"), graph=graph),
+            }
             if args.compare_ungrouped:
-                runs["gram_1chunk"] = lambda: hidden_stats(features, ("hth", "htlh"),
-                                                           graph=graph, group_bytes=1)
+                runs["gram_1chunk"] = lambda: hidden_stats(
+                    features, ("hth", "htlh"), graph=graph, group_bytes=1
+                )
             if baseline is not None:
-                runs["baseline"] = lambda: baseline.hidden_stats(features, ("hth", "htlh"),
-                                                                 graph=graph)
+                runs["baseline"] = lambda: baseline.hidden_stats(
+                    features, ("hth", "htlh"), graph=graph
+                )
             rounds = []
             ref = None
             for r in range(args.rounds):
@@ -366,8 +433,7 @@ def main():
                         times[f"{name}_cpu"] = time.process_time() - c0
                     if name != "floor":  # every variant must give the same matrices
                         ref = ref or out
-                        gap = max(np.abs(out[k] - ref[k]).max() / np.abs(ref[k]).max()
-                                  for k in ref)
+                        gap = max(np.abs(out[k] - ref[k]).max() / np.abs(ref[k]).max() for k in ref)
                         times[f"{name}_rel_gap"] = float(gap)
                 times["gram_over_floor"] = times["gram"] / times["floor"]
                 if args.sync:
@@ -387,11 +453,13 @@ def main():
         if client is not None:
             result["worker_peak_mb"] = sorted(client.run(_worker_peak_mb).values())
         result["client_peak_mb"] = peak_memory_mb()
-    for key in [k for k in result["rounds"][0] if k in ("floor", "gram", "baseline",
-                                                           "gram_1chunk")]:
+    for key in [
+        k for k in result["rounds"][0] if k in ("floor", "gram", "baseline", "gram_1chunk")
+    ]:
         result[f"{key}_median_s"] = float(np.median([r[key] for r in result["rounds"]]))
-    result["gram_over_floor_median"] = float(np.median([r["gram_over_floor"]
-                                                        for r in result["rounds"]]))
+    result["gram_over_floor_median"] = float(
+        np.median([r["gram_over_floor"] for r in result["rounds"]])
+    )
     log("RESULT " + json.dumps(result, default=float))
 
 

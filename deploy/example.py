@@ -23,10 +23,12 @@ def security_from(tls_dir):
     """Mutual TLS with the certificates of deploy/tls/make-certs.sh, or None."""
     if not tls_dir:
         return None
-    return Security(tls_ca_file=os.path.join(tls_dir, "ca.pem"),
-                    tls_client_cert=os.path.join(tls_dir, "node.pem"),
-                    tls_client_key=os.path.join(tls_dir, "node-key.pem"),
-                    require_encryption=True)
+    return Security(
+        tls_ca_file=os.path.join(tls_dir, "ca.pem"),
+        tls_client_cert=os.path.join(tls_dir, "node.pem"),
+        tls_client_key=os.path.join(tls_dir, "node-key.pem"),
+        require_encryption=True,
+    )
 
 
 if __name__ == "__main__":
@@ -37,8 +39,10 @@ if __name__ == "__main__":
         X, y = load_digits(return_X_y=True)
         Xd = da.from_array(X, chunks=(600, 64))  # data chunked by rows
         model = elmscale.USELM(n_clusters=10, random_state=0).fit(Xd)
-        labels = model.labels_.compute()         # dask in, dask out
+        labels = model.labels_.compute()  # dask in, dask out
         workers = client.scheduler_info()["workers"]
-        print(f"ran on {len(workers)} workers; "
-              f"ARI vs digit labels {adjusted_rand_score(y, labels):.3f}")
+        print(
+            f"ran on {len(workers)} workers; "
+            f"ARI vs digit labels {adjusted_rand_score(y, labels):.3f}"
+        )
         sys.exit(0 if workers and len(labels) == len(y) else 1)

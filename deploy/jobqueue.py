@@ -25,10 +25,16 @@ def make_cluster(kind, args):
 
     cls = {"slurm": dask_jobqueue.SLURMCluster, "pbs": dask_jobqueue.PBSCluster}[kind]
     extra = {"account": args.account} if args.account else {}
-    return cls(queue=args.queue, cores=args.cores, processes=args.cores,
-               memory=args.memory, walltime=args.walltime,
-               job_script_prologue=["export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1"],
-               local_directory="$TMPDIR", **extra)
+    return cls(
+        queue=args.queue,
+        cores=args.cores,
+        processes=args.cores,
+        memory=args.memory,
+        walltime=args.walltime,
+        job_script_prologue=["export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1"],
+        local_directory="$TMPDIR",
+        **extra,
+    )
 
 
 if __name__ == "__main__":
@@ -46,7 +52,7 @@ if __name__ == "__main__":
     args = parser.parse_args()
 
     with make_cluster(args.kind, args) as cluster, Client(cluster) as client:
-        print(cluster.job_script())           # what was submitted, for the record
+        print(cluster.job_script())  # what was submitted, for the record
         cluster.scale(jobs=args.jobs)
         client.wait_for_workers(args.jobs * args.cores, timeout=3600)
         print(f"dashboard {client.dashboard_link}")

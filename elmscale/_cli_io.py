@@ -25,8 +25,10 @@ class InputError(ValueError):
 def _kind(path, kinds, what):
     suffix = Path(str(path).rstrip("/")).suffix.lower()
     if suffix not in kinds:
-        raise InputError(f"{what} {str(path)!r}: unknown extension {suffix or '(none)'!r}; "
-                         f"expected one of {', '.join(kinds)}")
+        raise InputError(
+            f"{what} {str(path)!r}: unknown extension {suffix or '(none)'!r}; "
+            f"expected one of {', '.join(kinds)}"
+        )
     return suffix
 
 
@@ -47,15 +49,19 @@ def read_matrix(path, columns=None, block_rows=NPY_BLOCK_ROWS):
         if columns is not None:
             missing = [c for c in columns if c not in df.columns]
             if missing:
-                raise InputError(f"--columns: {', '.join(map(repr, missing))} not in "
-                                 f"{str(path)!r}; its columns: {', '.join(map(str, df.columns))}")
+                raise InputError(
+                    f"--columns: {', '.join(map(repr, missing))} not in "
+                    f"{str(path)!r}; its columns: {', '.join(map(str, df.columns))}"
+                )
             df = df[list(columns)]
         from pandas.api.types import is_bool_dtype, is_numeric_dtype
 
         bad = [c for c, t in df.dtypes.items() if not (is_numeric_dtype(t) or is_bool_dtype(t))]
         if bad:
-            raise InputError(f"column(s) {', '.join(map(repr, bad))} of {str(path)!r} are not "
-                             "numeric; choose the feature columns with --columns")
+            raise InputError(
+                f"column(s) {', '.join(map(repr, bad))} of {str(path)!r} are not "
+                "numeric; choose the feature columns with --columns"
+            )
         names = [str(c) for c in df.columns]
         # one pass counting the rows of each block so the chunk sizes are known (the
         # estimators need them); the data stays on the workers. (compute_chunk_sizes on the
@@ -72,15 +78,18 @@ def read_matrix(path, columns=None, block_rows=NPY_BLOCK_ROWS):
             raise InputError(f"cannot read {str(path)!r}: {exc}") from None
         names = None
     if X.ndim != 2:
-        raise InputError(f"input {str(path)!r} holds a {X.ndim}-D array; expected a 2-D "
-                         "table (rows x features)")
+        raise InputError(
+            f"input {str(path)!r} holds a {X.ndim}-D array; expected a 2-D table (rows x features)"
+        )
     if kind in (".npy", ".zarr"):
         if columns is not None:
             try:
                 idx = [int(c) for c in columns]
             except ValueError:
-                raise InputError("--columns for .npy/.zarr input are column positions "
-                                 f"(integers), got {', '.join(columns)}") from None
+                raise InputError(
+                    "--columns for .npy/.zarr input are column positions "
+                    f"(integers), got {', '.join(columns)}"
+                ) from None
             if any(not -X.shape[1] <= i < X.shape[1] for i in idx):
                 raise InputError(f"--columns {idx} out of range for {X.shape[1]} columns")
             X = X[:, idx]
@@ -94,11 +103,14 @@ def _read_npy(path, block_rows):
     except Exception as exc:  # noqa: BLE001
         raise InputError(f"cannot read {str(path)!r}: {exc}") from None
     if reader.ndim != 2:
-        raise InputError(f"input {str(path)!r} holds a {reader.ndim}-D array; expected a 2-D "
-                         "table (rows x features)")
+        raise InputError(
+            f"input {str(path)!r} holds a {reader.ndim}-D array; expected a 2-D "
+            "table (rows x features)"
+        )
     token = dask.base.tokenize(reader.path, os.path.getmtime(reader.path), block_rows)
-    return da.from_array(reader, chunks=(block_rows, -1), lock=False, asarray=True,
-                         name=f"npy-rows-{token}")
+    return da.from_array(
+        reader, chunks=(block_rows, -1), lock=False, asarray=True, name=f"npy-rows-{token}"
+    )
 
 
 class NpyFile:
@@ -137,8 +149,12 @@ def write_array(x, path, name):
         else:
             # zero-padded part names: readers list the files in name order, so row order
             # survives more than 10 partitions
-            df.to_parquet(path, write_index=False, overwrite=True,
-                          name_function=lambda i: f"part.{i:06d}.parquet")
+            df.to_parquet(
+                path,
+                write_index=False,
+                overwrite=True,
+                name_function=lambda i: f"part.{i:06d}.parquet",
+            )
 
 
 class _NpyTarget:

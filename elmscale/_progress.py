@@ -29,8 +29,21 @@ STAGES = (
     ("graph", ("elmscale-graph",)),
     ("gram", ("elmscale-gram", "elmscale-hidden")),
     ("k-means", ("elmscale-kmeans",)),
-    ("read/write", ("read-csv", "read-parquet", "read_parquet", "from-zarr", "npy-rows",
-                    "to-csv", "to-parquet", "store-map", "to-zarr", "store")),
+    (
+        "read/write",
+        (
+            "read-csv",
+            "read-parquet",
+            "read_parquet",
+            "from-zarr",
+            "npy-rows",
+            "to-csv",
+            "to-parquet",
+            "store-map",
+            "to-zarr",
+            "store",
+        ),
+    ),
 )
 
 
@@ -45,13 +58,13 @@ def log_to_stderr(level="INFO", stream=None):
     if handler is None:
         handler = logging.StreamHandler(stream or sys.stderr)
         handler._elmscale = True
-        handler.setFormatter(logging.Formatter("%(asctime)s %(name)s: %(message)s",
-                                               datefmt="%H:%M:%S"))
+        handler.setFormatter(
+            logging.Formatter("%(asctime)s %(name)s: %(message)s", datefmt="%H:%M:%S")
+        )
         logger.addHandler(handler)
     level = logging.getLevelName(level.upper()) if isinstance(level, str) else level
     if not isinstance(level, int):
-        raise ValueError(f"level must be a logging level such as 'INFO' or 'DEBUG', "
-                         f"got {level!r}")
+        raise ValueError(f"level must be a logging level such as 'INFO' or 'DEBUG', got {level!r}")
     handler.setLevel(level)
     logger.setLevel(level)
     return handler
@@ -129,10 +142,13 @@ class StageProgress:
         states = self.client.run_on_scheduler(StageProgress._prefix_states)
         for name, st in states.items():
             base = self._baseline.get(name, {})
-            done = sum(st.get(k, 0) - base.get(k, 0) for k in ("memory", "released",
-                                                                "forgotten", "erred"))
-            total = done + sum(st.get(k, 0) - base.get(k, 0)
-                               for k in ("waiting", "processing", "no-worker", "queued"))
+            done = sum(
+                st.get(k, 0) - base.get(k, 0) for k in ("memory", "released", "forgotten", "erred")
+            )
+            total = done + sum(
+                st.get(k, 0) - base.get(k, 0)
+                for k in ("waiting", "processing", "no-worker", "queued")
+            )
             # the scheduler drops the counts of forgotten tasks: keep the highest seen
             seen = self._seen.setdefault(name, [0, 0])
             seen[0], seen[1] = max(seen[0], done), max(seen[1], total)
@@ -159,8 +175,7 @@ class StageProgress:
             self._callback.__enter__()
         else:
             self._baseline = self.client.run_on_scheduler(StageProgress._prefix_states)
-            self._thread = threading.Thread(target=self._run, daemon=True,
-                                            name="elmscale-progress")
+            self._thread = threading.Thread(target=self._run, daemon=True, name="elmscale-progress")
             self._thread.start()
         return self
 

@@ -23,8 +23,18 @@ import warnings
 from . import registry
 from .exceptions import PluginLoadError, PluginLoadWarning, UnknownPluginError
 
-INFO_PACKAGES = ("elmscale", "numpy", "scipy", "scikit-learn", "dask", "distributed",
-                 "pynndescent", "pluggy", "numba", "threadpoolctl")
+INFO_PACKAGES = (
+    "elmscale",
+    "numpy",
+    "scipy",
+    "scikit-learn",
+    "dask",
+    "distributed",
+    "pynndescent",
+    "pluggy",
+    "numba",
+    "threadpoolctl",
+)
 
 
 def _version(dist):
@@ -46,8 +56,13 @@ def plugins_report(verbose=False):
                 for kind, names in p["registered"].items()
             }
     failures = [
-        {"plugin": f.plugin, "entry_point": f.entry_point, "distribution": f.distribution,
-         "error": f.error, **({"traceback": f.traceback} if verbose else {})}
+        {
+            "plugin": f.plugin,
+            "entry_point": f.entry_point,
+            "distribution": f.distribution,
+            "error": f.error,
+            **({"traceback": f.traceback} if verbose else {}),
+        }
         for f in reg.failures
     ]
     return {"plugins": plugins, "failures": failures}
@@ -71,8 +86,14 @@ def _print_plugins(report, verbose, out):
     if report["failures"]:
         print(f"\n{len(report['failures'])} plugin problem(s):", file=out)
         for f in report["failures"]:
-            where = ", ".join(x for x in (f"entry point {f['entry_point']!r}"
-                                          if f["entry_point"] else "", f["distribution"]) if x)
+            where = ", ".join(
+                x
+                for x in (
+                    f"entry point {f['entry_point']!r}" if f["entry_point"] else "",
+                    f["distribution"],
+                )
+                if x
+            )
             print(f"  {f['plugin']}{f' ({where})' if where else ''}: {f['error']}", file=out)
             if verbose:
                 for line in f["traceback"].rstrip().splitlines():
@@ -94,8 +115,17 @@ def info_report():
         from threadpoolctl import threadpool_info
 
         report["blas"] = [
-            {k: lib.get(k) for k in ("internal_api", "version", "threading_layer",
-                                      "architecture", "num_threads", "filepath")}
+            {
+                k: lib.get(k)
+                for k in (
+                    "internal_api",
+                    "version",
+                    "threading_layer",
+                    "architecture",
+                    "num_threads",
+                    "filepath",
+                )
+            }
             for lib in threadpool_info()
         ]
     except ImportError:
@@ -113,9 +143,11 @@ def _print_info(report, out):
     if not report["blas"]:
         print(f"{'blas':<15}no thread pools found", file=out)
     for lib in report["blas"]:
-        details = ", ".join(f"{k}={lib[k]}" for k in ("version", "threading_layer",
-                                                       "architecture", "num_threads")
-                            if lib.get(k) is not None)
+        details = ", ".join(
+            f"{k}={lib[k]}"
+            for k in ("version", "threading_layer", "architecture", "num_threads")
+            if lib.get(k) is not None
+        )
         print(f"{lib['internal_api']:<15}{details}", file=out)
         print(f"{'':<15}{lib['filepath']}", file=out)
 
@@ -154,15 +186,18 @@ def make_estimator(algorithm, params):
         if name not in valid:
             close = difflib.get_close_matches(name, valid, n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
-            raise UsageError(f"{algorithm} has no parameter {name!r}{hint}; valid: "
-                             f"{', '.join(valid)}")
+            raise UsageError(
+                f"{algorithm} has no parameter {name!r}{hint}; valid: {', '.join(valid)}"
+            )
         values[name] = parse_value(text)
     estimator.set_params(**values)
     constraints = getattr(estimator, "_parameter_constraints", None)
     if constraints:
         validate_parameter_constraints(
             {k: v for k, v in constraints.items() if k in values},
-            estimator.get_params(deep=False), caller_name=cls.__name__)
+            estimator.get_params(deep=False),
+            caller_name=cls.__name__,
+        )
     return estimator
 
 
@@ -177,19 +212,24 @@ def _dask(args, err):
 
     cluster = None
     if args.workers:
-        cluster = LocalCluster(n_workers=args.workers, threads_per_worker=1, processes=True,
-                               dashboard_address=":0")
+        cluster = LocalCluster(
+            n_workers=args.workers, threads_per_worker=1, processes=True, dashboard_address=":0"
+        )
         client = Client(cluster)
     else:
         try:
             client = Client(args.scheduler, timeout="15s")
         except (OSError, TimeoutError, ValueError) as exc:
-            raise UsageError(f"cannot connect to the scheduler at {args.scheduler!r}: "
-                             f"{exc}") from None
+            raise UsageError(
+                f"cannot connect to the scheduler at {args.scheduler!r}: {exc}"
+            ) from None
     try:
         n = len(client.scheduler_info().get("workers", {}))
-        print(f"dask: {client.scheduler.address} with {n} worker(s); dashboard "
-              f"{client.dashboard_link}", file=err)
+        print(
+            f"dask: {client.scheduler.address} with {n} worker(s); dashboard "
+            f"{client.dashboard_link}",
+            file=err,
+        )
         yield client
     finally:
         client.close()
@@ -222,8 +262,9 @@ def load_model(path):
         with open(path, "rb") as f:
             model = pickle.load(f)
     except Exception as exc:  # noqa: BLE001 - any unpickling failure means "not a model"
-        raise UsageError(f"cannot load the model {path!r} (a file written by "
-                         f"`elmscale fit --save`): {exc}") from None
+        raise UsageError(
+            f"cannot load the model {path!r} (a file written by `elmscale fit --save`): {exc}"
+        ) from None
     if not hasattr(model, "predict"):
         raise UsageError(f"{path!r} holds a {type(model).__name__}, not a fitted estimator")
     return model
@@ -238,8 +279,10 @@ def _run_fit(args, out, err):
 
     estimator = make_estimator(args.algorithm, args.param)
     if estimator.__sklearn_tags__().target_tags.required:
-        raise UsageError(f"{args.algorithm} needs targets y; `elmscale fit` runs the "
-                         "unsupervised algorithms (use the Python API for this one)")
+        raise UsageError(
+            f"{args.algorithm} needs targets y; `elmscale fit` runs the "
+            "unsupervised algorithms (use the Python API for this one)"
+        )
     if args.plot:
         try:
             import matplotlib  # noqa: F401
@@ -248,16 +291,21 @@ def _run_fit(args, out, err):
     # connect first: counting the rows of a table (its chunk sizes) runs on the cluster
     with _dask(args, err) as client:
         X, _ = read_matrix(args.input, _columns(args.columns))
-        print(f"{args.algorithm}: {X.shape[0]} rows x {X.shape[1]} columns in "
-              f"{X.numblocks[0]} chunk(s) from {args.input}", file=err)
+        print(
+            f"{args.algorithm}: {X.shape[0]} rows x {X.shape[1]} columns in "
+            f"{X.numblocks[0]} chunk(s) from {args.input}",
+            file=err,
+        )
         t0 = time.perf_counter()
         with _progress(args, client, err):
             estimator.fit(X)
             print(f"fitted in {time.perf_counter() - t0:.1f} s", file=err)
             if args.labels:
                 if not hasattr(estimator, "labels_"):
-                    raise UsageError(f"{args.algorithm} with these parameters gives no "
-                                     "labels (e.g. n_clusters=None); drop --labels")
+                    raise UsageError(
+                        f"{args.algorithm} with these parameters gives no "
+                        "labels (e.g. n_clusters=None); drop --labels"
+                    )
                 write_array(estimator.labels_, args.labels, "label")
                 print(f"labels: {args.labels}", file=out)
             if args.embedding:
@@ -337,16 +385,24 @@ def _add_fit_parser(sub):
 
     kinds_in, kinds_out = ", ".join(INPUT_KINDS), ", ".join(OUTPUT_KINDS)
     p = sub.add_parser(
-        "fit", help="fit an algorithm to a file; write labels, embedding, model, plot",
+        "fit",
+        help="fit an algorithm to a file; write labels, embedding, model, plot",
         description=f"Fit a registered algorithm (`elmscale plugins`) to INPUT ({kinds_in}; "
-                    "a .parquet folder too), read lazily with dask, and write the outputs by "
-                    f"extension ({kinds_out}) with the rows in INPUT's order.",
+        "a .parquet folder too), read lazily with dask, and write the outputs by "
+        f"extension ({kinds_out}) with the rows in INPUT's order.",
         epilog="example: elmscale fit us-elm data.parquet --param n_clusters=10 "
-               "--labels labels.parquet --save model.pkl --plot embedding.png")
+        "--labels labels.parquet --save model.pkl --plot embedding.png",
+    )
     p.add_argument("algorithm", help="registered algorithm name, e.g. us-elm")
     p.add_argument("input", help="data file or folder")
-    p.add_argument("-p", "--param", action="extend", nargs="+", metavar="NAME=VALUE",
-                   help="estimator parameter (repeatable), e.g. n_clusters=10 graph=exact")
+    p.add_argument(
+        "-p",
+        "--param",
+        action="extend",
+        nargs="+",
+        metavar="NAME=VALUE",
+        help="estimator parameter (repeatable), e.g. n_clusters=10 graph=exact",
+    )
     _add_io_options(p)
     p.add_argument("--labels", metavar="OUT", help="write the cluster labels")
     p.add_argument("--embedding", metavar="OUT", help="write the embedding")
@@ -356,13 +412,20 @@ def _add_fit_parser(sub):
 
 
 def _add_io_options(p):
-    p.add_argument("--columns", help="comma-separated feature columns (names for .csv and "
-                                     ".parquet, positions for .npy and .zarr); default all")
+    p.add_argument(
+        "--columns",
+        help="comma-separated feature columns (names for .csv and "
+        ".parquet, positions for .npy and .zarr); default all",
+    )
     where = p.add_mutually_exclusive_group()
-    where.add_argument("--scheduler", metavar="ADDRESS",
-                       help="run on the dask scheduler at ADDRESS, e.g. tcp://host:8786")
-    where.add_argument("--workers", type=int, metavar="N",
-                       help="start a local cluster of N worker processes")
+    where.add_argument(
+        "--scheduler",
+        metavar="ADDRESS",
+        help="run on the dask scheduler at ADDRESS, e.g. tcp://host:8786",
+    )
+    where.add_argument(
+        "--workers", type=int, metavar="N", help="start a local cluster of N worker processes"
+    )
     p.add_argument("-q", "--quiet", action="store_true", help="no progress or log lines")
     p.add_argument("-v", "--verbose", action="store_true", help="debug log lines")
     p.add_argument("--debug", action="store_true", help="show tracebacks of errors")
@@ -373,27 +436,40 @@ def main(argv=None, out=None, err=None):
     out = out or sys.stdout
     err = err or sys.stderr
     parser = argparse.ArgumentParser(
-        prog="elmscale", description="Extreme Learning Machines on Dask: cluster a file, "
-                                     "list plugins, show the setup.")
+        prog="elmscale",
+        description="Extreme Learning Machines on Dask: cluster a file, "
+        "list plugins, show the setup.",
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     _add_fit_parser(sub)
     p_predict = sub.add_parser(
-        "predict", help="label a file with a model saved by `elmscale fit --save`",
-        description="Label INPUT with a saved model; rows keep INPUT's order.")
+        "predict",
+        help="label a file with a model saved by `elmscale fit --save`",
+        description="Label INPUT with a saved model; rows keep INPUT's order.",
+    )
     p_predict.add_argument("model", help="model file written by `elmscale fit --save`")
     p_predict.add_argument("input", help="data file or folder")
     p_predict.add_argument("--labels", metavar="OUT", required=True, help="write the labels")
     _add_io_options(p_predict)
     p_plugins = sub.add_parser(
-        "plugins", help="list plugins and what each registered",
+        "plugins",
+        help="list plugins and what each registered",
         description="List the loaded plugins (built-ins and the entry points of the group "
-                    "'elmscale'), what each registered, and the plugins that failed.")
-    p_plugins.add_argument("-v", "--verbose", action="store_true",
-                           help="show descriptions, and tracebacks of failed plugins")
+        "'elmscale'), what each registered, and the plugins that failed.",
+    )
+    p_plugins.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="show descriptions, and tracebacks of failed plugins",
+    )
     p_plugins.add_argument("--json", action="store_true", help="print JSON")
-    p_info = sub.add_parser("info", help="versions of elmscale and its dependencies, BLAS",
-                            description="Versions of elmscale and its dependencies, and the "
-                                        "BLAS in use (via threadpoolctl).")
+    p_info = sub.add_parser(
+        "info",
+        help="versions of elmscale and its dependencies, BLAS",
+        description="Versions of elmscale and its dependencies, and the "
+        "BLAS in use (via threadpoolctl).",
+    )
     p_info.add_argument("--json", action="store_true", help="print JSON")
     args = parser.parse_args(argv)
 
@@ -458,8 +534,9 @@ def _run_command(args, out, err):
             print("interrupted", file=err)
             return 130
         except Exception as exc:  # noqa: BLE001 - one line; --debug shows the traceback
-            print(f"error: {type(exc).__name__}: {exc} (run with --debug for the "
-                  "traceback)", file=err)
+            print(
+                f"error: {type(exc).__name__}: {exc} (run with --debug for the traceback)", file=err
+            )
             return 1
 
 

@@ -22,8 +22,7 @@ def _axes(ax):
     try:
         import matplotlib.pyplot as plt
     except ImportError:  # pragma: no cover - exercised without matplotlib only
-        raise ImportError("elmscale.plot needs matplotlib: pip install 'elmscale[plot]'") \
-            from None
+        raise ImportError("elmscale.plot needs matplotlib: pip install 'elmscale[plot]'") from None
     if ax is None:
         _, ax = plt.subplots()
     return ax
@@ -66,8 +65,9 @@ def embedding(model, X, *, labels=None, ax=None, max_points=20_000, **scatter_kw
     Xs = X[::step]
     embed = getattr(model, "transform", None) or getattr(model, "decision_function", None)
     if embed is None:
-        raise TypeError(f"{_name(model)} has neither transform nor decision_function: no "
-                        "embedding to draw")
+        raise TypeError(
+            f"{_name(model)} has neither transform nor decision_function: no embedding to draw"
+        )
     E = embed(Xs)
     if labels is None and hasattr(model, "predict"):
         colours = model.predict(Xs)
@@ -101,8 +101,10 @@ def history(model, ax=None):
     """
     h = getattr(model, "history_", None)
     if h is None:
-        raise ValueError(f"{_name(model)} has no history_: fit it first, or use an "
-                         "iterative estimator (ELMJEC, EMMC, TUMKELM)")
+        raise ValueError(
+            f"{_name(model)} has no history_: fit it first, or use an "
+            "iterative estimator (ELMJEC, EMMC, TUMKELM)"
+        )
     ax = _axes(ax)
     if isinstance(h, dict):  # ELM-JEC: arrays per key, row 0 the initialisation
         it = np.arange(len(h["objective"]))
@@ -123,8 +125,10 @@ def history(model, ax=None):
         weights = getattr(model, "weights_history_", None)
         if weights is not None:
             twin = ax.twinx()
-            names = [repr(k).replace("Kernel", "")
-                     for k in getattr(model, "kernels_", range(weights.shape[1]))]
+            names = [
+                repr(k).replace("Kernel", "")
+                for k in getattr(model, "kernels_", range(weights.shape[1]))
+            ]
             # kernels the updates dropped (weight 0 after the uniform start) in grey, one
             # legend entry for all of them
             later = weights[1:] if len(weights) > 1 else weights
@@ -153,8 +157,10 @@ def timings(model, ax=None):
     """
     t = getattr(model, "timings_", None)
     if not t:
-        raise ValueError(f"{_name(model)} has no timings_ (fit it first; estimators that "
-                         "record stage timings have the attribute)")
+        raise ValueError(
+            f"{_name(model)} has no timings_ (fit it first; estimators that "
+            "record stage timings have the attribute)"
+        )
     ax = _axes(ax)
     names = list(t)
     ax.barh(names, [t[n] for n in names])

@@ -53,8 +53,10 @@ def builtin_plugins():
 
     from . import _builtins
 
-    return [f"{BUILTIN_PACKAGE}.{m.name}" for m in sorted(
-        pkgutil.iter_modules(_builtins.__path__), key=lambda m: m.name)]
+    return [
+        f"{BUILTIN_PACKAGE}.{m.name}"
+        for m in sorted(pkgutil.iter_modules(_builtins.__path__), key=lambda m: m.name)
+    ]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -92,8 +94,10 @@ def _check_protocol(kind, name, obj):
     (``elmscale.testing`` has the full contract checks)."""
     if kind == "algorithm":
         if not (isinstance(obj, type) and hasattr(obj, "get_params") and hasattr(obj, "fit")):
-            raise TypeError(f"algorithm {name!r} must be an estimator class with get_params "
-                            f"and fit, got {obj!r}")
+            raise TypeError(
+                f"algorithm {name!r} must be an estimator class with get_params "
+                f"and fit, got {obj!r}"
+            )
     elif not callable(obj):
         raise TypeError(f"{kind} {name!r} must be callable, got {obj!r}")
 
@@ -128,8 +132,9 @@ class Registry:
 
             own = _own_distribution()
             for modname in builtin_plugins():
-                self.register_plugin(importlib.import_module(modname), name=modname,
-                                     distribution=own)
+                self.register_plugin(
+                    importlib.import_module(modname), name=modname, distribution=own
+                )
             if entry_points:
                 self._load_entry_points()
 
@@ -148,8 +153,9 @@ class Registry:
             except (Exception, SystemExit) as exc:  # noqa: BLE001 - nothing may stop the rest
                 self._fail(ep.name, f"{ep.name} = {ep.value}", dist_name, exc)
                 continue
-            self.register_plugin(module, name=ep.name, entry_point=f"{ep.name} = {ep.value}",
-                                 distribution=dist_name)
+            self.register_plugin(
+                module, name=ep.name, entry_point=f"{ep.name} = {ep.value}", distribution=dist_name
+            )
 
     def register_plugin(self, plugin, *, name=None, entry_point="", distribution="elmscale"):
         """Register a module or object implementing hooks, and collect what it registers.
@@ -165,9 +171,15 @@ class Registry:
                 # a second plugin under a taken name (or the same object twice): skip it,
                 # and leave the one already registered alone
                 holder = self.pm.get_name(plugin) if self.pm.is_registered(plugin) else name
-                self._fail(name, entry_point, distribution, ValueError(
-                    f"a plugin is already registered as {holder!r}; "
-                    "entry point names must be unique"))
+                self._fail(
+                    name,
+                    entry_point,
+                    distribution,
+                    ValueError(
+                        f"a plugin is already registered as {holder!r}; "
+                        "entry point names must be unique"
+                    ),
+                )
                 return None
             if self.pm.is_blocked(name):
                 self.pm.unblock(name)  # e.g. a sample plugin registered again by a test
@@ -180,7 +192,8 @@ class Registry:
                 if not any(hc.name in KINDS.values() for hc in hookimpls):
                     raise TypeError(
                         "it implements none of the hooks "
-                        f"{', '.join(sorted(KINDS.values()))} (is @elmscale.hookimpl missing?)")
+                        f"{', '.join(sorted(KINDS.values()))} (is @elmscale.hookimpl missing?)"
+                    )
             except Exception as exc:  # noqa: BLE001 - PluginValidationError and friends
                 self._block(plugin, name)
                 self._fail(name, entry_point, distribution, exc)
@@ -189,8 +202,11 @@ class Registry:
                 for impl in getattr(self.pm.hook, hook_name).get_hookimpls():
                     if impl.plugin is not plugin:
                         continue
-                    kwargs = ({"register": self._register_callback(kind, name)}
-                              if "register" in impl.argnames else {})
+                    kwargs = (
+                        {"register": self._register_callback(kind, name)}
+                        if "register" in impl.argnames
+                        else {}
+                    )
                     if self._trace:
                         logger.debug("plugin %r: calling %s", name, hook_name)
                     try:
@@ -246,14 +262,19 @@ class Registry:
                         f"plugin {plugin_name!r} registers {kind} {key!r}, which plugin "
                         f"{holder.plugin!r} already registered; keeping {holder.plugin!r}'s"
                     )
-                    self._fail(plugin_name, self._entry_points.get(plugin_name, ""),
-                               self._distributions.get(plugin_name, ""), ValueError(msg),
-                               duplicate=True)
+                    self._fail(
+                        plugin_name,
+                        self._entry_points.get(plugin_name, ""),
+                        self._distributions.get(plugin_name, ""),
+                        ValueError(msg),
+                        duplicate=True,
+                    )
                     return
             entry = Entry(kind, name, obj, plugin_name, tuple(aliases), description)
             if self._trace:
-                logger.debug("plugin %r registers %s %r (aliases %s)", plugin_name, kind, name,
-                             list(aliases))
+                logger.debug(
+                    "plugin %r registers %s %r (aliases %s)", plugin_name, kind, name, list(aliases)
+                )
             self._entries[kind][name] = entry
             for alias in aliases:
                 self._aliases[kind][alias] = name
@@ -271,10 +292,15 @@ class Registry:
         where = f" ({', '.join(where)})" if where else ""
         what = "registers a taken name" if duplicate else "failed"
         message = f"elmscale plugin {plugin!r}{where} {what}: {type(exc).__name__}: {exc}"
-        self.failures.append(PluginFailure(
-            plugin, entry_point, distribution, f"{type(exc).__name__}: {exc}",
-            "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)),
-        ))
+        self.failures.append(
+            PluginFailure(
+                plugin,
+                entry_point,
+                distribution,
+                f"{type(exc).__name__}: {exc}",
+                "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)),
+            )
+        )
         if os.environ.get("ELMSCALE_STRICT_PLUGINS") == "1":
             raise PluginLoadError(message) from exc
         warnings.warn(message, PluginLoadWarning, stacklevel=4)
@@ -317,12 +343,14 @@ class Registry:
                 kind: sorted(e.name for e in self._entries[kind].values() if e.plugin == name)
                 for kind in KINDS
             }
-            out.append({
-                "name": name,
-                "distribution": self._distributions.get(name, ""),
-                "entry_point": self._entry_points.get(name, ""),
-                "registered": {k: v for k, v in registered.items() if v},
-            })
+            out.append(
+                {
+                    "name": name,
+                    "distribution": self._distributions.get(name, ""),
+                    "entry_point": self._entry_points.get(name, ""),
+                    "registered": {k: v for k, v in registered.items() if v},
+                }
+            )
         return out
 
 

@@ -18,13 +18,21 @@ def make(name, **params):
         "SSELM": dict(n_hidden=30, graph="exact", n_neighbors=5),
         "ELMClassifier": dict(n_hidden=30),
         "ELMRegressor": dict(n_hidden=30),
-        "ELMJEC": dict(n_clusters=3, n_hidden=30, graph="exact", n_neighbors=5, n_restarts=2,
-                       max_iter=3),
+        "ELMJEC": dict(
+            n_clusters=3, n_hidden=30, graph="exact", n_neighbors=5, n_restarts=2, max_iter=3
+        ),
         "EMMC": dict(n_clusters=3, n_hidden=30, n_init=2, max_iter=5),
         "TUMKELM": dict(n_clusters=3, max_iter=3, n_landmarks=20),
     }[name]
-    cls = {"USELM": USELM, "SSELM": SSELM, "ELMClassifier": ELMClassifier,
-           "ELMRegressor": ELMRegressor, "ELMJEC": ELMJEC, "EMMC": EMMC, "TUMKELM": TUMKELM}
+    cls = {
+        "USELM": USELM,
+        "SSELM": SSELM,
+        "ELMClassifier": ELMClassifier,
+        "ELMRegressor": ELMRegressor,
+        "ELMJEC": ELMJEC,
+        "EMMC": EMMC,
+        "TUMKELM": TUMKELM,
+    }
     return cls[name](**{**defaults, "random_state": 0, **params})
 
 
@@ -79,8 +87,9 @@ def assert_same_results(expected, actual, where, *, rtol=0.0, up_to_sign=False):
         if up_to_sign and value.ndim == 2:
             signs = np.where(np.sum(got * value, axis=0) < 0, -1.0, 1.0)
             got = got * signs
-        np.testing.assert_allclose(got, value, rtol=rtol, atol=rtol * np.abs(value).max(),
-                                   err_msg=f"{where}: {key}")
+        np.testing.assert_allclose(
+            got, value, rtol=rtol, atol=rtol * np.abs(value).max(), err_msg=f"{where}: {key}"
+        )
 
 
 @contextmanager

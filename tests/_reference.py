@@ -17,7 +17,7 @@ def knn_laplacian(X, n_neighbors, *, weights="binary", sigma=None, normalized=Fa
     dist, idx = dist[:, 1:], idx[:, 1:]
     if weights == "heat":
         sigma = dist.mean() if sigma is None else sigma
-        w = np.exp(-dist**2 / (2 * sigma**2))
+        w = np.exp(-(dist**2) / (2 * sigma**2))
     else:
         w = np.ones_like(dist)
     A = np.zeros((N, N))

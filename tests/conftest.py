@@ -62,8 +62,13 @@ def dask_client():
     whole run; tests using it must be marked ``distributed``."""
     from distributed import Client, LocalCluster
 
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                      dashboard_address=None, memory_limit="4GiB") as cluster:
+    with LocalCluster(
+        n_workers=2,
+        threads_per_worker=1,
+        processes=True,
+        dashboard_address=None,
+        memory_limit="4GiB",
+    ) as cluster:
         with Client(cluster) as client:
             yield client
 
@@ -73,8 +78,9 @@ def blobs(global_seed):
     """(X, y): 240 points in 5-d, 3 well-separated Gaussian blobs (NumPy)."""
     from sklearn.datasets import make_blobs
 
-    return make_blobs(n_samples=240, n_features=5, centers=3, cluster_std=1.0,
-                      random_state=global_seed)
+    return make_blobs(
+        n_samples=240, n_features=5, centers=3, cluster_std=1.0, random_state=global_seed
+    )
 
 
 @pytest.fixture

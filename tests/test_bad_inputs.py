@@ -72,6 +72,7 @@ def _semi(fn):
     def build(name):
         y = targets(name, Y_GOOD).copy()
         return dict(X=X_GOOD, y=fn(y))
+
     return build
 
 
@@ -92,8 +93,12 @@ CASES = [
     ("no_rows", "X", NAMES, _x(lambda: np.empty((0, 4)))),
     ("no_columns", "X", NAMES, _x(lambda: np.empty((60, 0)))),
     ("str_dtype", "X", NAMES, _x(lambda: X_GOOD.astype(str))),
-    ("object_with_dict", "X", NAMES,
-     _x(lambda: np.array([[{"a": 1}] + [1.0] * 3] + X_GOOD[1:].tolist(), dtype=object))),
+    (
+        "object_with_dict",
+        "X",
+        NAMES,
+        _x(lambda: np.array([[{"a": 1}] + [1.0] * 3] + X_GOOD[1:].tolist(), dtype=object)),
+    ),
     ("complex", "X", NAMES, _x(lambda: X_GOOD + 1j)),
     ("sparse", "X", NAMES, _x(lambda: sp.csr_matrix(X_GOOD))),
     ("path_str", "X", NAMES, _x(lambda: "/data/train.csv")),
@@ -103,29 +108,42 @@ CASES = [
     ("ragged", "X", NAMES, _x(lambda: [[1.0, 2.0], [3.0]] * 30)),
     ("df_string_column", "X", NAMES, _x(_with_string_column)),
     ("df_nullable_na", "X", NAMES, _x(_nullable_with_na)),
-    ("df_mixed_column_types", "X", NAMES,
-     _x(lambda: pd.DataFrame(X_GOOD, columns=["a", "b", 2, 3]))),
-    ("dask_unknown_chunks", "X", NAMES,
-     _x(lambda: da.from_array(X_GOOD, chunks=(20, 4))[da.from_array(X_GOOD[:, 0] > -99,
-                                                                     chunks=20)])),
+    (
+        "df_mixed_column_types",
+        "X",
+        NAMES,
+        _x(lambda: pd.DataFrame(X_GOOD, columns=["a", "b", 2, 3])),
+    ),
+    (
+        "dask_unknown_chunks",
+        "X",
+        NAMES,
+        _x(
+            lambda: da.from_array(X_GOOD, chunks=(20, 4))[
+                da.from_array(X_GOOD[:, 0] > -99, chunks=20)
+            ]
+        ),
+    ),
     ("dask_column_chunks", "X", NAMES, _x(lambda: da.from_array(X_GOOD, chunks=(20, 2)))),
     ("dask_nan", "X", NAMES, _x(lambda: da.from_array(_with_nan(np.nan), chunks=(20, 4)))),
-    ("dask_object", "X", NAMES,
-     _x(lambda: da.from_array(X_GOOD.astype(str), chunks=(20, 4)))),
+    ("dask_object", "X", NAMES, _x(lambda: da.from_array(X_GOOD.astype(str), chunks=(20, 4)))),
     # -- y ---------------------------------------------------------------------------------
     ("y_nan", "y", SUPERVISED, _y(_y_with_nan)),
     ("y_too_short", "y", SUPERVISED, _y(lambda name: targets(name, Y_GOOD)[:-5])),
     ("y_none", "y", SUPERVISED, _y(lambda name: None)),
-    ("y_2d_labels", "y", ("SSELM", "ELMClassifier"),
-     _y(lambda name: np.tile(targets(name, Y_GOOD)[:, None], (1, 3)))),
+    (
+        "y_2d_labels",
+        "y",
+        ("SSELM", "ELMClassifier"),
+        _y(lambda name: np.tile(targets(name, Y_GOOD)[:, None], (1, 3))),
+    ),
     ("y_one_class", "y", ("ELMClassifier",), _y(lambda name: np.zeros(60, dtype=int))),
     ("y_no_labelled_row", "y", ("SSELM",), _semi(lambda y: np.full_like(y, -1))),
     ("y_one_labelled_class", "y", ("SSELM",), _semi(lambda y: np.where(y == 1, 1, -1))),
     # -- parameters against the data -------------------------------------------------------
     ("n_clusters_above_n_samples", "n_clusters", CLUSTERERS, _params(n_clusters=61)),
     ("n_neighbors_equal_n_samples", "n_neighbors", WITH_GRAPH, _params(n_neighbors=60)),
-    ("n_components_above_n_hidden", "n_components", ("USELM", "ELMJEC"),
-     _params(n_components=40)),
+    ("n_components_above_n_hidden", "n_components", ("USELM", "ELMJEC"), _params(n_components=40)),
     # -- parameters ------------------------------------------------------------------------
     ("n_hidden_zero", "n_hidden", PREDICTORS, _params(n_hidden=0)),
     ("n_hidden_negative", "n_hidden", PREDICTORS, _params(n_hidden=-5)),
@@ -133,8 +151,7 @@ CASES = [
     ("n_landmarks_zero", "n_landmarks", ("TUMKELM",), _params(n_landmarks=0)),
     ("n_clusters_zero", "n_clusters", CLUSTERERS, _params(n_clusters=0)),
     ("C_zero", "C", ("ELMClassifier", "ELMRegressor", "EMMC", "TUMKELM"), _params(C=0.0)),
-    ("C_negative", "C", ("ELMClassifier", "ELMRegressor", "EMMC", "TUMKELM"),
-     _params(C=-1.0)),
+    ("C_negative", "C", ("ELMClassifier", "ELMRegressor", "EMMC", "TUMKELM"), _params(C=-1.0)),
     ("C_nan", "C", ("ELMClassifier", "ELMRegressor", "EMMC", "TUMKELM"), _params(C=np.nan)),
     ("C_inf", "C", ("ELMClassifier", "ELMRegressor", "EMMC", "TUMKELM"), _params(C=np.inf)),
     ("C0_zero", "C0", ("SSELM",), _params(C0=0.0)),
@@ -149,21 +166,41 @@ CASES = [
     ("unknown_kernel", "kernels", ("TUMKELM",), _params(kernels=["rbf-ish"])),
     ("unknown_scaling", "scaling", NAMES, _params(scaling="zscore")),
     ("random_state_str", "random_state", NAMES, _params(random_state="seed")),
-    ("unknown_solver", "solver", ("USELM", "SSELM", "ELMClassifier", "ELMRegressor"),
-     _params(solver="qr")),
+    (
+        "unknown_solver",
+        "solver",
+        ("USELM", "SSELM", "ELMClassifier", "ELMRegressor"),
+        _params(solver="qr"),
+    ),
     ("init_wrong_length", "init", ("EMMC",), _params(init=np.zeros(10, dtype=int))),
     # -- X at predict / transform ----------------------------------------------------------
     ("predict_wrong_n_features", "X", PREDICTORS, _predict(lambda: X_GOOD[:, :3])),
-    ("predict_reordered_columns", "X", PREDICTORS,
-     _predict(lambda: pd.DataFrame(X_GOOD, columns=COLUMNS)[COLUMNS[::-1]])),
-    ("predict_renamed_columns", "X", PREDICTORS,
-     _predict(lambda: pd.DataFrame(X_GOOD, columns=["a", "b", "c", "e"]))),
-    ("predict_nan", "X", PREDICTORS,
-     _predict(lambda: pd.DataFrame(_with_nan(np.nan), columns=COLUMNS))),
+    (
+        "predict_reordered_columns",
+        "X",
+        PREDICTORS,
+        _predict(lambda: pd.DataFrame(X_GOOD, columns=COLUMNS)[COLUMNS[::-1]]),
+    ),
+    (
+        "predict_renamed_columns",
+        "X",
+        PREDICTORS,
+        _predict(lambda: pd.DataFrame(X_GOOD, columns=["a", "b", "c", "e"])),
+    ),
+    (
+        "predict_nan",
+        "X",
+        PREDICTORS,
+        _predict(lambda: pd.DataFrame(_with_nan(np.nan), columns=COLUMNS)),
+    ),
     ("predict_1d", "X", PREDICTORS, _predict(lambda: X_GOOD[0].copy())),
     ("predict_path", "X", PREDICTORS, _predict(lambda: "/data/test.csv")),
-    ("predict_dask_column_chunks", "X", PREDICTORS,
-     _predict(lambda: da.from_array(X_GOOD, chunks=(20, 2)))),
+    (
+        "predict_dask_column_chunks",
+        "X",
+        PREDICTORS,
+        _predict(lambda: da.from_array(X_GOOD, chunks=(20, 2))),
+    ),
 ]
 
 
@@ -171,6 +208,7 @@ CASES = [
 def _time_limit(seconds):
     def fail(signum, frame):
         raise TimeoutError(f"no error within {seconds} s: hangs")
+
     previous = signal.signal(signal.SIGALRM, fail)
     signal.alarm(seconds)
     try:
@@ -185,7 +223,9 @@ def _same(before, after):
     if isinstance(before, np.ndarray):
         return before.dtype == after.dtype and (
             np.array_equal(before, after, equal_nan=before.dtype.kind in "fc")
-            if before.dtype != object else before.tolist() == after.tolist())
+            if before.dtype != object
+            else before.tolist() == after.tolist()
+        )
     if isinstance(before, pd.DataFrame):
         return before.equals(after) and list(before.columns) == list(after.columns)
     if sp.issparse(before):
@@ -199,8 +239,11 @@ def _call(name, case):
     """Run the case on estimator ``name``; return the exception raised (None if none)."""
     model = make(name, **case.get("params", {}))
     fit_args = (case["X"], case["y"]) if "y" in case else (case["X"],)
-    kept = {key: copy.deepcopy(case[key]) for key in ("X", "y", "predict")
-            if key in case and not isinstance(case[key], da.Array)}
+    kept = {
+        key: copy.deepcopy(case[key])
+        for key in ("X", "y", "predict")
+        if key in case and not isinstance(case[key], da.Array)
+    }
     try:
         with _time_limit(SECONDS):
             model.fit(*fit_args)
@@ -217,8 +260,7 @@ def _call(name, case):
 
 
 @pytest.mark.filterwarnings("ignore:X does not have valid feature names:UserWarning")
-@pytest.mark.parametrize("case_id, argument, applies, build", CASES,
-                         ids=[c[0] for c in CASES])
+@pytest.mark.parametrize("case_id, argument, applies, build", CASES, ids=[c[0] for c in CASES])
 def test_bad_input_gives_a_clear_error(case_id, argument, applies, build):
     """The error is ValueError/TypeError, its message names the argument, and (for X) it is
     the same message, up to the estimator's name, for every estimator."""
@@ -227,10 +269,12 @@ def test_bad_input_gives_a_clear_error(case_id, argument, applies, build):
         error = _call(name, build(name))
         assert error is not None, f"{name} accepted {case_id}"
         assert isinstance(error, (ValueError, TypeError)), (
-            f"{name} raised {type(error).__name__} for {case_id}: {error}")
+            f"{name} raised {type(error).__name__} for {case_id}: {error}"
+        )
         message = str(error)
         assert re.search(rf"(?<![A-Za-z_]){re.escape(argument)}(?![A-Za-z_])", message), (
-            f"{name}'s error for {case_id} does not name {argument!r}: {message}")
+            f"{name}'s error for {case_id} does not name {argument!r}: {message}"
+        )
         messages[name] = message.replace(name, "<estimator>")
     if argument == "X":
         assert len(set(messages.values())) == 1, f"{case_id} worded differently: {messages}"

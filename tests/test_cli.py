@@ -40,10 +40,18 @@ def broken_registry(monkeypatch):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         reg.load_plugins()
-        reg.register_plugin(importlib.import_module("good_plugin"), name="good",
-                            entry_point="good = good_plugin", distribution="good-dist 1.0")
-        reg.register_plugin(importlib.import_module("duplicate_sigmoid"), name="dup",
-                            entry_point="dup = duplicate_sigmoid", distribution="dup-dist 0.1")
+        reg.register_plugin(
+            importlib.import_module("good_plugin"),
+            name="good",
+            entry_point="good = good_plugin",
+            distribution="good-dist 1.0",
+        )
+        reg.register_plugin(
+            importlib.import_module("duplicate_sigmoid"),
+            name="dup",
+            entry_point="dup = duplicate_sigmoid",
+            distribution="dup-dist 0.1",
+        )
         try:
             raise ImportError("simulated: needs 'notinstalled'")
         except ImportError as exc:
@@ -65,16 +73,24 @@ def test_plugins_lists_builtins_and_what_they_registered():
 def test_plugins_shows_third_party_plugins_and_failures(broken_registry):
     status, text = run("plugins")
     assert status == 1  # a broken plugin fails a CI job that runs `elmscale plugins`
-    assert ("good  (good-dist 1.0, entry point 'good = good_plugin')\n"
-            "    algorithm  toy-elm-kmeans\n    activation cube\n") in text
-    assert "dup  (dup-dist 0.1, entry point 'dup = duplicate_sigmoid')\n" \
-           "    activation hard-sigmoid\n" in text
+    assert (
+        "good  (good-dist 1.0, entry point 'good = good_plugin')\n"
+        "    algorithm  toy-elm-kmeans\n    activation cube\n"
+    ) in text
+    assert (
+        "dup  (dup-dist 0.1, entry point 'dup = duplicate_sigmoid')\n"
+        "    activation hard-sigmoid\n" in text
+    )
     assert "\n2 plugin problem(s):\n" in text
-    assert ("  dup (entry point 'dup = duplicate_sigmoid', dup-dist 0.1): ValueError: plugin "
-            "'dup' registers activation 'sigmoid', which plugin "
-            "'elmscale._builtins.activations' already registered") in text
-    assert ("  broken (entry point 'broken = broken_import', broken-dist 2.0): ImportError: "
-            "simulated: needs 'notinstalled'\n") in text
+    assert (
+        "  dup (entry point 'dup = duplicate_sigmoid', dup-dist 0.1): ValueError: plugin "
+        "'dup' registers activation 'sigmoid', which plugin "
+        "'elmscale._builtins.activations' already registered"
+    ) in text
+    assert (
+        "  broken (entry point 'broken = broken_import', broken-dist 2.0): ImportError: "
+        "simulated: needs 'notinstalled'\n"
+    ) in text
     assert text.endswith("run `elmscale plugins --verbose` for the tracebacks\n")
     assert "Traceback" not in text
 
@@ -93,8 +109,10 @@ def test_plugins_json(broken_registry):
     status, text = run("plugins", "--json", "-v")
     report = json.loads(text)
     plugins = {p["name"]: p for p in report["plugins"]}
-    assert plugins["good"]["registered"] == {"algorithm": ["toy-elm-kmeans"],
-                                            "activation": ["cube"]}
+    assert plugins["good"]["registered"] == {
+        "algorithm": ["toy-elm-kmeans"],
+        "activation": ["cube"],
+    }
     assert plugins["good"]["descriptions"]["activation"] == {"cube": "z ** 3"}
     assert [f["plugin"] for f in report["failures"]] == ["dup", "broken"]
     assert report["failures"][1]["traceback"].startswith("Traceback")
@@ -113,22 +131,34 @@ def test_plugins_under_strict_mode_reports_the_error(monkeypatch, capsys):
     status, _ = run("plugins")
     assert status == 1
     assert capsys.readouterr().err == (
-        "error: elmscale plugin 'broken' (entry point 'broken = x') failed: ImportError: nope\n")
+        "error: elmscale plugin 'broken' (entry point 'broken = x') failed: ImportError: nope\n"
+    )
 
 
 def test_info_prints_versions_and_blas():
     status, text = run("info")
     assert status == 0
-    lines = dict(line.split(None, 1) for line in text.splitlines() if line.strip()
-                 and not line.startswith(" "))
+    lines = dict(
+        line.split(None, 1)
+        for line in text.splitlines()
+        if line.strip() and not line.startswith(" ")
+    )
     assert lines["numpy"] == np.__version__
-    for name in ("elmscale", "scipy", "scikit-learn", "dask", "distributed", "pynndescent",
-                 "pluggy"):
+    for name in (
+        "elmscale",
+        "scipy",
+        "scikit-learn",
+        "dask",
+        "distributed",
+        "pynndescent",
+        "pluggy",
+    ):
         assert lines[name] == importlib.metadata.version(name)
     pytest.importorskip("threadpoolctl")
     report = cli.info_report()
-    assert any(lib["internal_api"] in ("openblas", "mkl", "blis", "flexiblas")
-               for lib in report["blas"])
+    assert any(
+        lib["internal_api"] in ("openblas", "mkl", "blis", "flexiblas") for lib in report["blas"]
+    )
     blas = next(lib for lib in report["blas"] if lib["internal_api"] != "openmp")
     assert f"num_threads={blas['num_threads']}" in text
 
@@ -150,8 +180,13 @@ def test_command_is_required(capsys):
 
 def test_console_script_runs_in_a_fresh_interpreter():
     env = {**os.environ, "ELMSCALE_LOAD_PLUGINS": ""}
-    proc = subprocess.run([sys.executable, "-m", "elmscale.cli", "plugins"], env=env,
-                          capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "elmscale.cli", "plugins"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 0, proc.stderr
     assert "elmscale._builtins.uselm" in proc.stdout
 
@@ -159,8 +194,7 @@ def test_console_script_runs_in_a_fresh_interpreter():
 # -- elmscale fit / predict ---------------------------------------------------------------------
 from elmscale._cli_io import read_labels, read_matrix, write_array  # noqa: E402
 
-FIT_PARAMS = ["n_clusters=3", "n_hidden=40", "graph=exact", "n_neighbors=5",
-              "random_state=0"]
+FIT_PARAMS = ["n_clusters=3", "n_hidden=40", "graph=exact", "n_neighbors=5", "random_state=0"]
 
 
 def run_cmd(*argv):
@@ -180,8 +214,11 @@ def table(blobs, tmp_path):
     X, _ = blobs
     df = pd.DataFrame(X, columns=[f"f{i}" for i in range(X.shape[1])])
     df["id"] = [f"row{i}" for i in range(len(df))]
-    paths = {"parquet": tmp_path / "data.parquet", "npy": tmp_path / "data.npy",
-             "csv": tmp_path / "data.csv"}
+    paths = {
+        "parquet": tmp_path / "data.parquet",
+        "npy": tmp_path / "data.npy",
+        "csv": tmp_path / "data.csv",
+    }
     dd.from_pandas(df, npartitions=3, sort=False).to_parquet(paths["parquet"])
     np.save(paths["npy"], X)
     df.to_csv(paths["csv"], index=False)
@@ -205,19 +242,41 @@ def test_fit_parquet_folder_on_the_cluster_equals_python_api(table, tmp_path, da
     X, paths = table
     cols = ",".join(f"f{i}" for i in range(X.shape[1]))
     labels, model = tmp_path / "labels.parquet", tmp_path / "model.pkl"
-    status, out, err = run_cmd("fit", "us-elm", paths["parquet"], "--columns", cols,
-                               "--param", *FIT_PARAMS, "--scheduler",
-                               dask_client.scheduler.address, "--labels", labels,
-                               "--embedding", tmp_path / "emb.zarr", "--save", model)
+    status, out, err = run_cmd(
+        "fit",
+        "us-elm",
+        paths["parquet"],
+        "--columns",
+        cols,
+        "--param",
+        *FIT_PARAMS,
+        "--scheduler",
+        dask_client.scheduler.address,
+        "--labels",
+        labels,
+        "--embedding",
+        tmp_path / "emb.zarr",
+        "--save",
+        model,
+    )
     assert status == 0, err
     assert "dashboard" in err and "progress:" in err
     got = read_labels(labels)
     np.testing.assert_array_equal(got, _python_labels(X, 80))
     assert read_labels(tmp_path / "emb.zarr").shape == (X.shape[0], 3)
 
-    status, _, err = run_cmd("predict", model, paths["parquet"], "--columns", cols,
-                             "--labels", tmp_path / "again.csv", "--scheduler",
-                             dask_client.scheduler.address, "-q")
+    status, _, err = run_cmd(
+        "predict",
+        model,
+        paths["parquet"],
+        "--columns",
+        cols,
+        "--labels",
+        tmp_path / "again.csv",
+        "--scheduler",
+        dask_client.scheduler.address,
+        "-q",
+    )
     assert status == 0, err
     np.testing.assert_array_equal(read_labels(tmp_path / "again.csv"), got)
 
@@ -228,15 +287,27 @@ def test_fit_npy_on_two_local_workers_equals_python_api(table, tmp_path):
     the Python API's; predict from the saved model (local scheduler) gives them again."""
     X, paths = table
     labels, model = tmp_path / "labels.npy", tmp_path / "model.pkl"
-    status, out, err = run_cmd("fit", "us-elm", paths["npy"], "--param", *FIT_PARAMS,
-                               "--workers", 2, "--labels", labels, "--save", model)
+    status, out, err = run_cmd(
+        "fit",
+        "us-elm",
+        paths["npy"],
+        "--param",
+        *FIT_PARAMS,
+        "--workers",
+        2,
+        "--labels",
+        labels,
+        "--save",
+        model,
+    )
     assert status == 0, err
     assert "2 worker(s)" in err
     assert out.split() == ["labels:", str(labels), "model:", str(model)]
     got = np.load(labels)
     np.testing.assert_array_equal(got, _python_labels(X, X.shape[0]))
-    status, _, err = run_cmd("predict", model, paths["npy"], "--labels",
-                             tmp_path / "again.parquet", "-q")
+    status, _, err = run_cmd(
+        "predict", model, paths["npy"], "--labels", tmp_path / "again.parquet", "-q"
+    )
     assert status == 0 and err == ""
     np.testing.assert_array_equal(read_labels(tmp_path / "again.parquet"), got)
 
@@ -245,22 +316,29 @@ def test_fit_writes_a_plot(table, tmp_path):
     pytest.importorskip("matplotlib")
     X, paths = table
     png = tmp_path / "emb.png"
-    status, out, err = run_cmd("fit", "us-elm", paths["npy"], "--param", *FIT_PARAMS,
-                               "--plot", png, "-q")
+    status, out, err = run_cmd(
+        "fit", "us-elm", paths["npy"], "--param", *FIT_PARAMS, "--plot", png, "-q"
+    )
     assert status == 0, err
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["--param", "n_cluster=3"], "has no parameter 'n_cluster' (did you mean 'n_clusters'?)"
-                                 "; valid: activation, cache, graph"),
-    (["--param", "n_clusters=-1"], "The 'n_clusters' parameter of USELM must be"),
-    (["--param", "graph=exakt"], "'graph' parameter of USELM"),
-    (["--param", "n_clusters"], "--param expects NAME=VALUE"),
-    (["--param", "n_clusters=500"], "n_clusters=500 must be <= n_samples=240"),
-    (["--columns", "f0,nope"], "--columns: 'nope' not in"),
-    (["--labels", "out.txt"], "unknown extension '.txt'"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (
+            ["--param", "n_cluster=3"],
+            "has no parameter 'n_cluster' (did you mean 'n_clusters'?)"
+            "; valid: activation, cache, graph",
+        ),
+        (["--param", "n_clusters=-1"], "The 'n_clusters' parameter of USELM must be"),
+        (["--param", "graph=exakt"], "'graph' parameter of USELM"),
+        (["--param", "n_clusters"], "--param expects NAME=VALUE"),
+        (["--param", "n_clusters=500"], "n_clusters=500 must be <= n_samples=240"),
+        (["--columns", "f0,nope"], "--columns: 'nope' not in"),
+        (["--labels", "out.txt"], "unknown extension '.txt'"),
+    ],
+)
 def test_fit_user_errors_exit_2_with_one_line(table, tmp_path, argv, message):
     """Bad parameters, columns and outputs: exit status 2 and one line on stderr that names
     the problem (no traceback)."""
@@ -273,15 +351,18 @@ def test_fit_user_errors_exit_2_with_one_line(table, tmp_path, argv, message):
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["fit", "us-elmm", "{npy}"], "us-elmm"),
-    (["fit", "us-elm", "{missing}"], "does not exist"),
-    (["fit", "us-elm", "{parquet}"], "'id' of"),
-    (["fit", "elm-classifier", "{npy}"], "needs targets y"),
-    (["fit", "us-elm", "{npy}", "--scheduler", "tcp://127.0.0.1:1"], "cannot connect"),
-    (["predict", "{npy}", "{npy}", "--labels", "x.npy"], "cannot load the model"),
-    (["predict", "{missing}", "{npy}", "--labels", "x.npy"], "does not exist"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["fit", "us-elmm", "{npy}"], "us-elmm"),
+        (["fit", "us-elm", "{missing}"], "does not exist"),
+        (["fit", "us-elm", "{parquet}"], "'id' of"),
+        (["fit", "elm-classifier", "{npy}"], "needs targets y"),
+        (["fit", "us-elm", "{npy}", "--scheduler", "tcp://127.0.0.1:1"], "cannot connect"),
+        (["predict", "{npy}", "{npy}", "--labels", "x.npy"], "cannot load the model"),
+        (["predict", "{missing}", "{npy}", "--labels", "x.npy"], "does not exist"),
+    ],
+)
 def test_input_errors_exit_2(table, tmp_path, argv, message):
     X, paths = table
     names = {"npy": paths["npy"], "parquet": paths["parquet"], "missing": tmp_path / "no.npy"}
@@ -294,10 +375,13 @@ def test_input_errors_exit_2(table, tmp_path, argv, message):
 def test_predict_with_wrong_width_exits_2(table, tmp_path):
     X, paths = table
     model = tmp_path / "m.pkl"
-    assert run_cmd("fit", "us-elm", paths["npy"], "--param", *FIT_PARAMS, "--save", model,
-                   "-q")[0] == 0
-    status, _, err = run_cmd("predict", model, paths["npy"], "--columns", "0,1",
-                             "--labels", tmp_path / "l.npy", "-q")
+    assert (
+        run_cmd("fit", "us-elm", paths["npy"], "--param", *FIT_PARAMS, "--save", model, "-q")[0]
+        == 0
+    )
+    status, _, err = run_cmd(
+        "predict", model, paths["npy"], "--columns", "0,1", "--labels", tmp_path / "l.npy", "-q"
+    )
     assert status == 2 and "features" in err
 
 

@@ -22,9 +22,11 @@ def test_tumkelm_sklearn_contract(estimator, check):
     check(estimator)
 
 
-@pytest.mark.parametrize("check", [check_dataframe_column_names_consistency,
-                                   check_n_features_in_after_fitting],
-                         ids=lambda c: c.__name__)
+@pytest.mark.parametrize(
+    "check",
+    [check_dataframe_column_names_consistency, check_n_features_in_after_fitting],
+    ids=lambda c: c.__name__,
+)
 @pytest.mark.parametrize("name", NAMES)
 def test_feature_names_and_counts(name, check):
     """Reordered, renamed or missing DataFrame columns raise in predict, transform,

@@ -14,8 +14,10 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 DEPLOY = ROOT / "deploy"
 
-pytestmark = pytest.mark.skipif(shutil.which("dask") is None or shutil.which("bash") is None,
-                                reason="needs bash and the `dask` command line")
+pytestmark = pytest.mark.skipif(
+    shutil.which("dask") is None or shutil.which("bash") is None,
+    reason="needs bash and the `dask` command line",
+)
 
 
 def _free_port():
@@ -25,15 +27,22 @@ def _free_port():
 
 
 def _env(run_dir, **extra):
-    env = dict(os.environ, RUN_DIR=str(run_dir), PORT=str(_free_port()),
-               DASHBOARD_PORT=str(_free_port()), N_WORKERS="2", MEMORY="1GiB",
-               TIMEOUT="60", PYTHONPATH=str(ROOT), **extra)
+    env = dict(
+        os.environ,
+        RUN_DIR=str(run_dir),
+        PORT=str(_free_port()),
+        DASHBOARD_PORT=str(_free_port()),
+        N_WORKERS="2",
+        MEMORY="1GiB",
+        TIMEOUT="60",
+        PYTHONPATH=str(ROOT),
+        **extra,
+    )
     return env
 
 
 def _sh(args, env, timeout=180):
-    return subprocess.run(args, env=env, capture_output=True, text=True, timeout=timeout,
-                          cwd=ROOT)
+    return subprocess.run(args, env=env, capture_output=True, text=True, timeout=timeout, cwd=ROOT)
 
 
 def _alive(pid_file):
@@ -111,12 +120,14 @@ def test_tls_cluster_accepts_its_certificates_and_refuses_others(tmp_path):
         ok = _sh([sys.executable, "-c", CONNECT, address, str(certs), "20s"], env, timeout=60)
         assert ok.returncode == 0, ok.stderr
         assert ok.stdout.split() == ["3", "2"]
-        stranger = _sh([sys.executable, "-c", CONNECT, address, str(other), "3s"], env,
-                       timeout=60)
+        stranger = _sh([sys.executable, "-c", CONNECT, address, str(other), "3s"], env, timeout=60)
         assert stranger.returncode != 0
         assert stranger.stdout == ""
-        plain = _sh([sys.executable, "-c", CONNECT, address.replace("tls://", "tcp://"), "",
-                     "3s"], env, timeout=60)
+        plain = _sh(
+            [sys.executable, "-c", CONNECT, address.replace("tls://", "tcp://"), "", "3s"],
+            env,
+            timeout=60,
+        )
         assert plain.returncode != 0
     finally:
         _sh(["bash", str(DEPLOY / "stop-cluster.sh")], env)

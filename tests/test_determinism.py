@@ -17,7 +17,8 @@ from ._estimators import NAMES, assert_same_results, fit, make, on_cluster, outp
 
 pytestmark = pytest.mark.filterwarnings(
     "ignore::sklearn.exceptions.ConvergenceWarning",
-    "ignore::elmscale.algorithms._elmjec.FewerComponentsWarning")
+    "ignore::elmscale.algorithms._elmjec.FewerComponentsWarning",
+)
 
 RTOL = 1e-8
 BLOBS = make_blobs(400, n_features=5, centers=3, cluster_std=2.5, random_state=1)
@@ -45,55 +46,71 @@ def references():
 def test_chunking_does_not_change_the_model(references, name, chunking):
     X, y = BLOBS
     got = _fit_outputs(name, X, y, CHUNKINGS[chunking])
-    assert_same_results(references[name], got, f"{name}, {chunking} chunks", rtol=RTOL,
-                        up_to_sign=True)
+    assert_same_results(
+        references[name], got, f"{name}, {chunking} chunks", rtol=RTOL, up_to_sign=True
+    )
 
 
 @pytest.fixture(scope="module", params=[1, 2, 4], ids=lambda n: f"{n}_workers")
 def workers(request):
     """A LocalCluster of n single-threaded worker processes, shared by every estimator and
     chunking (pytest groups the tests by this parameter)."""
-    with LocalCluster(n_workers=request.param, threads_per_worker=1, processes=True,
-                      dashboard_address=None, memory_limit="1GiB") as cluster:
+    with LocalCluster(
+        n_workers=request.param,
+        threads_per_worker=1,
+        processes=True,
+        dashboard_address=None,
+        memory_limit="1GiB",
+    ) as cluster:
         with Client(cluster, set_as_default=False) as client:
             client.wait_for_workers(request.param, timeout=120)
             yield client
 
 
 @pytest.mark.distributed
-@pytest.mark.parametrize("chunking", [
-    "uneven",
-    pytest.param("even", marks=pytest.mark.slow),
-    pytest.param("one", marks=pytest.mark.slow),
-])
+@pytest.mark.parametrize(
+    "chunking",
+    [
+        "uneven",
+        pytest.param("even", marks=pytest.mark.slow),
+        pytest.param("one", marks=pytest.mark.slow),
+    ],
+)
 @pytest.mark.parametrize("name", NAMES)
 def test_worker_count_does_not_change_the_model(references, workers, name, chunking):
     X, y = BLOBS
     with on_cluster(workers):
         got = _fit_outputs(name, X, y, CHUNKINGS[chunking])
-    assert_same_results(references[name], got,
-                        f"{name}, {len(workers.scheduler_info()['workers'])} workers, "
-                        f"{chunking} chunks", rtol=RTOL, up_to_sign=True)
+    assert_same_results(
+        references[name],
+        got,
+        f"{name}, {len(workers.scheduler_info()['workers'])} workers, {chunking} chunks",
+        rtol=RTOL,
+        up_to_sign=True,
+    )
 
 
 # -- integer-valued data with exactly tied distances --------------------------------------
 DIGITS = load_digits(return_X_y=True)
 DIGIT_ROWS = 600
 DIGIT_CHUNKINGS = [(600,), (100,) * 6, (250, 250, 100)]
-DIGIT_PARAMS = {"USELM": dict(n_clusters=10, n_hidden=100, n_neighbors=10),
-                "SSELM": dict(n_hidden=100, n_neighbors=10),
-                "ELMJEC": dict(n_clusters=10, n_hidden=100, n_neighbors=10),
-                "EMMC": dict(n_clusters=10, n_hidden=100),
-                "ELMClassifier": dict(n_hidden=100), "ELMRegressor": dict(n_hidden=100),
-                "TUMKELM": dict(n_clusters=10)}
+DIGIT_PARAMS = {
+    "USELM": dict(n_clusters=10, n_hidden=100, n_neighbors=10),
+    "SSELM": dict(n_hidden=100, n_neighbors=10),
+    "ELMJEC": dict(n_clusters=10, n_hidden=100, n_neighbors=10),
+    "EMMC": dict(n_clusters=10, n_hidden=100),
+    "ELMClassifier": dict(n_hidden=100),
+    "ELMRegressor": dict(n_hidden=100),
+    "TUMKELM": dict(n_clusters=10),
+}
 
 
 @pytest.mark.parametrize("name", NAMES)
 def test_chunking_does_not_change_the_model_on_tied_integer_data(name):
     X, y = DIGITS[0][:DIGIT_ROWS], DIGITS[1][:DIGIT_ROWS]
-    results = [_fit_outputs(name, X, y, chunks, **DIGIT_PARAMS[name])
-               for chunks in DIGIT_CHUNKINGS]
+    results = [_fit_outputs(name, X, y, chunks, **DIGIT_PARAMS[name]) for chunks in DIGIT_CHUNKINGS]
     for chunks, got in zip(DIGIT_CHUNKINGS[1:], results[1:], strict=True):
-        assert_same_results(results[0], got, f"{name} on digits, chunks {chunks}", rtol=RTOL,
-                            up_to_sign=True)
+        assert_same_results(
+            results[0], got, f"{name} on digits, chunks {chunks}", rtol=RTOL, up_to_sign=True
+        )
     assert np.array_equal(DIGITS[0], np.round(DIGITS[0]))  # the data are integers

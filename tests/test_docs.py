@@ -9,8 +9,7 @@ import pytest
 from elmscale import hookspecs
 
 README = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-HOOKS = [f for name, f in vars(hookspecs).items()
-         if name.startswith("register_") and callable(f)]
+HOOKS = [f for name, f in vars(hookspecs).items() if name.startswith("register_") and callable(f)]
 
 
 def test_there_is_a_hook_per_kind():

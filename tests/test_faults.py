@@ -23,8 +23,10 @@ from sklearn.exceptions import ConvergenceWarning
 
 from ._estimators import assert_same_results, fit, make, on_cluster, outputs
 
-pytestmark = [pytest.mark.distributed,
-              pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")]
+pytestmark = [
+    pytest.mark.distributed,
+    pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning"),
+]
 
 X, Y = make_blobs(2000, n_features=6, centers=3, cluster_std=2.0, random_state=0)
 CHUNKS = (500, 6)  # 4 row blocks, 2 per worker
@@ -52,8 +54,13 @@ class KillOnTask(SchedulerPlugin):
 
 
 def _start():
-    cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                           dashboard_address=None, memory_limit="2GiB")
+    cluster = LocalCluster(
+        n_workers=2,
+        threads_per_worker=1,
+        processes=True,
+        dashboard_address=None,
+        memory_limit="2GiB",
+    )
     return cluster, Client(cluster)
 
 
@@ -98,12 +105,11 @@ FAULTS = [
     ("ELMJEC", {"cache": True}, "iteration", "elmscale-gram-block", 4 + 4 + 2),
     ("EMMC", {"cache": True}, "iteration", "elmscale-embed", 3),
     ("TUMKELM", {"mode": "scalable"}, "iteration", "cluster_block_features", 3),
-    pytest.param("ELMJEC", {"cache": True}, "gram", "elmscale-gram-block", 2,
-                 marks=pytest.mark.slow),
-    pytest.param("EMMC", {"cache": True}, "gram", "elmscale-gram-block", 2,
-                 marks=pytest.mark.slow),
-    pytest.param("TUMKELM", {"mode": "scalable"}, "gram", "gram_block", 2,
-                 marks=pytest.mark.slow),
+    pytest.param(
+        "ELMJEC", {"cache": True}, "gram", "elmscale-gram-block", 2, marks=pytest.mark.slow
+    ),
+    pytest.param("EMMC", {"cache": True}, "gram", "elmscale-gram-block", 2, marks=pytest.mark.slow),
+    pytest.param("TUMKELM", {"mode": "scalable"}, "gram", "gram_block", 2, marks=pytest.mark.slow),
 ]
 
 
@@ -112,10 +118,8 @@ def _ids(case):
     return f"{values[0]}-{values[2]}"
 
 
-@pytest.mark.parametrize("name, params, stage, prefix, nth", FAULTS,
-                         ids=[_ids(c) for c in FAULTS])
-def test_worker_killed_mid_fit_gives_the_same_model(client, name, params, stage, prefix,
-                                                    nth):
+@pytest.mark.parametrize("name, params, stage, prefix, nth", FAULTS, ids=[_ids(c) for c in FAULTS])
+def test_worker_killed_mid_fit_gives_the_same_model(client, name, params, stage, prefix, nth):
     Xd = da.from_array(X, chunks=CHUNKS)
     with on_cluster(client):
         reference = outputs(fit(make(name, **params), name, Xd, Y), X)
@@ -143,19 +147,27 @@ def test_memory_too_small_for_the_h_cache_recomputes_without_losing_a_worker(cap
     labels as a fit that caches, and no worker is restarted by its nanny."""
     X_big, _ = make_blobs(130_000, n_features=6, centers=3, random_state=0)
     Xd = da.from_array(X_big, chunks=(10_000, 6))
-    params = dict(n_clusters=3, n_hidden=500, init="kmeans", max_iter=3, n_init=1,
-                  random_state=0)
+    params = dict(n_clusters=3, n_hidden=500, init="kmeans", max_iter=3, n_init=1, random_state=0)
     # H = 130,000 x 500 float64 = 520 MB; a quarter of 2 x 1 GB is 500 MB
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                      dashboard_address=None, memory_limit="1GB") as cluster, \
-            Client(cluster) as small, on_cluster(small):
+    with (
+        LocalCluster(
+            n_workers=2,
+            threads_per_worker=1,
+            processes=True,
+            dashboard_address=None,
+            memory_limit="1GB",
+        ) as cluster,
+        Client(cluster) as small,
+        on_cluster(small),
+    ):
         pids = _worker_pids(small)
         with caplog.at_level("INFO", logger="elmscale"), warnings.catch_warnings():
             warnings.simplefilter("ignore", ConvergenceWarning)
             recomputed = make("EMMC", **params).fit(Xd)
             labels = recomputed.labels_.compute()
-        assert any("recomputed per pass" in r.getMessage() for r in caplog.records), \
-            [r.getMessage() for r in caplog.records]
+        assert any("recomputed per pass" in r.getMessage() for r in caplog.records), [
+            r.getMessage() for r in caplog.records
+        ]
         assert _worker_pids(small) == pids  # nobody killed, nobody restarted
     with dask.config.set(scheduler="sync"), warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)

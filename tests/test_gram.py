@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 
 from elmscale import config_context
-from elmscale.graph import knn_graph
 from elmscale.gram import hidden_stats
+from elmscale.graph import knn_graph
 from elmscale.hidden import HiddenFeatures, RandomHiddenLayer
 
 from ._reference import hidden, knn_laplacian
@@ -27,28 +27,35 @@ def data(rng):
     return X, y, w, labels
 
 
-def _stats(X, y, w, labels, chunks, layer, *, weights="binary", normalized=False, power=1,
-           order=False):
+def _stats(
+    X, y, w, labels, chunks, layer, *, weights="binary", normalized=False, power=1, order=False
+):
     Xd = da.from_array(X, chunks=(chunks, 6))
     features = HiddenFeatures(Xd, layer, cache=False)
-    graph = knn_graph(Xd, 5, backend="exact", weights=weights, normalized=normalized,
-                      order=order, random_state=0)
+    graph = knn_graph(
+        Xd, 5, backend="exact", weights=weights, normalized=normalized, order=order, random_state=0
+    )
     assert (graph.order is not None) == order
     return hidden_stats(
-        features, ("count", "colsum", "hth", "hty", "htf", "sizes", "htlh"),
-        Y=da.from_array(y, chunks=(chunks, 2)), sample_weight=da.from_array(w, chunks=chunks),
-        labels=da.from_array(labels, chunks=chunks), n_labels=4, graph=graph,
-        laplacian_power=power)
+        features,
+        ("count", "colsum", "hth", "hty", "htf", "sizes", "htlh"),
+        Y=da.from_array(y, chunks=(chunks, 2)),
+        sample_weight=da.from_array(w, chunks=chunks),
+        labels=da.from_array(labels, chunks=chunks),
+        n_labels=4,
+        graph=graph,
+        laplacian_power=power,
+    )
 
 
 @pytest.mark.parametrize("chunks", CHUNKINGS)
-@pytest.mark.parametrize("weights,normalized,power",
-                         [("binary", False, 1), ("heat", True, 1), ("binary", False, 2)])
+@pytest.mark.parametrize(
+    "weights,normalized,power", [("binary", False, 1), ("heat", True, 1), ("binary", False, 2)]
+)
 def test_chunked_equals_dense(data, chunks, weights, normalized, power):
     X, y, w, labels = data
     layer = RandomHiddenLayer.draw(6, 40, "sigmoid", 0)
-    s = _stats(X, y, w, labels, chunks, layer, weights=weights, normalized=normalized,
-               power=power)
+    s = _stats(X, y, w, labels, chunks, layer, weights=weights, normalized=normalized, power=power)
     L = knn_laplacian(X, 5, weights=weights, normalized=normalized)
     _assert_terms_equal_dense(s, data, layer, np.linalg.matrix_power(L, power))
 
@@ -70,16 +77,27 @@ def _assert_terms_equal_dense(s, data, layer, Lp):
 
 @pytest.mark.parametrize("order", [False, True])
 @pytest.mark.parametrize("chunks", CHUNKINGS)
-@pytest.mark.parametrize("power,weights,normalized",
-                         [(3, "binary", False), (4, "heat", True), (5, "binary", True),
-                          (5, "heat", False)])
+@pytest.mark.parametrize(
+    "power,weights,normalized",
+    [(3, "binary", False), (4, "heat", True), (5, "binary", True), (5, "heat", False)],
+)
 def test_higher_powers_equal_dense(data, chunks, power, weights, normalized, order):
     """p > 2 goes through L^q H persisted on the cluster and its halo rows (not X's): every
     term of the same pass still equals the dense products, in input or locality order."""
     X, y, w, labels = data
     layer = RandomHiddenLayer.draw(6, 40, "sigmoid", 0)
-    s = _stats(X, y, w, labels, chunks, layer, weights=weights, normalized=normalized,
-               power=power, order=order)
+    s = _stats(
+        X,
+        y,
+        w,
+        labels,
+        chunks,
+        layer,
+        weights=weights,
+        normalized=normalized,
+        power=power,
+        order=order,
+    )
     H = hidden(X, layer)
     L = knn_laplacian(X, 5, weights=weights, normalized=normalized)
     assert _rel(s["htlh"], H.T @ np.linalg.matrix_power(L, power) @ H) < 1e-10
@@ -93,12 +111,15 @@ def test_higher_power_logs_the_bytes_it_ships(data, caplog):
     Xd = da.from_array(X, chunks=((50, 50, 50), 6))
     graph = knn_graph(Xd, 5, backend="exact", order=False)
     with caplog.at_level("INFO", logger="elmscale.gram"):
-        hidden_stats(HiddenFeatures(Xd, layer, cache=False), ("htlh",), graph=graph,
-                     laplacian_power=5)
+        hidden_stats(
+            HiddenFeatures(Xd, layer, cache=False), ("htlh",), graph=graph, laplacian_power=5
+        )
     msg = [r.getMessage() for r in caplog.records if r.name == "elmscale.gram"]
     mb = graph.halo_size() * 40 * 8 / 1e6
-    assert any(f"2 product(s) ship {graph.halo_size()} halo rows" in m and f"({mb:.1f} MB each)"
-               in m for m in msg), msg
+    assert any(
+        f"2 product(s) ship {graph.halo_size()} halo rows" in m and f"({mb:.1f} MB each)" in m
+        for m in msg
+    ), msg
 
 
 def test_laplacian_power_rows_is_aligned_with_the_graph(data):
@@ -112,8 +133,7 @@ def test_laplacian_power_rows_is_aligned_with_the_graph(data):
     H_blocks = HiddenFeatures(Xd, layer, cache=False).blocks()
     import dask
 
-    Z = laplacian_power_rows(graph, H_blocks, dask.delayed(layer), 3, n_hidden=20,
-                             dtype=np.float64)
+    Z = laplacian_power_rows(graph, H_blocks, dask.delayed(layer), 3, n_hidden=20, dtype=np.float64)
     assert Z.chunks == ((17, 60, 33, 40), (20,))
     L = knn_laplacian(X, 5, normalized=True)
     ref = np.linalg.matrix_power(L, 3) @ hidden(X, layer)
@@ -189,8 +209,12 @@ def test_distributed_equals_dense(data, n_workers, dask_client):
         assert len(dask_client.scheduler_info()["workers"]) == 2
         check()
     else:
-        with LocalCluster(n_workers=1, threads_per_worker=1, processes=True,
-                          dashboard_address=None) as cluster, Client(cluster, set_as_default=False) as c1:
+        with (
+            LocalCluster(
+                n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None
+            ) as cluster,
+            Client(cluster, set_as_default=False) as c1,
+        ):
             with c1.as_current():
                 import dask
 
@@ -206,11 +230,15 @@ def test_locality_ordered_graph_gives_the_same_sums(data):
     Xd = da.from_array(X, chunks=((17, 60, 33, 40), 6))
     graph = knn_graph(Xd, 5, backend="exact", order=True, random_state=0)
     assert graph.order is not None
-    s = hidden_stats(HiddenFeatures(Xd, layer, cache=True), ("hth", "hty", "htf", "htlh"),
-                     Y=da.from_array(y, chunks=((17, 60, 33, 40), 2)),
-                     sample_weight=da.from_array(w, chunks=((17, 60, 33, 40),)),
-                     labels=da.from_array(labels, chunks=((17, 60, 33, 40),)), n_labels=4,
-                     graph=graph)
+    s = hidden_stats(
+        HiddenFeatures(Xd, layer, cache=True),
+        ("hth", "hty", "htf", "htlh"),
+        Y=da.from_array(y, chunks=((17, 60, 33, 40), 2)),
+        sample_weight=da.from_array(w, chunks=((17, 60, 33, 40),)),
+        labels=da.from_array(labels, chunks=((17, 60, 33, 40),)),
+        n_labels=4,
+        graph=graph,
+    )
     H = hidden(X, layer)
     F = np.zeros((150, 4))
     F[labels >= 0, labels[labels >= 0]] = 1
@@ -250,12 +278,16 @@ def test_grouped_tasks_equal_dense(data, order):
     chunks = (5,) * 30
     Xd = da.from_array(X, chunks=(chunks, 6))
     graph = knn_graph(Xd, 5, backend="exact", normalized=True, order=order, random_state=0)
-    s = hidden_stats(HiddenFeatures(Xd, layer, cache=False),
-                     ("count", "colsum", "hth", "hty", "htf", "sizes", "htlh"),
-                     Y=da.from_array(y, chunks=(chunks, 2)),
-                     sample_weight=da.from_array(w, chunks=chunks),
-                     labels=da.from_array(labels, chunks=chunks), n_labels=4, graph=graph,
-                     group_bytes=3 * 5 * 40 * 8)
+    s = hidden_stats(
+        HiddenFeatures(Xd, layer, cache=False),
+        ("count", "colsum", "hth", "hty", "htf", "sizes", "htlh"),
+        Y=da.from_array(y, chunks=(chunks, 2)),
+        sample_weight=da.from_array(w, chunks=chunks),
+        labels=da.from_array(labels, chunks=chunks),
+        n_labels=4,
+        graph=graph,
+        group_bytes=3 * 5 * 40 * 8,
+    )
     _assert_terms_equal_dense(s, data, layer, knn_laplacian(X, 5, normalized=True))
 
 
@@ -267,11 +299,17 @@ def test_task_keys_name_their_stage(data):
     layer = RandomHiddenLayer.draw(6, 10, "sigmoid", 0)
     Xd = da.from_array(X, chunks=(50, 6))
     graph = knn_graph(Xd, 5, backend="exact", order=False)
-    total = hidden_stats(HiddenFeatures(Xd, layer, cache=False), ("hth", "htlh"), graph=graph,
-                         compute=False)
+    total = hidden_stats(
+        HiddenFeatures(Xd, layer, cache=False), ("hth", "htlh"), graph=graph, compute=False
+    )
     names = {key_split(k) for k in dict(total.__dask_graph__())}
-    assert {"elmscale-gram-block", "elmscale-gram-halo", "elmscale-gram-pattern",
-            "elmscale-gram-sum", "elmscale-gram-finish"} <= names
+    assert {
+        "elmscale-gram-block",
+        "elmscale-gram-halo",
+        "elmscale-gram-pattern",
+        "elmscale-gram-sum",
+        "elmscale-gram-finish",
+    } <= names
 
 
 def test_float32_graph_term_close_to_float64(data):

@@ -28,15 +28,24 @@ BROKEN_WARNING = (
     "distribution elmscale-broken-example 0.0.1) failed: ImportError: simulated: "
     "elmscale_broken_example needs the package 'notinstalled'"
 )
-NETWORK_ERRORS = ("Could not find a version that satisfies", "No matching distribution",
-                  "NewConnectionError", "Temporary failure in name resolution",
-                  "Network is unreachable", "ConnectTimeout", "ReadTimeout")
+NETWORK_ERRORS = (
+    "Could not find a version that satisfies",
+    "No matching distribution",
+    "NewConnectionError",
+    "Temporary failure in name resolution",
+    "Network is unreachable",
+    "ConnectTimeout",
+    "ReadTimeout",
+)
 
 
 def _pip(*args, timeout=120):
-    return subprocess.run([sys.executable, "-m", "pip", "--disable-pip-version-check",
-                           "--no-input", *args], capture_output=True, text=True,
-                          timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "pip", "--disable-pip-version-check", "--no-input", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def _installed(dist):
@@ -66,9 +75,11 @@ def _can_build_offline():
 
 
 def _env():
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("ELMSCALE_LOAD_PLUGINS", "ELMSCALE_DISABLE_PLUGINS",
-                        "ELMSCALE_STRICT_PLUGINS")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("ELMSCALE_LOAD_PLUGINS", "ELMSCALE_DISABLE_PLUGINS", "ELMSCALE_STRICT_PLUGINS")
+    }
     env["PYTHONWARNINGS"] = "default"
     return env
 
@@ -122,8 +133,14 @@ def _install():
 
 
 def _python(code, **env):
-    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
-                          text=True, timeout=120, env={**_env(), **env}, cwd=ROOT)
+    proc = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**_env(), **env},
+        cwd=ROOT,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
@@ -159,15 +176,21 @@ print(json.dumps({
 def test_installed_plugin_is_discovered_and_the_broken_one_reported(installed):
     out = _python(DISCOVER)
     assert out["warnings"] == [BROKEN_WARNING]
-    assert out["failures"] == [["broken-example", "broken-example = elmscale_broken_example",
-                                "elmscale-broken-example 0.0.1"]]
+    assert out["failures"] == [
+        [
+            "broken-example",
+            "broken-example = elmscale_broken_example",
+            "elmscale-broken-example 0.0.1",
+        ]
+    ]
     assert "c-elm" in out["names"]["algorithm"] and "us-elm" in out["names"]["algorithm"]
     assert "softplus" in out["names"]["activation"]
     assert {"sigmoid", "tanh", "relu", "gaussian"} <= set(out["names"]["activation"])
     assert {"exact", "pynndescent"} <= set(out["names"]["graph"])
     assert out["celm_class"] == "elmscale_celm._celm.CELM"
     assert out["celm_plugin"] == {
-        "name": "celm", "distribution": "elmscale-celm 0.1.0",
+        "name": "celm",
+        "distribution": "elmscale-celm 0.1.0",
         "entry_point": "celm = elmscale_celm",
         "registered": {"algorithm": ["c-elm"], "activation": ["softplus"]},
     }
@@ -224,10 +247,14 @@ def test_switches_and_cli_with_installed_entry_points(installed):
     # `elmscale plugins --verbose` lists the plugin, the failure and its traceback
     assert out["cli_status"] == 1  # a plugin failed
     text = out["cli_text"]
-    assert ("celm  (elmscale-celm 0.1.0, entry point 'celm = elmscale_celm')\n"
-            "    algorithm  c-elm  - k-means in the ELM feature space (C-ELM-FS)\n"
-            "    activation softplus  - log(1 + exp(z)), a smooth ReLU\n") in text
-    assert ("  broken-example (entry point 'broken-example = elmscale_broken_example', "
-            "elmscale-broken-example 0.0.1): ImportError: simulated") in text
+    assert (
+        "celm  (elmscale-celm 0.1.0, entry point 'celm = elmscale_celm')\n"
+        "    algorithm  c-elm  - k-means in the ELM feature space (C-ELM-FS)\n"
+        "    activation softplus  - log(1 + exp(z)), a smooth ReLU\n"
+    ) in text
+    assert (
+        "  broken-example (entry point 'broken-example = elmscale_broken_example', "
+        "elmscale-broken-example 0.0.1): ImportError: simulated"
+    ) in text
     assert "      Traceback (most recent call last):" in text
     assert out["cli_warnings"] == []  # the failure is listed, not also warned

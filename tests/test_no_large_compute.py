@@ -41,8 +41,9 @@ def test_uselm_fit_on_dask_input_brings_back_no_n_sized_array(no_large_compute):
     N = 30_000
     X = np.random.RandomState(0).randn(N, 3)
     Xd = da.from_array(X, chunks=(6_000, 3))
-    model = elmscale.USELM(n_clusters=3, n_hidden=20, graph="exact", n_neighbors=5,
-                           random_state=0).fit(Xd)
+    model = elmscale.USELM(
+        n_clusters=3, n_hidden=20, graph="exact", n_neighbors=5, random_state=0
+    ).fit(Xd)
     assert isinstance(model.labels_, da.Array)
     assert no_large_compute, "the spy saw no compute at all"
     # bounded samples (k-means++ and cell seeds: 20,000 rows) are allowed, N-sized data not
@@ -57,8 +58,9 @@ def test_sselm_primal_higher_power_brings_back_no_n_sized_array(no_large_compute
     X = rng.randn(N, 3)
     y = np.where(rng.rand(N) < 0.01, (X[:, 0] > 0).astype(int), -1)
     Xd = da.from_array(X, chunks=(6_000, 3))
-    model = elmscale.SSELM(n_hidden=20, graph="exact", n_neighbors=5, laplacian_power=5,
-                           lam=0.1, random_state=0).fit(Xd, da.from_array(y, chunks=6_000))
+    model = elmscale.SSELM(
+        n_hidden=20, graph="exact", n_neighbors=5, laplacian_power=5, lam=0.1, random_state=0
+    ).fit(Xd, da.from_array(y, chunks=6_000))
     assert model._solver == "primal"
     assert no_large_compute, "the spy saw no compute at all"
     assert max(no_large_compute) <= 20_000 < N

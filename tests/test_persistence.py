@@ -22,8 +22,10 @@ ROOT = Path(__file__).resolve().parents[1]
 FORMATS = ("pickle", "joblib", "skops")
 X, Y = make_blobs(300, n_features=4, centers=3, random_state=0)
 # NumPy fits, and TUMK-ELM's scalable mode, whose fitted state holds kernel factors
-MODELS = {**{name: (name, {}) for name in NAMES},
-          "TUMKELM-scalable": ("TUMKELM", {"mode": "scalable"})}
+MODELS = {
+    **{name: (name, {}) for name in NAMES},
+    "TUMKELM-scalable": ("TUMKELM", {"mode": "scalable"}),
+}
 
 # Loads every saved model listed in argv[1]/index.txt (a fresh interpreter: no client, no
 # elmscale imported until the load) and saves what each gives for X into <path>.out.npz.
@@ -70,8 +72,13 @@ def _load_elsewhere(folder, saved):
         assert all(t.startswith("elmscale.") for t in trusted), trusted
         lines.append(" ".join([fmt, str(path), *trusted]))
     (folder / "index.txt").write_text("\n".join(lines))
-    done = subprocess.run([sys.executable, "-c", LOADER, str(folder), str(ROOT)],
-                          capture_output=True, text=True, timeout=300, cwd=ROOT)
+    done = subprocess.run(
+        [sys.executable, "-c", LOADER, str(folder), str(ROOT)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     return {path: dict(np.load(str(path) + ".out.npz")) for _, path in saved}
 
@@ -89,8 +96,11 @@ def numpy_round_trips(tmp_path_factory):
             _save(model, fmt, path)
             saved.append((fmt, path))
     loaded = _load_elsewhere(folder, saved)
-    return {(key, fmt): (expected[key], loaded[folder / f"{key}.{fmt}"])
-            for key in MODELS for fmt in FORMATS}
+    return {
+        (key, fmt): (expected[key], loaded[folder / f"{key}.{fmt}"])
+        for key in MODELS
+        for fmt in FORMATS
+    }
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
@@ -101,8 +111,9 @@ def test_round_trip_in_a_new_process(numpy_round_trips, key, fmt):
     expected, loaded = numpy_round_trips[key, fmt]
     assert expected, key
     stored = [k for k in expected if k.endswith("_")]
-    assert_same_results({k: expected[k] for k in stored}, {k: loaded[k] for k in stored},
-                        f"{key} via {fmt}")  # the saved attributes: bit for bit
+    assert_same_results(
+        {k: expected[k] for k in stored}, {k: loaded[k] for k in stored}, f"{key} via {fmt}"
+    )  # the saved attributes: bit for bit
     # recomputed from X in another process: BLAS may round differently there
     assert_same_results(expected, loaded, f"{key} via {fmt}", rtol=1e-9)
 
@@ -118,8 +129,11 @@ def cluster_round_trips(dask_client, tmp_path_factory):
     for name in NAMES:
         with on_cluster(dask_client):
             model = fit(make(name), name, Xd, Y)
-        lazy = {attr: getattr(model, attr) for attr in ("labels_", "embedding_")
-                if isinstance(getattr(model, attr, None), da.Array)}
+        lazy = {
+            attr: getattr(model, attr)
+            for attr in ("labels_", "embedding_")
+            if isinstance(getattr(model, attr, None), da.Array)
+        }
         paths = []
         with on_cluster(dask_client):
             for fmt in ("pickle", "skops"):
@@ -127,11 +141,12 @@ def cluster_round_trips(dask_client, tmp_path_factory):
                 _save(model, fmt, path)
                 paths.append(path)
                 saved.append((fmt, path))
-            fitted[name] = (lazy, outputs(model, X), paths,
-                            pickle.loads(pickle.dumps(model)))
+            fitted[name] = (lazy, outputs(model, X), paths, pickle.loads(pickle.dumps(model)))
     loaded = _load_elsewhere(folder, saved)
-    return {name: (lazy, expected, {p: loaded[p] for p in paths}, copy)
-            for name, (lazy, expected, paths, copy) in fitted.items()}
+    return {
+        name: (lazy, expected, {p: loaded[p] for p in paths}, copy)
+        for name, (lazy, expected, paths, copy) in fitted.items()
+    }
 
 
 @pytest.mark.distributed
@@ -149,9 +164,11 @@ def test_model_fitted_on_a_cluster_loads_without_it(cluster_round_trips, name):
     for path, outs in loaded.items():
         # stored attributes are bit for bit; outputs recomputed from X on another layout of
         # processes (a client's threads, not a worker) may round differently
-        assert_same_results({k: v for k, v in expected.items() if k.endswith("_")},
-                            {k: v for k, v in outs.items() if k.endswith("_")},
-                            f"{name} via {path.suffix}")
+        assert_same_results(
+            {k: v for k, v in expected.items() if k.endswith("_")},
+            {k: v for k, v in outs.items() if k.endswith("_")},
+            f"{name} via {path.suffix}",
+        )
         assert_same_results(expected, outs, f"{name} via {path.suffix}", rtol=1e-9)
 
 
@@ -160,8 +177,12 @@ def test_saving_after_the_cluster_closed_names_the_attributes():
     and what to do, instead of failing later at load time."""
     from distributed import Client, LocalCluster
 
-    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
-                      dashboard_address=None) as cluster, Client(cluster):
+    with (
+        LocalCluster(
+            n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None
+        ) as cluster,
+        Client(cluster),
+    ):
         model = fit(make("USELM"), "USELM", da.from_array(X, chunks=(100, 4)), Y)
     with pytest.raises(pickle.PicklingError, match="embedding_, labels_|labels_, embedding_"):
         pickle.dumps(model)

@@ -38,8 +38,7 @@ def test_embedding_with_given_labels_subsampled_on_given_axes(blobs, uselm):
 
     X, y = blobs
     _, ax0 = plt.subplots()
-    ax = plot.embedding(uselm, da.from_array(X, chunks=(70, 5)), labels=y, ax=ax0,
-                        max_points=100)
+    ax = plot.embedding(uselm, da.from_array(X, chunks=(70, 5)), labels=y, ax=ax0, max_points=100)
     assert ax is ax0
     (points,) = ax.collections
     np.testing.assert_allclose(points.get_offsets(), uselm.transform(X[::3])[:, :2])
@@ -51,14 +50,12 @@ def test_embedding_of_emmc_uses_its_outputs(blobs):
     X, _ = blobs
     model = EMMC(n_clusters=3, n_hidden=30, random_state=0).fit(X)
     ax = plot.embedding(model, X)
-    np.testing.assert_allclose(ax.collections[0].get_offsets(),
-                               model.decision_function(X)[:, :2])
+    np.testing.assert_allclose(ax.collections[0].get_offsets(), model.decision_function(X)[:, :2])
 
 
 def test_history_of_elmjec_plots_objective_per_iteration(blobs):
     X, _ = blobs
-    model = ELMJEC(n_clusters=3, n_hidden=40, graph="exact", n_restarts=3,
-                   random_state=0).fit(X)
+    model = ELMJEC(n_clusters=3, n_hidden=40, graph="exact", n_restarts=3, random_state=0).fit(X)
     ax = plot.history(model)
     objective, kmeans = ax.get_lines()
     np.testing.assert_array_equal(objective.get_ydata(), model.history_["objective"])

@@ -41,8 +41,12 @@ def clean_env(monkeypatch):
     """No plugin environment variables (the global registry is loaded first, while the
     suite's ELMSCALE_LOAD_PLUGINS="" still keeps installed entry points out of it)."""
     registry.load_plugins()
-    for var in ("ELMSCALE_STRICT_PLUGINS", "ELMSCALE_LOAD_PLUGINS", "ELMSCALE_DISABLE_PLUGINS",
-                "ELMSCALE_TRACE_PLUGINS"):
+    for var in (
+        "ELMSCALE_STRICT_PLUGINS",
+        "ELMSCALE_LOAD_PLUGINS",
+        "ELMSCALE_DISABLE_PLUGINS",
+        "ELMSCALE_TRACE_PLUGINS",
+    ):
         monkeypatch.delenv(var, raising=False)
     return monkeypatch
 
@@ -65,7 +69,8 @@ def fake_entry_points(clean_env, samples):
     def install(**pairs):
         eps = importlib.metadata.EntryPoints(
             importlib.metadata.EntryPoint(name, value, registry.ENTRY_POINT_GROUP)
-            for name, value in pairs.items())
+            for name, value in pairs.items()
+        )
 
         def entry_points(**params):
             if params.get("group") == registry.ENTRY_POINT_GROUP:
@@ -82,12 +87,15 @@ def _messages(record):
 
 
 # -- lookups on the global registry -----------------------------------------------------------
-@pytest.mark.parametrize("kind, names", [
-    ("algorithm", {"us-elm"}),
-    ("activation", {"sigmoid", "tanh", "relu", "gaussian", "identity"}),
-    ("graph", {"exact", "pynndescent"}),
-    ("kernel", {"linear", "rbf", "poly"}),
-])
+@pytest.mark.parametrize(
+    "kind, names",
+    [
+        ("algorithm", {"us-elm"}),
+        ("activation", {"sigmoid", "tanh", "relu", "gaussian", "identity"}),
+        ("graph", {"exact", "pynndescent"}),
+        ("kernel", {"linear", "rbf", "poly"}),
+    ],
+)
 def test_available_lists_builtins_sorted(kind, names):
     got = elmscale.available(kind)
     assert names <= set(got)
@@ -95,8 +103,11 @@ def test_available_lists_builtins_sorted(kind, names):
 
 
 def test_available_rejects_unknown_kind():
-    with pytest.raises(ValueError, match=r"kind must be one of \['activation', 'algorithm', "
-                                         r"'graph', 'kernel'\], got 'model'"):
+    with pytest.raises(
+        ValueError,
+        match=r"kind must be one of \['activation', 'algorithm', "
+        r"'graph', 'kernel'\], got 'model'",
+    ):
         elmscale.available("model")
 
 
@@ -111,21 +122,31 @@ def test_make_builds_the_registered_estimator():
 
 def test_unknown_name_lists_registered_ones():
     listed = ", ".join(elmscale.available("algorithm"))
-    with pytest.raises(UnknownPluginError, match=re.escape(
-            f"algorithm 'us_elm' is not registered; available: {listed} "
-            "(run `elmscale plugins`)")):
+    with pytest.raises(
+        UnknownPluginError,
+        match=re.escape(
+            f"algorithm 'us_elm' is not registered; available: {listed} (run `elmscale plugins`)"
+        ),
+    ):
         elmscale.make("us_elm")
     listed = ", ".join(elmscale.available("activation"))
-    with pytest.raises(UnknownPluginError, match=re.escape(
-            f"activation='sigmod': activation 'sigmod' is not registered; available: {listed}")):
+    with pytest.raises(
+        UnknownPluginError,
+        match=re.escape(
+            f"activation='sigmod': activation 'sigmod' is not registered; available: {listed}"
+        ),
+    ):
         registry.resolve("activation", "sigmod", "activation")
 
 
 def test_unknown_activation_in_an_estimator_lists_registered_ones(blobs):
     X, _ = blobs
-    with pytest.raises(ValueError, match=r"'activation' parameter of USELM must be a registered "
-                       r"activation name among \[.*'sigmoid'.*\] \(run `elmscale plugins`\).* "
-                       r"Got 'sigmod' instead"):
+    with pytest.raises(
+        ValueError,
+        match=r"'activation' parameter of USELM must be a registered "
+        r"activation name among \[.*'sigmoid'.*\] \(run `elmscale plugins`\).* "
+        r"Got 'sigmod' instead",
+    ):
         elmscale.USELM(3, n_hidden=20, activation="sigmod", graph="exact").fit(X)
 
 
@@ -148,7 +169,9 @@ def test_good_plugin_in_a_fresh_registry(fresh, samples):
     assert "cube" in fresh.available("activation") and "toy" not in fresh.available("algorithm")
     listing = {p["name"]: p for p in fresh.list_plugins()}
     assert listing["good"] == {
-        "name": "good", "distribution": "good-dist 1.0", "entry_point": "",
+        "name": "good",
+        "distribution": "good-dist 1.0",
+        "entry_point": "",
         "registered": {"algorithm": ["toy-elm-kmeans"], "activation": ["cube"]},
     }
     assert fresh.failures == []
@@ -168,8 +191,9 @@ def good_in_global(samples):
 
 def test_good_plugin_usable_by_name_everywhere(good_in_global, blobs):
     X, y = blobs
-    model = elmscale.make("toy-elm-kmeans", n_clusters=3, n_hidden=30, activation="cube",
-                          random_state=0).fit(X)
+    model = elmscale.make(
+        "toy-elm-kmeans", n_clusters=3, n_hidden=30, activation="cube", random_state=0
+    ).fit(X)
     assert model.hidden_layer_.activation is good_in_global.cube
     assert sorted(set(model.labels_.tolist())) == [0, 1, 2]
     # an estimator of elmscale takes the plugin's activation by name too
@@ -190,10 +214,14 @@ def test_unregister_removes_every_name(good_in_global):
 # -- duplicate names --------------------------------------------------------------------------
 def test_duplicate_name_warns_naming_both_and_keeps_builtin(fresh, samples):
     dup = samples("duplicate_sigmoid")
-    with pytest.warns(PluginLoadWarning, match=re.escape(
+    with pytest.warns(
+        PluginLoadWarning,
+        match=re.escape(
             "elmscale plugin 'dup' (distribution dup-dist 0.1) registers a taken name: "
             "ValueError: plugin 'dup' registers activation 'sigmoid', which plugin "
-            f"'{BUILTIN_ACTIVATIONS}' already registered; keeping '{BUILTIN_ACTIVATIONS}''s")):
+            f"'{BUILTIN_ACTIVATIONS}' already registered; keeping '{BUILTIN_ACTIVATIONS}''s"
+        ),
+    ):
         fresh.register_plugin(dup, name="dup", distribution="dup-dist 0.1")
     assert fresh.get("activation", "sigmoid") is sigmoid
     assert fresh.get("activation", "hard-sigmoid") is dup.hard_sigmoid  # the rest is kept
@@ -212,11 +240,12 @@ def test_duplicate_alias_is_a_taken_name(fresh):
     class Plugin:
         @elmscale.hookimpl
         def register_graph_backends(self, register):
-            register("brute-force", lambda X, k, *, random_state=None: None,
-                     aliases=("brute",))
+            register("brute-force", lambda X, k, *, random_state=None: None, aliases=("brute",))
 
-    with pytest.warns(PluginLoadWarning, match="registers graph 'brute', which plugin "
-                                               "'elmscale._builtins.graphs' already"):
+    with pytest.warns(
+        PluginLoadWarning,
+        match="registers graph 'brute', which plugin 'elmscale._builtins.graphs' already",
+    ):
         fresh.register_plugin(Plugin(), name="aliased")
     assert "brute-force" not in fresh.available("graph")
 
@@ -224,11 +253,19 @@ def test_duplicate_alias_is_a_taken_name(fresh):
 def test_second_plugin_with_a_taken_plugin_name_leaves_the_first(fresh, samples):
     good = samples("good_plugin")
     fresh.register_plugin(good, name="same", entry_point="same = good_plugin")
-    with pytest.warns(PluginLoadWarning, match=re.escape(
+    with pytest.warns(
+        PluginLoadWarning,
+        match=re.escape(
             "elmscale plugin 'same' (entry point 'same = other', distribution other 1) "
-            "failed: ValueError: a plugin is already registered as 'same'")):
-        fresh.register_plugin(samples("duplicate_sigmoid"), name="same",
-                              entry_point="same = other", distribution="other 1")
+            "failed: ValueError: a plugin is already registered as 'same'"
+        ),
+    ):
+        fresh.register_plugin(
+            samples("duplicate_sigmoid"),
+            name="same",
+            entry_point="same = other",
+            distribution="other 1",
+        )
     assert fresh.get("activation", "cube") is good.cube  # the first one still works
     assert "hard-sigmoid" not in fresh.available("activation")
     with pytest.warns(PluginLoadWarning, match="already registered as 'same'"):
@@ -238,9 +275,12 @@ def test_second_plugin_with_a_taken_plugin_name_leaves_the_first(fresh, samples)
 
 # -- broken plugins ---------------------------------------------------------------------------
 def test_misspelt_hook_is_caught_by_check_pending(fresh, samples):
-    with pytest.warns(PluginLoadWarning, match=r"elmscale plugin 'misspelt' \(distribution "
-                      r"elmscale\) failed: PluginValidationError: unknown hook "
-                      r"'register_algorithm' in plugin"):
+    with pytest.warns(
+        PluginLoadWarning,
+        match=r"elmscale plugin 'misspelt' \(distribution "
+        r"elmscale\) failed: PluginValidationError: unknown hook "
+        r"'register_algorithm' in plugin",
+    ):
         assert fresh.register_plugin(samples("misspelt_hook"), name="misspelt") is None
     assert "kmeans" not in fresh.available("algorithm")
     assert "misspelt" not in [p["name"] for p in fresh.list_plugins()]
@@ -259,8 +299,11 @@ def test_hook_signature_mismatch_is_a_load_failure(fresh):
         def register_algorithms(self, register, extra):
             pass
 
-    with pytest.warns(PluginLoadWarning, match=r"PluginValidationError: Plugin 'bad-args' "
-                                               r"for hook 'register_algorithms'"):
+    with pytest.warns(
+        PluginLoadWarning,
+        match=r"PluginValidationError: Plugin 'bad-args' "
+        r"for hook 'register_algorithms'",
+    ):
         fresh.register_plugin(Plugin(), name="bad-args")
 
 
@@ -269,9 +312,12 @@ def test_plugin_without_hookimpl_markers_is_reported(fresh):
         def register_algorithms(self, register):  # @elmscale.hookimpl forgotten
             register("never", object)
 
-    with pytest.warns(PluginLoadWarning, match=r"it implements none of the hooks "
-                      r"register_activations, register_algorithms, register_graph_backends, "
-                      r"register_kernels \(is @elmscale.hookimpl missing\?\)"):
+    with pytest.warns(
+        PluginLoadWarning,
+        match=r"it implements none of the hooks "
+        r"register_activations, register_algorithms, register_graph_backends, "
+        r"register_kernels \(is @elmscale.hookimpl missing\?\)",
+    ):
         fresh.register_plugin(Plugin(), name="unmarked")
 
 
@@ -288,10 +334,13 @@ def test_hook_that_raises_leaves_nothing_behind(fresh):
     assert "raiser" not in [p["name"] for p in fresh.list_plugins()]
 
 
-@pytest.mark.parametrize("kind_hook, obj, message", [
-    ("register_algorithms", "not a class", "algorithm 'x' must be an estimator class"),
-    ("register_activations", 42, "activation 'x' must be callable, got 42"),
-])
+@pytest.mark.parametrize(
+    "kind_hook, obj, message",
+    [
+        ("register_algorithms", "not a class", "algorithm 'x' must be an estimator class"),
+        ("register_activations", 42, "activation 'x' must be callable, got 42"),
+    ],
+)
 def test_objects_breaking_the_protocol_are_refused(fresh, kind_hook, obj, message):
     def hook(register):
         register("x", obj)
@@ -312,10 +361,12 @@ def test_broken_entry_point_is_skipped_and_the_rest_work(fake_entry_points):
     assert len(messages) == 2, messages
     assert messages[0] == (
         "elmscale plugin 'broken' (entry point 'broken = broken_import', distribution unknown) "
-        "failed: ImportError: simulated: elmscale_broken needs the package 'notinstalled'")
+        "failed: ImportError: simulated: elmscale_broken needs the package 'notinstalled'"
+    )
     assert messages[1].startswith(
         "elmscale plugin 'dup' (entry point 'dup = duplicate_sigmoid', distribution unknown) "
-        "registers a taken name: ValueError: plugin 'dup' registers activation 'sigmoid'")
+        "registers a taken name: ValueError: plugin 'dup' registers activation 'sigmoid'"
+    )
     assert {"cube", "hard-sigmoid", "sigmoid", "tanh"} <= set(reg.available("activation"))
     assert {"toy-elm-kmeans", "us-elm"} <= set(reg.available("algorithm"))
     assert reg.get("activation", "sigmoid") is sigmoid
@@ -328,8 +379,11 @@ def test_broken_entry_point_is_skipped_and_the_rest_work(fake_entry_points):
 def test_strict_mode_raises_plugin_load_error(fake_entry_points, clean_env):
     fake_entry_points(good="good_plugin", broken="broken_import")
     clean_env.setenv("ELMSCALE_STRICT_PLUGINS", "1")
-    with pytest.raises(PluginLoadError, match=r"elmscale plugin 'broken' \(entry point "
-                       r"'broken = broken_import'.*ImportError: simulated"):
+    with pytest.raises(
+        PluginLoadError,
+        match=r"elmscale plugin 'broken' \(entry point "
+        r"'broken = broken_import'.*ImportError: simulated",
+    ):
         Registry().load_plugins()
 
 
@@ -343,14 +397,17 @@ def test_strict_mode_raises_on_duplicates_and_misspelt_hooks(fresh, samples, cle
     assert fresh.get("activation", "sigmoid") is sigmoid
 
 
-@pytest.mark.parametrize("load, disable, expected", [
-    ("good", None, {"good"}),
-    ("good, dup", None, {"good", "dup"}),
-    ("", None, set()),
-    (None, "broken", {"good", "dup"}),
-    (None, "broken,dup", {"good"}),
-    ("good,broken", "broken", {"good"}),
-])
+@pytest.mark.parametrize(
+    "load, disable, expected",
+    [
+        ("good", None, {"good"}),
+        ("good, dup", None, {"good", "dup"}),
+        ("", None, set()),
+        (None, "broken", {"good", "dup"}),
+        (None, "broken,dup", {"good"}),
+        ("good,broken", "broken", {"good"}),
+    ],
+)
 def test_load_and_disable_switches(fake_entry_points, clean_env, load, disable, expected):
     fake_entry_points(good="good_plugin", broken="broken_import", dup="duplicate_sigmoid")
     if load is not None:
@@ -418,14 +475,17 @@ def _bad_node(Z):
 _bad_node.node = "multiplicative"
 
 
-@pytest.mark.parametrize("func, message", [
-    (_bad_dtype, "changed the dtype: float32 in, float64 out"),
-    (_bad_shape, "changed the shape: (13, 7) in, (13, 6) out"),
-    (_not_row_wise, "is not row-wise"),
-    (_stateful, "is not stateless"),
-    (_bad_node, "attribute node must be 'additive' or 'rbf', got 'multiplicative'"),
-    (lambda Z: np.full_like(Z, np.inf), "gave non-finite values for finite float64 input"),
-])
+@pytest.mark.parametrize(
+    "func, message",
+    [
+        (_bad_dtype, "changed the dtype: float32 in, float64 out"),
+        (_bad_shape, "changed the shape: (13, 7) in, (13, 6) out"),
+        (_not_row_wise, "is not row-wise"),
+        (_stateful, "is not stateless"),
+        (_bad_node, "attribute node must be 'additive' or 'rbf', got 'multiplicative'"),
+        (lambda Z: np.full_like(Z, np.inf), "gave non-finite values for finite float64 input"),
+    ],
+)
 def test_check_activation_failures(func, message):
     with pytest.raises(AssertionError, match=re.escape(message)):
         check_activation(func)
@@ -435,8 +495,7 @@ def _with_self(X, k, *, random_state=None):
     import dask.array as da
 
     idx, dist = registry.get("graph", "exact")(X, k)
-    idx = da.concatenate([da.arange(X.shape[0], chunks=X.chunks[0])[:, None], idx[:, 1:]],
-                         axis=1)
+    idx = da.concatenate([da.arange(X.shape[0], chunks=X.chunks[0])[:, None], idx[:, 1:]], axis=1)
     return idx, dist
 
 
@@ -452,16 +511,24 @@ def _poor_recall(X, k, *, random_state=None):
     d = np.sqrt(((Xc[:, None, :] - Xc[None, :, :]) ** 2).sum(axis=2))
     idx = np.argsort(d, axis=1)[:, -k:]  # the k farthest points, nearest of them first
     chunks = (X.chunks[0], (k,))
-    return (da.from_array(idx, chunks=chunks),
-            da.from_array(np.take_along_axis(d, idx, axis=1), chunks=chunks))
+    return (
+        da.from_array(idx, chunks=chunks),
+        da.from_array(np.take_along_axis(d, idx, axis=1), chunks=chunks),
+    )
 
 
-@pytest.mark.parametrize("backend, message", [
-    (_with_self, "rows list themselves as a neighbour"),
-    (_misaligned, "are not X's (50, 70, 60)"),
-    (_poor_recall, "recall@6 against brute force is"),
-    (lambda X, k, *, random_state=None: (X, X), "indices has shape (180, 4), expected (180, 6)"),
-])
+@pytest.mark.parametrize(
+    "backend, message",
+    [
+        (_with_self, "rows list themselves as a neighbour"),
+        (_misaligned, "are not X's (50, 70, 60)"),
+        (_poor_recall, "recall@6 against brute force is"),
+        (
+            lambda X, k, *, random_state=None: (X, X),
+            "indices has shape (180, 4), expected (180, 6)",
+        ),
+    ],
+)
 def test_check_graph_backend_failures(backend, message):
     with pytest.raises(AssertionError, match=re.escape(message)):
         check_graph_backend(backend)
@@ -479,11 +546,14 @@ class _FitReturnsLabels(elmscale.USELM):
         return super().fit(X).labels_
 
 
-@pytest.mark.parametrize("cls, message", [
-    (_RewritesParams, "__init__ changed parameter n_hidden: passed 40"),
-    (_FitReturnsLabels, "fit() must return self, got ndarray"),
-    (sigmoid, "must be a class, got function"),
-])
+@pytest.mark.parametrize(
+    "cls, message",
+    [
+        (_RewritesParams, "__init__ changed parameter n_hidden: passed 40"),
+        (_FitReturnsLabels, "fit() must return self, got ndarray"),
+        (sigmoid, "must be a class, got function"),
+    ],
+)
 def test_check_algorithm_failures(cls, message):
     with pytest.raises(AssertionError, match=re.escape(message)):
         check_algorithm(cls, sklearn_checks=False)
@@ -498,12 +568,12 @@ def test_trace_logs_hook_calls_and_names(clean_env, samples, caplog):
     messages = [r.getMessage() for r in caplog.records]
     assert "plugin 'good': calling register_algorithms" in messages
     assert "plugin 'good' registers activation 'cube' (aliases [])" in messages
-    assert ("plugin 'elmscale._builtins.uselm' registers algorithm 'us-elm' "
-            "(aliases ['uselm'])") in messages
+    assert (
+        "plugin 'elmscale._builtins.uselm' registers algorithm 'us-elm' (aliases ['uselm'])"
+    ) in messages
 
 
-def test_plugin_calling_sys_exit_on_import_is_contained(fake_entry_points, tmp_path,
-                                                        monkeypatch):
+def test_plugin_calling_sys_exit_on_import_is_contained(fake_entry_points, tmp_path, monkeypatch):
     (tmp_path / "exits_plugin.py").write_text("import sys\nsys.exit(3)\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     fake_entry_points(exits="exits_plugin", good="good_plugin")

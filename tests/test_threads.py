@@ -10,8 +10,11 @@ from elmscale.utils._threads import blas_threads, shared_pool
 
 
 def _blas_threads():
-    return {lib["filepath"]: lib["num_threads"] for lib in threadpool_info()
-            if lib["user_api"] == "blas"}
+    return {
+        lib["filepath"]: lib["num_threads"]
+        for lib in threadpool_info()
+        if lib["user_api"] == "blas"
+    }
 
 
 def test_shared_pool_is_kept_per_size():
@@ -47,8 +50,9 @@ def _child(queue):
     queue.put((len(had), list(shared_pool(2).map(abs, [-3]))))
 
 
-@pytest.mark.skipif("fork" not in multiprocessing.get_all_start_methods(),
-                    reason="needs the fork start method")
+@pytest.mark.skipif(
+    "fork" not in multiprocessing.get_all_start_methods(), reason="needs the fork start method"
+)
 def test_forked_child_builds_its_own_pool():
     shared_pool(2)
     ctx = multiprocessing.get_context("fork")

@@ -14,8 +14,7 @@ from elmscale.utils import validate_data
 from elmscale.utils._validation import as_row_chunked, row_chunks
 
 
-@pytest.mark.parametrize("n_samples, n_hidden", [(1, 10), (999, 100), (10_000, 7),
-                                                 (12_345, 1500)])
+@pytest.mark.parametrize("n_samples, n_hidden", [(1, 10), (999, 100), (10_000, 7), (12_345, 1500)])
 def test_row_chunks_are_those_of_the_dask_wrapper(n_samples, n_hidden):
     X = np.zeros((n_samples, 3))
     with config_context(chunk_bytes=2**20):
@@ -38,11 +37,14 @@ def test_numpy_ok_returns_the_validated_array_unmodified():
     assert was_dask and isinstance(Xd, da.Array)  # dask input stays dask
 
 
-@pytest.mark.parametrize("bad, error, match", [
-    (np.array([[1.0, np.nan]]), ValueError, "X contains NaN or infinity"),
-    (np.zeros(3), ValueError, "X must be 2-D"),
-    (np.array([["a", "b"]]), TypeError, "X must hold numbers"),
-])
+@pytest.mark.parametrize(
+    "bad, error, match",
+    [
+        (np.array([[1.0, np.nan]]), ValueError, "X contains NaN or infinity"),
+        (np.zeros(3), ValueError, "X must be 2-D"),
+        (np.array([["a", "b"]]), TypeError, "X must hold numbers"),
+    ],
+)
 def test_numpy_ok_validates_as_the_wrapper(bad, error, match):
     for numpy_ok in (False, True):
         with pytest.raises(error, match=match):
@@ -84,8 +86,11 @@ def test_any_finite_array_comes_back_equal_and_chunked_by_rows(X, rows):
 
 
 @settings(max_examples=60, deadline=None)
-@given(X=_finite, where=st.tuples(st.integers(0, 39), st.integers(0, 5)),
-       bad=st.sampled_from([np.nan, np.inf, -np.inf]))
+@given(
+    X=_finite,
+    where=st.tuples(st.integers(0, 39), st.integers(0, 5)),
+    bad=st.sampled_from([np.nan, np.inf, -np.inf]),
+)
 def test_any_non_finite_value_is_refused_naming_X(X, where, bad):
     X = X.copy()
     X[where[0] % X.shape[0], where[1] % X.shape[1]] = bad
@@ -135,10 +140,13 @@ def test_refit_on_an_array_forgets_column_names():
 
 def test_nullable_pandas_columns_are_floats_with_nan_for_missing():
     pd = pytest.importorskip("pandas")
-    df = pd.DataFrame({"a": pd.array([1, 2, 3], dtype="Int64"),
-                       "b": pd.array([True, False, True], dtype="boolean")})
-    np.testing.assert_array_equal(as_row_chunked(df, numpy_ok=True)[0],
-                                  [[1, 1], [2, 0], [3, 1]])
+    df = pd.DataFrame(
+        {
+            "a": pd.array([1, 2, 3], dtype="Int64"),
+            "b": pd.array([True, False, True], dtype="boolean"),
+        }
+    )
+    np.testing.assert_array_equal(as_row_chunked(df, numpy_ok=True)[0], [[1, 1], [2, 0], [3, 1]])
     df.loc[1, "a"] = pd.NA
     with pytest.raises(ValueError, match="^X contains NaN"):
         as_row_chunked(df)

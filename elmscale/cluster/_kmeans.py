@@ -58,8 +58,12 @@ def _lloyd_partials(block, centers):
         counts[r] = np.bincount(lab[r], minlength=k)
         for j in range(d):
             sums[r, :, j] = np.bincount(lab[r], weights=block[:, j], minlength=k)
-    return {"sums": sums, "counts": counts, "inertia": best.sum(axis=1),
-            "sumsq": np.einsum("ij,ij->", block, block)}
+    return {
+        "sums": sums,
+        "counts": counts,
+        "inertia": best.sum(axis=1),
+        "sumsq": np.einsum("ij,ij->", block, block),
+    }
 
 
 def _final_block(block, centers):
@@ -82,8 +86,17 @@ def block_rows(n_samples):
     return max(MIN_BLOCK_ROWS, -(-n_samples // MAX_BLOCKS))
 
 
-def kmeans(E, n_clusters, *, n_init=10, max_iter=100, tol=1e-4, init=None, random_state=None,
-           init_sample=20000):
+def kmeans(
+    E,
+    n_clusters,
+    *,
+    n_init=10,
+    max_iter=100,
+    tol=1e-4,
+    init=None,
+    random_state=None,
+    init_sample=20000,
+):
     """Cluster the rows of a dask array with Lloyd's algorithm.
 
     Parameters
@@ -119,8 +132,12 @@ def kmeans(E, n_clusters, *, n_init=10, max_iter=100, tol=1e-4, init=None, rando
         starts = km.cluster_centers_[None]
     rows = block_rows(N)
     Eb = E.rechunk({0: rows})
-    logger.info("k-means: %d rows in %d blocks held in memory (%.1f MB)", N,
-                len(Eb.chunks[0]), Eb.nbytes / 1e6)
+    logger.info(
+        "k-means: %d rows in %d blocks held in memory (%.1f MB)",
+        N,
+        len(Eb.chunks[0]),
+        Eb.nbytes / 1e6,
+    )
     blocks = list(dask.persist(*Eb.to_delayed().ravel().tolist()))
     partials = named(_lloyd_partials, "elmscale-kmeans-lloyd")
     centers = starts
@@ -129,11 +146,13 @@ def kmeans(E, n_clusters, *, n_init=10, max_iter=100, tol=1e-4, init=None, rando
     var = None
     for _ in range(max_iter):
         c = dask.delayed(centers, pure=True)
-        total = dask.compute(tree_sum([partials(b, c) for b in blocks],
-                                      prefix="elmscale-kmeans-sum"))[0]
+        total = dask.compute(
+            tree_sum([partials(b, c) for b in blocks], prefix="elmscale-kmeans-sum")
+        )[0]
         counts = total["counts"]
-        new = np.where(counts[:, :, None] > 0, total["sums"] / np.maximum(counts, 1)[:, :, None],
-                       centers)  # an empty cluster keeps its centre
+        new = np.where(
+            counts[:, :, None] > 0, total["sums"] / np.maximum(counts, 1)[:, :, None], centers
+        )  # an empty cluster keeps its centre
         if var is None:  # tol is relative to the mean feature variance, as in scikit-learn
             mean = total["sums"][0].sum(axis=0) / N
             var = max((total["sumsq"] / N - mean @ mean) / mean.size, 0.0) or 1.0
@@ -145,8 +164,9 @@ def kmeans(E, n_clusters, *, n_init=10, max_iter=100, tol=1e-4, init=None, rando
             break
     if len(centers) > 1:  # the restarts' inertias for the final centres, in one more pass
         c = dask.delayed(centers, pure=True)
-        inertias = dask.compute(tree_sum([partials(b, c) for b in blocks],
-                                         prefix="elmscale-kmeans-sum"))[0]["inertia"]
+        inertias = dask.compute(
+            tree_sum([partials(b, c) for b in blocks], prefix="elmscale-kmeans-sum")
+        )[0]["inertia"]
         best = int(np.argmin(inertias))
     else:
         best = 0
@@ -156,12 +176,20 @@ def kmeans(E, n_clusters, *, n_init=10, max_iter=100, tol=1e-4, init=None, rando
     c = dask.delayed(best_centers, pure=True)
     parts = dask.persist(*[final(b, c) for b in blocks])
     inertia = float(sum(dask.compute(*[p[1] for p in parts])))
-    labels = da.concatenate([da.from_delayed(p[0], (n,), dtype=np.int64)
-                             for p, n in zip(parts, Eb.chunks[0], strict=True)])
+    labels = da.concatenate(
+        [
+            da.from_delayed(p[0], (n,), dtype=np.int64)
+            for p, n in zip(parts, Eb.chunks[0], strict=True)
+        ]
+    )
     if labels.chunks[0] != E.chunks[0]:
         labels = labels.rechunk({0: E.chunks[0]})
-    logger.info("k-means: best of %d restarts, inertia %.6g after %d iterations", len(centers),
-                inertia, n_iter[best])
+    logger.info(
+        "k-means: best of %d restarts, inertia %.6g after %d iterations",
+        len(centers),
+        inertia,
+        n_iter[best],
+    )
     return best_centers, labels, inertia, int(n_iter[best])
 
 

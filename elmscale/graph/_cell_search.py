@@ -32,7 +32,8 @@ import numpy as np
 
 from ._cells import assign_cells, fit_cells, sample_rows
 from ._ordering import order_by_cells
-from ._select import Operands, decide, exact_sq_distances, proposals, topk_exact, topk_of_pairs
+from ._select import (Operands, decide, exact_sq_distances, proposals, topk_exact, topk_of_pairs,
+                      within_limits)
 from ._tasks import row_numbers, task
 
 logger = logging.getLogger(__name__)
@@ -72,11 +73,28 @@ def _take_ranges(X, original, lo, ranges):
     return pos, X[pos - lo], original[pos - lo]
 
 
+def _cell_runs(table):
+    """``(cell, rows, columns)`` for each distinct cell of an (n, w) table of cell numbers,
+    in increasing cell order (entries -1 are skipped)."""
+    flat = table.ravel()
+    order = np.argsort(flat, kind="stable")
+    cells, first = np.unique(flat[order], return_index=True)
+    for c, a, b in zip(cells, first, np.append(first[1:], len(flat))):
+        if c >= 0:
+            rows, cols = np.divmod(order[a:b], table.shape[1])
+            yield c, rows, cols
+
+
 def _search_chunk(k, n_probes, cell_start, lo, X, original, probes, *pieces):
     """The k nearest neighbours of this ordered chunk's rows among their probed cells:
-    (ordered positions, original indices, distances), each (n, k)."""
+    (ordered positions, original indices, distances), each (n, k).
+
+    Each query is searched in its own cell first; the (k + 1)-th proposal found there then
+    bounds what the other probed cells are asked to propose.
+    """
     n = X.shape[0]
     probes = effective_probes(probes, np.diff(cell_start), n_probes, k)
+    probes = probes[:, : max(int((probes >= 0).sum(axis=1).max(initial=0)), 1)]
     M = probes.shape[1]
     db_pos = np.concatenate([np.arange(lo, lo + n)] + [p[0] for p in pieces])
     db_X = np.concatenate([X] + [p[1] for p in pieces])
@@ -90,58 +108,49 @@ def _search_chunk(k, n_probes, cell_start, lo, X, original, probes, *pieces):
     tau = Q.error_bound(ref_sq_max=float(R.sq.max()))
     where = np.full((n, M, k + 1), -1, dtype=np.int64)  # rows of the task's table
     g = np.full((n, M, k + 1), np.inf)
-    bounds = {}
-    # each probed cell proposes k + 1 candidates for the queries probing it: first every
-    # query's own cell, whose (k + 1)-th proposal (+ 2 tau) then bounds what any other cell
-    # can contribute to the query's k nearest (decide's margin never exceeds it)
-    limit = None
-    for slots in ([0], list(range(1, M))):
-        sub = probes[:, slots]
-        flat = sub.ravel()
-        order = np.argsort(flat, kind="stable")
-        cells, first = np.unique(flat[order], return_index=True)
-        for c, a, b in zip(cells, first, np.append(first[1:], len(flat))):
-            if c < 0:
-                continue
-            q, j = np.divmod(order[a:b], len(slots))
-            slot = np.asarray(slots)[j]
-            r0, r1 = np.searchsorted(db_pos, [cell_start[c], cell_start[c + 1]])
-            bounds[c] = (r0, r1)
+    span = {}  # cell -> its rows [r0, r1) in the task's table
+
+    def propose(slots, bound):
+        """Each cell of these probe slots proposes k + 1 candidates to its queries."""
+        slots = np.asarray(slots)
+        for c, q, j in _cell_runs(probes[:, slots]):
+            if c not in span:
+                span[c] = tuple(np.searchsorted(db_pos, cell_start[c : c + 2]))
+            r0, r1 = span[c]
             cols, gc = proposals(Q.query[q], R.reference[r0:r1], original[q],
-                                 db_orig[r0:r1], k + 1,
-                                 None if limit is None else limit[q])
-            where[q, slot] = np.where(cols >= 0, cols + r0, -1)
-            g[q, slot] = gc
-        limit = g[:, 0].max(axis=1) + 2 * tau
-    flat_where = where.reshape(n, -1)
+                                 db_orig[r0:r1], k + 1, None if bound is None else bound[q])
+            where[q, slots[j]] = np.where(cols >= 0, cols + r0, -1)
+            g[q, slots[j]] = gc
 
-    def exact(rows, pos):
-        return exact_sq_distances(X, rows, db_X, flat_where[rows, pos])
+    def rank(width):
+        """:func:`decide` over the first ``width`` probe slots."""
+        flat_where = where[:, :width].reshape(n, -1)
+        table = probes[:, :width]
 
-    def fallback(rows, limits):
-        # for queries whose proposals may have cut a tie: every row of their probed cells
-        # whose proposed distance is within the margin, one product per cell
-        sub = probes[rows]
-        flat = sub.ravel()
-        order = np.argsort(flat, kind="stable")
-        cells, first = np.unique(flat[order], return_index=True)
-        found = []
-        for c, a, b in zip(cells, first, np.append(first[1:], len(flat))):
-            if c < 0:
-                continue
-            j = order[a:b] // sub.shape[1]
-            q = rows[j]
-            r0, r1 = bounds[c]
-            G = Q.query[q] @ R.reference[r0:r1].T
-            G[db_orig[r0:r1][None, :] == original[q][:, None]] = np.inf
-            qi, ci = np.nonzero(G <= limits[j].astype(G.dtype)[:, None])
-            found.append((j[qi], ci + r0))
-        jj, cc = (np.concatenate(f) for f in zip(*found))
-        e = exact_sq_distances(X, rows[jj], db_X, cc)
-        return topk_of_pairs(k, len(rows), jj, db_orig[cc], e)
+        def exact(rows, pos):
+            return exact_sq_distances(X, rows, db_X, flat_where[rows, pos])
 
-    ids_by_slot = np.where(where >= 0, db_orig[np.maximum(where, 0)], -1)
-    ids, d2 = decide(k, g, ids_by_slot, np.broadcast_to(tau[:, None], (n, M)), exact, fallback)
+        def fallback(rows, limits):
+            # queries whose proposals may have cut a tie: every row of their probed cells
+            # whose proposed distance is within the margin, one product per cell
+            found = []
+            for c, j, _ in _cell_runs(table[rows]):
+                r0, r1 = span[c]
+                qi, ci = within_limits(Q.query[rows[j]], R.reference[r0:r1], original[rows[j]],
+                                       db_orig[r0:r1], limits[j])
+                found.append((j[qi], ci + r0))
+            jj, cc = (np.concatenate(f) for f in zip(*found))
+            e = exact_sq_distances(X, rows[jj], db_X, cc)
+            return topk_of_pairs(k, len(rows), jj, db_orig[cc], e)
+
+        ids = np.where(flat_where >= 0, db_orig[np.maximum(flat_where, 0)], -1)
+        return decide(k, g[:, :width], ids.reshape(n, width, k + 1),
+                      np.broadcast_to(tau[:, None], (n, width)), exact, fallback)
+
+    propose([0], None)
+    # the own cell's (k + 1)-th proposal (+ 2 tau) bounds what another cell can add
+    propose(list(range(1, M)), g[:, 0].max(axis=1) + 2 * tau)
+    ids, d2 = rank(M)
     # original indices -> ordered positions, through the task's own table
     by_orig = np.argsort(db_orig)
     at = np.searchsorted(db_orig[by_orig], ids)

@@ -42,9 +42,9 @@ def sample_rows(X, n_cells, seed):
 
 
 def _kmeans(points, n_clusters, seed):
-    """Labels and centres of a k-means on the client, on one thread: OpenMP's reduction order
-    would otherwise make the centres depend on the machine's core count."""
-    with threadpool_limits(1), warnings.catch_warnings():
+    """Labels and centres of a k-means on the client (called under ``threadpool_limits(1)``:
+    OpenMP's reduction order would otherwise make the centres depend on the core count)."""
+    with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # duplicate points: fewer distinct clusters than asked
         km = KMeans(n_clusters, n_init=1, max_iter=15, random_state=seed).fit(points)
     return km.labels_, km.cluster_centers_
@@ -89,12 +89,13 @@ def fit_cells(sample, leaf_size, seed):
         for c in kept:
             split(rows[labels == c], depth + 1)
 
-    split(np.arange(len(sample)), 0)
+    with threadpool_limits(1):  # once: each call inspects the loaded libraries
+        split(np.arange(len(sample)), 0)
     return np.array(leaves)
 
 
 #: above this many cells rows are assigned in two steps (group of cells, then cells)
-FLAT_MAX_CELLS = 2048
+FLAT_MAX_CELLS = 256
 #: groups of cells whose cells are candidates for a row: its nearest group's nearest groups
 GROUP_NEIGHBOURS = 8
 

@@ -85,6 +85,18 @@ def _edge_weights(dist, weights, sigma):
     return np.exp(-(dist.astype(np.float64) ** 2) / (2.0 * sigma**2))
 
 
+def _distinct(values):
+    """Sorted distinct values and each value's position among them (a sort, not a hash:
+    the inverse comes with it)."""
+    order = np.argsort(values)
+    v = values[order]
+    new = np.ones(len(v), dtype=bool)
+    new[1:] = v[1:] != v[:-1]
+    at = np.empty(len(v), dtype=np.int64)
+    at[order] = np.cumsum(new) - 1
+    return v[new], at
+
+
 def _assemble_block(idx, dist, start, stop, weights, sigma, *reverse):
     """Build chunk b's rows of the symmetrised W and their local column map.
 
@@ -101,17 +113,21 @@ def _assemble_block(idx, dist, start, stop, weights, sigma, *reverse):
     rows = np.concatenate(rows) - start
     cols = np.concatenate(cols).astype(np.int64)
     w = _edge_weights(np.concatenate(dists), weights, sigma)
-    # "or" symmetrisation: an edge present in both directions keeps one (the larger) weight
-    order = np.lexsort((cols, rows))
-    rows, cols, w = rows[order], cols[order], w[order]
-    first = np.ones(len(rows), dtype=bool)
-    first[1:] = (rows[1:] != rows[:-1]) | (cols[1:] != cols[:-1])
+    # "or" symmetrisation: an edge present in both directions keeps one (the larger) weight;
+    # one sort by (row, column) as a single integer key
+    key = rows * (int(cols.max(initial=0)) + 1) + cols
+    order = np.argsort(key)
+    key, w = key[order], w[order]
+    first = np.ones(len(key), dtype=bool)
+    first[1:] = key[1:] != key[:-1]
     w = np.maximum.reduceat(w, np.flatnonzero(first)) if len(w) else w
-    rows, cols = rows[first], cols[first]
+    rows, cols = rows[order[first]], cols[order[first]]
     outside = (cols < start) | (cols >= stop)
-    halo = np.unique(cols[outside])
-    local = np.where(outside, (stop - start) + np.searchsorted(halo, cols), cols - start)
-    W = sp.csr_matrix((w, (rows, local)), shape=(n, n + len(halo)))
+    halo, at = _distinct(cols[outside])
+    local = cols - start
+    local[outside] = n + at
+    indptr = np.concatenate([[0], np.cumsum(np.bincount(rows, minlength=n))])
+    W = sp.csr_matrix((w, local, indptr), shape=(n, n + len(halo)))
     degree = np.asarray(W.sum(axis=1)).ravel()
     return GraphBlock(start, stop, W, halo, degree, degree.copy())
 

@@ -160,27 +160,27 @@ def _proposals(Q, R, q_ids, sorted_ids, r_order, m, bound):
     return padded_c[:, :m], padded_g[:, :m].astype(np.float64)
 
 
-def nearest_proposals(Xq, q_ids, Xr, r_ids, k, *, dtype=np.float32):
-    """Each query's k + 1 nearest reference rows by the proposed (product-based) distance.
-
-    Returns ``(cols, g, tau)``: ``cols`` (nq, k + 1) reference rows (-1 where the block has
-    fewer), ``g`` their proposed squared distances (inf for padding), in no particular
-    order, and ``tau`` (nq,) the error bound of the query's proposals. A reference row with
-    the query's own id is never proposed. The (k + 1)-th is what :func:`decide` uses to tell
-    whether the k kept may have cut a tie.
-    """
-    center = Xr.mean(axis=0, dtype=np.result_type(Xr.dtype, np.float32))
-    Q, R = Operands(Xq, center, dtype), Operands(Xr, center, dtype)
-    cols, g = proposals(Q.query, R.reference, np.asarray(q_ids, dtype=np.int64),
-                        np.asarray(r_ids, dtype=np.int64), k + 1)
-    return cols, g, Q.error_bound(ref_sq_max=float(R.sq.max(initial=0)))
+def within_limits(Q, R, q_ids, r_ids, limits):
+    """Pairs (query row, reference row) whose proposed squared distance is at most the
+    query's limit, one product per block of queries; a reference with the query's own id
+    is left out. What :func:`decide`'s ``fallback`` needs: every row that can tie across a
+    block's cut, and no more."""
+    found = []
+    for lo in range(0, Q.shape[0], QUERY_ROWS):
+        hi = min(lo + QUERY_ROWS, Q.shape[0])
+        G = np.matmul(Q[lo:hi], R.T, out=_buffer("G", (hi - lo, R.shape[0]), Q.dtype))
+        keep = np.less_equal(G, limits[lo:hi].astype(G.dtype)[:, None])
+        keep &= r_ids[None, :] != q_ids[lo:hi, None]
+        qi, ci = np.nonzero(keep)
+        found.append((qi + lo, ci))
+    return tuple(np.concatenate(f) for f in zip(*found))
 
 
 def decide(k, g, ids, tau, exact, fallback):
     """The k nearest of each query's proposals, ranked by (recomputed distance, id).
 
     ``g`` and ``ids`` (n, M, k + 1) hold each query's proposals from M reference blocks
-    (:func:`nearest_proposals`; ids global, -1 for padding), ``tau`` (n, M) their bounds.
+    (:func:`proposals`; ids global, -1 for padding), ``tau`` (n, M) their bounds.
     Rows whose recomputed distance can reach the query's k-th nearest all have a proposed
     distance within ``2 tau`` of the k-th smallest proposal; those among each block's first
     k proposals are recomputed with ``exact(rows, flat_positions)`` (positions into the
@@ -199,27 +199,18 @@ def decide(k, g, ids, tau, exact, fallback):
                             ~cut[:, None])
     flat_pos = (slot // k) * (k + 1) + slot % k
     flat_ids = ids.reshape(n, M * (k + 1))
-    E = np.full((n, M * k), np.inf)
-    E[rows, slot] = exact(rows, flat_pos)
-    I = np.where(np.isfinite(E), flat_ids[:, flat_pos_all(M, k)], -1)
-    order = np.lexsort((np.where(I < 0, np.iinfo(np.int64).max, I), E), axis=1)[:, :k]
-    out_ids = np.take_along_axis(I, order, axis=1)
-    out_d = np.take_along_axis(E, order, axis=1)
+    out_ids, out_d = topk_of_pairs(k, n, rows, flat_ids[rows, flat_pos], exact(rows, flat_pos))
     redo = np.flatnonzero(cut)
     if len(redo):
         out_ids[redo], out_d[redo] = fallback(redo, limit[redo])
     return out_ids, out_d
 
 
-def flat_pos_all(M, k):
-    """Positions of each block's first k proposals in the (M * (k + 1)) flattened layout."""
-    return (np.arange(M * k) // k) * (k + 1) + np.arange(M * k) % k
-
-
 def topk_of_pairs(k, n_rows, rows, ids, sq_dist):
     """Per row, the k best of flat (row, id, squared distance) triples, by (distance, id)."""
     counts = np.bincount(rows, minlength=n_rows)
-    order = np.argsort(rows, kind="stable")
+    grouped = len(rows) < 2 or bool(np.all(rows[1:] >= rows[:-1]))
+    order = np.arange(len(rows)) if grouped else np.argsort(rows, kind="stable")
     rank = np.arange(len(rows)) - (np.cumsum(counts) - counts)[rows[order]]
     width = max(int(counts.max(initial=0)), k)
     I = np.full((n_rows, width), -1, dtype=np.int64)
@@ -263,7 +254,10 @@ def block_topk(Xq, q_ids, Xr, r_ids, k, *, dtype=np.float32):
     """
     q_ids = np.asarray(q_ids, dtype=np.int64)
     r_ids = np.asarray(r_ids, dtype=np.int64)
-    cols, g, tau = nearest_proposals(Xq, q_ids, Xr, r_ids, k, dtype=dtype)
+    center = Xr.mean(axis=0, dtype=np.result_type(Xr.dtype, np.float32))
+    Q, R = Operands(Xq, center, dtype), Operands(Xr, center, dtype)
+    cols, g = proposals(Q.query, R.reference, q_ids, r_ids, k + 1)
+    tau = Q.error_bound(ref_sq_max=float(R.sq.max(initial=0)))
     ids = np.where(cols >= 0, r_ids[cols], -1)
     flat_cols = cols.ravel()
 
@@ -271,13 +265,9 @@ def block_topk(Xq, q_ids, Xr, r_ids, k, *, dtype=np.float32):
         return exact_sq_distances(Xq, rows, Xr, flat_cols[rows * (k + 1) + pos])
 
     def fallback(rows, limits):
-        r = np.repeat(rows, len(r_ids))
-        c = np.tile(np.arange(len(r_ids)), len(rows))
-        e = exact_sq_distances(Xq, r, Xr, c).reshape(len(rows), len(r_ids))
-        cand = np.broadcast_to(r_ids, e.shape).copy()
-        e[cand == q_ids[rows][:, None]] = np.inf
-        cand[~np.isfinite(e)] = -1
-        return topk_exact(k, cand, e)
+        qi, ci = within_limits(Q.query[rows], R.reference, q_ids[rows], r_ids, limits)
+        return topk_of_pairs(k, len(rows), qi, r_ids[ci],
+                             exact_sq_distances(Xq, rows[qi], Xr, ci))
 
     return decide(k, g[:, None, :], ids[:, None, :], tau[:, None], exact, fallback)
 

@@ -4,11 +4,25 @@ from ._activations import activation, gaussian, identity, relu, sigmoid, tanh
 from ._layer import RandomHiddenLayer
 from ._scaling import apply_scaling, fit_scaling
 
-__all__ = ["RandomHiddenLayer", "activation", "apply_scaling", "fit_scaling", "gaussian",
-           "identity", "relu", "sigmoid", "tanh"]
+__all__ = [
+    "RandomHiddenLayer",
+    "activation",
+    "apply_scaling",
+    "fit_scaling",
+    "gaussian",
+    "identity",
+    "relu",
+    "sigmoid",
+    "tanh",
+]
 
 from ._data_nodes import MixedHiddenLayer, draw_data_rbf, draw_mixed_layer  # noqa: E402
 from ._features import CACHE_OPTIONS, HiddenFeatures  # noqa: E402
 
-__all__ += ["CACHE_OPTIONS", "HiddenFeatures", "MixedHiddenLayer", "draw_data_rbf",
-            "draw_mixed_layer"]
+__all__ += [
+    "CACHE_OPTIONS",
+    "HiddenFeatures",
+    "MixedHiddenLayer",
+    "draw_data_rbf",
+    "draw_mixed_layer",
+]

@@ -28,9 +28,13 @@ class MixedHiddenLayer(RandomHiddenLayer):
     def __init__(self, parts):
         self.parts = list(parts)
         first = self.parts[0]
-        super().__init__(np.hstack([p.input_weights for p in self.parts]),
-                         np.concatenate([p.biases for p in self.parts]), first.activation,
-                         offset=first.offset, scale=first.scale)
+        super().__init__(
+            np.hstack([p.input_weights for p in self.parts]),
+            np.concatenate([p.biases for p in self.parts]),
+            first.activation,
+            offset=first.offset,
+            scale=first.scale,
+        )
         self.node = "mixed"
 
     def __call__(self, X):
@@ -56,8 +60,9 @@ def draw_data_rbf(Xd, n_nodes, width, rng, *, offset=None, scale=None):
     return RandomHiddenLayer(centres.T, b, gaussian_sq, offset=offset, scale=scale)
 
 
-def draw_mixed_layer(Xd, n_hidden, activation, rbf_fraction, rbf_width, rng, *, offset=None,
-                     scale=None):
+def draw_mixed_layer(
+    Xd, n_hidden, activation, rbf_fraction, rbf_width, rng, *, offset=None, scale=None
+):
     """``n_hidden - n_rbf`` nodes of ``activation`` drawn by the engine, then n_rbf =
     round(rbf_fraction * n_hidden) Gaussian nodes centred on data rows (:func:`draw_data_rbf`),
     in this order in H and in this order from ``rng``. Returns a plain RandomHiddenLayer when
@@ -69,8 +74,11 @@ def draw_mixed_layer(Xd, n_hidden, activation, rbf_fraction, rbf_width, rng, *, 
     n_rbf = int(round(rbf_fraction * n_hidden))
     parts = []
     if n_rbf < n_hidden:
-        parts.append(RandomHiddenLayer.draw(Xd.shape[1], n_hidden - n_rbf, activation, rng,
-                                            offset=offset, scale=scale))
+        parts.append(
+            RandomHiddenLayer.draw(
+                Xd.shape[1], n_hidden - n_rbf, activation, rng, offset=offset, scale=scale
+            )
+        )
     if n_rbf > 0:
         parts.append(draw_data_rbf(Xd, n_rbf, rbf_width, rng, offset=offset, scale=scale))
     return parts[0] if len(parts) == 1 else MixedHiddenLayer(parts)

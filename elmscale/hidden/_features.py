@@ -48,9 +48,14 @@ class HiddenFeatures:
         self.cached = bool(cache)
         self.nbytes = nbytes
         self._H = None
-        logger.info("hidden layer: %d x %d %s (%.1f MB), %s", X.shape[0], layer.n_hidden,
-                    X.dtype, nbytes / 1e6, "cached on the workers" if self.cached
-                    else "recomputed per pass")
+        logger.info(
+            "hidden layer: %d x %d %s (%.1f MB), %s",
+            X.shape[0],
+            layer.n_hidden,
+            X.dtype,
+            nbytes / 1e6,
+            "cached on the workers" if self.cached else "recomputed per pass",
+        )
 
     @property
     def chunks(self):
@@ -74,9 +79,12 @@ class HiddenFeatures:
         """``H @ beta`` (N x n_outputs) as a lazy dask array chunked like X's rows."""
         beta = np.asarray(beta)
         beta_d = dask.delayed(beta.astype(self.X.dtype), pure=True)
-        kwargs = dict(dtype=self.X.dtype, token="elmscale-embed",
-                      chunks=(self.chunks, (beta.shape[1],)),
-                      meta=np.empty((0, 0), dtype=self.X.dtype))
+        kwargs = dict(
+            dtype=self.X.dtype,
+            token="elmscale-embed",
+            chunks=(self.chunks, (beta.shape[1],)),
+            meta=np.empty((0, 0), dtype=self.X.dtype),
+        )
         if self.cached:
             return self.H.map_blocks(_matmul, beta_d, **kwargs)
         # one task per chunk builds H_b and projects it: the block never leaves the task

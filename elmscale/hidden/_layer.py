@@ -42,8 +42,16 @@ class RandomHiddenLayer:
         self._cast = {}
 
     @classmethod
-    def draw(cls, n_features, n_hidden, activation="sigmoid", random_state=None, *,
-             offset=None, scale=None):
+    def draw(
+        cls,
+        n_features,
+        n_hidden,
+        activation="sigmoid",
+        random_state=None,
+        *,
+        offset=None,
+        scale=None,
+    ):
         """Draw A and b uniformly from (-1, 1) (RBF widths b from (0, 1) / sqrt(n_features)).
 
         ``activation`` is a registered name or an activation callable.
@@ -105,7 +113,10 @@ class RandomHiddenLayer:
         if isinstance(X, da.Array):
             layer = dask.delayed(self, pure=True)  # ship the weights once, not once per block
             return X.map_blocks(
-                _apply_layer, layer, dtype=X.dtype, token="elmscale-hidden",
+                _apply_layer,
+                layer,
+                dtype=X.dtype,
+                token="elmscale-hidden",
                 chunks=(X.chunks[0], (self.n_hidden,)),
                 meta=np.empty((0, 0), dtype=X.dtype),
             )
@@ -113,7 +124,10 @@ class RandomHiddenLayer:
 
     def __repr__(self):
         name = getattr(self.activation, "__name__", repr(self.activation))
-        return f"RandomHiddenLayer(n_features={self.n_features}, n_hidden={self.n_hidden}, activation={name})"
+        return (
+            f"RandomHiddenLayer(n_features={self.n_features}, n_hidden={self.n_hidden}, "
+            f"activation={name})"
+        )
 
 
 def _apply_layer(X_block, layer):

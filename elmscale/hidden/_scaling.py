@@ -17,8 +17,9 @@ def fit_scaling(X, method):
     if method is None:
         return None, None
     if method == "standard":
-        offset, var = dask.compute(X.mean(axis=0, dtype=np.float64),
-                                   X.var(axis=0, dtype=np.float64))
+        offset, var = dask.compute(
+            X.mean(axis=0, dtype=np.float64), X.var(axis=0, dtype=np.float64)
+        )
         scale = np.sqrt(var)
     elif method == "minmax":
         lo, hi = dask.compute(X.min(axis=0), X.max(axis=0))

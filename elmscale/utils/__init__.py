@@ -9,5 +9,11 @@ from ._validation import (
     validate_data,
 )
 
-__all__ = ["as_row_chunked", "check_features", "draw_seed", "is_dask_collection", "tree_sum",
-           "validate_data"]
+__all__ = [
+    "as_row_chunked",
+    "check_features",
+    "draw_seed",
+    "is_dask_collection",
+    "tree_sum",
+    "validate_data",
+]

@@ -27,5 +27,6 @@ class Registered(StrOptions):
         return isinstance(val, str) and val in self.options
 
     def __str__(self):
-        return (f"a registered {self.kind} name among {sorted(self.options)} "
-                "(run `elmscale plugins`)")
+        return (
+            f"a registered {self.kind} name among {sorted(self.options)} (run `elmscale plugins`)"
+        )

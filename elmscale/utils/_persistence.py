@@ -44,7 +44,7 @@ class DaskStateMixin:
             ) from exc
         state = dict(state)
         chunks = {}
-        for name, value in zip(names, values):
+        for name, value in zip(names, values, strict=True):
             chunks[name] = state[name].chunks
             state[name] = np.asarray(value)
         state[DASK_ATTRIBUTES] = chunks

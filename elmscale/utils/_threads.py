@@ -1,13 +1,13 @@
 """Threads of the in-process (NumPy input) paths: one long-lived pool per size, and BLAS
 thread limits without re-scanning the loaded libraries on every fit.
 
-Both matter at the scale of a fit of a few hundred milliseconds (TUMK-ELM on Frogs,
-measured on the 2-core CI machine): the first BLAS and ufunc calls of a freshly started
-thread cost ~10 ms per block more than on a warm one, and ``threadpool_limits`` inspects
-every loaded shared library each time it is entered (~5 ms). Like dask's threaded
-scheduler, which keeps its default pool between computes, the pools live as long as the
-process (a forked child starts with none).
+Both matter for fits that take a fraction of a second (TUMK-ELM on Frogs): the first BLAS
+and ufunc calls of a freshly started thread are slower than on a warm one, and
+``threadpool_limits`` inspects every loaded shared library each time it is entered. Like
+dask's threaded scheduler, which keeps its default pool between computes, the pools live as
+long as the process (a forked child starts with none).
 """
+
 import contextlib
 import functools
 import os
@@ -33,7 +33,8 @@ def shared_pool(n_threads):
         pool = _pools.get(n_threads)
         if pool is None:
             pool = _pools[n_threads] = ThreadPoolExecutor(
-                n_threads, thread_name_prefix=f"elmscale-{n_threads}")
+                n_threads, thread_name_prefix=f"elmscale-{n_threads}"
+            )
         return pool
 
 
@@ -71,8 +72,8 @@ def threaded_scheduler(collection=None):
 def blas_for_dask(collection=None):
     """BLAS on one thread while dask's threaded scheduler computes ``collection`` (default:
     a dask array): each of dask's threads runs its own BLAS calls, and at BLAS's default
-    threads the cores are oversubscribed (a USELM fit on 50,000 NumPy points: 30.8-32.2 s
-    against 23.0 s). Distributed workers pin their own BLAS; with the sync scheduler BLAS
+    threads the cores are oversubscribed (measured in benchmarks/RESULTS.md, "BLAS threads").
+    Distributed workers pin their own BLAS; with the sync scheduler BLAS
     keeps its threads."""
     with blas_threads(1 if threaded_scheduler(collection) else None):
         yield
@@ -81,6 +82,7 @@ def blas_for_dask(collection=None):
 def one_blas_thread_per_task(method):
     """Decorator for the estimator methods that compute dask graphs: the method runs
     inside :func:`blas_for_dask`."""
+
     @functools.wraps(method)
     def wrapper(*args, **kwargs):
         with blas_for_dask():

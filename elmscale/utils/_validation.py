@@ -20,8 +20,7 @@ def _reject(condition, message):
         raise ValueError(message)
 
 
-def as_row_chunked(X, *, n_hidden=1000, name="X", dtype=None, check_finite=True,
-                   numpy_ok=False):
+def as_row_chunked(X, *, n_hidden=1000, name="X", dtype=None, check_finite=True, numpy_ok=False):
     """Validate ``X`` and return ``(dask_array, was_dask)``.
 
     - NumPy / lists / pandas DataFrames are converted with ``np.asarray`` (never modified)
@@ -47,9 +46,12 @@ def as_row_chunked(X, *, n_hidden=1000, name="X", dtype=None, check_finite=True,
     dtype = np.dtype(dtype or get_config()["compute_dtype"])
     X = _to_array(X, name)
     was_dask = isinstance(X, da.Array)
-    _reject(X.ndim != 2, f"{name} must be 2-D (n_samples, n_features), got {X.ndim}-D "
-            f"with shape {tuple(X.shape)}. Reshape your data, e.g. X.reshape(-1, 1) for a "
-            "single feature")
+    _reject(
+        X.ndim != 2,
+        f"{name} must be 2-D (n_samples, n_features), got {X.ndim}-D "
+        f"with shape {tuple(X.shape)}. Reshape your data, e.g. X.reshape(-1, 1) for a "
+        "single feature",
+    )
     kind = np.dtype(X.dtype).kind
     if kind == "c":
         raise ValueError(f"Complex data not supported: {name} has dtype {X.dtype}")
@@ -57,25 +59,35 @@ def as_row_chunked(X, *, n_hidden=1000, name="X", dtype=None, check_finite=True,
         try:
             X = X.astype(np.float64)
         except (TypeError, ValueError) as exc:
-            raise TypeError(f"{name} must hold numbers (bool, int or float); converting its "
-                            f"object dtype failed: {exc}") from None
+            raise TypeError(
+                f"{name} must hold numbers (bool, int or float); converting its "
+                f"object dtype failed: {exc}"
+            ) from None
         kind = "f"
     if kind not in "biuf":
         raise TypeError(f"{name} must hold numbers (bool, int or float), got dtype {X.dtype}")
     if was_dask:
         if any(np.isnan(c) for c in X.chunks[0]):
-            raise ValueError(f"{name} has unknown chunk sizes; call "
-                             f"{name}.compute_chunk_sizes() (or pass lengths=True when "
-                             "converting a DataFrame) first")
+            raise ValueError(
+                f"{name} has unknown chunk sizes; call "
+                f"{name}.compute_chunk_sizes() (or pass lengths=True when "
+                "converting a DataFrame) first"
+            )
         if len(X.chunks[1]) > 1:
-            raise ValueError(f"{name} is chunked along the feature axis "
-                             f"({len(X.chunks[1])} column blocks {X.chunks[1]}); elmscale "
-                             "needs whole rows in every block: pass "
-                             f"{name}.rechunk({{1: -1}})")
-    _reject(X.shape[0] < 1, f"{name} is empty: 0 sample(s) (shape={tuple(X.shape)}) while a "
-            "minimum of 1 is required.")
-    _reject(X.shape[1] < 1, f"{name} has 0 feature(s) (shape={tuple(X.shape)}) while a "
-            "minimum of 1 is required.")
+            raise ValueError(
+                f"{name} is chunked along the feature axis "
+                f"({len(X.chunks[1])} column blocks {X.chunks[1]}); elmscale "
+                "needs whole rows in every block: pass "
+                f"{name}.rechunk({{1: -1}})"
+            )
+    _reject(
+        X.shape[0] < 1,
+        f"{name} is empty: 0 sample(s) (shape={tuple(X.shape)}) while a minimum of 1 is required.",
+    )
+    _reject(
+        X.shape[1] < 1,
+        f"{name} has 0 feature(s) (shape={tuple(X.shape)}) while a minimum of 1 is required.",
+    )
     if not was_dask:
         X = np.asarray(X)
         if check_finite and kind == "f" and not np.isfinite(X).all():
@@ -97,27 +109,34 @@ def _to_array(X, name):
     conversions that precede the checks of :func:`as_row_chunked`."""
     if isinstance(X, (str, bytes, os.PathLike)):
         shown = os.fspath(X) if not isinstance(X, bytes) else X
-        raise TypeError(f"{name} must be array-like (n_samples, n_features), got "
-                        f"{type(X).__name__} {shown!r}; to read a file, load it first, e.g. "
-                        "numpy.loadtxt(path, delimiter=','), pandas.read_csv(path) or "
-                        "dask.dataframe.read_csv(path) / dask.array.from_zarr(path) for "
-                        "data larger than memory")
+        raise TypeError(
+            f"{name} must be array-like (n_samples, n_features), got "
+            f"{type(X).__name__} {shown!r}; to read a file, load it first, e.g. "
+            "numpy.loadtxt(path, delimiter=','), pandas.read_csv(path) or "
+            "dask.dataframe.read_csv(path) / dask.array.from_zarr(path) for "
+            "data larger than memory"
+        )
     if X is None:
         raise TypeError(f"{name} must be array-like (n_samples, n_features), got None")
     if is_dask_collection(X):
         if hasattr(X, "to_dask_array"):  # dask DataFrame (or Series: 1-D, refused below)
             X = X.to_dask_array(lengths=True)
         if not isinstance(X, da.Array):
-            raise TypeError(f"{name} must be a dask array or DataFrame among dask "
-                            f"collections, got {type(X).__name__}")
+            raise TypeError(
+                f"{name} must be a dask array or DataFrame among dask "
+                f"collections, got {type(X).__name__}"
+            )
         if not isinstance(X._meta, np.ndarray):
-            raise TypeError(f"{name} has blocks of type {type(X._meta).__name__}; elmscale "
-                            "needs NumPy blocks (for sparse blocks call "
-                            f"{name}.map_blocks(lambda b: b.toarray()) on small data)")
+            raise TypeError(
+                f"{name} has blocks of type {type(X._meta).__name__}; elmscale "
+                "needs NumPy blocks (for sparse blocks call "
+                f"{name}.map_blocks(lambda b: b.toarray()) on small data)"
+            )
         return X
     if getattr(X, "format", None) is not None and hasattr(X, "tocsr"):  # scipy.sparse
-        raise TypeError(f"{name} is a sparse matrix; elmscale needs dense input "
-                        "(call .toarray() on small data)")
+        raise TypeError(
+            f"{name} is a sparse matrix; elmscale needs dense input (call .toarray() on small data)"
+        )
     if hasattr(X, "iloc") or hasattr(X, "__dataframe__"):  # pandas (or another DataFrame)
         if hasattr(X, "dtypes") and hasattr(X, "to_numpy"):
             numeric = all(getattr(t, "kind", "O") in "biuf" for t in np.atleast_1d(X.dtypes))
@@ -128,8 +147,10 @@ def _to_array(X, name):
         try:
             X = np.asarray(X)
         except Exception as exc:
-            raise TypeError(f"{name} must be array-like (n_samples, n_features), got "
-                            f"{type(X).__name__} that NumPy cannot convert: {exc}") from None
+            raise TypeError(
+                f"{name} must be array-like (n_samples, n_features), got "
+                f"{type(X).__name__} that NumPy cannot convert: {exc}"
+            ) from None
     return X
 
 
@@ -192,5 +213,10 @@ def check_positive_int(value, name, minimum=1):
     return int(value)
 
 
-__all__ = ["as_row_chunked", "check_features", "check_positive_int", "is_dask_collection",
-           "validate_data"]
+__all__ = [
+    "as_row_chunked",
+    "check_features",
+    "check_positive_int",
+    "is_dask_collection",
+    "validate_data",
+]

@@ -16,8 +16,9 @@ def _dense_lloyd(X, centers, max_iter=100, tol=1e-4):
     for _ in range(max_iter):
         d2 = ((X[:, None, :] - centers[None]) ** 2).sum(2)
         lab = d2.argmin(1)
-        new = np.array([X[lab == j].mean(0) if (lab == j).any() else centers[j]
-                        for j in range(len(centers))])
+        new = np.array(
+            [X[lab == j].mean(0) if (lab == j).any() else centers[j] for j in range(len(centers))]
+        )
         shift = ((new - centers) ** 2).sum()
         centers = new
         if shift <= tol * var:
@@ -73,8 +74,9 @@ def test_inertia_is_that_of_the_returned_labels(blobs_big):
 
 
 def test_best_of_several_starts_wins(rng):
-    X = np.concatenate([rng.randn(300, 2) + [8, 0], rng.randn(300, 2) - [8, 0],
-                        rng.randn(300, 2) + [0, 8]])
+    X = np.concatenate(
+        [rng.randn(300, 2) + [8, 0], rng.randn(300, 2) - [8, 0], rng.randn(300, 2) + [0, 8]]
+    )
     good = np.array([[8.0, 0], [-8.0, 0], [0, 8.0]])
     bad = np.array([[8.0, 0], [8.5, 0], [0, 0.0]])  # stuck with two centres in one blob
     Xd = da.from_array(X, chunks=250)

@@ -30,9 +30,14 @@ class ToyELMKMeans(ClusterMixin, BaseEstimator):
         Xd, was_dask = as_row_chunked(X, n_hidden=self.n_hidden)
         self.n_features_in_ = Xd.shape[1]
         offset, scale = fit_scaling(Xd, "standard")
-        self.hidden_layer_ = RandomHiddenLayer.draw(Xd.shape[1], self.n_hidden, self.activation,
-                                                    self.random_state, offset=offset,
-                                                    scale=scale)
+        self.hidden_layer_ = RandomHiddenLayer.draw(
+            Xd.shape[1],
+            self.n_hidden,
+            self.activation,
+            self.random_state,
+            offset=offset,
+            scale=scale,
+        )
         H = self.hidden_layer_.transform(Xd).compute()  # a toy: small data only
         self.kmeans_ = KMeans(self.n_clusters, n_init=2, random_state=0).fit(H)
         labels = self.kmeans_.labels_
@@ -42,8 +47,12 @@ class ToyELMKMeans(ClusterMixin, BaseEstimator):
     def predict(self, X):
         Xd, was_dask = as_row_chunked(X, n_hidden=self.n_hidden)
         check_features(Xd, self.n_features_in_)
-        labels = Xd.map_blocks(lambda b: self.kmeans_.predict(self.hidden_layer_(b)),
-                               drop_axis=1, dtype=np.int32, meta=np.empty((0,), np.int32))
+        labels = Xd.map_blocks(
+            lambda b: self.kmeans_.predict(self.hidden_layer_(b)),
+            drop_axis=1,
+            dtype=np.int32,
+            meta=np.empty((0,), np.int32),
+        )
         return labels if was_dask else labels.compute()
 
 
