@@ -3,8 +3,6 @@ and a scale run on a synthetic Gaussian mixture.
 
     python benchmarks/bench_elmjec.py table   [--grid full|reduced] [--runs 10] [--datasets ...]
     python benchmarks/bench_elmjec.py sweep   [--dataset segment]
-    python benchmarks/bench_elmjec.py speed   (per-setting CPU before/after the top-n_o eigh,
-                                             and the sweep; the idle-machine speed command)
     python benchmarks/bench_elmjec.py scale   [--n 1000000] [--d 50] [--n-hidden 1000]
     python benchmarks/bench_elmjec.py report  (markdown from the JSON lines)
 
@@ -24,12 +22,17 @@ from pathlib import Path
 
 import numpy as np
 from _common import clustering_accuracy
-from sklearn.base import clone
 
 HERE = Path(__file__).resolve().parent
 DATASETS = HERE.parent.parent / "shared" / "datasets"
-PAPER = {"iris": 97.20, "ecoli": 62.23, "diabetes": 74.26, "segment": 68.95, "coil20": 80.79,
-         "orl": 58.38}
+PAPER = {
+    "iris": 97.20,
+    "ecoli": 62.23,
+    "diabetes": 74.26,
+    "segment": 68.95,
+    "coil20": 80.79,
+    "orl": 58.38,
+}
 POW = [2.0**p for p in range(-4, 5)]
 N_O = [2, 4, 8, 16, 32]
 
@@ -75,8 +78,10 @@ def blas_info():
     try:
         from threadpoolctl import threadpool_info
 
-        return [(i.get("internal_api"), i.get("architecture"), i.get("num_threads"))
-                for i in threadpool_info()]
+        return [
+            (i.get("internal_api"), i.get("architecture"), i.get("num_threads"))
+            for i in threadpool_info()
+        ]
     except ImportError:
         return "threadpoolctl not installed"
 
@@ -85,54 +90,86 @@ def grid_for(kind, c):
     if kind == "full":
         return {"lam": POW, "gamma": POW, "n_components": N_O}
     if kind == "tiny":
-        return {"lam": [0.25, 1.0, 4.0], "gamma": [0.0625, 1.0],
-                "n_components": [min(max(c, 2), 32)]}
+        return {
+            "lam": [0.25, 1.0, 4.0],
+            "gamma": [0.0625, 1.0],
+            "n_components": [min(max(c, 2), 32)],
+        }
     # reduced: every other power of two, and n_o in {2, c, 32-capped}
-    return {"lam": [2.0**p for p in (-4, -2, 0, 2, 4)], "gamma": [2.0**p for p in (-4, -2, 0, 2, 4)],
-            "n_components": sorted({2, min(max(c, 2), 32), 8})}
+    return {
+        "lam": [2.0**p for p in (-4, -2, 0, 2, 4)],
+        "gamma": [2.0**p for p in (-4, -2, 0, 2, 4)],
+        "n_components": sorted({2, min(max(c, 2), 32), 8}),
+    }
 
 
 def elmjec_base(name, X, c, seed, **kw):
-    from elmscale.algorithms._elmjec import ELMJEC
+    from elmscale import ELMJEC
 
-    params = dict(n_clusters=c, n_hidden=n_hidden_for(name), graph="exact", n_neighbors=5,
-                  weights="binary", scaling="minmax", random_state=seed)
+    params = dict(
+        n_clusters=c,
+        n_hidden=n_hidden_for(name),
+        graph="exact",
+        n_neighbors=5,
+        weights="binary",
+        scaling="minmax",
+        random_state=seed,
+    )
     params.update(kw)
     return ELMJEC(**params)
 
 
 def run_table(args):
     import dask
-
-    from elmscale import USELM
-    from elmscale.algorithms._elmjec import elmjec_sweep
     from sklearn.cluster import KMeans
+
+    from elmscale import USELM, sweep
 
     out = open(args.out, "a")
     for name, X, y, c in datasets(args.datasets):
         Xs = minmax(X)
-        row = {"dataset": name, "n": X.shape[0], "d": X.shape[1], "c": c,
-               "n_hidden": n_hidden_for(name), "grid": args.grid, "runs": args.runs,
-               "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+        row = {
+            "dataset": name,
+            "n": X.shape[0],
+            "d": X.shape[1],
+            "c": c,
+            "n_hidden": n_hidden_for(name),
+            "grid": args.grid,
+            "runs": args.runs,
+            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        }
         with dask.config.set(scheduler="sync"), warnings.catch_warnings():
             warnings.simplefilter("ignore")
             row["loadavg_start"] = os.getloadavg()
             # 1. ELM-JEC: select (lam, gamma, n_o) on the grid with seed 0 (one Gram pass)
             t0, c0 = time.perf_counter(), time.process_time()
             grid = grid_for(args.grid, c)
-            fits = elmjec_sweep(X, grid, elmjec_base(name, X, c, 0))
+            fits = sweep(elmjec_base(name, X, c, 0), X, grid, errors="return")
             scores = [(acc(y, m.labels_), s) for s, m in fits if not isinstance(m, Exception)]
             n_failed = sum(isinstance(m, Exception) for _, m in fits)
             best_acc0, best = max(scores, key=lambda t: t[0])
-            row.update(select_seconds=time.perf_counter() - t0,
-                       select_cpu_seconds=time.process_time() - c0, n_settings=len(fits),
-                       n_no_positive=n_failed, best_setting=best, select_acc_seed0=best_acc0,
-                       grid_scores=[[s, None if isinstance(m, Exception) else acc(y, m.labels_),
-                                     getattr(m, "n_iter_", None),
-                                     getattr(m, "n_components_", None)] for s, m in fits])
-            print(f"[{name}] grid of {len(fits)} in {row['select_seconds']:.1f}s "
-                  f"(cpu {row['select_cpu_seconds']:.1f}s); best {best} acc {best_acc0:.2f}",
-                  flush=True)
+            row.update(
+                select_seconds=time.perf_counter() - t0,
+                select_cpu_seconds=time.process_time() - c0,
+                n_settings=len(fits),
+                n_no_positive=n_failed,
+                best_setting=best,
+                select_acc_seed0=best_acc0,
+                grid_scores=[
+                    [
+                        s,
+                        None if isinstance(m, Exception) else acc(y, m.labels_),
+                        getattr(m, "n_iter_", None),
+                        getattr(m, "n_components_", None),
+                    ]
+                    for s, m in fits
+                ],
+            )
+            print(
+                f"[{name}] grid of {len(fits)} in {row['select_seconds']:.1f}s "
+                f"(cpu {row['select_cpu_seconds']:.1f}s); best {best} acc {best_acc0:.2f}",
+                flush=True,
+            )
             # 2. ELM-JEC at the selected setting: runs with seeds 1..runs (fresh layers)
             t0, c0 = time.perf_counter(), time.process_time()
             if args.paper_runs:
@@ -141,22 +178,29 @@ def run_table(args):
                 # means; the seed-0 selection's runs are read from the same sweeps
                 per_seed = []
                 for seed in range(1, args.paper_runs + 1):
-                    sw = elmjec_sweep(X, grid, elmjec_base(name, X, c, seed))
-                    per_seed.append([np.nan if isinstance(m, Exception) else acc(y, m.labels_)
-                                     for _, m in sw])
+                    sw = sweep(elmjec_base(name, X, c, seed), X, grid, errors="return")
+                    per_seed.append(
+                        [np.nan if isinstance(m, Exception) else acc(y, m.labels_) for _, m in sw]
+                    )
                     print(f"[{name}] paper-protocol sweep seed {seed} done", flush=True)
                 A = np.array(per_seed)
                 means = A.mean(axis=0)
                 j = int(np.nanargmax(means))
                 settings = [s for s, _ in fits]
-                row.update(paper_runs=args.paper_runs, paper_best_setting=settings[j],
-                           paper_best_acc=A[:, j].tolist(), paper_means=means.tolist(),
-                           paper_seconds=time.perf_counter() - t0,
-                           paper_cpu_seconds=time.process_time() - c0)
-                print(f"[{name}] paper protocol: best mean {means[j]:.2f} at {settings[j]}",
-                      flush=True)
+                row.update(
+                    paper_runs=args.paper_runs,
+                    paper_best_setting=settings[j],
+                    paper_best_acc=A[:, j].tolist(),
+                    paper_means=means.tolist(),
+                    paper_seconds=time.perf_counter() - t0,
+                    paper_cpu_seconds=time.process_time() - c0,
+                )
+                print(
+                    f"[{name}] paper protocol: best mean {means[j]:.2f} at {settings[j]}",
+                    flush=True,
+                )
                 jb = settings.index(best)
-                accs = A[:args.runs, jb].tolist()
+                accs = A[: args.runs, jb].tolist()
                 iters = None
             else:
                 accs, iters = [], []
@@ -164,33 +208,65 @@ def run_table(args):
                     m = elmjec_base(name, X, c, seed, **best).fit(X)
                     accs.append(acc(y, m.labels_))
                     iters.append(m.n_iter_)
-                row.update(elmjec_seconds_per_fit=(time.perf_counter() - t0) / args.runs,
-                           elmjec_cpu_seconds_per_fit=(time.process_time() - c0) / args.runs)
+                row.update(
+                    elmjec_seconds_per_fit=(time.perf_counter() - t0) / args.runs,
+                    elmjec_cpu_seconds_per_fit=(time.process_time() - c0) / args.runs,
+                )
             row.update(elmjec_acc=accs, elmjec_iters=iters)
             # 3. ELM-JEC with default lam, gamma, n_components
-            accs = [acc(y, elmjec_base(name, X, c, seed).fit(X).labels_)
-                    for seed in range(1, args.runs + 1)]
+            accs = [
+                acc(y, elmjec_base(name, X, c, seed).fit(X).labels_)
+                for seed in range(1, args.runs + 1)
+            ]
             row.update(default_acc=accs)
             # 4. k-means on the min-max scaled features
-            row.update(kmeans_acc=[acc(y, KMeans(c, n_init=10, random_state=seed).fit(Xs).labels_)
-                                   for seed in range(1, args.runs + 1)])
+            row.update(
+                kmeans_acc=[
+                    acc(y, KMeans(c, n_init=10, random_state=seed).fit(Xs).labels_)
+                    for seed in range(1, args.runs + 1)
+                ]
+            )
             # 5. US-ELM: select lam (2^-4..2^4) and n_o (n_o grid of the paper) with seed 0,
             #    then runs at the selection
             t0 = time.perf_counter()
             us_scores = []
             solver = "dual" if X.shape[0] < n_hidden_for(name) / 2 else "primal"
-            for n_o in ([c] if args.grid != "full" else N_O):
-                for lam in (POW if args.grid != "tiny" else [0.25, 1.0, 4.0]):
-                    m = USELM(c, n_components=n_o, n_hidden=n_hidden_for(name), lam=lam,
-                              graph="exact", n_neighbors=5, scaling="minmax", solver=solver,
-                              random_state=0).fit(X)
+            for n_o in [c] if args.grid != "full" else N_O:
+                for lam in POW if args.grid != "tiny" else [0.25, 1.0, 4.0]:
+                    m = USELM(
+                        c,
+                        n_components=n_o,
+                        n_hidden=n_hidden_for(name),
+                        lam=lam,
+                        graph="exact",
+                        n_neighbors=5,
+                        scaling="minmax",
+                        solver=solver,
+                        random_state=0,
+                    ).fit(X)
                     us_scores.append((acc(y, m.labels_), {"lam": lam, "n_components": n_o}))
             us0, us_best = max(us_scores, key=lambda t: t[0])
             row.update(uselm_setting=us_best, uselm_select_seconds=time.perf_counter() - t0)
-            row.update(uselm_acc=[acc(y, USELM(c, n_hidden=n_hidden_for(name), graph="exact",
-                                                 n_neighbors=5, scaling="minmax", solver=solver,
-                                                 random_state=seed, **us_best).fit(X).labels_)
-                                  for seed in range(1, args.runs + 1)])
+            row.update(
+                uselm_acc=[
+                    acc(
+                        y,
+                        USELM(
+                            c,
+                            n_hidden=n_hidden_for(name),
+                            graph="exact",
+                            n_neighbors=5,
+                            scaling="minmax",
+                            solver=solver,
+                            random_state=seed,
+                            **us_best,
+                        )
+                        .fit(X)
+                        .labels_,
+                    )
+                    for seed in range(1, args.runs + 1)
+                ]
+            )
         for key in ("elmjec_acc", "default_acc", "kmeans_acc", "uselm_acc"):
             v = np.array(row[key])
             print(f"[{name}] {key}: {v.mean():.2f} +- {v.std():.2f}", flush=True)
@@ -200,11 +276,11 @@ def run_table(args):
 
 
 def run_sweep(args):
-    """Wall time of one grid through elmjec_sweep (one Gram pass) against fitting every
+    """Wall time of one grid through elmscale.sweep (one Gram pass) against fitting every
     setting from scratch."""
     import dask
 
-    from elmscale.algorithms._elmjec import elmjec_sweep
+    from elmscale import sweep
 
     X, y = load(args.dataset)
     c = len(np.unique(y))
@@ -213,7 +289,7 @@ def run_sweep(args):
     with dask.config.set(scheduler="sync"), warnings.catch_warnings():
         warnings.simplefilter("ignore")
         t0, c0 = time.perf_counter(), time.process_time()
-        fits = elmjec_sweep(X, grid, base)
+        fits = sweep(base, X, grid, errors="return")
         t_sweep, c_sweep = time.perf_counter() - t0, time.process_time() - c0
         t0, c0 = time.perf_counter(), time.process_time()
         same = 0
@@ -225,10 +301,17 @@ def run_sweep(args):
                 continue
             same += bool(np.array_equal(alone.labels_, fitted.labels_))
         t_scratch, c_scratch = time.perf_counter() - t0, time.process_time() - c0
-    res = {"dataset": args.dataset, "n_settings": len(fits), "sweep_seconds": t_sweep,
-           "scratch_seconds": t_scratch, "sweep_cpu_seconds": c_sweep,
-           "scratch_cpu_seconds": c_scratch, "identical_labels": same,
-           "loadavg": os.getloadavg(), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+    res = {
+        "dataset": args.dataset,
+        "n_settings": len(fits),
+        "sweep_seconds": t_sweep,
+        "scratch_seconds": t_scratch,
+        "sweep_cpu_seconds": c_sweep,
+        "scratch_cpu_seconds": c_scratch,
+        "identical_labels": same,
+        "loadavg": os.getloadavg(),
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+    }
     print(json.dumps(res), flush=True)
     if args.out:
         with open(args.out, "a") as f:
@@ -258,7 +341,7 @@ def run_scale(args):
     from distributed import Client, LocalCluster
 
     import elmscale
-    from elmscale.algorithms._elmjec import ELMJEC
+    from elmscale import ELMJEC
 
     timings = []
 
@@ -269,16 +352,34 @@ def run_scale(args):
     log = logging.getLogger("elmscale")
     log.setLevel(logging.INFO)
     log.addHandler(Clock())
-    res = {"n": args.n, "d": args.d, "clusters": args.clusters, "n_hidden": args.n_hidden,
-           "n_components": args.components, "graph": args.graph, "cache": args.cache,
-           "restarts": args.restarts, "max_iter": args.max_iter, "workers": args.workers,
-           "worker_gb": args.worker_gb, "lam": args.lam, "gamma": args.gamma,
-           "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-           "loadavg_start": os.getloadavg()}
+    res = {
+        "n": args.n,
+        "d": args.d,
+        "clusters": args.clusters,
+        "n_hidden": args.n_hidden,
+        "n_components": args.components,
+        "graph": args.graph,
+        "cache": args.cache,
+        "restarts": args.restarts,
+        "max_iter": args.max_iter,
+        "workers": args.workers,
+        "worker_gb": args.worker_gb,
+        "lam": args.lam,
+        "gamma": args.gamma,
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "loadavg_start": os.getloadavg(),
+    }
     itemsize = 4
     rows = max(1000, args.chunk_mb * 2**20 // (args.n_hidden * itemsize))
-    with LocalCluster(n_workers=args.workers, threads_per_worker=1, dashboard_address=":0",
-                      memory_limit=f"{args.worker_gb}GiB") as cluster, Client(cluster) as client:
+    with (
+        LocalCluster(
+            n_workers=args.workers,
+            threads_per_worker=1,
+            dashboard_address=":0",
+            memory_limit=f"{args.worker_gb}GiB",
+        ) as cluster,
+        Client(cluster) as client,
+    ):
         if args.graph in ("auto", "pynndescent") and args.n > 10_000:
             t0 = time.perf_counter()
             client.run(_warm_pynndescent)  # numba compile in each worker, outside the timing
@@ -291,10 +392,19 @@ def run_scale(args):
             res["n_chunks"] = len(Xd.chunks[0])
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                m = ELMJEC(args.clusters, n_components=args.components, n_hidden=args.n_hidden,
-                           lam=args.lam, gamma=args.gamma, graph=args.graph, n_neighbors=5,
-                           n_restarts=args.restarts, max_iter=args.max_iter, cache=args.cache,
-                           random_state=args.seed)
+                m = ELMJEC(
+                    args.clusters,
+                    n_components=args.components,
+                    n_hidden=args.n_hidden,
+                    lam=args.lam,
+                    gamma=args.gamma,
+                    graph=args.graph,
+                    n_neighbors=5,
+                    n_restarts=args.restarts,
+                    max_iter=args.max_iter,
+                    cache=args.cache,
+                    random_state=args.seed,
+                )
                 t0, c0 = time.perf_counter(), time.process_time()
                 m.fit(Xd)
                 labels = m.labels_.compute()
@@ -305,138 +415,36 @@ def run_scale(args):
     it_times = [t for t, _, msg in timings if msg.startswith("ELM-JEC iteration")]
     start = [t for t, _, msg in timings if msg.startswith("ELM-JEC: numerical rank")]
     per_iter = np.diff(np.r_[start[-1:] if start else [t0], it_times]).tolist()
-    res.update(n_iter=m.n_iter_, rank=m.rank_, total_seconds=total,
-               client_cpu_seconds=total_cpu,
-               seconds_to_fixed_grams=(start[-1] - t0) if start else None,
-               seconds_per_iteration=per_iter, acc=acc(y, labels),
-               hidden_layer=[msg for _, _, msg in timings if msg.startswith("hidden layer")],
-               history={k_: [str(v) for v in vals] for k_, vals in m.history_.items()},
-               blas=blas_info(), loadavg_end=os.getloadavg())
+    res.update(
+        n_iter=m.n_iter_,
+        rank=m.rank_,
+        total_seconds=total,
+        client_cpu_seconds=total_cpu,
+        seconds_to_fixed_grams=(start[-1] - t0) if start else None,
+        seconds_per_iteration=per_iter,
+        acc=acc(y, labels),
+        hidden_layer=[msg for _, _, msg in timings if msg.startswith("hidden layer")],
+        history={k_: [str(v) for v in vals] for k_, vals in m.history_.items()},
+        blas=blas_info(),
+        loadavg_end=os.getloadavg(),
+    )
     print(json.dumps(res), flush=True)
-    print("\n| N | workers | total s | before iterations s | iterations | s per iteration "
-          "(mean; each) | ACC % | peak RSS MB (workers; client) | load avg |")
+    print(
+        "\n| N | workers | total s | before iterations s | iterations | s per iteration "
+        "(mean; each) | ACC % | peak RSS MB (workers; client) | load avg |"
+    )
     print("|---|---|---|---|---|---|---|---|---|")
-    print(f"| {args.n} | {args.workers} x 1 thread | {total:.1f} | "
-          f"{res['seconds_to_fixed_grams'] or float('nan'):.1f} | {m.n_iter_} | "
-          f"{np.mean(per_iter) if per_iter else float('nan'):.1f}; "
-          f"{', '.join(f'{t:.1f}' for t in per_iter)} | {res['acc']:.2f} | "
-          f"{', '.join(f'{v:.0f}' for v in res['worker_peak_rss_mb'])}; "
-          f"{res['client_peak_rss_mb']:.0f} | {res['loadavg_start'][0]:.1f} -> "
-          f"{res['loadavg_end'][0]:.1f} |")
+    print(
+        f"| {args.n} | {args.workers} x 1 thread | {total:.1f} | "
+        f"{res['seconds_to_fixed_grams'] or float('nan'):.1f} | {m.n_iter_} | "
+        f"{np.mean(per_iter) if per_iter else float('nan'):.1f}; "
+        f"{', '.join(f'{t:.1f}' for t in per_iter)} | {res['acc']:.2f} | "
+        f"{', '.join(f'{v:.0f}' for v in res['worker_peak_rss_mb'])}; "
+        f"{res['client_peak_rss_mb']:.0f} | {res['loadavg_start'][0]:.1f} -> "
+        f"{res['loadavg_end'][0]:.1f} |"
+    )
     with open(args.scale_out, "a") as f:
         f.write(json.dumps({"scale": res}) + "\n")
-
-
-def _cpu_best(fn, repeats):
-    best = np.inf
-    for _ in range(repeats):
-        c0 = time.process_time()
-        fn()
-        best = min(best, time.process_time() - c0)
-    return best
-
-
-def run_speed(args):
-    """Per-setting cost before/after computing only the top eigenpairs, and the grid through
-    one Gram pass against fitting each setting from scratch. Markdown to stdout, JSON lines to
-    --speed-out. CPU seconds (time.process_time) are given next to wall seconds."""
-    import dask
-    import scipy.linalg as sla
-
-    from elmscale.algorithms import _elmjec
-    from elmscale.algorithms._elmjec import ELMJEC, elmjec_sweep
-
-    def full_top_eigh(S, n):  # the solve before dfe2797: the whole spectrum, then the top n
-        w, Y = sla.eigh(S, check_finite=False)
-        return w[::-1][:n], Y[:, ::-1][:, :n]
-
-    subset_top_eigh = _elmjec._top_eigh
-    prepare = ELMJEC._prepare
-    out = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "blas": blas_info(),
-           "loadavg_start": os.getloadavg(), "eigh": [], "per_setting": []}
-    grid = {"lam": [0.25, 1.0, 4.0], "gamma": [0.0625, 1.0]}
-    # 0. the eigenproblem alone on random symmetric matrices of the ranks the issue names
-    for r in (767, 1439):
-        A = np.random.default_rng(r).standard_normal((r, r))
-        S = (A @ A.T) / r - 0.5 * np.eye(r)
-        for n in (2, 32):
-            out["eigh"].append({"dataset": "random", "r": r, "n_components": n,
-                                "full_cpu_s": _cpu_best(lambda: full_top_eigh(S, n), args.repeats),
-                                "subset_cpu_s": _cpu_best(lambda: _elmjec._count_positive(
-                                    S, subset_top_eigh(S, n)[0]), args.repeats)})
-    with dask.config.set(scheduler="sync"), warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        for name, X, y, c in datasets(args.speed_datasets):
-            base = elmjec_base(name, X, c, 0, n_components=min(c, 32))
-            shared = clone(base)._prepare(X)
-            red = shared.reduced
-            # 1. the r x r eigenproblem alone, on the matrix of the first beta step (lam = 1)
-            S = red.reduced_matrix(shared.htf0, shared.sizes0, 1.0, 0.0625)
-            for n in sorted({min(c, 32), 32}):
-                t_full = _cpu_best(lambda: full_top_eigh(S, n), args.repeats)
-                t_sub = _cpu_best(lambda: (lambda w: _elmjec._count_positive(S, w[0]))(
-                    subset_top_eigh(S, n)), args.repeats)
-                out["eigh"].append({"dataset": name, "r": red.rank_, "n_components": n,
-                                    "full_cpu_s": t_full, "subset_cpu_s": t_sub})
-            # 2. a whole sweep setting (Algorithm 1's iterations) with either solve
-            res = {"dataset": name, "n": X.shape[0], "r": red.rank_, "settings": 6}
-            labels = {}
-            for variant, fn in (("full", full_top_eigh), ("subset", subset_top_eigh)):
-                prep = []
-
-                def timed_prepare(self, X_, _prep=prep):
-                    c0 = time.process_time()
-                    r_ = prepare(self, X_)
-                    _prep.append(time.process_time() - c0)
-                    return r_
-
-                _elmjec._top_eigh = fn
-                ELMJEC._prepare = timed_prepare
-                try:
-                    c0, t0 = time.process_time(), time.perf_counter()
-                    fits = elmjec_sweep(X, grid, base)
-                    cpu, wall = time.process_time() - c0, time.perf_counter() - t0
-                finally:
-                    _elmjec._top_eigh = subset_top_eigh
-                    ELMJEC._prepare = prepare
-                labels[variant] = [None if isinstance(m, Exception) else np.asarray(m.labels_)
-                                   for _, m in fits]
-                res[f"{variant}_cpu_per_setting_s"] = (cpu - prep[0]) / len(fits)
-                res[f"{variant}_wall_s"] = wall
-                res[f"{variant}_iterations"] = sum(getattr(m, "n_iter_", 0) for _, m in fits)
-            res["identical_labels"] = sum(
-                a is not None and b is not None and np.array_equal(a, b)
-                for a, b in zip(labels["full"], labels["subset"]))
-            out["per_setting"].append(res)
-    # 3. one Gram pass for a grid vs each setting from scratch (as the `sweep` mode)
-    out["sweep"] = run_sweep(argparse.Namespace(dataset=args.dataset, out=None))
-    out["loadavg_end"] = os.getloadavg()
-    print("\n| dataset | r | n_o | full eigh (CPU s) | top-n_o eigh (CPU s) | ratio |")
-    print("|---|---|---|---|---|---|")
-    for e in out["eigh"]:
-        print(f"| {e['dataset']} | {e['r']} | {e['n_components']} | {e['full_cpu_s']:.3f} | "
-              f"{e['subset_cpu_s']:.3f} | {e['full_cpu_s'] / e['subset_cpu_s']:.1f}x |")
-    print("\n| dataset | N | r | settings | CPU s per setting, full eigh | CPU s per setting, "
-          "top-n_o | ratio | iterations (full / top) | identical labels |")
-    print("|---|---|---|---|---|---|---|---|---|")
-    for r in out["per_setting"]:
-        print(f"| {r['dataset']} | {r['n']} | {r['r']} | {r['settings']} | "
-              f"{r['full_cpu_per_setting_s']:.3f} | {r['subset_cpu_per_setting_s']:.3f} | "
-              f"{r['full_cpu_per_setting_s'] / r['subset_cpu_per_setting_s']:.2f}x | "
-              f"{r['full_iterations']} / {r['subset_iterations']} | "
-              f"{r['identical_labels']}/{r['settings']} |")
-    sw = out["sweep"]
-    print(f"\n| sweep ({sw['dataset']}) | settings | one Gram pass (wall / CPU s) | from scratch "
-          "(wall / CPU s) | ratio (CPU) | identical labels |")
-    print("|---|---|---|---|---|---|")
-    print(f"| {sw['dataset']} | {sw['n_settings']} | {sw['sweep_seconds']:.1f} / "
-          f"{sw['sweep_cpu_seconds']:.1f} | {sw['scratch_seconds']:.1f} / "
-          f"{sw['scratch_cpu_seconds']:.1f} | "
-          f"{sw['scratch_cpu_seconds'] / sw['sweep_cpu_seconds']:.1f}x | "
-          f"{sw['identical_labels']}/{sw['n_settings']} |")
-    print(f"\nload average start {out['loadavg_start']}, end {out['loadavg_end']}")
-    with open(args.speed_out, "a") as f:
-        f.write(json.dumps(out, default=float) + "\n")
 
 
 def run_report(args):
@@ -451,41 +459,52 @@ def run_report(args):
             rows[(rec["dataset"], rec["grid"])] = rec
     ms = lambda v: f"{np.mean(v):.2f} +- {np.std(v):.2f}"  # noqa: E731
     st = lambda b: f"({b['lam']:g}, {b['gamma']:g}, {b['n_components']})"  # noqa: E731
-    print("| dataset | n x d, c | paper ELM-JEC | ELM-JEC (seed-0 selection, runs 1..R) | "
-          "selected (lam, gamma, n_o) | ELM-JEC paper selection (best R-run mean) | "
-          "ELM-JEC defaults | k-means | US-ELM (selected lam, n_o) | grid, R | grid time "
-          "(wall / CPU) |")
+    print(
+        "| dataset | n x d, c | paper ELM-JEC | ELM-JEC (seed-0 selection, runs 1..R) | "
+        "selected (lam, gamma, n_o) | ELM-JEC paper selection (best R-run mean) | "
+        "ELM-JEC defaults | k-means | US-ELM (selected lam, n_o) | grid, R | grid time "
+        "(wall / CPU) |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows.values():
-        paper_sel = (f"{ms(r['paper_best_acc'])} at {st(r['paper_best_setting'])}"
-                     if "paper_best_acc" in r else "-")
+        paper_sel = (
+            f"{ms(r['paper_best_acc'])} at {st(r['paper_best_setting'])}"
+            if "paper_best_acc" in r
+            else "-"
+        )
         cpu = f" / {r['select_cpu_seconds']:.0f}" if "select_cpu_seconds" in r else ""
         us = r["uselm_setting"]
-        print(f"| {r['dataset']} | {r['n']} x {r['d']}, {r['c']} | {PAPER[r['dataset']]:.2f} | "
-              f"{ms(r['elmjec_acc'])} | {st(r['best_setting'])} | {paper_sel} | "
-              f"{ms(r['default_acc'])} | {ms(r['kmeans_acc'])} | {ms(r['uselm_acc'])} "
-              f"(lam={us['lam']:g}, n_o={us['n_components']}) | {r['grid']} "
-              f"({r['n_settings']}), {r['runs']} | {r['select_seconds']:.0f}{cpu} s |")
+        print(
+            f"| {r['dataset']} | {r['n']} x {r['d']}, {r['c']} | {PAPER[r['dataset']]:.2f} | "
+            f"{ms(r['elmjec_acc'])} | {st(r['best_setting'])} | {paper_sel} | "
+            f"{ms(r['default_acc'])} | {ms(r['kmeans_acc'])} | {ms(r['uselm_acc'])} "
+            f"(lam={us['lam']:g}, n_o={us['n_components']}) | {r['grid']} "
+            f"({r['n_settings']}), {r['runs']} | {r['select_seconds']:.0f}{cpu} s |"
+        )
     for s_ in sweeps:
-        print(f"\nsweep {s_['dataset']}: {s_['n_settings']} settings, one Gram pass "
-              f"{s_['sweep_seconds']:.1f} s, from scratch {s_['scratch_seconds']:.1f} s "
-              f"({s_['scratch_seconds'] / s_['sweep_seconds']:.1f}x), identical labels "
-              f"{s_['identical_labels']}/{s_['n_settings']}")
+        print(
+            f"\nsweep {s_['dataset']}: {s_['n_settings']} settings, one Gram pass "
+            f"{s_['sweep_seconds']:.1f} s, from scratch {s_['scratch_seconds']:.1f} s "
+            f"({s_['scratch_seconds'] / s_['sweep_seconds']:.1f}x), identical labels "
+            f"{s_['identical_labels']}/{s_['n_settings']}"
+        )
 
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("what", choices=["table", "sweep", "speed", "scale", "report"])
-    p.add_argument("--speed-out", default=str(HERE / "results" / "elmjec_speed.jsonl"))
-    p.add_argument("--speed-datasets", nargs="+", default=["diabetes", "coil20"])
-    p.add_argument("--repeats", type=int, default=5, help="speed: eigh repeats (best CPU)")
+    p.add_argument("what", choices=["table", "sweep", "scale", "report"])
     p.add_argument("--out", default=str(HERE / "results" / "elmjec_raw.jsonl"))
-    p.add_argument("--datasets", nargs="+",
-                   default=["iris", "ecoli", "diabetes", "segment", "coil20", "orl"])
+    p.add_argument(
+        "--datasets", nargs="+", default=["iris", "ecoli", "diabetes", "segment", "coil20", "orl"]
+    )
     p.add_argument("--grid", choices=["full", "reduced", "tiny"], default="reduced")
     p.add_argument("--runs", type=int, default=10)
-    p.add_argument("--paper-runs", type=int, default=0,
-                   help="also the paper's selection: sweep the grid with seeds 1..N, best mean")
+    p.add_argument(
+        "--paper-runs",
+        type=int,
+        default=0,
+        help="also the paper's selection: sweep the grid with seeds 1..N, best mean",
+    )
     p.add_argument("--dataset", default="segment")
     p.add_argument("--n", type=int, default=1_000_000)
     p.add_argument("--d", type=int, default=50)
@@ -502,18 +521,24 @@ def main():
     p.add_argument("--scale-out", default=str(HERE / "results" / "elmjec_scale.jsonl"))
     p.add_argument("--restarts", type=int, default=20)
     p.add_argument("--max-iter", type=int, default=20)
-    p.add_argument("--cache", default="auto", type=lambda s: {"true": True, "false": False}.get(
-        s.lower(), s))
-    p.add_argument("--blas-threads", type=int, default=1,
-                   help="BLAS threads (1: the machine is shared; 2 threads oversubscribe)")
+    p.add_argument(
+        "--cache", default="auto", type=lambda s: {"true": True, "false": False}.get(s.lower(), s)
+    )
+    p.add_argument(
+        "--blas-threads",
+        type=int,
+        default=1,
+        help="BLAS threads (1: the machine is shared; 2 threads oversubscribe)",
+    )
     args = p.parse_args()
     from threadpoolctl import threadpool_limits
 
     threadpool_limits(args.blas_threads)
     os.makedirs(Path(args.out).parent, exist_ok=True)
     print("BLAS:", blas_info(), flush=True)
-    {"table": run_table, "sweep": run_sweep, "speed": run_speed, "scale": run_scale,
-     "report": run_report}[args.what](args)
+    {"table": run_table, "sweep": run_sweep, "scale": run_scale, "report": run_report}[args.what](
+        args
+    )
 
 
 if __name__ == "__main__":

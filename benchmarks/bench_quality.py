@@ -14,9 +14,9 @@ already there, so an interrupted run resumes and peers are computed once per dat
     otherwise their defaults, or with ``--set est.param=value`` overrides (a variant; give it
     a ``--tag``) -> ``quality_estimators.json``.
 ``uselm-grid``
-    USELM candidate defaults: for each dataset, seed and hidden layer, one fit with
-    ``warm_start=True`` and then every (lam, n_components, row_normalize) of the grid reusing
-    its Gram matrices -> ``quality_uselm_grid.json``.
+    USELM candidate defaults: for each dataset, seed and hidden layer, one ``reduce`` (graph
+    and Gram matrices) and then a ``solve`` for every (lam, n_components, row_normalize) of
+    the grid -> ``quality_uselm_grid.json``.
 ``lodo``
     Leave-one-dataset-out choice over a grid file: for each dataset, the setting with the best
     mean ACC over the other datasets, scored on the left-out one; reports how often the choice
@@ -40,17 +40,43 @@ import warnings
 from pathlib import Path
 
 import numpy as np
-
-from _common import (DatasetMissing, clustering_accuracy, command_line, load_dataset,
-                     machine_info, nmi, utc_now)
+from _common import (
+    DatasetMissing,
+    clustering_accuracy,
+    command_line,
+    load_dataset,
+    machine_info,
+    nmi,
+    utc_now,
+)
+from sklearn.base import clone
 
 RESULTS = Path(__file__).resolve().parent / "results"
 SHARED = Path("/work/shared/datasets")
 
 # every set of ../shared/datasets except MNIST (its own mode) and scikit-learn's four
-DATASETS = ("iris", "wine", "breast_cancer", "digits", "coil20", "uspst", "usps", "orl",
-            "yale", "yaleb", "segment", "ecoli", "diabetes", "g50c", "ionosphere", "letter",
-            "ringnorm", "frogs", "mnist10k", "shuttle")
+DATASETS = (
+    "iris",
+    "wine",
+    "breast_cancer",
+    "digits",
+    "coil20",
+    "uspst",
+    "usps",
+    "orl",
+    "yale",
+    "yaleb",
+    "segment",
+    "ecoli",
+    "diabetes",
+    "g50c",
+    "ionosphere",
+    "letter",
+    "ringnorm",
+    "frogs",
+    "mnist10k",
+    "shuttle",
+)
 ESTIMATORS = ("USELM", "ELMJEC", "EMMC", "TUMKELM")
 PEERS = ("KMeans", "KMeans-minmax", "SpectralClustering", "UMAP+KMeans")
 
@@ -129,9 +155,14 @@ def run_peer(method, X, c, seed):
         return KMeans(c, n_init=10, random_state=seed).fit_predict(minmax(X))
     if method == "SpectralClustering":
         solver = "amg" if X.shape[0] > 10_000 else None
-        return SpectralClustering(c, affinity="nearest_neighbors", n_neighbors=10,
-                                  eigen_solver=solver, random_state=seed,
-                                  n_jobs=1).fit_predict(standardise(X))
+        return SpectralClustering(
+            c,
+            affinity="nearest_neighbors",
+            n_neighbors=10,
+            eigen_solver=solver,
+            random_state=seed,
+            n_jobs=1,
+        ).fit_predict(standardise(X))
     if method == "UMAP+KMeans":
         import umap
 
@@ -176,21 +207,39 @@ def run_records(store, names, methods, seeds, tag, fit_one, log):
                     labels = fit_one(method, X, c, seed)
                 except Exception as exc:  # a failing method is a result, not a crash
                     log(f"{name} {method} seed {seed}: FAILED {type(exc).__name__}: {exc}")
-                    store.add(dict(dataset=name, method=method, tag=tag, seed=seed,
-                                   error=f"{type(exc).__name__}: {exc}"))
+                    store.add(
+                        dict(
+                            dataset=name,
+                            method=method,
+                            tag=tag,
+                            seed=seed,
+                            error=f"{type(exc).__name__}: {exc}",
+                        )
+                    )
                     continue
                 sec = time.perf_counter() - t0
                 acc, mi = score(y, labels)
-                store.add(dict(dataset=name, method=method, tag=tag, seed=seed, acc=acc,
-                               nmi=mi, seconds=sec))
-                log(f"{name} {method} {tag} seed {seed}: ACC {acc:.4f} NMI {mi:.4f} "
-                    f"{sec:.1f} s")
+                store.add(
+                    dict(
+                        dataset=name,
+                        method=method,
+                        tag=tag,
+                        seed=seed,
+                        acc=acc,
+                        nmi=mi,
+                        seconds=sec,
+                    )
+                )
+                log(f"{name} {method} {tag} seed {seed}: ACC {acc:.4f} NMI {mi:.4f} {sec:.1f} s")
 
 
 # -- USELM grid and leave-one-dataset-out -------------------------------------------------------
-LAYERS = {"sigmoid": dict(rbf_fraction=0.0), "rbf1": dict(rbf_fraction=1.0, rbf_width=1.0),
-          "rbf0.5": dict(rbf_fraction=1.0, rbf_width=0.5),
-          "half": dict(rbf_fraction=0.5, rbf_width=1.0)}
+LAYERS = {
+    "sigmoid": dict(rbf_fraction=0.0),
+    "rbf1": dict(rbf_fraction=1.0, rbf_width=1.0),
+    "rbf0.5": dict(rbf_fraction=1.0, rbf_width=0.5),
+    "half": dict(rbf_fraction=0.5, rbf_width=1.0),
+}
 LAMS = (0.01, 1.0, 100.0)
 N_OS = ("c", "2c")
 
@@ -211,18 +260,28 @@ def run_uselm_grid(store, names, seeds, layers, log):
                 continue
             # the primal solve for every set (the dual, taken by default below n_hidden rows,
             # gives the same eigenvectors for finite gamma and cannot reuse the Grams)
-            model = elmscale.USELM(c, random_state=seed, warm_start=True, solver="primal",
-                                   **LAYERS[layer])
+            base = elmscale.USELM(c, random_state=seed, solver="primal", **LAYERS[layer])
+            reduction = base.reduce(X)
             for lam, n_o, rn in settings:
                 method = setting_name(layer, lam, n_o, rn)
                 n_comp = c if n_o == "c" else 2 * c
-                n_comp = min(n_comp, X.shape[0] - 1, model.n_hidden - 1)
+                n_comp = min(n_comp, X.shape[0] - 1, base.n_hidden - 1)
+                model = clone(base).set_params(lam=lam, n_components=n_comp, row_normalize=rn)
                 t0 = time.perf_counter()
-                model.set_params(lam=lam, n_components=n_comp, row_normalize=rn).fit(X)
+                model.solve(reduction)
                 sec = time.perf_counter() - t0
                 acc, mi = score(y, model.labels_)
-                store.add(dict(dataset=name, method=method, tag="grid", seed=seed, acc=acc,
-                               nmi=mi, seconds=sec))
+                store.add(
+                    dict(
+                        dataset=name,
+                        method=method,
+                        tag="grid",
+                        seed=seed,
+                        acc=acc,
+                        nmi=mi,
+                        seconds=sec,
+                    )
+                )
             log(f"{name} seed {seed} {layer}: done")
 
 
@@ -250,11 +309,16 @@ def lodo(grid_records, baseline, datasets=None, log=print):
         j = int(np.argmax(rest))
         same += methods[j] == full
         rows.append((d, methods[j], M[i, j], t[(d, baseline, "grid")]))
-    return dict(full_choice=full, held=same, n_sets=len(sets), rows=rows,
-                full_mean=float(M[:, methods.index(full)].mean()),
-                baseline_mean=float(np.mean([t[(d, baseline, "grid")] for d in sets])),
-                lodo_mean=float(np.mean([r[2] for r in rows])),
-                ranking=sorted(zip(M.mean(axis=0), methods, strict=True), reverse=True)[:10])
+    return dict(
+        full_choice=full,
+        held=same,
+        n_sets=len(sets),
+        rows=rows,
+        full_mean=float(M[:, methods.index(full)].mean()),
+        baseline_mean=float(np.mean([t[(d, baseline, "grid")] for d in sets])),
+        lodo_mean=float(np.mean([r[2] for r in rows])),
+        ranking=sorted(zip(M.mean(axis=0), methods, strict=True), reverse=True)[:10],
+    )
 
 
 # -- report ---------------------------------------------------------------------------------
@@ -275,8 +339,9 @@ def report(peer_records, est_records, sets, methods):
     common = [d for d in sets if all((d, m, tag) in ta for m, tag in cols)]
     if common:
         cells = [f"{100 * np.mean([ta[(d, m, tag)] for d in common]):.1f}" for m, tag in cols]
-        lines.append(f"| **mean ACC, the {len(common)} sets of every column** | "
-                     + " | ".join(cells) + " |")
+        lines.append(
+            f"| **mean ACC, the {len(common)} sets of every column** | " + " | ".join(cells) + " |"
+        )
     for peer in ("KMeans", "SpectralClustering", "UMAP+KMeans"):
         cells = []
         for m, tag in cols:
@@ -311,11 +376,23 @@ def run_mnist(configs, seeds, n_sub, log):
         model = elmscale.USELM(10, random_state=seed, **params).fit(X)
         sec = time.perf_counter() - t0
         acc, mi = score(y, model.labels_)
-        log(f"mnist n={X.shape[0]} seed {seed} {params}: ACC {acc:.4f} NMI {mi:.4f} "
-            f"{sec:.1f} s {model.timings_}")
-        out.append(dict(dataset=f"mnist{n_sub or ''}", method="USELM", params=params,
-                        seed=seed, acc=acc, nmi=mi, seconds=sec, timings=model.timings_,
-                        warm_up=warm))
+        log(
+            f"mnist n={X.shape[0]} seed {seed} {params}: ACC {acc:.4f} NMI {mi:.4f} "
+            f"{sec:.1f} s {model.timings_}"
+        )
+        out.append(
+            dict(
+                dataset=f"mnist{n_sub or ''}",
+                method="USELM",
+                params=params,
+                seed=seed,
+                acc=acc,
+                nmi=mi,
+                seconds=sec,
+                timings=model.timings_,
+                warm_up=warm,
+            )
+        )
     return out
 
 
@@ -326,8 +403,7 @@ def parse_config(text):
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("mode", choices=["peers", "estimators", "uselm-grid", "lodo", "report",
-                                    "mnist"])
+    p.add_argument("mode", choices=["peers", "estimators", "uselm-grid", "lodo", "report", "mnist"])
     p.add_argument("--datasets", default=",".join(DATASETS))
     p.add_argument("--exclude", default="")
     p.add_argument("--seeds", type=int, default=3)
@@ -337,9 +413,12 @@ def main(argv=None):
     p.add_argument("--layers", default="sigmoid,rbf1,rbf0.5")
     p.add_argument("--baseline", default="sigmoid|lam=0.01|n_o=c|rownorm=0")
     p.add_argument("--n-sub", type=int, default=0, help="MNIST subsample (0 = all 70k)")
-    p.add_argument("--configs", default="",
-                   help='MNIST: USELM settings, e.g. "lam=100,rbf_fraction=1.0;" (";" '
-                        "separates configurations, an empty one is the defaults)")
+    p.add_argument(
+        "--configs",
+        default="",
+        help='MNIST: USELM settings, e.g. "lam=100,rbf_fraction=1.0;" (";" '
+        "separates configurations, an empty one is the defaults)",
+    )
     p.add_argument("--json", default="")
     args = p.parse_args(argv)
     names = [d for d in args.datasets.split(",") if d and d not in args.exclude.split(",")]
@@ -352,14 +431,20 @@ def main(argv=None):
     if args.mode == "peers":
         store = Store(args.json or RESULTS / "quality_peers.json")
         methods = args.methods.split(",") if args.methods else PEERS
-        run_records(store, names, methods, seeds, "",
-                    lambda m, X, c, s: run_peer(m, X, c, s), log)
+        run_records(store, names, methods, seeds, "", lambda m, X, c, s: run_peer(m, X, c, s), log)
     elif args.mode == "estimators":
         store = Store(args.json or RESULTS / "quality_estimators.json")
         methods = args.methods.split(",") if args.methods else ESTIMATORS
         overrides = parse_sets(args.set)
-        run_records(store, names, methods, seeds, args.tag,
-                    lambda m, X, c, s: make_estimator(m, c, s, overrides).fit(X).labels_, log)
+        run_records(
+            store,
+            names,
+            methods,
+            seeds,
+            args.tag,
+            lambda m, X, c, s: make_estimator(m, c, s, overrides).fit(X).labels_,
+            log,
+        )
     elif args.mode == "uselm-grid":
         store = Store(args.json or RESULTS / "quality_uselm_grid.json")
         run_uselm_grid(store, names, seeds, args.layers.split(","), log)
@@ -367,11 +452,13 @@ def main(argv=None):
         paths = (args.json or str(RESULTS / "quality_uselm_grid.json")).split(",")
         recs = [r for p_ in paths for r in json.loads(Path(p_).read_text())["records"]]
         out = lodo(recs, args.baseline, names)
-        print(f"choice on all {out['n_sets']} sets: {out['full_choice']} "
-              f"(mean ACC {100 * out['full_mean']:.2f}; baseline {args.baseline} "
-              f"{100 * out['baseline_mean']:.2f}); the choice holds when each set is left "
-              f"out on {out['held']} of {out['n_sets']}; mean left-out ACC "
-              f"{100 * out['lodo_mean']:.2f}")
+        print(
+            f"choice on all {out['n_sets']} sets: {out['full_choice']} "
+            f"(mean ACC {100 * out['full_mean']:.2f}; baseline {args.baseline} "
+            f"{100 * out['baseline_mean']:.2f}); the choice holds when each set is left "
+            f"out on {out['held']} of {out['n_sets']}; mean left-out ACC "
+            f"{100 * out['lodo_mean']:.2f}"
+        )
         wins = sum(r[2] > r[3] + 1e-9 for r in out["rows"])
         losses = sum(r[2] < r[3] - 1e-9 for r in out["rows"])
         print(f"left-out choice vs baseline: {wins} wins, {losses} losses")
@@ -383,10 +470,16 @@ def main(argv=None):
         for v, m in out["ranking"]:
             print(f"  {100 * v:.2f} {m}")
     elif args.mode == "report":
-        peers = [r for f in sorted(RESULTS.glob("quality_peers*.json"))
-                 for r in json.loads(f.read_text())["records"]]
-        ests = [r for f in sorted(RESULTS.glob("quality_estimators*.json"))
-                for r in json.loads(f.read_text())["records"]]
+        peers = [
+            r
+            for f in sorted(RESULTS.glob("quality_peers*.json"))
+            for r in json.loads(f.read_text())["records"]
+        ]
+        ests = [
+            r
+            for f in sorted(RESULTS.glob("quality_estimators*.json"))
+            for r in json.loads(f.read_text())["records"]
+        ]
         methods = [(m, "") for m in PEERS]
         methods += sorted({(r["method"], r.get("tag", "")) for r in ests})
         if args.methods:
@@ -397,8 +490,11 @@ def main(argv=None):
         configs = [parse_config(c) for c in args.configs.split(";")]
         out = run_mnist(configs, seeds, args.n_sub, log)
         path = Path(args.json or RESULTS / "quality_mnist.json")
-        data = json.loads(path.read_text()) if path.is_file() else {
-            "machine": machine_info(), "records": []}
+        data = (
+            json.loads(path.read_text())
+            if path.is_file()
+            else {"machine": machine_info(), "records": []}
+        )
         for r in out:
             r["command"], r["date"] = command_line(), utc_now()
         data["records"] += out

@@ -41,6 +41,7 @@ import os
 import sys
 import threading
 import time
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -50,10 +51,20 @@ DATASETS = REPO.parent / "shared" / "datasets"
 GRID = [10.0**e for e in range(-6, 7)]
 PAPER = {"g50c": 4.96, "coil20b": 7.33, "uspstb": 10.98, "coil20": 11.16, "uspst": 13.85}
 # (labelled, validation, n_hidden) from Table I and Section VI
-SIZES = {"g50c": (50, 50, 1000), "coil20b": (40, 40, 2000), "uspstb": (50, 50, 2000),
-         "coil20": (40, 40, 2000), "uspst": (50, 50, 2000)}
-SOURCE = {"g50c": "g50c", "coil20b": "coil20", "coil20": "coil20", "uspstb": "uspst",
-          "uspst": "uspst"}
+SIZES = {
+    "g50c": (50, 50, 1000),
+    "coil20b": (40, 40, 2000),
+    "uspstb": (50, 50, 2000),
+    "coil20": (40, 40, 2000),
+    "uspst": (50, 50, 2000),
+}
+SOURCE = {
+    "g50c": "g50c",
+    "coil20b": "coil20",
+    "coil20": "coil20",
+    "uspstb": "uspst",
+    "uspst": "uspst",
+}
 
 
 def load(name):
@@ -76,10 +87,10 @@ def splits(y, n_lab, n_val, repeats, seed):
         skf = StratifiedKFold(4, shuffle=True, random_state=seed + r)
         for f, (rest, test) in enumerate(skf.split(np.zeros(len(y)), y)):
             rs = 1000 * (seed + r) + f
-            lab, rest2 = train_test_split(rest, train_size=n_lab, stratify=y[rest],
-                                          random_state=rs)
-            val, unl = train_test_split(rest2, train_size=n_val, stratify=y[rest2],
-                                        random_state=rs + 1)
+            lab, rest2 = train_test_split(rest, train_size=n_lab, stratify=y[rest], random_state=rs)
+            val, unl = train_test_split(
+                rest2, train_size=n_val, stratify=y[rest2], random_state=rs + 1
+            )
             yield r, f, np.sort(lab), np.sort(val), np.sort(unl), np.sort(test)
 
 
@@ -98,8 +109,14 @@ def g50c_standard_splits(trials, seed=0):
         idx_v = np.concatenate([np.flatnonzero(yu == c)[: n_lab // 2] for c in np.unique(y)])
         rest = np.setdiff1d(np.arange(IU.shape[1]), idx_v)
         perm = rng.permutation(len(rest))
-        yield (t, 0, np.sort(IL[t]), np.sort(IU[t][idx_v]), np.sort(IU[t][rest[perm[:n_unl]]]),
-               np.sort(IU[t][rest[perm[n_unl:]]]))
+        yield (
+            t,
+            0,
+            np.sort(IL[t]),
+            np.sort(IU[t][idx_v]),
+            np.sort(IU[t][rest[perm[:n_unl]]]),
+            np.sort(IU[t][rest[perm[n_unl:]]]),
+        )
 
 
 MODEL_SCALINGS = ("none", "standard", "minmax")
@@ -121,18 +138,22 @@ def parse_graph(spec):
     """
     parts = spec.split(":")
     if not 4 <= len(parts) <= 6:
-        raise ValueError(f"graph setting {spec!r}: expected "
-                         f"input:k:power:norm|raw[:binary|heat[:sigma]]")
+        raise ValueError(
+            f"graph setting {spec!r}: expected input:k:power:norm|raw[:binary|heat[:sigma]]"
+        )
     base, _, factor = parts[0].partition("*")
     if base not in MODEL_SCALINGS + GLOBAL_MAPS:
-        raise ValueError(f"graph setting {spec!r}: input {base!r} not in "
-                         f"{MODEL_SCALINGS + GLOBAL_MAPS}")
+        raise ValueError(
+            f"graph setting {spec!r}: input {base!r} not in {MODEL_SCALINGS + GLOBAL_MAPS}"
+        )
     factor = float(factor) if factor else 1.0
     if not factor > 0:
         raise ValueError(f"graph setting {spec!r}: the input factor must be > 0")
     if factor != 1.0 and base in ("standard", "minmax"):
-        raise ValueError(f"graph setting {spec!r}: a factor after the per-feature scaling "
-                         f"{base!r} would be undone by it; use none, unit or pm1")
+        raise ValueError(
+            f"graph setting {spec!r}: a factor after the per-feature scaling "
+            f"{base!r} would be undone by it; use none, unit or pm1"
+        )
     if parts[3] not in ("norm", "raw"):
         raise ValueError(f"graph setting {spec!r}: expected norm or raw, got {parts[3]!r}")
     weights = parts[4] if len(parts) > 4 else "heat"
@@ -141,11 +162,17 @@ def parse_graph(spec):
     sigma = float(parts[5]) if len(parts) > 5 else None
     if sigma is not None and (weights != "heat" or not sigma > 0):
         raise ValueError(f"graph setting {spec!r}: sigma must be > 0 and needs heat weights")
-    return dict(spec=spec, input=base, factor=factor,
-                scaling=base if base in ("standard", "minmax") else None,
-                n_neighbors=int(parts[1]), laplacian_power=int(parts[2]),
-                normalized=parts[3] == "norm", weights=weights,
-                sigma=None if sigma is None else sigma * factor)
+    return dict(
+        spec=spec,
+        input=base,
+        factor=factor,
+        scaling=base if base in ("standard", "minmax") else None,
+        n_neighbors=int(parts[1]),
+        laplacian_power=int(parts[2]),
+        normalized=parts[3] == "norm",
+        weights=weights,
+        sigma=None if sigma is None else sigma * factor,
+    )
 
 
 def map_inputs(X, setting):
@@ -163,15 +190,14 @@ def map_inputs(X, setting):
 
 def sselm_params(setting):
     """The SSELM parameters of a parsed graph setting (the graph and the model's scaling)."""
-    return {key: setting[key] for key in ("scaling", "n_neighbors", "weights", "sigma",
-                                          "laplacian_power", "normalized")}
+    return {
+        key: setting[key]
+        for key in ("scaling", "n_neighbors", "weights", "sigma", "laplacian_power", "normalized")
+    }
 
 
-def _graph_G(features, graph, power):
-    """H^T L^p H in one blockwise pass (any p: p > 2 builds L^(p//2) H on the cluster)."""
-    from elmscale.gram import hidden_stats
-
-    return hidden_stats(features, ("htlh",), graph=graph, laplacian_power=power)["htlh"]
+def _scale_rows(A, off, scl):
+    return (A - off) / scl
 
 
 def _one_hot(codes, c):
@@ -194,13 +220,13 @@ def sselm_sweep(G, H_l, Y_l, d, evals, lams=GRID, C0s=GRID):
     P = V.T @ H_l.T  # n_h x l
     Q = [He @ V for He in evals]
     out = [np.empty((len(lams), len(C0s), He.shape[0], Y_l.shape[1])) for He in evals]
-    l = H_l.shape[0]
+    n_l = H_l.shape[0]
     for i, lam in enumerate(lams):
         s = 1.0 / (1.0 + lam * g)
         SP = s[:, None] * P
         Kl = P.T @ SP
         for j, C0 in enumerate(C0s):
-            Z = np.linalg.solve(np.eye(l) + C0 * d[:, None] * Kl, C0 * d[:, None] * Y_l)
+            Z = np.linalg.solve(np.eye(n_l) + C0 * d[:, None] * Kl, C0 * d[:, None] * Y_l)
             W = SP @ Z  # V^T beta
             for k, Qe in enumerate(Q):
                 out[k][i, j] = Qe @ W
@@ -218,8 +244,7 @@ def _errors(outputs, codes):
 def run_table2(args):
     from sklearn.semi_supervised import LabelSpreading
 
-    from elmscale.algorithms._elm import ELMClassifier
-    from elmscale.algorithms._sselm import SSELM
+    from elmscale import SSELM, ELMClassifier
 
     graphs = [parse_graph(g) for g in args.graphs.split(",")]
     results = {}
@@ -257,9 +282,16 @@ def run_table2(args):
             for g in graphs:
                 Xm = map_inputs(X, g)
                 X_tr = Xm[train]
-                m = SSELM(n_hidden=n_h, graph="exact", random_state=seed, **sselm_params(g))
-                features, _, _, graph = m._prepare(X_tr, y_tr)
-                G = _graph_G(features, graph, g["laplacian_power"])
+                # the primal reduction holds G = H^T L^p H (lam > 0 builds the graph)
+                m = SSELM(
+                    n_hidden=n_h,
+                    graph="exact",
+                    random_state=seed,
+                    solver="primal",
+                    lam=1.0,
+                    **sselm_params(g),
+                )
+                G = m.reduce(X_tr, y_tr).stats["htlh"]
                 layer = m.hidden_layer_
                 H_l, H_v, H_t = layer(Xm[lab]), layer(Xm[val]), layer(Xm[test])
                 out_v, out_t = sselm_sweep(G, H_l, Y_l, d, [H_v, H_t])
@@ -268,25 +300,37 @@ def run_table2(args):
                 # validation error first, validation squared error as tie-breaker
                 key = err_v + 1e-6 * mse_v / (1.0 + mse_v.max())
                 i, j = np.unravel_index(np.argmin(key), key.shape)
-                cand = (key[i, j], dict(sselm_params(g), lam=GRID[i], C0=GRID[j]),
-                        err_t[i, j], float(err_t.min()), g, Xm)
+                cand = (
+                    key[i, j],
+                    dict(sselm_params(g), lam=GRID[i], C0=GRID[j]),
+                    err_t[i, j],
+                    float(err_t.min()),
+                    g,
+                    Xm,
+                )
                 if best is None or cand[0] < best[0]:
                     best = cand
             params, g, Xm = best[1], best[4], best[5]
             X_tr = Xm[train]
             t_fit = time.process_time()
-            model = SSELM(n_hidden=n_h, graph="exact", random_state=seed,
-                          **params).fit(X_tr, y_tr)
+            model = SSELM(n_hidden=n_h, graph="exact", random_state=seed, **params).fit(X_tr, y_tr)
             fit_cpu = time.process_time() - t_fit
             ss_test = 100.0 * np.mean(model.predict(Xm[test]) != y[test])
             ss_unl = 100.0 * np.mean(model.predict(Xm[unl]) != y[unl])
             if abs(ss_test - best[2]) > 1e-9:
-                print(f"  note: refit test error {ss_test:.2f} != sweep {best[2]:.2f}",
-                      flush=True)
-            row = dict(repeat=r, fold=f, sizes=[len(lab), len(val), len(unl), len(test)],
-                       sselm_test=ss_test, sselm_unl=ss_unl, sselm_params=params,
-                       graph_spec=g["spec"], sselm_solver=model._solver,
-                       sselm_oracle_test=best[3], refit_cpu_seconds=fit_cpu)
+                print(f"  note: refit test error {ss_test:.2f} != sweep {best[2]:.2f}", flush=True)
+            row = dict(
+                repeat=r,
+                fold=f,
+                sizes=[len(lab), len(val), len(unl), len(test)],
+                sselm_test=ss_test,
+                sselm_unl=ss_unl,
+                sselm_params=params,
+                graph_spec=g["spec"],
+                sselm_solver=model.resolve_solver(len(X_tr)),
+                sselm_oracle_test=best[3],
+                refit_cpu_seconds=fit_cpu,
+            )
             if args.no_baselines:
                 row.update(seconds=time.perf_counter() - t0, loadavg=os.getloadavg()[0])
                 rows.append(row)
@@ -297,10 +341,11 @@ def run_table2(args):
             elm_best = None
             for C in GRID:
                 e = ELMClassifier(n_hidden=n_h, C=C, scaling=sc, random_state=seed).fit(
-                    Xm[lab], y[lab])
-                O = e.decision_function(Xm[val])
-                O = np.stack([-O / 2, O / 2], 1) if O.ndim == 1 else O
-                ev, mv = _errors(O, y[val])
+                    Xm[lab], y[lab]
+                )
+                out = e.decision_function(Xm[val])
+                out = np.stack([-out / 2, out / 2], 1) if out.ndim == 1 else out
+                ev, mv = _errors(out, y[val])
                 key = ev + 1e-6 * mv / (1.0 + mv)
                 if elm_best is None or key < elm_best[0]:
                     elm_best = (key, C, e)
@@ -308,38 +353,67 @@ def run_table2(args):
             elm_test = 100.0 * np.mean(e.predict(Xm[test]) != y[test])
             elm_unl = 100.0 * np.mean(e.predict(Xm[unl]) != y[unl])
             # LabelSpreading (knn kernel), n_neighbors and alpha on V
-            from elmscale.hidden import fit_scaling
             import dask.array as da
+
+            from elmscale.hidden import fit_scaling
+
             off, scl = fit_scaling(da.from_array(X_tr), sc)
-            tr = (lambda A: A) if off is None else (lambda A: (A - off) / scl)
+            tr = (lambda A: A) if off is None else partial(_scale_rows, off=off, scl=scl)
             ls_best = None
             for kk in (5, 10):
                 for alpha in (0.01, 0.2, 0.5, 0.8, 0.99):
-                    ls = LabelSpreading(kernel="knn", n_neighbors=kk, alpha=alpha,
-                                        max_iter=1000).fit(tr(X_tr), y_tr)
+                    ls = LabelSpreading(
+                        kernel="knn", n_neighbors=kk, alpha=alpha, max_iter=1000
+                    ).fit(tr(X_tr), y_tr)
                     ev = np.mean(ls.predict(tr(Xm[val])) != y[val])
                     if ls_best is None or ev < ls_best[0]:
                         ls_best = (ev, kk, alpha, ls)
             ls = ls_best[3]
             ls_test = 100.0 * np.mean(ls.predict(tr(Xm[test])) != y[test])
-            ls_unl = 100.0 * np.mean(ls.transduction_[len(lab):len(lab) + len(unl)] != y[unl])
-            row.update(elm_test=elm_test, elm_unl=elm_unl, elm_C=elm_best[1],
-                       ls_test=ls_test, ls_unl=ls_unl, ls_params=[ls_best[1], ls_best[2]],
-                       seconds=time.perf_counter() - t0, loadavg=os.getloadavg()[0])
+            ls_unl = 100.0 * np.mean(ls.transduction_[len(lab) : len(lab) + len(unl)] != y[unl])
+            row.update(
+                elm_test=elm_test,
+                elm_unl=elm_unl,
+                elm_C=elm_best[1],
+                ls_test=ls_test,
+                ls_unl=ls_unl,
+                ls_params=[ls_best[1], ls_best[2]],
+                seconds=time.perf_counter() - t0,
+                loadavg=os.getloadavg()[0],
+            )
             rows.append(row)
             print(name, json.dumps(row), flush=True)
-        summ = {key: (float(np.mean([rw[key] for rw in rows])),
-                      float(np.std([rw[key] for rw in rows])))
-                for key in ("sselm_test", "sselm_unl", "elm_test", "elm_unl", "ls_test",
-                            "ls_unl", "sselm_oracle_test") if key in rows[0]}
-        results[name] = dict(summary=summ, runs=rows, paper=PAPER[name], n_hidden=n_h,
-                             graphs=[g["spec"] for g in graphs], graph_on=args.graph_on)
-        line = (f"== {name}: SS-ELM test {summ['sselm_test'][0]:.2f} +- "
-                f"{summ['sselm_test'][1]:.2f} (paper {PAPER[name]}), oracle "
-                f"{summ['sselm_oracle_test'][0]:.2f}")
+        summ = {
+            key: (float(np.mean([rw[key] for rw in rows])), float(np.std([rw[key] for rw in rows])))
+            for key in (
+                "sselm_test",
+                "sselm_unl",
+                "elm_test",
+                "elm_unl",
+                "ls_test",
+                "ls_unl",
+                "sselm_oracle_test",
+            )
+            if key in rows[0]
+        }
+        results[name] = dict(
+            summary=summ,
+            runs=rows,
+            paper=PAPER[name],
+            n_hidden=n_h,
+            graphs=[g["spec"] for g in graphs],
+            graph_on=args.graph_on,
+        )
+        line = (
+            f"== {name}: SS-ELM test {summ['sselm_test'][0]:.2f} +- "
+            f"{summ['sselm_test'][1]:.2f} (paper {PAPER[name]}), oracle "
+            f"{summ['sselm_oracle_test'][0]:.2f}"
+        )
         if "elm_test" in summ:
-            line += (f", ELM(L) {summ['elm_test'][0]:.2f} +- {summ['elm_test'][1]:.2f}, "
-                     f"LabelSpreading {summ['ls_test'][0]:.2f} +- {summ['ls_test'][1]:.2f}")
+            line += (
+                f", ELM(L) {summ['elm_test'][0]:.2f} +- {summ['elm_test'][1]:.2f}, "
+                f"LabelSpreading {summ['ls_test'][0]:.2f} +- {summ['ls_test'][1]:.2f}"
+            )
         print(line, flush=True)
         if args.out:
             Path(args.out).write_text(json.dumps(results, indent=1))
@@ -350,10 +424,24 @@ def run_table2(args):
 #: settings timed by ``timing``: the graph setting validation chose most often in the Table II
 #: re-run (benchmarks/RESULTS.md); C0 and lam do not change the cost (one dual LU solve)
 TIMING = {
-    "uspst": dict(n_neighbors=5, weights="heat", laplacian_power=2, normalized=True,
-                  scaling=None, C0=1.0, lam=1.0),
-    "coil20": dict(n_neighbors=2, weights="binary", laplacian_power=1, normalized=True,
-                   scaling="minmax", C0=10.0, lam=100.0),
+    "uspst": dict(
+        n_neighbors=5,
+        weights="heat",
+        laplacian_power=2,
+        normalized=True,
+        scaling=None,
+        C0=1.0,
+        lam=1.0,
+    ),
+    "coil20": dict(
+        n_neighbors=2,
+        weights="binary",
+        laplacian_power=1,
+        normalized=True,
+        scaling="minmax",
+        C0=10.0,
+        lam=100.0,
+    ),
 }
 
 
@@ -364,7 +452,7 @@ def run_timing(args):
     markdown table, appends JSON lines."""
     from threadpoolctl import threadpool_info
 
-    from elmscale.algorithms._sselm import SSELM
+    from elmscale import SSELM
 
     rows = []
     for name in args.datasets.split(","):
@@ -387,23 +475,38 @@ def run_timing(args):
             wall.append(time.perf_counter() - w0)
             cpu.append(time.process_time() - c0)
         err = 100.0 * np.mean(m.predict(X[test]) != y[test])
-        row = dict(dataset=name, n_train=len(X_tr), n_labelled=len(lab), n_hidden=n_h,
-                   solver=m._solver, params=params, fit_wall_median_s=float(np.median(wall)),
-                   fit_wall_s=wall, fit_cpu_median_s=float(np.median(cpu)),
-                   test_error_last_fit=err, loadavg_1min=os.getloadavg()[0],
-                   blas=[(i["internal_api"], i.get("architecture"), i["num_threads"])
-                         for i in threadpool_info()],
-                   utc=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+        row = dict(
+            dataset=name,
+            n_train=len(X_tr),
+            n_labelled=len(lab),
+            n_hidden=n_h,
+            solver=m.resolve_solver(len(X_tr)),
+            params=params,
+            fit_wall_median_s=float(np.median(wall)),
+            fit_wall_s=wall,
+            fit_cpu_median_s=float(np.median(cpu)),
+            test_error_last_fit=err,
+            loadavg_1min=os.getloadavg()[0],
+            blas=[
+                (i["internal_api"], i.get("architecture"), i["num_threads"])
+                for i in threadpool_info()
+            ],
+            utc=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        )
         rows.append(row)
-    print("| dataset | N (L+U) | n_h | solver | graph (k, weights, p) | fit wall median (s) "
-          "| fit CPU median (s) | load avg |")
+    print(
+        "| dataset | N (L+U) | n_h | solver | graph (k, weights, p) | fit wall median (s) "
+        "| fit CPU median (s) | load avg |"
+    )
     print("|---|---|---|---|---|---|---|---|")
     for r in rows:
         p = r["params"]
-        print(f"| {r['dataset']} | {r['n_train']} | {r['n_hidden']} | {r['solver']} | "
-              f"{p['n_neighbors']}, {p['weights']}, {p['laplacian_power']} | "
-              f"{r['fit_wall_median_s']:.2f} | {r['fit_cpu_median_s']:.2f} | "
-              f"{r['loadavg_1min']:.2f} |")
+        print(
+            f"| {r['dataset']} | {r['n_train']} | {r['n_hidden']} | {r['solver']} | "
+            f"{p['n_neighbors']}, {p['weights']}, {p['laplacian_power']} | "
+            f"{r['fit_wall_median_s']:.2f} | {r['fit_cpu_median_s']:.2f} | "
+            f"{r['loadavg_1min']:.2f} |"
+        )
     if args.out:
         with open(args.out, "a") as fh:
             for r in rows:
@@ -453,12 +556,19 @@ def run_scale(args):
     from distributed import Client, LocalCluster
     from threadpoolctl import threadpool_info
 
-    from elmscale.algorithms._sselm import SSELM
+    from elmscale import SSELM
 
     n, d, c = args.n, args.dim, 10
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                      memory_limit=args.worker_memory, dashboard_address=None) as cluster, \
-            Client(cluster) as client:
+    with (
+        LocalCluster(
+            n_workers=2,
+            threads_per_worker=1,
+            processes=True,
+            memory_limit=args.worker_memory,
+            dashboard_address=None,
+        ) as cluster,
+        Client(cluster) as client,
+    ):
         rows = args.chunk
         # the mixture is generated on the workers, block by block (seeded per block)
         centers = np.random.RandomState(0).normal(scale=args.spread, size=(c, d))
@@ -469,13 +579,16 @@ def run_scale(args):
             return np.hstack([centers[lab] + rs.normal(size=(m, d)), lab[:, None]])
 
         sizes = [min(rows, n - s) for s in range(0, n, rows)]
-        parts = [da.from_delayed(dask.delayed(block)(i, m), (m, d + 1), dtype=np.float64)
-                 for i, m in enumerate(sizes)]
+        parts = [
+            da.from_delayed(dask.delayed(block)(i, m), (m, d + 1), dtype=np.float64)
+            for i, m in enumerate(sizes)
+        ]
         Z = da.concatenate(parts).persist()
         X = Z[:, :d].astype(np.float32)
         y = Z[:, d].astype(np.int64)
-        keep = da.from_array(np.random.RandomState(1).rand(n) < args.labelled,
-                             chunks=(tuple(sizes),))
+        keep = da.from_array(
+            np.random.RandomState(1).rand(n) < args.labelled, chunks=(tuple(sizes),)
+        )
         y_semi = da.where(keep, y, -1)
         X, y, y_semi = dask.persist(X, y, y_semi)
         n_lab = int(keep.sum().compute())
@@ -484,8 +597,15 @@ def run_scale(args):
             t = time.perf_counter()
             client.run(_warm_nndescent)
             warm = time.perf_counter() - t
-        model = SSELM(n_hidden=args.n_hidden, C0=args.C0, lam=args.lam, graph="pynndescent",
-                      n_neighbors=10, laplacian_power=args.power, random_state=0)
+        model = SSELM(
+            n_hidden=args.n_hidden,
+            C0=args.C0,
+            lam=args.lam,
+            graph="pynndescent",
+            n_neighbors=10,
+            laplacian_power=args.power,
+            random_state=0,
+        )
         with dask.config.set({"array.chunk-size": "64MiB"}), PeakMemory() as mem:
             t = time.perf_counter()
             model.fit(X, y_semi)
@@ -495,13 +615,26 @@ def run_scale(args):
             unl = ~keep
             acc_unl = float(((pred == y) & unl).sum().compute() / unl.sum().compute())
             pred_s = time.perf_counter() - t
-        out = dict(n=n, d=d, n_hidden=args.n_hidden, labelled=n_lab, chunk_rows=rows,
-                   fit_seconds=fit_s, predict_seconds=pred_s, warm_nndescent_seconds=warm,
-                   accuracy_unlabelled=acc_unl, peak_rss_gb=mem.peak / 2**30,
-                   base_rss_gb=mem.base / 2**30, lam=args.lam, C0=args.C0,
-                   laplacian_power=args.power,
-                   blas=[(i["internal_api"], i.get("architecture"), i["num_threads"])
-                         for i in threadpool_info()])
+        out = dict(
+            n=n,
+            d=d,
+            n_hidden=args.n_hidden,
+            labelled=n_lab,
+            chunk_rows=rows,
+            fit_seconds=fit_s,
+            predict_seconds=pred_s,
+            warm_nndescent_seconds=warm,
+            accuracy_unlabelled=acc_unl,
+            peak_rss_gb=mem.peak / 2**30,
+            base_rss_gb=mem.base / 2**30,
+            lam=args.lam,
+            C0=args.C0,
+            laplacian_power=args.power,
+            blas=[
+                (i["internal_api"], i.get("architecture"), i["num_threads"])
+                for i in threadpool_info()
+            ],
+        )
         print(json.dumps(out), flush=True)
         if args.out:
             Path(args.out).write_text(json.dumps(out, indent=1))
@@ -512,7 +645,7 @@ def _warm_nndescent():
     import pynndescent
 
     Xw = np.random.RandomState(0).rand(200, 5).astype(np.float32)
-    pynndescent.NNDescent(Xw, n_neighbors=5, random_state=0, n_jobs=1).neighbor_graph
+    pynndescent.NNDescent(Xw, n_neighbors=5, random_state=0, n_jobs=1).neighbor_graph  # noqa: B018
     return True
 
 
@@ -522,20 +655,34 @@ def main(argv=None):
     t = sub.add_parser("table2", help="the Table II protocol")
     t.add_argument("--datasets", default="g50c,coil20b,uspstb,coil20,uspst")
     t.add_argument("--repeats", type=int, default=3, help="4-fold splits repeated this often")
-    t.add_argument("--graphs", default="none:10:1:norm,none:5:2:norm,none:10:2:norm",
-                   help="comma list of input[*factor]:k:power:norm|raw[:binary|heat[:sigma]] "
-                   "graph settings searched on V (input: none, standard, minmax, or the "
-                   "global maps unit, pm1; weights default heat, sigma the mean kNN "
-                   "distance); see parse_graph")
-    t.add_argument("--no-baselines", action="store_true",
-                   help="SS-ELM only (skip the supervised ELM and LabelSpreading)")
-    t.add_argument("--g50c-splits", choices=("standard", "kfold"), default="standard",
-                   help="g50c: the file's idxLabs/idxUnls splits as in the SS-ELM authors' "
-                   "demo (default) or the stratified 4-fold protocol of the other sets")
+    t.add_argument(
+        "--graphs",
+        default="none:10:1:norm,none:5:2:norm,none:10:2:norm",
+        help="comma list of input[*factor]:k:power:norm|raw[:binary|heat[:sigma]] "
+        "graph settings searched on V (input: none, standard, minmax, or the "
+        "global maps unit, pm1; weights default heat, sigma the mean kNN "
+        "distance); see parse_graph",
+    )
+    t.add_argument(
+        "--no-baselines",
+        action="store_true",
+        help="SS-ELM only (skip the supervised ELM and LabelSpreading)",
+    )
+    t.add_argument(
+        "--g50c-splits",
+        choices=("standard", "kfold"),
+        default="standard",
+        help="g50c: the file's idxLabs/idxUnls splits as in the SS-ELM authors' "
+        "demo (default) or the stratified 4-fold protocol of the other sets",
+    )
     t.add_argument("--trials", type=int, default=10, help="g50c standard splits used")
-    t.add_argument("--graph-on", choices=("LU", "all"), default="LU",
-                   help="build the graph on L + U (the paper's protocol, default) or on every "
-                   "point, V and T included as unlabelled (transductive side check)")
+    t.add_argument(
+        "--graph-on",
+        choices=("LU", "all"),
+        default="LU",
+        help="build the graph on L + U (the paper's protocol, default) or on every "
+        "point, V and T included as unlabelled (transductive side check)",
+    )
     t.add_argument("--n-hidden", type=int, default=0, help="override Table I's n_h (0: keep)")
     t.add_argument("--seed", type=int, default=0)
     t.add_argument("--max-runs", type=int, default=0, help="stop after this many splits")
@@ -547,11 +694,14 @@ def main(argv=None):
     tm.add_argument("--repeats", type=int, default=3)
     tm.add_argument("--power", type=int, default=0, help="override laplacian_power")
     tm.add_argument("--n-neighbors", type=int, default=0, help="override n_neighbors")
-    tm.add_argument("--solver", choices=("auto", "primal", "dual"), default="auto",
-                    help="SSELM solver ('primal' times the blockwise H^T L^p H pass, which "
-                    "for p > 2 builds L^(p//2) H on the cluster)")
-    tm.add_argument("--out", default=str(REPO / "benchmarks" / "results" /
-                                         "sselm_timing.jsonl"))
+    tm.add_argument(
+        "--solver",
+        choices=("auto", "primal", "dual"),
+        default="auto",
+        help="SSELM solver ('primal' times the blockwise H^T L^p H pass, which "
+        "for p > 2 builds L^(p//2) H on the cluster)",
+    )
+    tm.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "sselm_timing.jsonl"))
     s = sub.add_parser("scale", help="synthetic scale run on a 2-worker LocalCluster")
     s.add_argument("--n", type=int, default=1_000_000)
     s.add_argument("--dim", type=int, default=20)
@@ -563,8 +713,11 @@ def main(argv=None):
     s.add_argument("--power", type=int, default=2)
     s.add_argument("--chunk", type=int, default=50_000)
     s.add_argument("--worker-memory", default="1.6GiB")
-    s.add_argument("--warm", action="store_true",
-                   help="compile pynndescent on the workers before timing the fit")
+    s.add_argument(
+        "--warm",
+        action="store_true",
+        help="compile pynndescent on the workers before timing the fit",
+    )
     s.add_argument("--out", default="")
     args = p.parse_args(argv)
     if args.cmd == "table2":

@@ -29,7 +29,6 @@ import resource
 import time
 
 import numpy as np
-
 from _common import blas_info, clustering_accuracy, machine_info, recall_at_k, utc_now
 from _mixture import mixture_dask, mixture_numpy
 
@@ -57,8 +56,9 @@ class _RSSSampler:
 
     def _run(self):
         while not self._stop.is_set():
-            self.samples.append((time.perf_counter() - self._t0,
-                                 self._proc.memory_info().rss / 2**20))
+            self.samples.append(
+                (time.perf_counter() - self._t0, self._proc.memory_info().rss / 2**20)
+            )
             self._stop.wait(self._interval)
 
     def __enter__(self):
@@ -95,8 +95,15 @@ def write_input(args, log):
     from distributed import Client, LocalCluster
 
     kind, path = _output_path(args.write)
-    with LocalCluster(n_workers=args.workers, threads_per_worker=1, dashboard_address=":0",
-                      memory_limit=f"{args.worker_gb}GiB") as cluster, Client(cluster):
+    with (
+        LocalCluster(
+            n_workers=args.workers,
+            threads_per_worker=1,
+            dashboard_address=":0",
+            memory_limit=f"{args.worker_gb}GiB",
+        ) as cluster,
+        Client(cluster),
+    ):
         X, y = mixture_dask(args.n, args.d, args.clusters, args.seed)
         rows = _rows_per_chunk(args)
         X, y = X.rechunk({0: rows, 1: -1}), y.rechunk(rows)
@@ -106,15 +113,26 @@ def write_input(args, log):
             import dask.dataframe as dd
 
             cols = [f"x{i}" for i in range(args.d)]
-            df = dd.from_dask_array(da.concatenate([X, y[:, None].astype(X.dtype)], axis=1),
-                                    columns=cols + ["y"])
+            df = dd.from_dask_array(
+                da.concatenate([X, y[:, None].astype(X.dtype)], axis=1), columns=cols + ["y"]
+            )
             df["y"] = df["y"].astype("int64")
             df.to_parquet(path, write_index=False)
         else:
-            dask.compute(X.to_zarr(path, component="X", overwrite=True, compute=False),
-                         y.to_zarr(path, component="y", overwrite=True, compute=False))
-        log(json.dumps({"written": args.write, "rows": args.n, "chunk_rows": rows,
-                        "seconds": time.perf_counter() - t0}))
+            dask.compute(
+                X.to_zarr(path, component="X", overwrite=True, compute=False),
+                y.to_zarr(path, component="y", overwrite=True, compute=False),
+            )
+        log(
+            json.dumps(
+                {
+                    "written": args.write,
+                    "rows": args.n,
+                    "chunk_rows": rows,
+                    "seconds": time.perf_counter() - t0,
+                }
+            )
+        )
 
 
 def read_input(spec):
@@ -138,8 +156,15 @@ def run_elmscale(args, log):
     import elmscale
 
     out = {}
-    with LocalCluster(n_workers=args.workers, threads_per_worker=1, dashboard_address=":0",
-                      memory_limit=f"{args.worker_gb}GiB") as cluster, Client(cluster) as client:
+    with (
+        LocalCluster(
+            n_workers=args.workers,
+            threads_per_worker=1,
+            dashboard_address=":0",
+            memory_limit=f"{args.worker_gb}GiB",
+        ) as cluster,
+        Client(cluster) as client,
+    ):
         if args.warm:  # compile pynndescent's numba code in every worker before timing
             t0 = time.perf_counter()
             client.run(_warm_pynndescent)
@@ -151,18 +176,26 @@ def run_elmscale(args, log):
             Xd, yd = mixture_dask(args.n, args.d, args.clusters, args.seed)
             Xd, yd = dask.persist(Xd, yd)
             dask.compute(Xd.sum())
-        with elmscale.config_context(compute_dtype=args.dtype, chunk_bytes=args.chunk_mb * 2**20), \
-                _RSSSampler() as rss:
+        with (
+            elmscale.config_context(compute_dtype=args.dtype, chunk_bytes=args.chunk_mb * 2**20),
+            _RSSSampler() as rss,
+        ):
             if not args.input:
                 Xd = Xd.rechunk({0: _rows_per_chunk(args)})
                 Xd = Xd.persist()
             t0 = time.perf_counter()
             fit_start = t0 - rss._t0
-            model = elmscale.USELM(n_clusters=args.clusters, n_hidden=args.n_hidden,
-                                   n_neighbors=args.k, lam=args.lam, graph=args.graph,
-                                   random_state=args.seed)
-            model._keep_graph = True
-            model.fit(Xd)
+            model = elmscale.USELM(
+                n_clusters=args.clusters,
+                n_hidden=args.n_hidden,
+                n_neighbors=args.k,
+                lam=args.lam,
+                graph=args.graph,
+                random_state=args.seed,
+            )
+            # fit as reduce + solve: the reduction keeps the graph for the halo and recall
+            reduction = model.reduce(Xd)
+            model.solve(reduction)
             out["fit_only_s"] = time.perf_counter() - t0
             labels = model.labels_.compute()
             out["fit_s"] = time.perf_counter() - t0
@@ -170,16 +203,16 @@ def run_elmscale(args, log):
         out["load_avg"] = [round(x, 2) for x in os.getloadavg()]
         out["client_rss_mb_by_stage"] = rss.peak_by_stage(fit_start, list(model.timings_.items()))
         out["acc"] = clustering_accuracy(yd.compute(), labels)
-        out["n_chunks"] = len(model._graph.chunks)
-        graph = model._graph
+        graph = reduction.graph
+        out["n_chunks"] = len(graph.chunks)
         out["halo_rows"] = graph.halo_size()
-        out["recall"] = recall_at_k(graph.X, graph.indices, args.k, n_sample=1000,
-                                    seed=args.seed)
+        out["recall"] = recall_at_k(graph.X, graph.indices, args.k, n_sample=1000, seed=args.seed)
         out["worker_peak_mb"] = sorted(client.run(_worker_peak_mb).values())
         out["client_peak_mb"] = _worker_peak_mb()
         idx = np.asarray(graph.indices.compute()) if args.floor else None
         Xo = np.asarray(graph.X.compute()) if args.floor else None
         layer = model.hidden_layer_
+        reduction.release()
         log(json.dumps(out, default=float))
     return out, idx, Xo, layer
 
@@ -201,8 +234,9 @@ def run_floor(X, idx, layer, args, log):
     import scipy.sparse as sp
 
     N, k = idx.shape
-    A = sp.csr_matrix((np.ones(N * k, dtype=np.float32), (np.repeat(np.arange(N), k),
-                                                          idx.ravel())), shape=(N, N))
+    A = sp.csr_matrix(
+        (np.ones(N * k, dtype=np.float32), (np.repeat(np.arange(N), k), idx.ravel())), shape=(N, N)
+    )
     W = A.maximum(A.T).tocsr()
     d = np.asarray(W.sum(axis=1)).ravel().astype(np.float32)
     Aw = layer.input_weights.astype(np.float32)
@@ -224,11 +258,16 @@ def run_floor(X, idx, layer, args, log):
         np.subtract(d[:, None] * H, LH, out=LH)
         htlh = (H.T @ LH).astype(np.float64)
         t_end = time.perf_counter()
-        times.append({"hidden": t_h - t0, "hth": t_hth - t_h, "htlh": t_end - t_hth,
-                      "total": t_end - t0})
+        times.append(
+            {"hidden": t_h - t0, "hth": t_hth - t_h, "htlh": t_end - t_hth, "total": t_end - t0}
+        )
         del H, LH, hth, htlh
-    out = {"floor_runs": times, "floor_median_s": float(np.median([t["total"] for t in times])),
-           "floor_peak_mb": _worker_peak_mb(), "floor_blas": blas_info()}
+    out = {
+        "floor_runs": times,
+        "floor_median_s": float(np.median([t["total"] for t in times])),
+        "floor_peak_mb": _worker_peak_mb(),
+        "floor_blas": blas_info(),
+    }
     log(json.dumps(out, default=float))
     return out
 
@@ -254,9 +293,17 @@ def run_peers(args, log):
     _warm_pynndescent()  # numba compile outside the timing, as for the workers
     record("numpy_uselm", lambda: _numpy_uselm(Xs, args))
     record("kmeans", lambda: KMeans(args.clusters, n_init=10, random_state=0).fit_predict(Xs))
-    record("spectral_amg", lambda: SpectralClustering(
-        args.clusters, affinity="nearest_neighbors", n_neighbors=args.k,
-        eigen_solver="amg", random_state=0, n_jobs=2).fit_predict(Xs))
+    record(
+        "spectral_amg",
+        lambda: SpectralClustering(
+            args.clusters,
+            affinity="nearest_neighbors",
+            n_neighbors=args.k,
+            eigen_solver="amg",
+            random_state=0,
+            n_jobs=2,
+        ).fit_predict(Xs),
+    )
 
     def umap_kmeans():
         import umap
@@ -278,18 +325,27 @@ def _numpy_uselm(Xs, args):
     N = Xs.shape[0]
     idx, _ = pynndescent.NNDescent(Xs, n_neighbors=args.k + 1, random_state=0).neighbor_graph
     idx = idx[:, 1:]
-    A = sp.csr_matrix((np.ones(idx.size), (np.repeat(np.arange(N), args.k), idx.ravel())),
-                      shape=(N, N))
+    A = sp.csr_matrix(
+        (np.ones(idx.size), (np.repeat(np.arange(N), args.k), idx.ravel())), shape=(N, N)
+    )
     W = A.maximum(A.T).tocsr()
     L = sp.diags(np.asarray(W.sum(1)).ravel()) - W
     rng = np.random.RandomState(0)
-    H = 1 / (1 + np.exp(-(Xs @ rng.uniform(-1, 1, (Xs.shape[1], args.n_hidden))
-                          + rng.uniform(-1, 1, args.n_hidden))))
+    H = 1 / (
+        1
+        + np.exp(
+            -(
+                Xs @ rng.uniform(-1, 1, (Xs.shape[1], args.n_hidden))
+                + rng.uniform(-1, 1, args.n_hidden)
+            )
+        )
+    )
     hth = H.T @ H
     htlh = H.T @ (L @ H)
     n = args.n_hidden
-    _, V = sla.eigh(hth, np.eye(n) + args.lam * htlh, subset_by_index=[n - args.clusters - 1,
-                                                                          n - 1])
+    _, V = sla.eigh(
+        hth, np.eye(n) + args.lam * htlh, subset_by_index=[n - args.clusters - 1, n - 1]
+    )
     V = V[:, ::-1][:, 1:]
     E = H @ V
     E /= np.linalg.norm(E, axis=0)
@@ -306,7 +362,9 @@ def main():
     p.add_argument("--lam", type=float, default=0.01, help="USELM default")
     p.add_argument("--graph", default="auto")
     p.add_argument("--dtype", default="float32")
-    p.add_argument("--chunk-mb", type=int, default=64, help="bytes of one H block (library default)")
+    p.add_argument(
+        "--chunk-mb", type=int, default=64, help="bytes of one H block (library default)"
+    )
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--worker-gb", type=float, default=8)
     p.add_argument("--seed", type=int, default=0)

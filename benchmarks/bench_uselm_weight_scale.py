@@ -7,14 +7,15 @@ of H outside (0.01, 0.99) and the best grid cell of the 3-seed mean ACC.
 
     python benchmarks/bench_uselm_weight_scale.py uspst 1,0.3,0.1,0.03 [n_hidden]
 """
+
 import sys
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import clustering_accuracy, load_dataset  # noqa: E402
 import scipy.sparse as sp  # noqa: E402
+from _common import clustering_accuracy, load_dataset  # noqa: E402
 from sklearn.cluster import KMeans  # noqa: E402
 from sklearn.neighbors import kneighbors_graph  # noqa: E402
 
@@ -58,10 +59,12 @@ def main(name, scales, n_hidden=2000, seeds=3):
     for s in scales:
         runs = [grid_accuracy(X, y, Xs, L, s, n_hidden, seed) for seed in range(seeds)]
         mean = np.mean([acc for acc, _ in runs], axis=0)
-        print(f"{name} scale {s} saturated {runs[-1][1]:.2f} best {mean.max():.3f} "
-              f"grid {np.round(mean, 3).tolist()}", flush=True)
+        print(
+            f"{name} scale {s} saturated {runs[-1][1]:.2f} best {mean.max():.3f} "
+            f"grid {np.round(mean, 3).tolist()}",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], [float(s) for s in sys.argv[2].split(",")],
-         *(int(a) for a in sys.argv[3:4]))
+    main(sys.argv[1], [float(s) for s in sys.argv[2].split(",")], *(int(a) for a in sys.argv[3:4]))

@@ -20,12 +20,24 @@ def bench():
 
 def test_parse_graph_defaults_and_fixed_sigma(bench):
     g = bench.parse_graph("none:10:2:norm")
-    assert g == dict(spec="none:10:2:norm", input="none", factor=1.0, scaling=None,
-                     n_neighbors=10, laplacian_power=2, normalized=True, weights="heat",
-                     sigma=None)
+    assert g == dict(
+        spec="none:10:2:norm",
+        input="none",
+        factor=1.0,
+        scaling=None,
+        n_neighbors=10,
+        laplacian_power=2,
+        normalized=True,
+        weights="heat",
+        sigma=None,
+    )
     g = bench.parse_graph("minmax:2:1:raw:binary")
-    assert (g["scaling"], g["normalized"], g["weights"], g["sigma"]) == ("minmax", False,
-                                                                         "binary", None)
+    assert (g["scaling"], g["normalized"], g["weights"], g["sigma"]) == (
+        "minmax",
+        False,
+        "binary",
+        None,
+    )
     g = bench.parse_graph("pm1:10:2:norm:heat:9.4")
     assert (g["input"], g["scaling"], g["sigma"], g["factor"]) == ("pm1", None, 9.4, 1.0)
     # the factor scales the inputs; sigma is given before it, so the graph does not change
@@ -34,16 +46,19 @@ def test_parse_graph_defaults_and_fixed_sigma(bench):
     assert g["laplacian_power"] == 5
 
 
-@pytest.mark.parametrize("spec,match", [
-    ("none:10:2", "expected input:k:power"),
-    ("foo:10:2:norm", "input 'foo' not in"),
-    ("standard*2:10:2:norm", "would be undone"),
-    ("pm1*0:10:2:norm", "factor must be > 0"),
-    ("none:10:2:normalised", "expected norm or raw"),
-    ("none:10:2:norm:gauss", "weights must be binary or heat"),
-    ("none:10:2:norm:binary:3", "sigma must be > 0 and needs heat"),
-    ("none:10:2:norm:heat:-1", "sigma must be > 0 and needs heat"),
-])
+@pytest.mark.parametrize(
+    "spec,match",
+    [
+        ("none:10:2", "expected input:k:power"),
+        ("foo:10:2:norm", "input 'foo' not in"),
+        ("standard*2:10:2:norm", "would be undone"),
+        ("pm1*0:10:2:norm", "factor must be > 0"),
+        ("none:10:2:normalised", "expected norm or raw"),
+        ("none:10:2:norm:gauss", "weights must be binary or heat"),
+        ("none:10:2:norm:binary:3", "sigma must be > 0 and needs heat"),
+        ("none:10:2:norm:heat:-1", "sigma must be > 0 and needs heat"),
+    ],
+)
 def test_parse_graph_rejects_bad_settings(bench, spec, match):
     with pytest.raises(ValueError, match=match):
         bench.parse_graph(spec)
@@ -52,13 +67,12 @@ def test_parse_graph_rejects_bad_settings(bench, spec, match):
 def test_map_inputs(bench):
     X = np.array([[0.0, 0.5], [1.0, 0.25]])
     np.testing.assert_array_equal(bench.map_inputs(X, bench.parse_graph("none:5:1:norm")), X)
-    np.testing.assert_array_equal(bench.map_inputs(X, bench.parse_graph("standard:5:1:norm")),
-                                  X)
-    np.testing.assert_allclose(bench.map_inputs(X, bench.parse_graph("pm1:5:1:norm")),
-                               2 * X - 1)
+    np.testing.assert_array_equal(bench.map_inputs(X, bench.parse_graph("standard:5:1:norm")), X)
+    np.testing.assert_allclose(bench.map_inputs(X, bench.parse_graph("pm1:5:1:norm")), 2 * X - 1)
     X255 = 255.0 * X
-    np.testing.assert_allclose(bench.map_inputs(X255, bench.parse_graph("unit*0.5:5:1:norm")),
-                               0.5 * X)
+    np.testing.assert_allclose(
+        bench.map_inputs(X255, bench.parse_graph("unit*0.5:5:1:norm")), 0.5 * X
+    )
 
 
 def test_fixed_sigma_reaches_the_graph(bench):
@@ -72,9 +86,17 @@ def test_fixed_sigma_reaches_the_graph(bench):
     Ls = []
     for spec in ("pm1:6:1:norm:heat:0.7", "pm1*0.1:6:1:norm:heat:0.7"):
         g = bench.parse_graph(spec)
-        m = SSELM(n_hidden=10, graph="exact", n_neighbors=6, weights="heat", sigma=g["sigma"],
-                  scaling=g["scaling"], normalized=True, random_state=0)
-        graph = m._prepare(bench.map_inputs(X, g), y)[3]
+        m = SSELM(
+            n_hidden=10,
+            graph="exact",
+            n_neighbors=6,
+            weights="heat",
+            sigma=g["sigma"],
+            scaling=g["scaling"],
+            normalized=True,
+            random_state=0,
+        )
+        graph = m.reduce(bench.map_inputs(X, g), y).graph
         assert graph.sigma == pytest.approx(g["sigma"])
         Ls.append(graph.laplacian().toarray())
     np.testing.assert_allclose(Ls[0], Ls[1], rtol=1e-10, atol=1e-12)

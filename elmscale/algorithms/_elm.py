@@ -8,18 +8,15 @@ from numbers import Real
 import dask
 import dask.array as da
 import numpy as np
-from sklearn.base import ClassifierMixin, RegressorMixin, _fit_context
+from sklearn.base import ClassifierMixin, RegressorMixin
 from sklearn.metrics import accuracy_score
-from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_array, check_is_fitted, column_or_1d
 
 from ..base import BaseELM
 from ..gram import hidden_stats
-from ..hidden import HiddenFeatures
 from ..solvers import ridge_solve
-from ..utils._threads import one_blas_thread_per_task
 from ..utils._validation import is_dask_collection
 
 logger = logging.getLogger(__name__)
@@ -103,8 +100,10 @@ def _encode(block, classes, unlabelled=None):
         pos = np.searchsorted(classes, vals)
         pos = np.minimum(pos, len(classes) - 1)
         if not np.all(classes[pos] == vals):
-            raise ValueError(f"y contains labels not seen in fit: "
-                             f"{sorted(set(vals[classes[pos] != vals].tolist()))[:5]}")
+            raise ValueError(
+                f"y contains labels not seen in fit: "
+                f"{sorted(set(vals[classes[pos] != vals].tolist()))[:5]}"
+            )
         codes[keep] = pos
     return codes
 
@@ -135,10 +134,18 @@ def encode_targets(y, Xd, *, unlabelled=None, classes=None):
             labelled = yd if unlabelled is None else yd[~yd.map_blocks(unlabelled, dtype=bool)]
             classes = np.asarray(da.unique(labelled).compute())
         codes = yd.map_blocks(_encode, classes, unlabelled, dtype=np.int64)
-        counts = np.asarray(codes.map_blocks(_count_codes, len(classes), chunks=(len(classes),),
-                                             dtype=np.float64)
-                            .reshape(-1, len(classes)).sum(axis=0).compute()) \
-            if len(classes) else np.zeros(0)
+        counts = (
+            np.asarray(
+                codes.map_blocks(
+                    _count_codes, len(classes), chunks=(len(classes),), dtype=np.float64
+                )
+                .reshape(-1, len(classes))
+                .sum(axis=0)
+                .compute()
+            )
+            if len(classes)
+            else np.zeros(0)
+        )
         return classes, codes, counts
     y = column_or_1d(np.asarray(y), warn=True)
     _check_y_length(y, Xd.shape[0])
@@ -151,19 +158,19 @@ def encode_targets(y, Xd, *, unlabelled=None, classes=None):
     return classes, da.from_array(codes, chunks=(Xd.chunks[0],)), counts
 
 
-def _softmax(O):
-    O = O - O.max(axis=1, keepdims=True)
-    np.exp(O, out=O)
-    O /= O.sum(axis=1, keepdims=True)
-    return O
+def _softmax(out):
+    out = out - out.max(axis=1, keepdims=True)
+    np.exp(out, out=out)
+    out /= out.sum(axis=1, keepdims=True)
+    return out
 
 
-def _decision(O):
-    return O[:, 1] - O[:, 0] if O.shape[1] == 2 else O
+def _decision(out):
+    return out[:, 1] - out[:, 0] if out.shape[1] == 2 else out
 
 
-def _argmax_label(O, classes):
-    return classes[np.argmax(O, axis=1)]
+def _argmax_label(out, classes):
+    return classes[np.argmax(out, axis=1)]
 
 
 # -- estimators --------------------------------------------------------------------------------
@@ -173,15 +180,10 @@ class _OutputWeightsMixin:
     def _outputs(self, X):
         """``H beta`` for X: lazy dask (n_samples x n_outputs) and whether X was dask."""
         check_is_fitted(self, "output_weights_")
-        Xd, was_dask = self._validate_X(X, reset=False)
+        Xd, was_dask = self.validate_X(X, reset=False)
         # one pass, nothing to reuse: never cache H at prediction time
-        O = HiddenFeatures(Xd, self.hidden_layer_, cache=False).project(self.output_weights_)
-        return O, was_dask
-
-    def _resolve_solver(self, n_samples):
-        if self.solver == "auto":
-            return "dual" if self.n_hidden > n_samples else "primal"
-        return self.solver
+        out = self.hidden_features(Xd, cache=False).project(self.output_weights_)
+        return out, was_dask
 
 
 class _ClassifierOutputsMixin(_OutputWeightsMixin):
@@ -190,21 +192,28 @@ class _ClassifierOutputsMixin(_OutputWeightsMixin):
     def decision_function(self, X):
         """Network outputs ``h(x) beta``, one column per class (n_samples, n_classes); for two
         classes the difference ``o_1 - o_0`` (n_samples,), positive for ``classes_[1]``."""
-        O, was_dask = self._outputs(X)
+        out, was_dask = self._outputs(X)
         c = len(self.classes_)
         if c == 2:
-            D = O.map_blocks(_decision, drop_axis=1, dtype=O.dtype, meta=np.empty((0,), O.dtype))
+            D = out.map_blocks(
+                _decision, drop_axis=1, dtype=out.dtype, meta=np.empty((0,), out.dtype)
+            )
         else:
-            D = O
-        return self._return(D, was_dask)
+            D = out
+        return self.as_output(D, was_dask)
 
     def predict(self, X):
         """The class of the largest output (argmax of ``h(x) beta``)."""
-        O, was_dask = self._outputs(X)
+        out, was_dask = self._outputs(X)
         classes = self.classes_
-        labels = O.map_blocks(_argmax_label, classes, drop_axis=1, dtype=classes.dtype,
-                              meta=np.empty((0,), dtype=classes.dtype))
-        return self._return(labels, was_dask)
+        labels = out.map_blocks(
+            _argmax_label,
+            classes,
+            drop_axis=1,
+            dtype=classes.dtype,
+            meta=np.empty((0,), dtype=classes.dtype),
+        )
+        return self.as_output(labels, was_dask)
 
     def predict_proba(self, X):
         """Softmax of the outputs, ``exp(o_k) / sum_j exp(o_j)``.
@@ -213,9 +222,9 @@ class _ClassifierOutputsMixin(_OutputWeightsMixin):
         probabilities. The softmax gives a normalised score with the same argmax as
         ``predict`` (use ``CalibratedClassifierCV`` for calibrated probabilities).
         """
-        O, was_dask = self._outputs(X)
-        P = O.map_blocks(_softmax, dtype=np.float64)
-        return self._return(P, was_dask)
+        out, was_dask = self._outputs(X)
+        P = out.map_blocks(_softmax, dtype=np.float64)
+        return self.as_output(P, was_dask)
 
     def predict_log_proba(self, X):
         """Logarithm of :meth:`predict_proba`."""
@@ -237,23 +246,36 @@ class _BaseSupervisedELM(_OutputWeightsMixin, BaseELM):
         "solver": [StrOptions({"auto", "primal", "dual"})],
     }
 
-    def _fit_targets(self, Xd, Y, weight):
-        """Draw the hidden layer and solve for beta. Y: dask (N, t), weight: dask (N,) or None,
-        both chunked like Xd's rows."""
-        self._solver = self._resolve_solver(Xd.shape[0])
-        rng = check_random_state(self.random_state)
-        self._draw_hidden_layer(Xd, rng)
-        features = self._hidden_features(Xd)
+    def check_params_vs_input(self, Xd):
+        super().check_params_vs_input(Xd)
+        self._solver = self.resolve_solver(Xd.shape[0])
+
+    def reduce_hidden(self, reduction, y):
+        """The targets (``_targets``), then H^T W H and H^T W Y in one pass (primal), or H, Y
+        and the weights W gathered (dual: n_hidden > N, so H is no larger than H^T H)."""
+        Y, weight = self._targets(reduction, y)
+        features = reduction.features
         if self._solver == "primal":
-            stats = hidden_stats(features, ("hth", "hty"), Y=Y, sample_weight=weight)
-            beta = elm_output_weights(stats["hth"], stats["hty"], self.C)
-        else:  # n_hidden > N: H is no larger than H^T H
+            reduction.stats = hidden_stats(features, ("hth", "hty"), Y=Y, sample_weight=weight)
+        else:
             H, Yc, w = dask.compute(features.H, Y, weight)
-            beta = elm_dual_output_weights(H, Yc, self.C, w)
+            reduction.stats = {"H": H, "Y": Yc, "weight": w}
+
+    def solve_reduced(self, reduction, rng):
+        """beta for this estimator's C (eq. 7, or eqs. 8-9 in the dual)."""
+        stats = reduction.stats
+        if self._solver == "primal":
+            beta = elm_output_weights(stats["hth"], stats["hty"], self.C)
+        else:
+            beta = elm_dual_output_weights(stats["H"], stats["Y"], self.C, stats["weight"])
         self.output_weights_ = beta
-        logger.info("%s: %s solve, n_hidden=%d, n_samples=%d", type(self).__name__,
-                    self._solver, self.n_hidden, Xd.shape[0])
-        return self
+        logger.info(
+            "%s: %s solve, n_hidden=%d, n_samples=%d",
+            type(self).__name__,
+            self._solver,
+            self.n_hidden,
+            reduction.n_samples,
+        )
 
 
 _DOC_COMMON = """
@@ -277,11 +299,14 @@ _DOC_COMMON = """
 
 
 class ELMRegressor(RegressorMixin, _BaseSupervisedELM):
-    __doc__ = """Extreme Learning Machine regressor: ``y ~ h(x) beta`` with a random hidden
+    __doc__ = (
+        """Extreme Learning Machine regressor: ``y ~ h(x) beta`` with a random hidden
     layer ``h`` and ridge-regularised output weights (Huang et al. 2014, eqs. 4-9).
 
     Parameters
-    ----------""" + _DOC_COMMON + """
+    ----------"""
+        + _DOC_COMMON
+        + """
 
     Attributes
     ----------
@@ -315,9 +340,19 @@ class ELMRegressor(RegressorMixin, _BaseSupervisedELM):
     >>> bool(model.score(X, y) > 0.99)
     True
     """
+    )
 
-    def __init__(self, n_hidden=1000, *, C=1.0, activation="sigmoid", scaling="standard",
-                 solver="auto", cache=False, random_state=None):
+    def __init__(
+        self,
+        n_hidden=1000,
+        *,
+        C=1.0,
+        activation="sigmoid",
+        scaling="standard",
+        solver="auto",
+        cache=False,
+        random_state=None,
+    ):
         self.n_hidden = n_hidden
         self.C = C
         self.activation = activation
@@ -326,31 +361,27 @@ class ELMRegressor(RegressorMixin, _BaseSupervisedELM):
         self.cache = cache
         self.random_state = random_state
 
-    @_fit_context(prefer_skip_nested_validation=True)
-    @one_blas_thread_per_task
-    def fit(self, X, y):
-        """Fit beta by ridge regression of y on the hidden layer."""
-        Xd, _ = self._validate_X(X, reset=True)
+    reduce_params = ("n_hidden", "activation", "scaling", "solver", "cache", "random_state")
+
+    def _targets(self, reduction, y):
+        """y as a float (N, n_targets) dask array chunked like X's rows; no weights."""
         if y is None:
             raise ValueError("ELMRegressor requires y to be passed, but the target y is None")
         if not is_dask_collection(y):  # numbers (object arrays of numbers too), finite
-            y = check_array(y, ensure_2d=False, dtype=np.float64, input_name="y",
-                            estimator=self)
+            y = check_array(y, ensure_2d=False, dtype=np.float64, input_name="y", estimator=self)
         if y.ndim not in (1, 2):
             raise ValueError(f"y must be 1-D or 2-D, got shape {y.shape}")
-        _check_y_length(y, Xd.shape[0])
-        self._y_1d = y.ndim == 1
-        Y = _as_row_aligned(y, Xd).astype(np.float64)
-        if Y.ndim == 1:
-            Y = Y[:, None]
-        return self._fit_targets(Xd, Y, None)
+        _check_y_length(y, reduction.n_samples)
+        reduction.fitted["_y_1d"] = y.ndim == 1
+        Y = _as_row_aligned(y, reduction.X).astype(np.float64)
+        return (Y[:, None] if Y.ndim == 1 else Y), None
 
     def predict(self, X):
         """``h(x) beta``: (n_samples,) for 1-D targets, else (n_samples, n_targets)."""
-        O, was_dask = self._outputs(X)
+        out, was_dask = self._outputs(X)
         if self._y_1d:
-            O = O[:, 0]
-        return self._return(O, was_dask)
+            out = out[:, 0]
+        return self.as_output(out, was_dask)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -360,13 +391,16 @@ class ELMRegressor(RegressorMixin, _BaseSupervisedELM):
 
 
 class ELMClassifier(_ClassifierOutputsMixin, ClassifierMixin, _BaseSupervisedELM):
-    __doc__ = """Extreme Learning Machine classifier: one-hot targets, ridge-regularised
+    __doc__ = (
+        """Extreme Learning Machine classifier: one-hot targets, ridge-regularised
     output weights, argmax decision (Huang et al. 2014, eqs. 4-9).
 
     Labels may be any sortable values (integers, strings); ``classes_`` holds them sorted.
 
     Parameters
-    ----------""" + _DOC_COMMON + """
+    ----------"""
+        + _DOC_COMMON
+        + """
     class_weight : dict, "balanced" or None, default=None
         Weighted ELM: sample i gets weight ``class_weight[y_i]`` in the least-squares term
         (``beta = (H^T W H + I/C)^-1 H^T W Y``). "balanced" uses
@@ -410,14 +444,25 @@ class ELMClassifier(_ClassifierOutputsMixin, ClassifierMixin, _BaseSupervisedELM
     >>> bool(model.score(X, y) > 0.9)
     True
     """
+    )
 
     _parameter_constraints = {
         **_BaseSupervisedELM._parameter_constraints,
         "class_weight": [dict, StrOptions({"balanced"}), None],
     }
 
-    def __init__(self, n_hidden=1000, *, C=1.0, activation="sigmoid", class_weight=None,
-                 scaling="standard", solver="auto", cache=False, random_state=None):
+    def __init__(
+        self,
+        n_hidden=1000,
+        *,
+        C=1.0,
+        activation="sigmoid",
+        class_weight=None,
+        scaling="standard",
+        solver="auto",
+        cache=False,
+        random_state=None,
+    ):
         self.n_hidden = n_hidden
         self.C = C
         self.activation = activation
@@ -427,18 +472,26 @@ class ELMClassifier(_ClassifierOutputsMixin, ClassifierMixin, _BaseSupervisedELM
         self.cache = cache
         self.random_state = random_state
 
-    @_fit_context(prefer_skip_nested_validation=True)
-    @one_blas_thread_per_task
-    def fit(self, X, y):
-        """Fit beta on one-hot targets of y."""
-        Xd, _ = self._validate_X(X, reset=True)
+    reduce_params = (
+        "n_hidden",
+        "activation",
+        "class_weight",
+        "scaling",
+        "solver",
+        "cache",
+        "random_state",
+    )
+
+    def _targets(self, reduction, y):
+        """One-hot targets of y and, with ``class_weight``, the weight of each sample."""
         if y is None:
             raise ValueError("ELMClassifier requires y to be passed, but the target y is None")
-        classes, codes, counts = encode_targets(y, Xd)
+        classes, codes, counts = encode_targets(y, reduction.X)
         if len(classes) < 2:
-            raise ValueError(f"ELMClassifier needs samples of at least 2 classes in y; got 1 "
-                             f"class: {classes.tolist()}")
-        self.classes_ = classes
+            raise ValueError(
+                f"ELMClassifier needs samples of at least 2 classes in y; got 1 "
+                f"class: {classes.tolist()}"
+            )
         c = len(classes)
         if self.class_weight is None:
             cw = np.ones(c)
@@ -448,12 +501,16 @@ class ELMClassifier(_ClassifierOutputsMixin, ClassifierMixin, _BaseSupervisedELM
             cw = np.array([float(self.class_weight.get(k, 1.0)) for k in classes.tolist()])
             if np.any(cw < 0) or not np.all(np.isfinite(cw)):
                 raise ValueError("class_weight values must be finite and non-negative")
-        self.class_weight_ = cw
-        Y = codes.map_blocks(_one_hot, c, new_axis=1, chunks=(codes.chunks[0], (c,)),
-                             dtype=np.float64)
-        weight = None if self.class_weight is None else codes.map_blocks(
-            _take_weight, cw, dtype=np.float64)
-        return self._fit_targets(Xd, Y, weight)
+        reduction.fitted.update(classes_=classes, class_weight_=cw)
+        Y = codes.map_blocks(
+            _one_hot, c, new_axis=1, chunks=(codes.chunks[0], (c,)), dtype=np.float64
+        )
+        weight = (
+            None
+            if self.class_weight is None
+            else codes.map_blocks(_take_weight, cw, dtype=np.float64)
+        )
+        return Y, weight
 
 
 __all__ = ["ELMClassifier", "ELMRegressor", "elm_dual_output_weights", "elm_output_weights"]

@@ -4,8 +4,8 @@ The data are touched only through the engine's blockwise reductions and a few ch
 over the N x n_outputs scores:
 
 - one pass for H^T H (with the initial labels' H^T F in the same pass); ``H^T H + I/C`` is
-  Cholesky-factored once per fit (``emmc_sweep`` instead eigendecomposes H^T H once and
-  serves every C of a grid from it, with the hidden layer and the initial labels shared);
+  Cholesky-factored once per solve (``elmscale.sweep`` over C shares the hidden layer, the
+  initial labels and the pass);
 - per iteration, one pass for the scores ``F = H beta`` (persisted: N x n_outputs) and one for
   ``H^T F_labels`` (the per-cluster column sums of H, from which ``H^T t = (H^T F) T`` for any
   target coding T);
@@ -26,19 +26,17 @@ import dask
 import dask.array as da
 import numpy as np
 import scipy.linalg as sla
-from sklearn.base import ClusterMixin, _fit_context, clone
-from sklearn.utils import check_random_state
+from sklearn.base import ClusterMixin
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from ..base import BaseELM
 from ..cluster import kmeans
 from ..gram import hidden_stats
-from ..hidden import apply_scaling, draw_mixed_layer, fit_scaling
 from ..solvers import sign_flip
+from ..sweep import sweep
 from ..utils._dask import tree_sum
 from ..utils._random import draw_seed
-from ..utils._threads import one_blas_thread_per_task
 from ._output import negative_sse
 
 logger = logging.getLogger(__name__)
@@ -207,8 +205,9 @@ def random_labels(n_samples, n_clusters, seed):
 
 
 def _from_blocks(blocks, chunks, dtype=np.int64):
-    return da.concatenate([da.from_delayed(b, shape=(n,), dtype=dtype)
-                           for b, n in zip(blocks, chunks)])
+    return da.concatenate(
+        [da.from_delayed(b, shape=(n,), dtype=dtype) for b, n in zip(blocks, chunks, strict=True)]
+    )
 
 
 def _delayed_blocks(x):
@@ -231,20 +230,34 @@ def select_smallest(F_blocks, label_blocks, p, q, m, output, *, max_gather=65536
     fn = dask.delayed(_digit_counts, pure=True)
     prefix, n_fixed, need = 0, 0, int(m)
     while True:
-        counts = dask.compute(tree_sum([fn(F_blocks[b], label_blocks[b], p, q, output, prefix,
-                                           n_fixed) for b in range(nb)]))[0]
+        counts = dask.compute(
+            tree_sum(
+                [fn(F_blocks[b], label_blocks[b], p, q, output, prefix, n_fixed) for b in range(nb)]
+            )
+        )[0]
         cum = np.cumsum(counts)
         j = int(np.searchsorted(cum, need))  # first digit whose cumulative count >= need
         need -= int(cum[j - 1]) if j else 0
         prefix, n_fixed = (prefix << _DIGIT) | j, n_fixed + _DIGIT
         if n_fixed == 64:  # all bits fixed: every candidate left is a tie at u_star
-            ties = dask.compute([dask.delayed(_tie_count, pure=True)(
-                F_blocks[b], label_blocks[b], p, q, output, prefix) for b in range(nb)])[0]
+            ties = dask.compute(
+                [
+                    dask.delayed(_tie_count, pure=True)(
+                        F_blocks[b], label_blocks[b], p, q, output, prefix
+                    )
+                    for b in range(nb)
+                ]
+            )[0]
             return prefix, _fill_quotas(ties, need)
         if counts[j] <= max_gather:
-            cand = dask.compute([dask.delayed(_candidates, pure=True)(
-                F_blocks[b], label_blocks[b], p, q, output, prefix, n_fixed)
-                for b in range(nb)])[0]
+            cand = dask.compute(
+                [
+                    dask.delayed(_candidates, pure=True)(
+                        F_blocks[b], label_blocks[b], p, q, output, prefix, n_fixed
+                    )
+                    for b in range(nb)
+                ]
+            )[0]
             allu = np.concatenate(cand) if cand else np.empty(0, np.uint64)
             order = np.argsort(allu, kind="stable")  # stable: earlier rows first among ties
             u_star = int(allu[order[need - 1]])
@@ -275,11 +288,14 @@ def balance_labels(F, labels, sizes, tol, output, *, max_gather=65536):
     while (move := balance_moves(sizes, tol)) is not None:
         p, q, m = move
         label_blocks = _delayed_blocks(labels)
-        u_star, quotas = select_smallest(F_blocks, label_blocks, p, q, m, output,
-                                         max_gather=max_gather)
+        u_star, quotas = select_smallest(
+            F_blocks, label_blocks, p, q, m, output, max_gather=max_gather
+        )
         fn = dask.delayed(_apply_move, pure=True)
-        new = [fn(F_blocks[b], label_blocks[b], p, q, output, u_star, quotas[b])
-               for b in range(len(F_blocks))]
+        new = [
+            fn(F_blocks[b], label_blocks[b], p, q, output, u_star, quotas[b])
+            for b in range(len(F_blocks))
+        ]
         labels = _from_blocks(new, chunks).persist()  # the array holds the persisted blocks
         sizes[p] -= m
         sizes[q] += m
@@ -375,29 +391,22 @@ default="elm-kmeans"
     ``cache`` the passes over H read its persisted blocks; without, they rebuild them from X.
     Client memory is O(n_hidden^2 + n_hidden n_clusters); nothing with N rows is gathered.
 
-    Defaults are chosen to work without labels to tune on. Hidden nodes: three quarters
-    sigmoid nodes (A, b uniform in (-1, 1) on standardised inputs), one quarter Gaussian
-    nodes centred on random data rows with the median distance between the centres as width
-    (the paper uses Gaussian nodes but does not say how it draws them; centres on rows and a
-    median-distance width need no labels and follow the data's scale). Measured with all
-    other parameters at their defaults on the nine data sets of the paper's Tables 7-9 (10
-    seeds; benchmarks/RESULTS.md, EMMC): sigmoid nodes alone fail where clusters differ in
-    spread rather than location (Ringnorm 73 % vs 97 %); Gaussian nodes alone lose 15-37
-    points on the digit sets; rbf_fraction = 0.25 had the best mean accuracy of the five
-    layers tried (83.5 % vs 80.9 % sigmoid only, 81.6 % half and half) and lost at most 2
-    points to sigmoid nodes alone on any set. That choice used the nine sets' labels (one
-    value of one parameter for all sets, not per set). ``rbf_fraction=0`` restores the pure
-    sigmoid layer. L = 200 is
-    far below N for all but tiny sets, so the ELM cannot interpolate its own labels (with
-    L ~ N and large C it does, and EMMC never leaves its start); C = 1 is then a mild ridge
-    next to H^T H, which grows with N. balance = 0.15 is the paper's setting for imbalanced
-    data: it tolerates real imbalance and still stops the collapse into one cluster.
-    ``output="auto"`` takes one output per cluster beyond two clusters: the ordinal
-    single-output code imposes an order on the clusters that the data rarely has (on digits
-    0/6/8/9 it lost about 10 points of accuracy against one-hot outputs from the same start).
-    The initialisation matters most: EMMC refines its start rather than escaping it (from
-    random labels it only moves usefully with a heavily regularised ELM), hence k-means in
-    the ELM feature space, the paper's best scheme.
+    Defaults are chosen to work without labels to tune on (the accuracy of each choice on
+    the paper's nine data sets is in benchmarks/RESULTS.md, EMMC). Hidden nodes: three
+    quarters sigmoid nodes (A, b uniform in (-1, 1) on standardised inputs), one quarter
+    Gaussian nodes centred on random data rows with the median distance between the centres
+    as width: the paper uses Gaussian nodes without saying how it draws them, sigmoid nodes
+    alone fail where clusters differ in spread rather than location, Gaussian nodes alone
+    lose accuracy on digit sets, and centres on rows with a median-distance width need no
+    labels and follow the data's scale (``rbf_fraction=0`` gives a pure sigmoid layer).
+    L = 200 is far below N for all but tiny sets, so the ELM cannot interpolate its own
+    labels (with L ~ N and large C it does, and EMMC never leaves its start); C = 1 is then a
+    mild ridge next to H^T H, which grows with N. balance = 0.15 is the paper's setting for
+    imbalanced data: it tolerates real imbalance and still stops the collapse into one
+    cluster. ``output="auto"`` takes one output per cluster beyond two clusters, because the
+    ordinal single-output code imposes an order on the clusters that the data rarely has.
+    The initialisation matters most: EMMC refines its start rather than escaping it, hence
+    k-means in the ELM feature space, the paper's best scheme.
 
     References
     ----------
@@ -427,9 +436,24 @@ default="elm-kmeans"
         "rbf_width": [Interval(Real, 0, None, closed="neither")],
     }
 
-    def __init__(self, n_clusters=2, *, n_hidden=200, C=1.0, balance=0.15, output="auto",
-                 init="elm-kmeans", activation="sigmoid", rbf_fraction=0.25, rbf_width=1.0,
-                 scaling="standard", n_init=10, max_iter=50, cache="auto", random_state=None):
+    def __init__(
+        self,
+        n_clusters=2,
+        *,
+        n_hidden=200,
+        C=1.0,
+        balance=0.15,
+        output="auto",
+        init="elm-kmeans",
+        activation="sigmoid",
+        rbf_fraction=0.25,
+        rbf_width=1.0,
+        scaling="standard",
+        n_init=10,
+        max_iter=50,
+        cache="auto",
+        random_state=None,
+    ):
         self.n_clusters = n_clusters
         self.n_hidden = n_hidden
         self.C = C
@@ -445,44 +469,55 @@ default="elm-kmeans"
         self.cache = cache
         self.random_state = random_state
 
-    def _check_params_vs_input(self, Xd):
-        N = Xd.shape[0]
-        if self.n_clusters > N:
-            raise ValueError(f"n_clusters={self.n_clusters} must be <= n_samples={N}")
-        self._tol = balance_tolerance(self.balance, N, self.n_clusters)
-        self._output = self.output if self.output != "auto" else (
-            "single" if self.n_clusters == 2 else "multi")
+    reduce_params = (
+        "n_clusters",
+        "n_hidden",
+        "output",
+        "init",
+        "activation",
+        "rbf_fraction",
+        "rbf_width",
+        "scaling",
+        "n_init",
+        "cache",
+        "random_state",
+    )
 
-    def _draw_hidden_layer(self, Xd, rng):
-        """``n_hidden - n_rbf`` nodes of ``activation`` drawn by the engine, then n_rbf =
-        round(rbf_fraction * n_hidden) Gaussian nodes centred on data rows (in this order in
-        H, and in this order from ``rng``)."""
-        offset, scale = fit_scaling(Xd, self.scaling)
-        self.hidden_layer_ = draw_mixed_layer(Xd, self.n_hidden, self.activation,
-                                              self.rbf_fraction, self.rbf_width, rng,
-                                              offset=offset, scale=scale)
-        return self.hidden_layer_
+    def check_params_vs_input(self, Xd):
+        super().check_params_vs_input(Xd)
+        N = Xd.shape[0]
+        self._tol = balance_tolerance(self.balance, N, self.n_clusters)
+        self._output = (
+            self.output
+            if self.output != "auto"
+            else ("single" if self.n_clusters == 2 else "multi")
+        )
 
     def _initial_labels(self, Xd, features, rng):
         k = self.n_clusters
         if not isinstance(self.init, str):
             init = np.asarray(self.init)
-            if init.shape != (Xd.shape[0],) or init.dtype.kind not in "iu" or (
-                    init.size and (init.min() < 0 or init.max() >= k)):
-                raise ValueError(f"init as an array must hold n_samples={Xd.shape[0]} integer "
-                                 f"labels in [0, {k - 1}], got shape {init.shape} and dtype "
-                                 f"{init.dtype}")
+            if (
+                init.shape != (Xd.shape[0],)
+                or init.dtype.kind not in "iu"
+                or (init.size and (init.min() < 0 or init.max() >= k))
+            ):
+                raise ValueError(
+                    f"init as an array must hold n_samples={Xd.shape[0]} integer "
+                    f"labels in [0, {k - 1}], got shape {init.shape} and dtype "
+                    f"{init.dtype}"
+                )
             return da.from_array(init.astype(np.int64), chunks=(Xd.chunks[0],))
         seed = draw_seed(rng)
         if self.init == "random":
             index = da.arange(Xd.shape[0], chunks=(Xd.chunks[0],), dtype=np.int64)
-            return index.map_blocks(_hash_labels, seed, k, dtype=np.int64,
-                                    meta=np.empty((0,), dtype=np.int64))
+            return index.map_blocks(
+                _hash_labels, seed, k, dtype=np.int64, meta=np.empty((0,), dtype=np.int64)
+            )
         if self.init == "elm-kmeans":
             E = features.H
         else:
-            layer = self.hidden_layer_
-            E = apply_scaling(Xd, layer.offset, layer.scale)
+            E = self.scaled(Xd)
             E = E.persist() if features.cached else E
         centers, labels, _, _ = kmeans(E, k, n_init=self.n_init, random_state=seed)
         if self._output == "single" and k > 2:
@@ -494,25 +529,24 @@ default="elm-kmeans"
             labels = labels.map_blocks(_take, rank, dtype=np.int64)
         return labels
 
-    def _prepare(self, X):
-        """Everything that does not depend on C: the hidden layer, the initial labels, H^T H
-        and the initial labels' H^T F (one pass)."""
-        Xd, was_dask = self._validate_X(X, reset=True)
-        self._check_params_vs_input(Xd)
-        rng = check_random_state(self.random_state)
-        self._draw_hidden_layer(Xd, rng)
-        features = self._hidden_features(Xd)
-        labels = self._initial_labels(Xd, features, rng).persist()
+    def reduce_hidden(self, reduction, y):
+        """Everything that does not depend on C: the initial labels, then H^T H and their
+        H^T F in one pass."""
+        features = reduction.features
+        labels = self._initial_labels(reduction.X, features, reduction.rng).persist()
         stats = hidden_stats(features, ("hth", "htf"), labels=labels, n_labels=self.n_clusters)
-        return _Shared(features, labels, stats["hth"], stats["htf"], was_dask)
+        reduction.stats = {"labels": labels, "hth": stats["hth"], "htf": stats["htf"]}
 
-    def _run(self, shared, solve):
-        """Algorithm 1's iterations from the shared start; ``solve(rhs)`` returns
-        ``(H^T H + I/C)^-1 rhs``."""
-        k, output, features = self.n_clusters, self._output, shared.features
+    def solve_reduced(self, reduction, rng):
+        """Algorithm 1's iterations from the reduction's initial labels, with
+        ``(H^T H + I/C)^-1`` from one Cholesky factorization."""
+        solve = partial(
+            sla.cho_solve, factor_gram(reduction.stats["hth"], self.C), check_finite=False
+        )
+        k, output, features = self.n_clusters, self._output, reduction.features
         chunks = features.chunks
         T = emmc_targets(k, output)
-        labels, htf = shared.labels, shared.htf
+        labels, htf = reduction.stats["labels"], reduction.stats["htf"]
         history, converged = [], False
         relabel = dask.delayed(_relabel_block, pure=True)
         count = dask.delayed(_bincount, pure=True)
@@ -521,19 +555,40 @@ default="elm-kmeans"
             t0 = time.perf_counter()
             beta = solve(htf @ T)  # H^T t = (H^T F) T
             F = features.project(beta).persist()  # N x n_outputs, reused by every selection
-            new = _from_blocks([relabel(f, k, output) for f in _delayed_blocks(F)],
-                               chunks).persist()
+            new = _from_blocks(
+                [relabel(f, k, output) for f in _delayed_blocks(F)], chunks
+            ).persist()
             sizes = dask.compute(tree_sum([count(b, k) for b in _delayed_blocks(new)]))[0]
             new, sizes, n_moved = balance_labels(F, new, sizes, self._tol, output)
-            n_changed = int(dask.compute(tree_sum(
-                [changed(a, b) for a, b in zip(_delayed_blocks(labels),
-                                               _delayed_blocks(new))]))[0])
+            n_changed = int(
+                dask.compute(
+                    tree_sum(
+                        [
+                            changed(a, b)
+                            for a, b in zip(
+                                _delayed_blocks(labels), _delayed_blocks(new), strict=True
+                            )
+                        ]
+                    )
+                )[0]
+            )
             labels = new
             del F
-            history.append({"sizes": sizes.copy(), "n_changed": n_changed,
-                            "n_moved": n_moved, "seconds": time.perf_counter() - t0})
-            logger.info("EMMC iteration %d: %d labels changed, %d moved by the balance step, "
-                        "sizes %s", it + 1, n_changed, n_moved, sizes.tolist())
+            history.append(
+                {
+                    "sizes": sizes.copy(),
+                    "n_changed": n_changed,
+                    "n_moved": n_moved,
+                    "seconds": time.perf_counter() - t0,
+                }
+            )
+            logger.info(
+                "EMMC iteration %d: %d labels changed, %d moved by the balance step, sizes %s",
+                it + 1,
+                n_changed,
+                n_moved,
+                sizes.tolist(),
+            )
             if n_changed == 0:
                 converged = True
                 break
@@ -546,34 +601,30 @@ default="elm-kmeans"
         self.n_iter_ = len(history)
         self.converged_ = converged
         self.history_ = history
-        self.labels_ = self._return(labels, shared.was_dask)
-        return self
-
-    @_fit_context(prefer_skip_nested_validation=True)
-    @one_blas_thread_per_task
-    def fit(self, X, y=None):
-        """Run EMMC on X; ``y`` is ignored."""
-        shared = self._prepare(X)
-        factor = factor_gram(shared.hth, self.C)  # once per fit
-        try:
-            return self._run(shared, partial(sla.cho_solve, factor, check_finite=False))
-        finally:
-            shared.features.release()
+        self.labels_ = self.as_output(labels, reduction.was_dask)
 
     def decision_function(self, X):
         """The ELM outputs ``h(x) beta`` (n_samples x n_outputs)."""
         check_is_fitted(self, "output_weights_")
-        Xd, was_dask = self._validate_X(X, reset=False)
-        return self._return(self._hidden_features(Xd).project(self.output_weights_), was_dask)
+        Xd, was_dask = self.validate_X(X, reset=False)
+        return self.as_output(
+            self.hidden_features(Xd, cache=False).project(self.output_weights_), was_dask
+        )
 
     def predict(self, X):
         """Clusters of X from the ELM outputs (the relabelling rule, without balancing)."""
         check_is_fitted(self, "output_weights_")
-        Xd, was_dask = self._validate_X(X, reset=False)
-        F = self._hidden_features(Xd).project(self.output_weights_)
-        labels = F.map_blocks(_relabel_block, self.n_clusters, self._output, drop_axis=1,
-                              dtype=np.int64, meta=np.empty((0,), dtype=np.int64))
-        return self._return(labels, was_dask)
+        Xd, was_dask = self.validate_X(X, reset=False)
+        F = self.hidden_features(Xd, cache=False).project(self.output_weights_)
+        labels = F.map_blocks(
+            _relabel_block,
+            self.n_clusters,
+            self._output,
+            drop_axis=1,
+            dtype=np.int64,
+            meta=np.empty((0,), dtype=np.int64),
+        )
+        return self.as_output(labels, was_dask)
 
     def score(self, X, y=None):
         """Opposite of the ELM's squared error on X against its own clusters:
@@ -588,58 +639,17 @@ def _take(labels, rank):
     return rank[labels]
 
 
-class _Shared:
-    """What every C shares: H (HiddenFeatures), the initial labels, H^T H and their H^T F."""
-
-    def __init__(self, features, labels, hth, htf, was_dask):
-        self.features, self.labels, self.hth, self.htf = features, labels, hth, htf
-        self.was_dask = was_dask
-
-
-def gram_eigh(hth):
-    """``H^T H = V diag(S) V^T``, made once and shared by every C; eigenvalues below 0
-    (rounding of a positive semi-definite matrix) are set to 0."""
-    S, V = np.linalg.eigh(0.5 * (hth + hth.T))
-    return np.maximum(S, 0.0), V
-
-
-def eig_solve(S, V, C, rhs):
-    """``(H^T H + I/C)^-1 rhs = V diag(1 / (S + 1/C)) V^T rhs``."""
-    return V @ ((V.T @ rhs) / (S + 1.0 / C)[:, None])
-
-
 def emmc_sweep(X, Cs, estimator=None, **params):
-    """Fit EMMC for every C in ``Cs`` from ONE hidden layer, initialisation and Gram pass.
+    """EMMC for every C in ``Cs`` from one hidden layer, initialisation and Gram pass:
+    :func:`elmscale.sweep` over ``{"C": Cs}`` on ``estimator`` (or ``EMMC(**params)``).
 
-    The hidden layer, the initial labels (the k-means restarts included) and H^T H do not
-    depend on C; this computes them once, eigendecomposes ``H^T H = V S V^T`` once, and then
-    runs only the iterations for each C, with ``beta = V (S + I/C)^-1 V^T H^T t``. Each
-    returned estimator equals ``clone(estimator).set_params(C=C).fit(X)`` (same
-    random_state), up to the rounding of the eigendecomposition against the fit's Cholesky
-    factor (labels can differ only where a score lies within rounding of a threshold).
-
-    Parameters
-    ----------
-    X : array-like or dask array (n_samples, n_features)
-    Cs : iterable of float > 0
-    estimator : EMMC or None
-        The other parameters; None builds ``EMMC(**params)``.
-    **params
-        Parameters of EMMC when ``estimator`` is None (``C`` is ignored).
-
-    Returns
-    -------
-    list of (float, EMMC)
-        Each C with its fitted estimator, in the order of ``Cs``. Each estimator also has
-        ``sweep_seconds_``: wall and CPU (client process) seconds of the shared part
-        (``shared_s``, ``shared_cpu_s``: hidden layer, initialisation, Gram pass,
-        eigendecomposition) and of its own iterations (``run_s``, ``run_cpu_s``); a separate
-        fit at that C costs about shared + run.
+    Returns a list of ``(C, fitted EMMC)`` in the order of ``Cs``; each equals
+    ``clone(estimator).set_params(C=C).fit(X)``.
 
     Examples
     --------
     >>> from sklearn.datasets import make_blobs
-    >>> from elmscale.algorithms._emmc import emmc_sweep
+    >>> from elmscale import emmc_sweep
     >>> X, y = make_blobs(300, centers=[[-4, 0], [4, 0]], random_state=0)
     >>> fits = emmc_sweep(X, [0.25, 1.0, 4.0], n_clusters=2, n_hidden=50, random_state=0)
     >>> [(C, model.cluster_sizes_.tolist()) for C, model in fits]
@@ -650,33 +660,20 @@ def emmc_sweep(X, Cs, estimator=None, **params):
     elif params:
         raise TypeError("pass either an estimator or keyword parameters, not both")
     Cs = [float(C) for C in Cs]
-    base = clone(estimator)
-    base._validate_params()
-    for C in Cs:  # validate every C before the expensive shared part
-        clone(base).set_params(C=C)._validate_params()
-    probe = clone(base)
-    t0, c0 = time.perf_counter(), time.process_time()
-    shared = probe._prepare(X)
-    results = []
-    try:
-        S, V = gram_eigh(shared.hth)
-        prep = {"shared_s": time.perf_counter() - t0, "shared_cpu_s": time.process_time() - c0}
-        for C in Cs:
-            t0, c0 = time.perf_counter(), time.process_time()
-            model = clone(base).set_params(C=C)
-            for attr in ("n_features_in_", "feature_names_in_", "hidden_layer_", "_tol",
-                         "_output"):
-                if hasattr(probe, attr):
-                    setattr(model, attr, getattr(probe, attr))
-            model._run(shared, partial(eig_solve, S, V, C))
-            model.sweep_seconds_ = {**prep, "run_s": time.perf_counter() - t0,
-                                    "run_cpu_s": time.process_time() - c0}
-            results.append((C, model))
-    finally:
-        shared.features.release()
-    return results
+    fits = sweep(estimator, X, [{"C": [C]} for C in Cs])
+    return [(setting["C"], model) for setting, model in fits]
 
 
-__all__ = ["EMMC", "balance_labels", "balance_moves", "balance_tolerance",
-           "eig_solve", "emmc_move_keys", "emmc_relabel", "emmc_sweep", "emmc_targets",
-           "factor_gram", "gram_eigh", "random_labels", "select_smallest"]
+__all__ = [
+    "EMMC",
+    "balance_labels",
+    "balance_moves",
+    "balance_tolerance",
+    "emmc_move_keys",
+    "emmc_relabel",
+    "emmc_sweep",
+    "emmc_targets",
+    "factor_gram",
+    "random_labels",
+    "select_smallest",
+]

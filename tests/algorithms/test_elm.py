@@ -57,8 +57,9 @@ def test_classifier_chunked_equals_dense_reference(blobs_dask, blobs):
     H = hidden(X, model.hidden_layer_)
     ref = elm_ridge(H, _one_hot(y), 5.0)
     assert _rel(model.output_weights_, ref) < RTOL
-    np.testing.assert_array_equal(model.predict(blobs_dask[0]).compute(),
-                                  np.argmax(H @ ref, axis=1))
+    np.testing.assert_array_equal(
+        model.predict(blobs_dask[0]).compute(), np.argmax(H @ ref, axis=1)
+    )
 
 
 @pytest.mark.parametrize("class_weight", [None, "balanced", {0: 3.0, 2: 0.5}])
@@ -80,8 +81,9 @@ def test_primal_equals_dual_and_weighted_reference(rng, class_weight):
     ref = np.linalg.solve(H.T @ (w[:, None] * H) + np.eye(60) / 3.0, H.T @ (w[:, None] * Y))
     assert _rel(primal.output_weights_, ref) < RTOL
     assert _rel(dual.output_weights_, ref) < 1e-8
-    np.testing.assert_allclose(primal.class_weight_, np.unique(w) if class_weight ==
-                               "balanced" else primal.class_weight_)
+    np.testing.assert_allclose(
+        primal.class_weight_, np.unique(w) if class_weight == "balanced" else primal.class_weight_
+    )
 
 
 def test_functions_over_reduced_matrices(regression):
@@ -137,8 +139,8 @@ def test_string_labels_and_probabilities(blobs):
     assert pred.dtype.kind == "U" and model.score(X, names) > 0.95
     P = model.predict_proba(X)
     np.testing.assert_allclose(P.sum(axis=1), 1.0)
-    O = model.decision_function(X)
-    np.testing.assert_allclose(P, np.exp(O) / np.exp(O).sum(1, keepdims=True))
+    out = model.decision_function(X)
+    np.testing.assert_allclose(P, np.exp(out) / np.exp(out).sum(1, keepdims=True))
     np.testing.assert_array_equal(model.classes_[P.argmax(1)], pred)
 
 
@@ -206,8 +208,9 @@ def test_distributed_matches_sync(dask_client, blobs):
 
 
 # -- the scikit-learn contract -------------------------------------------------------------------
-@parametrize_with_checks([ELMRegressor(n_hidden=40, random_state=0),
-                          ELMClassifier(n_hidden=40, random_state=0)],
-                         expected_failed_checks=lambda est: {})
+@parametrize_with_checks(
+    [ELMRegressor(n_hidden=40, random_state=0), ELMClassifier(n_hidden=40, random_state=0)],
+    expected_failed_checks=lambda est: {},
+)
 def test_sklearn_contract(estimator, check):
     check(estimator)

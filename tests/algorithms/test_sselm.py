@@ -38,15 +38,28 @@ def dense_sselm(model, X, y_semi, *, n_neighbors, weights, normalized, power, la
     return np.linalg.solve(A, H.T @ (c[:, None] * Y))
 
 
-@pytest.mark.parametrize("power,normalized,weights", [(1, False, "binary"), (1, True, "heat"),
-                                                      (2, True, "heat"), (2, False, "heat"),
-                                                      (3, True, "heat"), (5, True, "binary")])
+@pytest.mark.parametrize(
+    "power,normalized,weights",
+    [
+        (1, False, "binary"),
+        (1, True, "heat"),
+        (2, True, "heat"),
+        (2, False, "heat"),
+        (3, True, "heat"),
+        (5, True, "binary"),
+    ],
+)
 def test_chunked_equals_dense_reference(moons_partially_labelled, power, normalized, weights):
     X, _, y_semi = moons_partially_labelled
     Xd = da.from_array(X, chunks=((90, 110, 100), 2))
     kw = dict(n_neighbors=8, weights=weights, normalized=normalized, lam=0.5, C0=20.0)
-    model = SSELM(n_hidden=40, graph="exact", laplacian_power=power, random_state=0,
-                  **{k: v for k, v in kw.items()}).fit(Xd, y_semi)
+    model = SSELM(
+        n_hidden=40,
+        graph="exact",
+        laplacian_power=power,
+        random_state=0,
+        **{k: v for k, v in kw.items()},
+    ).fit(Xd, y_semi)
     assert model._solver == "primal"
     ref = dense_sselm(model, X, y_semi, power=power, **kw)
     assert _rel(model.output_weights_, ref) < RTOL
@@ -57,14 +70,22 @@ def test_primal_equals_dual(rng, power):
     X = rng.normal(size=(50, 3))
     y = np.full(50, -1)
     y[:4], y[4:10] = 0, 1  # unbalanced labelled classes: C_i differ
-    kw = dict(n_hidden=70, C0=5.0, lam=0.3, graph="exact", n_neighbors=6,
-              laplacian_power=power, random_state=1)
+    kw = dict(
+        n_hidden=70,
+        C0=5.0,
+        lam=0.3,
+        graph="exact",
+        n_neighbors=6,
+        laplacian_power=power,
+        random_state=1,
+    )
     dual = SSELM(**kw).fit(X, y)
     primal = SSELM(solver="primal", **kw).fit(X, y)
     assert dual._solver == "dual"
     assert _rel(dual.output_weights_, primal.output_weights_) < 1e-8
-    ref = dense_sselm(primal, X, y, n_neighbors=6, weights="heat", normalized=True,
-                      power=power, lam=0.3, C0=5.0)
+    ref = dense_sselm(
+        primal, X, y, n_neighbors=6, weights="heat", normalized=True, power=power, lam=0.3, C0=5.0
+    )
     assert _rel(primal.output_weights_, ref) < RTOL
 
 
@@ -76,8 +97,7 @@ def test_dual_higher_power_equals_dense(rng, power, weights):
     y = np.full(60, -1)
     y[:5], y[5:12] = 0, 1
     kw = dict(n_neighbors=7, weights=weights, normalized=True, lam=0.2, C0=4.0)
-    model = SSELM(n_hidden=90, graph="exact", laplacian_power=power, random_state=2,
-                  **kw).fit(X, y)
+    model = SSELM(n_hidden=90, graph="exact", laplacian_power=power, random_state=2, **kw).fit(X, y)
     assert model._solver == "dual"
     ref = dense_sselm(model, X, y, power=power, **kw)
     assert _rel(model.output_weights_, ref) < 1e-8
@@ -94,8 +114,10 @@ def test_lam_zero_equal_weights_is_supervised_elm(blobs):
     H = hidden(X, elm.hidden_layer_)
     Y = (y[:, None] == np.arange(3)).astype(float)
     hth, hty = H.T @ H, H.T @ Y
-    assert _rel(sselm_output_weights(C * hth, C * hty, H.T @ H, 0.0),
-                elm_output_weights(hth, hty, C)) < 1e-9
+    assert (
+        _rel(sselm_output_weights(C * hth, C * hty, H.T @ H, 0.0), elm_output_weights(hth, hty, C))
+        < 1e-9
+    )
     # the dual too (n_hidden > N)
     ss_d = SSELM(n_hidden=300, C0=C * 80, lam=0.0, random_state=3).fit(X, y)
     elm_d = ELMClassifier(n_hidden=300, C=C, random_state=3).fit(X, y)
@@ -111,8 +133,9 @@ def test_dual_function(rng):
     W = np.maximum(W, W.T)
     np.fill_diagonal(W, 0)
     L = np.diag(W.sum(1)) - W
-    primal = np.linalg.solve(np.eye(20) + H.T @ (c[:, None] * H) + 0.7 * H.T @ L @ H,
-                             H.T @ (c[:, None] * Y))
+    primal = np.linalg.solve(
+        np.eye(20) + H.T @ (c[:, None] * H) + 0.7 * H.T @ L @ H, H.T @ (c[:, None] * Y)
+    )
     assert _rel(sselm_dual_output_weights(H, Y, c, L, 0.7), primal) < 1e-9
 
 
@@ -213,7 +236,9 @@ EXPECTED_FAILED_CHECKS = {
 }
 
 
-@parametrize_with_checks([SSELM(n_hidden=40, graph="exact", random_state=0)],
-                         expected_failed_checks=lambda est: EXPECTED_FAILED_CHECKS)
+@parametrize_with_checks(
+    [SSELM(n_hidden=40, graph="exact", random_state=0)],
+    expected_failed_checks=lambda est: EXPECTED_FAILED_CHECKS,
+)
 def test_sklearn_contract(estimator, check):
     check(estimator)

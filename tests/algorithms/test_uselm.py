@@ -17,8 +17,7 @@ from .._reference import hidden, knn_laplacian
 
 
 def _model(**kw):
-    params = dict(n_clusters=3, n_hidden=60, graph="exact", n_neighbors=8, lam=0.1,
-                  random_state=0)
+    params = dict(n_clusters=3, n_hidden=60, graph="exact", n_neighbors=8, lam=0.1, random_state=0)
     params.update(kw)
     return USELM(**params)
 
@@ -35,7 +34,8 @@ def test_embedding_solves_eq20_against_dense_numpy(blobs):
     V /= np.linalg.norm(H @ V, axis=0)
     for j in range(2):  # same direction up to sign
         c = abs(V[:, j] @ m.output_weights_[:, j]) / (
-            np.linalg.norm(V[:, j]) * np.linalg.norm(m.output_weights_[:, j]))
+            np.linalg.norm(V[:, j]) * np.linalg.norm(m.output_weights_[:, j])
+        )
         assert c == pytest.approx(1, abs=1e-8)
     np.testing.assert_allclose(np.linalg.norm(m.embedding_, axis=0), 1, rtol=1e-8)  # eq. 22
     np.testing.assert_allclose(m.eigenvalues_, 1 / mu[::-1][1:3], rtol=1e-8)
@@ -121,14 +121,17 @@ def test_input_is_not_modified(blobs):
     np.testing.assert_array_equal(X, before)
 
 
-@pytest.mark.parametrize("X,err,match", [
-    (np.array([[0.0, np.nan]] * 20), ValueError, "NaN or infinity"),
-    (np.array([[0.0, np.inf]] * 20), ValueError, "NaN or infinity"),
-    (np.zeros(20), ValueError, "must be 2-D"),
-    (np.zeros((4, 5, 2)), ValueError, "must be 2-D"),
-    (np.zeros((0, 3)), ValueError, "0 sample"),
-    (np.array([["a", "b"]] * 20), TypeError, "must hold numbers"),
-])
+@pytest.mark.parametrize(
+    "X,err,match",
+    [
+        (np.array([[0.0, np.nan]] * 20), ValueError, "NaN or infinity"),
+        (np.array([[0.0, np.inf]] * 20), ValueError, "NaN or infinity"),
+        (np.zeros(20), ValueError, "must be 2-D"),
+        (np.zeros((4, 5, 2)), ValueError, "must be 2-D"),
+        (np.zeros((0, 3)), ValueError, "0 sample"),
+        (np.array([["a", "b"]] * 20), TypeError, "must hold numbers"),
+    ],
+)
 def test_bad_input(X, err, match):
     with pytest.raises(err, match=match):
         _model().fit(X)
@@ -142,18 +145,21 @@ def test_nan_in_dask_input_is_reported_at_compute(blobs):
         _model().fit(da.from_array(X, chunks=(80, 5)))
 
 
-@pytest.mark.parametrize("params,match", [
-    (dict(n_clusters=500), "n_clusters=500 must be <= n_samples=240"),
-    (dict(n_components=60), "n_components=60 must be smaller than n_hidden=60"),
-    (dict(n_neighbors=240), "n_neighbors=240 must be smaller than n_samples=240"),
-    (dict(activation="sigmod"), "activation.*sigmoid"),
-    (dict(graph="annoy"), "graph.*exact.*pynndescent"),
-    (dict(lam=-1.0), "lam"),
-    (dict(weights="gauss"), "weights"),
-    (dict(rbf_fraction=1.5), "rbf_fraction"),
-    (dict(rbf_width=0.0), "rbf_width"),
-    (dict(row_normalize="yes"), "row_normalize"),
-])
+@pytest.mark.parametrize(
+    "params,match",
+    [
+        (dict(n_clusters=500), "n_clusters=500 must be <= n_samples=240"),
+        (dict(n_components=60), "n_components=60 must be smaller than n_hidden=60"),
+        (dict(n_neighbors=240), "n_neighbors=240 must be smaller than n_samples=240"),
+        (dict(activation="sigmod"), "activation.*sigmoid"),
+        (dict(graph="annoy"), "graph.*exact.*pynndescent"),
+        (dict(lam=-1.0), "lam"),
+        (dict(weights="gauss"), "weights"),
+        (dict(rbf_fraction=1.5), "rbf_fraction"),
+        (dict(rbf_width=0.0), "rbf_width"),
+        (dict(row_normalize="yes"), "row_normalize"),
+    ],
+)
 def test_bad_parameters(blobs, params, match):
     with pytest.raises(ValueError, match=match):
         _model(**params).fit(blobs[0])
@@ -183,26 +189,23 @@ def test_resolve_unknown_name_is_value_error():
     assert issubclass(UnknownPluginError, ValueError)
 
 
-def test_warm_start_sweep_reuses_the_gram_pass_and_matches_fresh_fits(blobs, monkeypatch):
-    import elmscale.algorithms._uselm as mod
-
+def test_reduce_exposes_the_graph_of_the_fit(blobs):
+    """reduce(X).graph is the kNN graph the fit used: its Laplacian equals the dense one."""
     X, _ = blobs
-    calls = []
-    real = mod.hidden_stats
-    monkeypatch.setattr(mod, "hidden_stats", lambda *a, **k: calls.append(1) or real(*a, **k))
-    model = _model(warm_start=True)
-    for lam, n_components in [(0.1, 2), (10.0, 3), (1e-3, 4)]:
-        model.set_params(lam=lam, n_components=n_components).fit(X)
-        fresh = _model(lam=lam, n_components=n_components).fit(X)
-        np.testing.assert_allclose(model.output_weights_, fresh.output_weights_, rtol=1e-10)
-        np.testing.assert_array_equal(model.labels_, fresh.labels_)
-    assert len(calls) == 1 + 3  # one pass for the sweep, one per fresh fit
-    model.set_params(n_neighbors=5).fit(X)  # a graph parameter changed: a new pass
-    assert len(calls) == 5
+    model = _model(scaling=None, normalized=False)
+    reduction = model.reduce(X)
+    np.testing.assert_allclose(
+        reduction.graph.laplacian().toarray(), knn_laplacian(X, 8), atol=1e-12
+    )
+    fitted = model.solve(reduction)
+    np.testing.assert_array_equal(
+        fitted.labels_, _model(scaling=None, normalized=False).fit(X).labels_
+    )
 
 
-@parametrize_with_checks([USELM(n_clusters=3, n_hidden=30, graph="exact", n_neighbors=3,
-                                random_state=0)])
+@parametrize_with_checks(
+    [USELM(n_clusters=3, n_hidden=30, graph="exact", n_neighbors=3, random_state=0)]
+)
 def test_sklearn_compatible(estimator, check):
     """Every scikit-learn estimator check passes; none is expected to fail."""
     check(estimator)
@@ -228,7 +231,8 @@ def test_data_rbf_layer_equals_dense_gaussians_and_eq20(blobs):
     V = V[:, ::-1][:, 1:3]
     for j in range(2):
         c = abs(V[:, j] @ m.output_weights_[:, j]) / (
-            np.linalg.norm(V[:, j]) * np.linalg.norm(m.output_weights_[:, j]))
+            np.linalg.norm(V[:, j]) * np.linalg.norm(m.output_weights_[:, j])
+        )
         assert c == pytest.approx(1, abs=1e-6)
 
 
@@ -275,5 +279,4 @@ def test_unit_rows_numpy_and_dask_agree_and_keep_zero_rows():
 
     E = np.array([[3.0, 4.0], [0.0, 0.0], [-1.0, 0.0]])
     np.testing.assert_allclose(unit_rows(E), [[0.6, 0.8], [0, 0], [-1, 0]])
-    np.testing.assert_allclose(unit_rows(da.from_array(E, chunks=(2, 2))).compute(),
-                               unit_rows(E))
+    np.testing.assert_allclose(unit_rows(da.from_array(E, chunks=(2, 2))).compute(), unit_rows(E))

@@ -42,8 +42,9 @@ def test_registers_through_the_hooks(monkeypatch):
 
 def test_softplus_values():
     Z = np.array([[-800.0, -1.0, 0.0, 1.0, 800.0]])
-    expected = np.array([[0.0, np.log1p(np.exp(-1.0)), np.log(2.0), 1 + np.log1p(np.exp(-1)),
-                          800.0]])
+    expected = np.array(
+        [[0.0, np.log1p(np.exp(-1.0)), np.log(2.0), 1 + np.log1p(np.exp(-1)), 800.0]]
+    )
     np.testing.assert_allclose(softplus(Z.copy()), expected, rtol=1e-15)
     assert softplus(Z.astype(np.float32)).dtype == np.float32
 
@@ -88,8 +89,7 @@ def test_predict_unseen_points_and_output_follows_input(blobs):
 
 def test_clusters_iris():
     X, y = load_iris(return_X_y=True)
-    model = CELM(3, n_hidden=200, activation="sigmoid",
-                 random_state=0).fit(X)
+    model = CELM(3, n_hidden=200, activation="sigmoid", random_state=0).fit(X)
     assert adjusted_rand_score(y, model.labels_) > 0.55
 
 
@@ -97,7 +97,7 @@ def test_errors(blobs):
     X, _ = blobs
     with pytest.raises(ValueError, match="n_clusters=300 must be <= n_samples=200"):
         CELM(300, n_hidden=10).fit(X)
-    with pytest.raises(ValueError, match="activation 'sofplus' is not registered"):
+    with pytest.raises(ValueError, match="'activation' parameter of CELM must be a registered"):
         CELM(3, n_hidden=10, activation="sofplus").fit(X)
     model = CELM(3, n_hidden=10, random_state=0).fit(X)
     with pytest.raises(ValueError, match="X has 3 features, but .* is expecting 4 features"):

@@ -18,14 +18,17 @@ from ._activations import softplus
 from ._celm import CELM, elm_feature_kmeans
 
 __version__ = "0.1.0"
-__all__ = ["CELM", "elm_feature_kmeans", "register_activations", "register_algorithms",
-           "softplus"]
+__all__ = ["CELM", "elm_feature_kmeans", "register_activations", "register_algorithms", "softplus"]
 
 
 @hookimpl
 def register_algorithms(register):
-    register("c-elm", CELM, aliases=("celm", "c-elm-fs"),
-             description="k-means in the ELM feature space (C-ELM-FS)")
+    register(
+        "c-elm",
+        CELM,
+        aliases=("celm", "c-elm-fs"),
+        description="k-means in the ELM feature space (C-ELM-FS)",
+    )
 
 
 @hookimpl
