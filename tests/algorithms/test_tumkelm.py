@@ -9,22 +9,22 @@ from sklearn.metrics import adjusted_rand_score
 from sklearn.utils._param_validation import InvalidParameterError
 
 import elmscale
-from elmscale.algorithms._tumkelm import (
-    AUTO_EXACT_MAX,
-    TUMKELM,
-    _gram_block,
-    build_factors,
+from elmscale.algorithms._tumkelm import AUTO_EXACT_MAX, TUMKELM, project_weights
+from elmscale.algorithms._tumkelm_exact import (
     exact_combined,
     exact_kspace_gram,
     exact_leading_eigenvectors,
     exact_pass,
+)
+from elmscale.algorithms._tumkelm_scalable import (
+    _gram_block,
+    build_factors,
     factor_stats,
     kspace_gram,
     kspace_target,
     leading_eigenvectors,
     local_chunks,
     local_threads,
-    project_weights,
     tumkelm_loss,
 )
 from elmscale.exceptions import UnknownPluginError
@@ -227,21 +227,46 @@ def test_loss_reported_per_iteration(small):
     np.testing.assert_allclose(model.loss_, loss, rtol=1e-10)
 
 
+def _full_loop(self, stage1, stage2, p):
+    """Algorithm 1's loop computed to the end, without cycle detection: the reference for
+    TUMKELM._iterate (same stages, same stopping rule, same selection)."""
+    mu = np.full(p, 1.0 / p)
+    losses, weights, raws, states = [], [], [], []
+    for it in range(self.max_iter):
+        state = stage1(mu)
+        losses.append(state["loss"])
+        weights.append(mu)
+        states.append(state)
+        if it and abs(losses[-1] - losses[-2]) <= self.delta * abs(losses[-2]):
+            break
+        if it == self.max_iter - 1:
+            break
+        raws.append(stage2(state))
+        mu = project_weights(raws[-1])
+    self.history_, self.weights_history_ = np.array(losses), np.array(weights)
+    self.cycle_, self.n_computed_, self.n_iter_ = None, len(losses), len(losses)
+    t = len(losses) - 1 if self.select == "last" else int(np.argmin(self.history_))
+    self.selected_iter_, self.loss_ = t, float(self.history_[t])
+    self.kernel_weights_ = weights[t]
+    self.kernel_weights_raw_ = raws[t - 1] if t > 0 else weights[0].copy()
+    return states[t]
+
+
 @pytest.mark.parametrize("mode", ["exact", "scalable"])
 @pytest.mark.parametrize("max_iter", [20, 19, 12])
 def test_detected_cycle_gives_the_full_loop(monkeypatch, mode, max_iter):
     """Iris (paper kernels, argmax) enters a 3-cycle of the weights at iteration 8 that the
     relative stopping rule never ends: the fit stops computing there and returns exactly what
-    the full loop returns, whatever the phase of the cycle at max_iter."""
-    import elmscale.algorithms._tumkelm as mod
+    the full loop (computed to max_iter) returns, whatever the phase of the cycle."""
     from sklearn.datasets import load_iris
 
     X, _ = load_iris(return_X_y=True)
-    params = dict(mode=mode, assignment="argmax", n_landmarks=150, max_iter=max_iter, random_state=0)
+    params = dict(mode=mode, assignment="argmax", n_landmarks=150, max_iter=max_iter,
+                  random_state=0)
     fast = TUMKELM(3, **params).fit(X)
     assert fast.cycle_ == (7, 3)
     assert fast.n_computed_ == 10 < fast.n_iter_ == max_iter
-    monkeypatch.setattr(mod, "_DETECT_CYCLES", False)
+    monkeypatch.setattr(TUMKELM, "_iterate", _full_loop)
     full = TUMKELM(3, **params).fit(X)
     assert full.cycle_ is None and full.n_computed_ == full.n_iter_ == max_iter
     np.testing.assert_array_equal(fast.labels_, full.labels_)

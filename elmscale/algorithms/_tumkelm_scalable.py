@@ -1,0 +1,372 @@
+"""TUMK-ELM's scalable mode: low-rank kernel factors reduced blockwise over X's row chunks.
+
+Each kernel is a :class:`~elmscale.kernels.KernelFactor`, K_q ~ alpha_q I + Phi_q Phi_q^T
+with Phi_q (N x m_q) computed row block by row block: the factors are a hidden layer whose
+columns are the stacked Phi = [Phi_1 .. Phi_p] (N x M). One pass over X gives, label
+independent,
+
+    G = Phi^T Phi (M x M),  u = Phi^T 1,  A^T A, A^T 1 (A = [a_q], N x p),  Phi^T A,
+
+and one pass per iteration gives Phi^T F, n and A^T F. Then, e.g.,
+sum_ij K_q(i,j) K_r(i,j) = alpha_q alpha_r N + alpha_q tr G_rr + alpha_r tr G_qq + ||G_qr||_F^2,
+the same-cluster sum of K_q is alpha_q N + ||Phi_q^T F||_F^2, and the leading eigenvectors
+of K^ = (sum mu_q alpha_q) I + Psi Psi^T, Psi = [sqrt(mu_q) Phi_q], are U = Psi V S^-1/2
+from the eigenpairs (V, S) of the small Gram D G D, D = diag(sqrt(mu_q)). Nothing N x N is
+formed; the N-row arrays kept between passes are A (N x p) and, when it takes at most
+``KEEP_FEATURES_BYTES``, Phi itself (an iteration's pass then reads Phi instead of
+re-evaluating every kernel on X).
+"""
+
+import operator
+import os
+
+import dask
+import dask.array as da
+import numpy as np
+import scipy.linalg as sla
+from scipy.sparse.linalg import eigsh
+
+from ..kernels import DistanceCache, KernelFactor, factor_basis, kernel_factor
+from ..utils._dask import tree_sum, tree_sum_now
+from ..utils._threads import blas_threads
+
+#: The stacked factor Phi (N x M float64) is kept in memory, next to the diagonals A, when
+#: it takes at most this many bytes: each iteration's pass is then two (rows x M) x
+#: (M x n_c) products per chunk instead of an evaluation of every kernel's basis on the
+#: chunk. Above it the bases are recomputed from X every pass, so memory stays O(chunk)
+#: whatever N.
+KEEP_FEATURES_BYTES = 2**30
+
+# Above this many factor columns the small eigenproblem uses Lanczos (O(M^2) per step for
+# the k leading pairs, against O(M^3) for the dense tridiagonalisation).
+_LANCZOS_MIN = 200
+
+# Eigenvalues of the small Gram below this fraction of the largest are treated as zero.
+_EIG_RTOL = 1e-12
+
+
+def _blocks(offsets):
+    return [slice(offsets[q], offsets[q + 1]) for q in range(len(offsets) - 1)]
+
+
+def kspace_gram(stats, feature_form="distance"):
+    """Z^T Z (p x p) of the K-space samples from the label-independent reductions.
+
+    ``stats`` holds ``n`` (N), ``alpha`` (p), ``offsets`` (p + 1 column offsets of the
+    stacked factor), ``G`` (Phi^T Phi), ``u`` (Phi^T 1), ``AA`` (A^T A), ``S`` (A^T 1) and
+    ``PA`` (Phi^T A), as returned by :func:`factor_stats`.
+    """
+    N, alpha, G, u = stats["n"], stats["alpha"], stats["G"], stats["u"]
+    blk = _blocks(stats["offsets"])
+    p = len(alpha)
+    tr = np.array([np.trace(G[b, b]) for b in blk])
+    VV = np.array([[np.sum(G[bq, br] ** 2) for br in blk] for bq in blk]).reshape(p, p)
+    value = np.outer(alpha, alpha) * N + np.outer(alpha, tr) + np.outer(tr, alpha) + VV
+    if feature_form == "value":
+        return value
+    S, AA, PA = stats["S"], stats["AA"], stats["PA"]
+    # KA[q, r] = a_q^T K_r 1 = alpha_r S_q + (Phi_r^T a_q) . (Phi_r^T 1)
+    KA = np.empty((p, p))
+    for r, br in enumerate(blk):
+        KA[:, r] = alpha[r] * S + PA[br].T @ u[br]
+    return 2 * N * AA + 2 * np.outer(S, S) - 4 * KA - 4 * KA.T + 4 * value
+
+
+def kspace_target(stats, cstats, feature_form="distance"):
+    """Z^T T (p,) for the assignment summarised by ``cstats``: ``E`` (Phi^T F, M x n_c),
+    ``sizes`` (n_c) and ``SA`` (A^T F, p x n_c)."""
+    N, alpha, u = stats["n"], stats["alpha"], stats["u"]
+    E = cstats["E"]
+    blk = _blocks(stats["offsets"])
+    uu = np.array([u[b] @ u[b] for b in blk])
+    EE = np.array([np.sum(E[b] ** 2) for b in blk])
+    total = alpha * N + uu  # sum_ij K_q(i, j)
+    same = alpha * N + EE   # sum over same-cluster pairs (every point is assigned)
+    if feature_form == "value":
+        return total - same
+    total_d = 2 * N * stats["S"] - 2 * total
+    same_d = 2 * cstats["SA"] @ cstats["sizes"] - 2 * same
+    return total_d - same_d
+
+
+def tumkelm_loss(stats, cstats, mu):
+    """Eq. 10, Tr(K^) - sum_c (1_c^T K^ 1_c) / n_c, from the reductions."""
+    alpha, E, sizes = stats["alpha"], cstats["E"], cstats["sizes"]
+    nz = sizes > 0
+    per_kernel = np.array([
+        stats["S"][q] - alpha[q] * nz.sum()
+        - np.sum((E[b][:, nz] ** 2).sum(axis=0) / sizes[nz])
+        for q, b in enumerate(_blocks(stats["offsets"]))])
+    return float(mu @ per_kernel)
+
+
+def leading_eigenvectors(stats, mu, n_clusters):
+    """Leading eigenvectors of K^ = sum mu_q (alpha_q I + Phi_q Phi_q^T) as U = Phi P.
+
+    Returns ``(P, eigenvalues)``: P (M x n_clusters) maps the stacked factor to U;
+    eigenvalues are those of K^. Each column's sign makes U's column sum non-negative.
+    Columns beyond the rank of the low-rank part are zero.
+    """
+    G, u = stats["G"], stats["u"]
+    blk = _blocks(stats["offsets"])
+    M = G.shape[0]
+    d = np.empty(M)
+    for q, b in enumerate(blk):
+        d[b] = np.sqrt(mu[q])
+    # G is exactly symmetric (factor_stats), and so is outer(d, d): so is their product
+    Gm = G * np.outer(d, d)
+    k = min(n_clusters, M)
+    P = np.zeros((M, n_clusters))
+    lam = np.zeros(n_clusters)
+    if k > 0:
+        if M > _LANCZOS_MIN and k < M // 4:
+            # only the k leading pairs: Lanczos is O(M^2) per step where the dense
+            # tridiagonalisation is O(M^3) (1.5 s per iteration at M = 1,500)
+            v0 = np.random.RandomState(0).uniform(-1, 1, M)
+            s, V = eigsh(Gm, k=k, which="LA", v0=v0, tol=1e-13)
+            order = np.argsort(s)
+            s, V = s[order], V[:, order]
+        else:
+            s, V = sla.eigh(Gm, subset_by_index=[M - k, M - 1], check_finite=False)
+        s, V = s[::-1], V[:, ::-1]
+        keep = s > _EIG_RTOL * max(s[0], 0.0) if s[0] > 0 else np.zeros(k, dtype=bool)
+        Pk = d[:, None] * V[:, keep] / np.sqrt(s[keep])
+        P[:, : keep.sum()] = Pk
+        lam[: keep.sum()] = s[keep]
+    signs = np.sign(u @ P)
+    signs[signs == 0] = 1.0
+    lam = lam + float(mu @ stats["alpha"])
+    return P * signs, lam
+
+
+# =========================================================================================
+# Blockwise passes (scalable mode)
+# =========================================================================================
+def _block_columns(X, factors):
+    """``Z = [Phi | A | 1]`` for a block of rows: the stacked factor Phi (rows x M), the
+    diagonals A (rows x p, A_iq = K_q(i, i)) and a column of ones, written into one buffer
+    so that a single ``Z^T Z`` gives every label-independent sum (:func:`_gram_block`)."""
+    n, p = X.shape[0], len(factors)
+    offsets = np.cumsum([0] + [f.n_components for f in factors])
+    M = int(offsets[-1])
+    Z = np.empty((n, M + p + 1))
+    distances = DistanceCache()
+    for q, f in enumerate(factors):
+        P = Z[:, offsets[q] : offsets[q + 1]]
+        if type(f).features is KernelFactor.features:
+            f.features(X, out=P, distances=distances)
+        else:  # a plugin's own features(X), perhaps without ``out``
+            P[...] = f.features(X)
+        Z[:, M + q] = f.alpha + np.einsum("ij,ij->i", P, P)
+    Z[:, M + p] = 1.0
+    return Z, M
+
+
+def _gram_block(X, factors, keep_features=False):
+    """Label-independent partial sums of one row chunk (plus its diagonals A, and its rows
+    of Phi with ``keep_features``): G = Phi^T Phi, u = Phi^T 1, PA = Phi^T A, AA = A^T A,
+    S = A^T 1 and n are blocks of one symmetric product Z^T Z of ``Z = [Phi | A | 1]``
+    (one BLAS syrk: 2.5 ms less than separate products and no copy of Phi on Frogs)."""
+    Z, M = _block_columns(X, factors)
+    W = Z.T @ Z
+    e = W.shape[0] - 1
+    stats = {"n": W[e, e], "G": W[:M, :M].copy(), "u": W[:M, e].copy(),
+             "AA": W[M:e, M:e].copy(), "S": W[M:e, e].copy(), "PA": W[:M, M:e].copy()}
+    if not keep_features:  # A alone outlives the block: do not keep the buffer with it
+        return {"stats": stats, "A": np.ascontiguousarray(Z[:, M:e]), "Phi": None}
+    return {"stats": stats, "A": Z[:, M:e], "Phi": Z[:, :M]}
+
+
+def _embed(X, factors, folds):
+    U = np.zeros((X.shape[0], folds[0].shape[1]))
+    distances = DistanceCache()
+    for f, W in zip(factors, folds):
+        if W.shape[0]:
+            U += factor_basis(f, X, distances) @ W
+    return U
+
+
+def _argmax_rows(U):
+    return np.argmax(U, axis=1).astype(np.int64)
+
+
+def _nearest_rows(U, centers):
+    d2 = ((U[:, None, :] - centers[None]) ** 2).sum(axis=2)
+    return np.argmin(d2, axis=1).astype(np.int64)
+
+
+def _argmax_block(X, factors, folds):
+    return np.argmax(_embed(X, factors, folds), axis=1).astype(np.int64)
+
+
+def _cluster_block(X, A, labels, factors, folds, n_clusters):
+    """Per-iteration partial sums of one chunk: B^T F per factor (B the basis), the
+    cluster sizes and A^T F. With ``labels=None`` the chunk's labels are the argmax of its
+    rows of the embedding (computed from the same basis)."""
+    distances = DistanceCache()
+    Bs = [factor_basis(f, X, distances) for f in factors]
+    if labels is None:
+        U = np.zeros((X.shape[0], n_clusters))
+        for B, W in zip(Bs, folds):
+            if W.shape[0]:
+                U += B @ W
+        labels = np.argmax(U, axis=1)
+    F = np.zeros((X.shape[0], n_clusters))
+    F[np.arange(X.shape[0]), labels] = 1.0
+    BF = [B.T @ F for B in Bs]
+    return {"E": np.vstack(BF) if BF else np.zeros((0, n_clusters)),
+            "sizes": F.sum(axis=0), "SA": A.T @ F}
+
+
+def _rows_of(parts, key, chunks, width):
+    return da.concatenate([
+        da.from_delayed(dask.delayed(operator.getitem, pure=True)(q, key), shape=(n, width),
+                        dtype=np.float64) for q, n in zip(parts, chunks)])
+
+
+def _map_blocks(pool, fn, *blocks):
+    """``[fn(*args) for args in zip(*blocks)]`` on the threads of ``pool`` (an executor), or
+    in this thread when ``pool`` is None (one thread, or one block)."""
+    return list((pool.map if pool is not None else map)(fn, *blocks))
+
+
+def factor_stats(Xs, factors, *, fan_in=8, keep_features=False, pool=None):
+    """One pass over the row chunks of ``Xs`` (dask, scaled): the label-independent
+    reductions of :func:`kspace_gram` and the persisted diagonals A (dask, N x p).
+    With ``keep_features`` the stacked factor Phi (dask, N x M) is persisted in the same
+    pass and returned third.
+
+    ``Xs`` may also be a list of NumPy row blocks: the pass then runs in-process, on the
+    threads of ``pool`` (a ``concurrent.futures`` executor) when one is given, Phi is kept,
+    and A and Phi are lists of NumPy row blocks for the in-process iterations of
+    :func:`cluster_stats`: the same block sums in the same order as the dask graph, no
+    graph (~25 ms of a Frogs fit)."""
+    p = len(factors)
+    M = int(sum(f.n_components for f in factors))
+    if isinstance(Xs, list):
+        n = len(Xs)
+        blocks = _map_blocks(pool, _gram_block, Xs, [factors] * n, [True] * n)
+        stats = tree_sum_now([b["stats"] for b in blocks], fan_in=fan_in)
+        A, Phi = [b["A"] for b in blocks], [b["Phi"] for b in blocks]
+        keep_features = True
+    else:
+        parts = [dask.delayed(_gram_block, pure=True)(b, factors, keep_features)
+                 for b in Xs.to_delayed().ravel().tolist()]
+        stats = tree_sum([dask.delayed(operator.getitem, pure=True)(q, "stats")
+                          for q in parts], fan_in=fan_in)
+        A = _rows_of(parts, "A", Xs.chunks[0], p)
+        if keep_features:
+            Phi = _rows_of(parts, "Phi", Xs.chunks[0], M)
+            stats, A, Phi = dask.persist(stats, A, Phi)  # one pass computes all three
+        else:
+            stats, A = dask.persist(stats, A)
+        stats = stats.compute()
+    stats = dict(stats)
+    stats["G"] = 0.5 * (stats["G"] + stats["G"].T)
+    offsets = np.concatenate([[0], np.cumsum([f.n_components for f in factors])])
+    stats.update(n=float(stats["n"]), alpha=np.array([f.alpha for f in factors]),
+                 offsets=offsets)
+    return (stats, A, Phi) if keep_features else (stats, A)
+
+
+def _cluster_block_features(Phi, A, labels, P, n_clusters):
+    """:func:`_cluster_block` from the kept rows of Phi: ``E = Phi^T F`` directly."""
+    if labels is None:
+        labels = np.argmax(Phi @ P, axis=1)
+    F = np.zeros((Phi.shape[0], n_clusters))
+    F[np.arange(Phi.shape[0]), labels] = 1.0
+    return {"E": Phi.T @ F, "sizes": F.sum(axis=0), "SA": A.T @ F}
+
+
+def local_threads():
+    """Threads of the in-process (NumPy input) scalable path: dask's ``num_workers`` when
+    set, else the CPU count (the threaded scheduler's default)."""
+    return max(1, int(dask.config.get("num_workers", None) or os.cpu_count() or 1))
+
+
+def local_chunks(n_samples, n_blocks, threads):
+    """Row chunks of the in-process path: at least ``n_blocks``, a multiple of ``threads``,
+    equal to one row, so every thread gets the same work (the default chunking sizes blocks
+    for memory only, e.g. Frogs with 100 landmarks: 5,592 + 1,603 rows on 2 threads)."""
+    n = -(-max(n_blocks, 1) // threads) * threads
+    n = max(1, min(n, n_samples))
+    return tuple(n_samples // n + (i < n_samples % n) for i in range(n))
+
+
+def cluster_stats(Xs, A, factors, *, labels=None, folds=None, n_clusters, fan_in=8,
+                  features=None, P=None, pool=None):
+    """One pass: ``E = Phi^T F`` (M x n_c), ``sizes`` and ``SA = A^T F`` for the labels
+    given (dask, chunked like Xs) or, with ``labels=None``, the argmax of ``Phi P``.
+    With ``features`` (the persisted Phi of :func:`factor_stats`) and ``P`` the pass reads
+    Phi instead of re-evaluating the kernels' bases on X; when ``features`` and ``A`` are
+    lists of NumPy row blocks (:func:`factor_stats` of NumPy blocks) the pass runs in-process,
+    ``labels`` then being a NumPy array or None: a few milliseconds per iteration instead of
+    a dask graph (same blocks, same sums in the same order, same result), on the threads
+    of ``pool`` (a ``concurrent.futures`` executor) when one is given."""
+    if isinstance(features, list):
+        if labels is None:
+            Lb = [None] * len(features)
+        else:
+            Lb = np.split(np.asarray(labels), np.cumsum([f.shape[0] for f in features])[:-1])
+        args = (features, A, Lb, [P] * len(features), [n_clusters] * len(features))
+        parts = _map_blocks(pool, _cluster_block_features, *args)
+        return dict(tree_sum_now(parts, fan_in=fan_in))
+    if features is not None:
+        Fb = features.to_delayed().ravel().tolist()
+        Ab = A.to_delayed().ravel().tolist()
+        Lb = labels.to_delayed().ravel().tolist() if labels is not None else [None] * len(Fb)
+        Pd = dask.delayed(P, pure=True)
+        parts = [dask.delayed(_cluster_block_features, pure=True)(f, a, lab, Pd, n_clusters)
+                 for f, a, lab in zip(Fb, Ab, Lb)]
+        return dict(dask.compute(tree_sum(parts, fan_in=fan_in))[0])
+    weights = [f.weights for f in factors]
+    Xb = Xs.to_delayed().ravel().tolist()
+    Ab = A.to_delayed().ravel().tolist()
+    Lb = labels.to_delayed().ravel().tolist() if labels is not None else [None] * len(Xb)
+    fd = dask.delayed(folds, pure=True) if folds is not None else None
+    parts = [dask.delayed(_cluster_block, pure=True)(x, a, lab, factors, fd, n_clusters)
+             for x, a, lab in zip(Xb, Ab, Lb)]
+    total = dask.compute(tree_sum(parts, fan_in=fan_in))[0]
+    # back from the bases to the factors: Phi_q^T F = W_q^T (B_q^T F)
+    E, start = [], 0
+    for f, W in zip(factors, weights):
+        BF = total["E"][start:start + f.n_basis]
+        start += f.n_basis
+        E.append(BF if W is None else W.T @ BF)
+    total["E"] = np.vstack(E) if E else np.zeros((0, n_clusters))
+    return total
+
+
+def build_factors(kernels, sample, n_samples, n_components, method, rng, pool=None):
+    """Every kernel's factor on the landmark sample, in the order of ``kernels``.
+
+    On one BLAS thread: the products are small, and a threaded BLAS call leaves OpenBLAS's
+    workers spinning for a while, taking a core from the pass that follows. The kernels that
+    share distances (the Gaussians) share one distance matrix of the sample; with a
+    ``pool`` and Nystrom factors they are factored on one of its threads while this thread
+    factors the others. With random features (``method="rff"``) every factor is built here
+    in order, so the draws from ``rng`` keep their order.
+    """
+    def build_all(some):
+        distances = DistanceCache()
+        return [kernel_factor(kernel, sample, n_samples=n_samples, n_components=n_components,
+                              method=method, random_state=rng, distances=distances)
+                for kernel in some]
+
+    shared = [getattr(kernel, "shares_distances", False) for kernel in kernels]
+    with blas_threads(1):
+        if pool is None or method != "nystrom" or all(shared) or not any(shared):
+            return build_all(kernels)
+        there = pool.submit(build_all, [k for k, g in zip(kernels, shared) if g])
+        here = iter(build_all([k for k, g in zip(kernels, shared) if not g]))
+        done = iter(there.result())
+        return [next(done) if g else next(here) for g in shared]
+
+
+def _folds(factors, P, offsets):
+    """Per-factor matrices mapping each basis block to U: W_q P_q."""
+    out = []
+    for f, b in zip(factors, _blocks(offsets)):
+        Pq = P[b]
+        out.append(Pq if f.weights is None else f.weights @ Pq)
+    return out
