@@ -3,12 +3,14 @@
 Call them from your plugin's tests; each returns None when the object meets elmscale's
 protocol for its kind and raises ``AssertionError`` saying what is wrong otherwise::
 
-    from elmscale.testing import check_activation, check_algorithm, check_graph_backend
+    from elmscale.testing import (
+        check_activation, check_algorithm, check_graph_backend, check_kernel)
 
     def test_contracts():
         check_activation(softplus)
         check_algorithm(CELM)
         check_graph_backend(my_knn)
+        check_kernel(MyKernel, reference=lambda X, Y: ...)
 
 The protocols are those documented in ``elmscale.hookspecs``.
 """
@@ -20,7 +22,7 @@ import numpy as np
 
 from . import registry
 
-__all__ = ["check_activation", "check_algorithm", "check_graph_backend"]
+__all__ = ["check_activation", "check_algorithm", "check_graph_backend", "check_kernel"]
 
 
 def _resolve(kind, obj):
@@ -153,6 +155,155 @@ def check_graph_backend(backend, *, n_samples=180, n_features=4, n_neighbors=6,
     recall = np.mean([len(set(a) & set(b)) / k for a, b in zip(idx, exact, strict=True)])
     if recall < min_recall:
         _fail(label, f"recall@{k} against brute force is {recall:.3f} < {min_recall}")
+
+
+# -- kernels ---------------------------------------------------------------------------------
+def _close(a, b, rtol):
+    """``a`` equals ``b`` to ``rtol`` relative to b's largest entry (kernel values near zero
+    are compared at the scale of the matrix, not their own)."""
+    scale = max(float(np.abs(b).max()), np.finfo(np.float64).tiny) if np.size(b) else 1.0
+    return np.abs(np.asarray(a) - b).max(initial=0.0) <= rtol * scale
+
+
+def _check_block(label, kernel, X, Y, what):
+    try:
+        K = kernel(X, Y)
+    except Exception as exc:  # noqa: BLE001
+        _fail(label, f"{what} raised {type(exc).__name__}: {exc}")
+    if not isinstance(K, np.ndarray):
+        _fail(label, f"{what} must return a NumPy array, got {type(K).__name__}")
+    if K.shape != (X.shape[0], Y.shape[0]):
+        _fail(label, f"{what} has shape {K.shape}, expected {(X.shape[0], Y.shape[0])}")
+    if K.dtype != np.float64:
+        _fail(label, f"{what} must be float64 (whatever the input's dtype), got {K.dtype}")
+    if not np.isfinite(K).all():
+        _fail(label, f"{what} gave non-finite values for finite input")
+    return K
+
+
+def _check_factor(label, kernel, X, rtol):
+    """The factor on a sample holding every row: K(X, X) = alpha I + Phi Phi^T."""
+    from .kernels import KernelFactor
+
+    n = X.shape[0]
+    try:
+        f = kernel.factor(X.copy(), n_samples=n, n_components=n, method="nystrom",
+                          random_state=np.random.RandomState(0))
+    except Exception as exc:  # noqa: BLE001
+        _fail(label, f"factor() raised {type(exc).__name__}: {exc}")
+    if not isinstance(f, KernelFactor):
+        _fail(label, f"factor() must return an elmscale.kernels.KernelFactor, got "
+              f"{type(f).__name__}")
+    m = f.n_components
+    P = np.asarray(f.features(X))
+    if P.shape != (n, m):
+        _fail(label, f"factor().features(X) has shape {P.shape}, expected {(n, m)} "
+              "(n_components columns)")
+    if not np.isfinite(P).all() or not np.isfinite(f.alpha):
+        _fail(label, "factor() gave non-finite features or alpha")
+    halves = np.concatenate([f.features(X[:n // 2]), f.features(X[n // 2:])])
+    if not _close(halves, P, 1e-10):
+        _fail(label, "factor().features is not row-wise: a block cut in two gives a "
+              "different result from the whole block")
+    dense = f.alpha * np.eye(n) + P @ P.T
+    K = kernel(X, X)
+    if not _close(dense, K, rtol):
+        worst = float(np.abs(dense - K).max())
+        _fail(label, f"factor() on a sample holding every row must represent K exactly: "
+              f"alpha I + Phi Phi^T differs from kernel(X, X) by {worst:.3g} (the scalable "
+              f"mode would use a different kernel)")
+    if not _close(f.diagonal(X), np.diag(dense), 1e-10):
+        _fail(label, "factor().diagonal(X) is not alpha + the row norms of Phi squared")
+    return f
+
+
+def check_kernel(kernel, *, params=None, reference=None, n_samples=40, n_features=3,
+                 rtol=1e-8, random_state=0):
+    """Check the kernel protocol of ``register_kernels``.
+
+    ``kernel`` is a registered name, a kernel class (built with ``params``) or an instance.
+    On small random data (uniform in [-1, 1], as after TUMK-ELM's default scaling) the
+    block ``kernel(X, Y)`` must be a finite float64 NumPy array of shape
+    ``(len(X), len(Y))`` for float64 and float32 input, leave its inputs unchanged, be
+    row-wise (elmscale evaluates row blocks), symmetric (``K(Y, X) = K(X, Y)^T``) and
+    positive semi-definite (eigenvalues of ``K(X, X)`` not below ``-1e-8`` times the
+    largest), with ``diagonal(X)`` equal to the diagonal of ``K(X, X)``; ``reference``, a
+    plain NumPy function ``(X, Y) -> K``, must agree with the block to ``rtol``.
+    ``factor(...)`` on a sample holding every row must return a
+    :class:`~elmscale.kernels.KernelFactor` that represents ``K(X, X)`` exactly
+    (``alpha I + Phi Phi^T``, dense, to ``rtol``) with row-wise ``features`` and the
+    matching ``diagonal``. A kernel declaring ``shares_distances`` must give the same
+    blocks and factors with a :class:`~elmscale.kernels.DistanceCache`. Kernel and factor
+    must pickle with cloudpickle, since workers receive them inside the task graph.
+    """
+    from .kernels import DistanceCache
+
+    obj = _resolve("kernel", kernel)
+    if isinstance(obj, type):
+        try:
+            obj = obj(**(params or {}))
+        except Exception as exc:  # noqa: BLE001
+            _fail(f"kernel {_label(obj)}", f"could not be built with {params or {}}: "
+                  f"{type(exc).__name__}: {exc}")
+    elif params:
+        raise TypeError("params is for a kernel class or registered name; got an instance")
+    kernel = obj
+    label = f"kernel {kernel!r}"
+    if not callable(kernel):
+        _fail(label, f"must be callable as kernel(X, Y), got {type(kernel).__name__}")
+    rng = np.random.RandomState(random_state)
+    X = rng.uniform(-1, 1, size=(n_samples, n_features))
+    Y = rng.uniform(-1, 1, size=(n_samples // 2 + 3, n_features))
+    X_before, Y_before = X.copy(), Y.copy()
+    K = _check_block(label, kernel, X, Y, "kernel(X, Y)")
+    if not (np.array_equal(X, X_before) and np.array_equal(Y, Y_before)):
+        _fail(label, "kernel(X, Y) modified its input")
+    _check_block(label, kernel, X.astype(np.float32), Y.astype(np.float32),
+                 "kernel(X, Y) of float32 input")
+    if reference is not None:
+        ref = np.asarray(reference(X, Y), dtype=np.float64)
+        if ref.shape != K.shape or not _close(K, ref, rtol):
+            worst = float(np.abs(K - ref).max()) if ref.shape == K.shape else "shape"
+            _fail(label, f"kernel(X, Y) differs from the reference computation "
+                  f"(largest error {worst})")
+    cut = n_samples // 3
+    if not _close(np.concatenate([kernel(X[:cut], Y), kernel(X[cut:], Y)]), K, 1e-12):
+        _fail(label, "is not row-wise: a block cut in two gives a different result from "
+              "the whole block")
+    if not _close(kernel(Y, X), K.T, 1e-12):
+        _fail(label, "is not symmetric: kernel(Y, X) differs from kernel(X, Y).T")
+    KX = _check_block(label, kernel, X, X, "kernel(X, X)")
+    top = np.linalg.eigvalsh(0.5 * (KX + KX.T))
+    if top[0] < -1e-8 * max(abs(top[-1]), 1e-300):
+        _fail(label, f"is not positive semi-definite: K(X, X) has eigenvalue {top[0]:.3g} "
+              f"(largest {top[-1]:.3g}); TUMK-ELM's eigenvectors and Nystrom factors need a "
+              "PSD kernel")
+    if not callable(getattr(kernel, "diagonal", None)):
+        _fail(label, "has no diagonal(X) (subclass elmscale.kernels.Kernel)")
+    diag = np.asarray(kernel.diagonal(X), dtype=np.float64)
+    if diag.shape != (n_samples,) or not _close(diag, np.diag(KX), rtol):
+        _fail(label, "diagonal(X) differs from the diagonal of kernel(X, X)")
+    if not hasattr(kernel, "factor"):
+        _fail(label, "has no factor() (subclass elmscale.kernels.Kernel: its default is "
+              "Nystrom on the landmark sample)")
+    factor = _check_factor(label, kernel, X, rtol)
+    if getattr(kernel, "shares_distances", False):
+        cache = DistanceCache()
+        for _ in range(2):  # the second call reads the cache
+            if not np.array_equal(kernel(X, Y, distances=cache), K):
+                _fail(label, "kernel(X, Y, distances=cache) differs from kernel(X, Y)")
+        shared = kernel.factor(X.copy(), n_samples=n_samples, n_components=n_samples,
+                               method="nystrom", random_state=np.random.RandomState(0),
+                               distances=cache)
+        if type(shared) is not type(factor) or not np.array_equal(
+                shared.features(X), factor.features(X)):
+            _fail(label, "factor(..., distances=cache) differs from factor(...)")
+    _check_picklable(label, kernel)
+    _check_picklable(f"{label} factor", factor)
+    import cloudpickle
+
+    if not np.array_equal(cloudpickle.loads(cloudpickle.dumps(kernel))(X, Y), K):
+        _fail(label, "gives a different block after a pickle round trip")
 
 
 # -- algorithms ------------------------------------------------------------------------------

@@ -279,3 +279,130 @@ def test_closed_forms_equal_dense_sums(form, points, rng):
                                atol=1e-12 * np.abs(ZtT).max())
     np.testing.assert_allclose(tumkelm_loss(stats, cs, mu), loss, rtol=1e-10)
 
+
+# -- elmscale.testing.check_kernel ------------------------------------------------------------
+def _gaussian(width):
+    def dense(X, Y):
+        return np.exp(-((X[:, None, :] - Y[None, :, :]) ** 2).sum(-1) / (2.0 * width ** 2))
+
+    return dense
+
+
+@pytest.mark.parametrize("kernel, params, reference", [
+    ("linear", None, lambda X, Y: X @ Y.T),
+    ("poly", {"degree": 3, "coef0": 0.5}, lambda X, Y: (X @ Y.T + 0.5) ** 3),
+    ("polynomial", {"degree": 2}, lambda X, Y: (X @ Y.T + 1.0) ** 2),
+    ("rbf", {"width": 0.3}, _gaussian(0.3)),
+    ("gaussian", {"width": 1e-10}, _gaussian(1e-10)),
+    (RBFKernel, {"width": 1e10}, _gaussian(1e10)),
+    (RBFKernel(1.0), None, _gaussian(1.0)),
+], ids=["linear", "poly3", "poly2", "rbf", "rbf-identity", "rbf-constant", "instance"])
+def test_check_kernel_accepts_the_builtin_kernels(kernel, params, reference):
+    from elmscale.testing import check_kernel
+
+    check_kernel(kernel, params=params, reference=reference)
+
+
+class _Float32(LinearKernel):
+    def __call__(self, X, Y):
+        return super().__call__(X, Y).astype(np.float32)
+
+
+class _Asymmetric(Kernel):
+    def __call__(self, X, Y):
+        return np.asarray(X, np.float64) @ (np.asarray(Y, np.float64) + 0.1).T
+
+
+class _PerBlock(LinearKernel):
+    """Normalised by the block's row count: depends on how the rows are cut."""
+
+    def __call__(self, X, Y):
+        return super().__call__(X, Y) / len(X)
+
+
+class _WrongDiagonal(LinearKernel):
+    def diagonal(self, X):
+        return np.ones(len(X))
+
+
+class _Indefinite(LinearKernel):
+    def __call__(self, X, Y):
+        return -super().__call__(X, Y)
+
+    def diagonal(self, X):
+        return -super().diagonal(X)
+
+
+class _WrongFactor(LinearKernel):
+    def factor(self, sample, **kwargs):
+        return ExplicitFactor(lambda X: 2.0 * np.asarray(X, np.float64), sample.shape[1])
+
+
+class _InPlace(LinearKernel):
+    def __call__(self, X, Y):
+        X *= 1.0 + 1e-3
+        return super().__call__(X, Y)
+
+
+class _StaleCache(RBFKernel):
+    """Computes something else when given a distance cache."""
+
+    def __call__(self, X, Y, *, distances=None):
+        if distances is not None:
+            return RBFKernel(2.0 * self.width)(X, Y)
+        return super().__call__(X, Y)
+
+
+class _Unpicklable(LinearKernel):
+    def __init__(self):
+        import threading
+
+        self.lock = threading.Lock()
+
+
+@pytest.mark.parametrize("kernel, reference, message", [
+    (_Float32(), None, "must be float64"),
+    (_Asymmetric(), None, "is not symmetric"),
+    (_PerBlock(), None, "is not row-wise"),
+    (_WrongDiagonal(), None, r"diagonal\(X\) differs"),
+    (_Indefinite(), None, "is not positive semi-definite"),
+    (_WrongFactor(), None, "must represent K exactly"),
+    (_InPlace(), None, "modified its input"),
+    (_StaleCache(0.5), None, r"distances=cache\) differs"),
+    (_Unpicklable(), None, "cannot be pickled"),
+    (RBFKernel(1.0), _gaussian(2.0), "differs from the reference"),
+], ids=lambda v: type(v).__name__.strip("_") if isinstance(v, Kernel) else None)
+def test_check_kernel_reports_a_broken_kernel(kernel, reference, message):
+    from elmscale.testing import check_kernel
+
+    with pytest.raises(AssertionError, match=message):
+        check_kernel(kernel, reference=reference)
+
+
+def test_check_kernel_rejects_params_for_an_instance():
+    from elmscale.testing import check_kernel
+
+    with pytest.raises(TypeError, match="params is for a kernel class"):
+        check_kernel(LinearKernel(), params={"degree": 2})
+
+
+def test_distance_cache_shares_and_bounds_entries(rng):
+    """One cache: the same arrays give the same distance object (computed once), other
+    arrays their own; only the last ``size`` pairs are kept; a view is one object."""
+    from elmscale.kernels import DistanceCache
+
+    X, Y = rng.uniform(size=(30, 3)), rng.uniform(size=(10, 3))
+    cache = DistanceCache(size=2)
+    d = cache.sqdist(X, Y)
+    np.testing.assert_array_equal(d, ((X[:, None] - Y[None]) ** 2).sum(-1))
+    assert cache.sqdist(X, Y) is d
+    assert cache.sqdist(X.copy(), Y) is not d  # equal values, another array
+    cache.sqdist(X)
+    assert cache.sqdist(X, Y) is not d  # evicted after two newer pairs
+    assert cache.view(X, 0, 5) is cache.view(X, 0, 5)
+    np.testing.assert_array_equal(cache.view(X, 5, 30), X[5:])
+    widths = [RBFKernel(w) for w in (0.5, 1.0, 2.0)]
+    shared = DistanceCache()
+    for k in widths:
+        np.testing.assert_array_equal(k(X, Y, distances=shared), k(X, Y))
+    assert len(shared._entries) == 1
