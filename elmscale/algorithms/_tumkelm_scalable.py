@@ -17,16 +17,16 @@ formed; the N-row arrays kept between passes are A (N x p) and, when it takes at
 re-evaluating every kernel on X).
 """
 
-import operator
 import os
 
 import dask
-import dask.array as da
 import numpy as np
 import scipy.linalg as sla
 from scipy.sparse.linalg import eigsh
 
-from ..kernels import DistanceCache, KernelFactor, factor_basis, kernel_factor
+from ..gram import hidden_stats
+from ..hidden import HiddenFeatures
+from ..kernels import DistanceCache, FactorLayer, factor_basis, kernel_factor
 from ..utils._dask import tree_sum, tree_sum_now
 from ..utils._threads import blas_threads
 
@@ -142,39 +142,13 @@ def leading_eigenvectors(stats, mu, n_clusters):
 # =========================================================================================
 # Blockwise passes (scalable mode)
 # =========================================================================================
-def _block_columns(X, factors):
-    """``Z = [Phi | A | 1]`` for a block of rows: the stacked factor Phi (rows x M), the
-    diagonals A (rows x p, A_iq = K_q(i, i)) and a column of ones, written into one buffer
-    so that a single ``Z^T Z`` gives every label-independent sum (:func:`_gram_block`)."""
-    n, p = X.shape[0], len(factors)
-    offsets = np.cumsum([0] + [f.n_components for f in factors])
-    M = int(offsets[-1])
-    Z = np.empty((n, M + p + 1))
-    distances = DistanceCache()
-    for q, f in enumerate(factors):
-        P = Z[:, offsets[q] : offsets[q + 1]]
-        if type(f).features is KernelFactor.features:
-            f.features(X, out=P, distances=distances)
-        else:  # a plugin's own features(X), perhaps without ``out``
-            P[...] = f.features(X)
-        Z[:, M + q] = f.alpha + np.einsum("ij,ij->i", P, P)
-    Z[:, M + p] = 1.0
-    return Z, M
-
-
-def _gram_block(X, factors, keep_features=False):
-    """Label-independent partial sums of one row chunk (plus its diagonals A, and its rows
-    of Phi with ``keep_features``): G = Phi^T Phi, u = Phi^T 1, PA = Phi^T A, AA = A^T A,
-    S = A^T 1 and n are blocks of one symmetric product Z^T Z of ``Z = [Phi | A | 1]``
-    (one BLAS syrk: 2.5 ms less than separate products and no copy of Phi on Frogs)."""
-    Z, M = _block_columns(X, factors)
-    W = Z.T @ Z
-    e = W.shape[0] - 1
-    stats = {"n": W[e, e], "G": W[:M, :M].copy(), "u": W[:M, e].copy(),
-             "AA": W[M:e, M:e].copy(), "S": W[M:e, e].copy(), "PA": W[:M, M:e].copy()}
-    if not keep_features:  # A alone outlives the block: do not keep the buffer with it
-        return {"stats": stats, "A": np.ascontiguousarray(Z[:, M:e]), "Phi": None}
-    return {"stats": stats, "A": Z[:, M:e], "Phi": Z[:, :M]}
+def _gram_block(X, layer):
+    """In-process pass over one row block: ``H^T H`` of ``H = [Phi | A | 1]``
+    (:class:`~elmscale.kernels.FactorLayer`, one BLAS syrk), and the block's rows of A and
+    Phi, views of H kept for the iterations."""
+    H = layer(X)
+    M, p = layer.n_features_out, layer.n_kernels
+    return {"hth": H.T @ H, "A": H[:, M : M + p], "Phi": H[:, :M]}
 
 
 def _embed(X, factors, folds):
@@ -218,12 +192,6 @@ def _cluster_block(X, A, labels, factors, folds, n_clusters):
             "sizes": F.sum(axis=0), "SA": A.T @ F}
 
 
-def _rows_of(parts, key, chunks, width):
-    return da.concatenate([
-        da.from_delayed(dask.delayed(operator.getitem, pure=True)(q, key), shape=(n, width),
-                        dtype=np.float64) for q, n in zip(parts, chunks)])
-
-
 def _map_blocks(pool, fn, *blocks):
     """``[fn(*args) for args in zip(*blocks)]`` on the threads of ``pool`` (an executor), or
     in this thread when ``pool`` is None (one thread, or one block)."""
@@ -236,36 +204,34 @@ def factor_stats(Xs, factors, *, fan_in=8, keep_features=False, pool=None):
     With ``keep_features`` the stacked factor Phi (dask, N x M) is persisted in the same
     pass and returned third.
 
+    The factors are a hidden layer (:class:`~elmscale.kernels.FactorLayer`,
+    ``H = [Phi | A | 1]``) and the pass is the shared reduction ``H^T H`` of
+    :func:`elmscale.gram.hidden_stats`, with H cached on the workers when it is kept.
+    Without ``keep_features`` the diagonals are persisted by a pass of their own.
+
     ``Xs`` may also be a list of NumPy row blocks: the pass then runs in-process, on the
     threads of ``pool`` (a ``concurrent.futures`` executor) when one is given, Phi is kept,
     and A and Phi are lists of NumPy row blocks for the in-process iterations of
-    :func:`cluster_stats`: the same block sums in the same order as the dask graph, no
-    graph (~25 ms of a Frogs fit)."""
-    p = len(factors)
-    M = int(sum(f.n_components for f in factors))
+    :func:`cluster_stats`: the same block sums in the same order as the dask graph."""
+    layer = FactorLayer(factors)
+    M, p = layer.n_features_out, layer.n_kernels
     if isinstance(Xs, list):
-        n = len(Xs)
-        blocks = _map_blocks(pool, _gram_block, Xs, [factors] * n, [True] * n)
-        stats = tree_sum_now([b["stats"] for b in blocks], fan_in=fan_in)
+        blocks = _map_blocks(pool, _gram_block, Xs, [layer] * len(Xs))
+        # dicts, as hidden_stats sums them: the same additions in the same order
+        HtH = tree_sum_now([{"hth": b["hth"]} for b in blocks], fan_in=fan_in)["hth"]
         A, Phi = [b["A"] for b in blocks], [b["Phi"] for b in blocks]
         keep_features = True
     else:
-        parts = [dask.delayed(_gram_block, pure=True)(b, factors, keep_features)
-                 for b in Xs.to_delayed().ravel().tolist()]
-        stats = tree_sum([dask.delayed(operator.getitem, pure=True)(q, "stats")
-                          for q in parts], fan_in=fan_in)
-        A = _rows_of(parts, "A", Xs.chunks[0], p)
+        features = HiddenFeatures(Xs, layer, cache=bool(keep_features))
+        HtH = hidden_stats(features, ["hth"], fan_in=fan_in)["hth"]
         if keep_features:
-            Phi = _rows_of(parts, "Phi", Xs.chunks[0], M)
-            stats, A, Phi = dask.persist(stats, A, Phi)  # one pass computes all three
+            H = features.H  # persisted by the pass
+            A, Phi = H[:, M : M + p], H[:, :M]
         else:
-            stats, A = dask.persist(stats, A)
-        stats = stats.compute()
-    stats = dict(stats)
-    stats["G"] = 0.5 * (stats["G"] + stats["G"].T)
-    offsets = np.concatenate([[0], np.cumsum([f.n_components for f in factors])])
-    stats.update(n=float(stats["n"]), alpha=np.array([f.alpha for f in factors]),
-                 offsets=offsets)
+            A = Xs.map_blocks(layer.diagonals, dtype=np.float64,
+                              chunks=(Xs.chunks[0], (p,))).persist()
+            Phi = None
+    stats = layer.split_gram(HtH)
     return (stats, A, Phi) if keep_features else (stats, A)
 
 

@@ -47,6 +47,7 @@ whether a closed form is accurate enough (see :meth:`RBFKernel.factor`).
 
 from ._base import Kernel, kernel_factor
 from ._distances import DistanceCache
+from ._layer import FactorLayer
 from ._factors import (
     ConstantFactor,
     ExplicitFactor,
@@ -66,6 +67,7 @@ __all__ = [
     "ConstantFactor",
     "DistanceCache",
     "ExplicitFactor",
+    "FactorLayer",
     "IdentityFactor",
     "Kernel",
     "KernelFactor",

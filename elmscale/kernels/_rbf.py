@@ -3,7 +3,7 @@
 import numpy as np
 
 from ._base import Kernel
-from ._distances import EXP_UNDERFLOW, exp_or_zero, extremes, off_diagonal_mass, sqdist
+from ._distances import exp_or_zero, extremes, off_diagonal_mass, sqdist
 from ._factors import ConstantFactor, IdentityFactor, NystromFactor, RandomFourierFactor
 
 

@@ -17,7 +17,6 @@ from elmscale.algorithms._tumkelm_exact import (
     exact_pass,
 )
 from elmscale.algorithms._tumkelm_scalable import (
-    _gram_block,
     build_factors,
     factor_stats,
     kspace_gram,
@@ -28,7 +27,7 @@ from elmscale.algorithms._tumkelm_scalable import (
     tumkelm_loss,
 )
 from elmscale.exceptions import UnknownPluginError
-from elmscale.kernels import LinearKernel, PolynomialKernel, RBFKernel
+from elmscale.kernels import FactorLayer, LinearKernel, PolynomialKernel, RBFKernel
 
 # kernels whose scalable factors are exact (explicit features and closed forms), so the
 # chunked scalable mode must equal the dense reference to rounding
@@ -122,35 +121,38 @@ def test_scalable_reductions_equal_exact_with_exact_factors(small, rng):
         np.testing.assert_allclose(tumkelm_loss(stats, cs, mu), loss, rtol=1e-7)
 
 
-@pytest.mark.parametrize("keep", [False, True])
-def test_gram_block_equals_separate_products(small, rng, keep):
-    """The one product Z^T Z of [Phi | A | 1] gives each block sum of the separate products;
-    without ``keep_features`` the A returned does not hold the block's Phi alive."""
+def test_factor_layer_gram_holds_every_separate_product(small, rng):
+    """H^T H of the factor layer H = [Phi | A | 1] gives each label-independent sum of the
+    separate products, and the pass over uneven dask chunks gives the same reductions."""
     X, _ = small
     kernels = [LinearKernel(), PolynomialKernel(3), RBFKernel(1.0), RBFKernel(1e-10),
                RBFKernel(1e10)]
     factors = [k.factor(X, n_samples=60, n_components=20, random_state=rng) for k in kernels]
-    out = _gram_block(X, factors, keep_features=keep)
-    Phi = np.hstack([f.features(X) for f in factors])
-    A = np.column_stack([f.diagonal(X) for f in factors])  # of the factors, not kernels
     assert [f.kind for f in factors] == ["explicit", "explicit", "nystrom", "identity",
                                          "constant"]
-    np.testing.assert_allclose(out["A"], A, rtol=1e-12)
+    layer = FactorLayer(factors)
+    H = layer(X)
+    Phi = np.hstack([f.features(X) for f in factors])
+    A = np.column_stack([f.diagonal(X) for f in factors])  # of the factors, not kernels
+    np.testing.assert_array_equal(H[:, :layer.n_features_out], Phi)
+    np.testing.assert_allclose(H[:, layer.n_features_out:-1], A, rtol=1e-12)
+    np.testing.assert_array_equal(layer.diagonals(X), H[:, layer.n_features_out:-1])
     ref = {"n": len(X), "G": Phi.T @ Phi, "u": Phi.sum(0), "AA": A.T @ A, "S": A.sum(0),
            "PA": Phi.T @ A}
-    assert set(out["stats"]) == set(ref)
-    for key, value in ref.items():
-        np.testing.assert_allclose(out["stats"][key], value, rtol=1e-12,
-                                   atol=1e-12 * np.abs(value).max())
-    if keep:
-        np.testing.assert_array_equal(out["Phi"], Phi)
-    else:
-        assert out["Phi"] is None and out["A"].base is None
+    for keep in (False, True):
+        out = factor_stats(da.from_array(X, chunks=((25, 15, 20), (3,))), factors,
+                           keep_features=keep)
+        for key, value in ref.items():
+            np.testing.assert_allclose(out[0][key], value, rtol=1e-12,
+                                       atol=1e-12 * np.abs(value).max())
+        np.testing.assert_allclose(out[1].compute(), A, rtol=1e-12)
+        if keep:
+            np.testing.assert_allclose(out[2].compute(), Phi, rtol=1e-12, atol=1e-14)
 
 
-def test_gram_block_takes_a_plugin_factor_without_out(small):
+def test_factor_layer_takes_a_plugin_factor_without_out(small):
     """A third-party factor that overrides ``features(X)`` (no ``out``) still fills its
-    columns of the block buffer."""
+    columns of the layer's buffer."""
     from elmscale.kernels import KernelFactor
 
     class Squares(KernelFactor):
@@ -161,9 +163,8 @@ def test_gram_block_takes_a_plugin_factor_without_out(small):
             return np.asarray(X) ** 2
 
     X, _ = small
-    out = _gram_block(X, [Squares(), LinearKernel().factor(X, n_samples=60, n_components=60)],
-                      keep_features=True)
-    np.testing.assert_array_equal(out["Phi"], np.hstack([X ** 2, X]))
+    layer = FactorLayer([Squares(), LinearKernel().factor(X, n_samples=60, n_components=60)])
+    np.testing.assert_array_equal(layer(X)[:, :6], np.hstack([X ** 2, X]))
 
 
 @pytest.mark.parametrize("method", ["nystrom", "rff"])
