@@ -14,8 +14,7 @@ Segment (../shared/datasets), for both feature forms and both assignments.
 Each ``scale`` run is best started in its own process: it reports the process's peak resident
 memory. BLAS is pinned to one thread per dask thread (set before NumPy is imported), except
 for ``timing``, which measures what a user gets: BLAS at its default threads, as TUMKELM
-finds it (it pins its own pool's threads; a process-wide pin hid a 25 ms stall per Frogs fit
-that only default-threaded BLAS showed).
+finds it (it pins BLAS itself while dask's threads compute).
 """
 
 import os
@@ -104,7 +103,7 @@ def blas_info():
 
 
 def run_one(X, y, **params):
-    from elmscale.algorithms._tumkelm import TUMKELM
+    from elmscale import TUMKELM
 
     t0, c0 = time.perf_counter(), time.process_time()
     model = TUMKELM(len(np.unique(y)), **params).fit(X)
@@ -253,7 +252,7 @@ def timing(args):
 
     import dask.array as da
 
-    from elmscale.algorithms._tumkelm import TUMKELM
+    from elmscale import TUMKELM
 
     out, rows = [], []
     for name, X, y in datasets(args.datasets):

@@ -53,11 +53,11 @@ from .. import registry
 from ..cluster import kmeans
 from ..exceptions import UnknownPluginError
 from ..hidden import apply_scaling, fit_scaling
-from ..kernels import DistanceCache, Kernel, paper_kernels
+from ..kernels import Kernel, paper_kernels
 from ..solvers import ridge_solve
 from ..utils._persistence import DaskStateMixin
 from ..utils._random import draw_seed
-from ..utils._threads import blas_threads, shared_pool, threaded_scheduler
+from ..utils._threads import blas_for_dask, blas_threads
 from ..utils._validation import row_chunks, validate_data
 from ._embedding import unit_rows
 from ._output import EmbeddingFeaturesOutMixin, negative_sse
@@ -75,7 +75,6 @@ from ._tumkelm_scalable import (
     _argmax_rows,
     _embed,
     _folds,
-    _map_blocks,
     _nearest_rows,
     build_factors,
     cluster_stats,
@@ -83,7 +82,7 @@ from ._tumkelm_scalable import (
     kspace_gram,
     kspace_target,
     leading_eigenvectors,
-    local_chunks,
+    even_chunks,
     local_threads,
     tumkelm_loss,
 )
@@ -263,9 +262,9 @@ class TUMKELM(ClusterMixin, EmbeddingFeaturesOutMixin, TransformerMixin, DaskSta
     When the stacked factor Phi (N x M float64) takes at most ``KEEP_FEATURES_BYTES``
     (1 GiB: e.g. 100,000 points with the paper's 15 kernels and 300 landmarks), it is
     persisted by the first pass and the per-iteration passes read it instead of
-    re-evaluating the kernels. NumPy input in that case runs its passes in-process (no
-    dask scheduler nor distributed client), on equal row blocks on a pool of
-    ``local_threads()`` threads, with the same block sums as dask input in those chunks.
+    re-evaluating the kernels. NumPy input runs on dask too (the active scheduler), in
+    equal row chunks (a multiple of the local threads), and gives the result of dask input
+    in those chunks.
     The scalable reductions equal the exact ones when the factors are exact (m = N).
 
     The paper's Gaussian widths span 1e-10 to 1e10: on standardised data the narrow ones
@@ -472,60 +471,40 @@ class TUMKELM(ClusterMixin, EmbeddingFeaturesOutMixin, TransformerMixin, DaskSta
         self._kmeans_centers = state["centers"]
 
     def _fit_scalable(self, Xs, rng, was_dask, chunks):
-        """``Xs``: the scaled input, dask (``was_dask``) or NumPy, then split in ``chunks``
-        (or :func:`local_chunks`) for the pass over X."""
-        kernels, form, k = self.kernels_, self.feature_form, self.n_clusters
+        """``Xs``: the scaled input, dask (``was_dask``) or NumPy, then split in equal row
+        chunks (:func:`even_chunks`) for the passes over X."""
+        kernels, form = self.kernels_, self.feature_form
         N = Xs.shape[0]
         m = self.n_landmarks
         n_sample = min(N, max(m, 1000))
         idx = np.sort(rng.choice(N, size=n_sample, replace=False))
         sample = Xs[idx].compute() if was_dask else Xs[idx]
         sample = np.asarray(sample, dtype=np.float64)[rng.permutation(n_sample)]
-        factor_pool = shared_pool(local_threads()) if not was_dask and local_threads() > 1 \
-            else None
-        factors = build_factors(kernels, sample, N, m, self.approximation, rng, factor_pool)
+        factors = build_factors(kernels, sample, N, m, self.approximation, rng)
         self.factors_ = factors
         logger.info("TUMK-ELM factors: %s", ", ".join(
             f"{f.kind}({f.n_components})" for f in factors))
         M = int(sum(f.n_components for f in factors))
         keep = N * M * 8 <= KEEP_FEATURES_BYTES
-        # NumPy input whose Phi is kept runs in-process: the pass over X and every
-        # iteration on the same equal row blocks, on a pool of threads with BLAS on one
-        # thread each (two BLAS threads per task on 2 cores: 1.7x slower, PERF_NOTES); no
-        # dask graph, the same block sums in the same order as dask input in those chunks.
-        local = keep and not was_dask
-        threads = local_threads() if local else 1
-        if local:
-            chunks = local_chunks(N, len(chunks), threads)
-            blocks = np.split(Xs, np.cumsum(chunks)[:-1])
         if not was_dask:
+            # equal row chunks, as many as the memory sizing asks for rounded up to a
+            # multiple of the local threads, so that every thread gets the same work
+            chunks = even_chunks(N, len(chunks), local_threads())
             Xs = da.from_array(Xs, chunks=(chunks, Xs.shape[1]))
-        # a long-lived pool: a fresh thread's first BLAS calls are slow
-        pool = shared_pool(min(threads, len(chunks))) if local and threads > 1 \
-            and len(chunks) > 1 else None
-        # one BLAS thread per thread of ours or of dask's threaded scheduler: BLAS at its
-        # default threads inside each task oversubscribes the cores (PERF_NOTES: 1.7x
-        # slower); distributed workers pin their own BLAS, the sync scheduler is one thread
-        threaded = pool is not None or (not local and threaded_scheduler(Xs))
-        with blas_threads(1 if threaded else None):
-            if local:
-                stats, A, Phi = factor_stats(blocks, factors, pool=pool)
-            elif keep:
+        with blas_for_dask(Xs):
+            if keep:
                 stats, A, Phi = factor_stats(Xs, factors, keep_features=True)
             else:
                 (stats, A), Phi = factor_stats(Xs, factors), None
             self.kspace_gram_ = kspace_gram(stats, form)
             km_seed = draw_seed(rng)
-            self._iterate_scalable(Xs, stats, A, Phi, factors, local, pool, km_seed,
-                                   was_dask)
+            self._iterate_scalable(Xs, stats, A, Phi, factors, km_seed, was_dask)
 
-    def _iterate_scalable(self, Xs, stats, A, Phi, factors, local, pool, km_seed, was_dask):
+    def _iterate_scalable(self, Xs, stats, A, Phi, factors, km_seed, was_dask):
         """Algorithm 1's loop on the scalable mode's reductions; sets the fitted state."""
         kernels, form, k = self.kernels_, self.feature_form, self.n_clusters
 
         def embedding(P, folds):
-            if local:
-                return np.concatenate(_map_blocks(pool, np.dot, Phi, [P] * len(Phi)))
             if Phi is not None:
                 return Phi.map_blocks(np.dot, P, chunks=(Phi.chunks[0], (k,)),
                                       dtype=np.float64)
@@ -538,14 +517,13 @@ class TUMKELM(ClusterMixin, EmbeddingFeaturesOutMixin, TransformerMixin, DaskSta
             if self.assignment == "argmax":
                 labels = centers = None
             else:
-                U = embedding(P, folds)
-                U = da.from_array(U, chunks=(Xs.chunks[0], k)) if local else U.persist()
+                U = embedding(P, folds).persist()
                 if self.assignment == "kmeans-unit":
                     U = unit_rows(U)
                 centers, labels = kmeans(U, k, n_init=self.n_init, random_state=km_seed)[:2]
-                labels = labels.compute() if local else labels.persist()
+                labels = labels.persist()
             cs = cluster_stats(Xs, A, factors, labels=labels, folds=folds, n_clusters=k,
-                               features=Phi, P=P, pool=pool)
+                               features=Phi, P=P)
             loss = tumkelm_loss(stats, cs, mu)
             return {"P": P, "folds": folds, "s": s, "labels": labels, "cs": cs, "loss": loss,
                     "centers": centers}
@@ -560,12 +538,6 @@ class TUMKELM(ClusterMixin, EmbeddingFeaturesOutMixin, TransformerMixin, DaskSta
         # out of sample: the same map as the training embedding, u(x) = sum_q B_q(x) W_q P_q
         self._folds = _folds(factors, state["P"], stats["offsets"])
         self._fit_X, self._kmeans_centers = None, state["centers"]
-        if local:
-            if labels is None:
-                labels = _argmax_rows(U)
-            self.eigenvalues_, self.reductions_ = state["s"], stats
-            self.labels_, self.embedding_ = labels, U
-            return
         if labels is None:
             if Phi is not None:
                 labels = U.map_blocks(_argmax_rows, drop_axis=1, dtype=np.int64,

@@ -27,7 +27,7 @@ from scipy.sparse.linalg import eigsh
 from ..gram import hidden_stats
 from ..hidden import HiddenFeatures
 from ..kernels import DistanceCache, FactorLayer, factor_basis, kernel_factor
-from ..utils._dask import tree_sum, tree_sum_now
+from ..utils._dask import tree_sum
 from ..utils._threads import blas_threads
 
 #: The stacked factor Phi (N x M float64) is kept in memory, next to the diagonals A, when
@@ -121,7 +121,7 @@ def leading_eigenvectors(stats, mu, n_clusters):
     if k > 0:
         if M > _LANCZOS_MIN and k < M // 4:
             # only the k leading pairs: Lanczos is O(M^2) per step where the dense
-            # tridiagonalisation is O(M^3) (1.5 s per iteration at M = 1,500)
+            # tridiagonalisation is O(M^3)
             v0 = np.random.RandomState(0).uniform(-1, 1, M)
             s, V = eigsh(Gm, k=k, which="LA", v0=v0, tol=1e-13)
             order = np.argsort(s)
@@ -142,15 +142,6 @@ def leading_eigenvectors(stats, mu, n_clusters):
 # =========================================================================================
 # Blockwise passes (scalable mode)
 # =========================================================================================
-def _gram_block(X, layer):
-    """In-process pass over one row block: ``H^T H`` of ``H = [Phi | A | 1]``
-    (:class:`~elmscale.kernels.FactorLayer`, one BLAS syrk), and the block's rows of A and
-    Phi, views of H kept for the iterations."""
-    H = layer(X)
-    M, p = layer.n_features_out, layer.n_kernels
-    return {"hth": H.T @ H, "A": H[:, M : M + p], "Phi": H[:, :M]}
-
-
 def _embed(X, factors, folds):
     U = np.zeros((X.shape[0], folds[0].shape[1]))
     distances = DistanceCache()
@@ -192,13 +183,7 @@ def _cluster_block(X, A, labels, factors, folds, n_clusters):
             "sizes": F.sum(axis=0), "SA": A.T @ F}
 
 
-def _map_blocks(pool, fn, *blocks):
-    """``[fn(*args) for args in zip(*blocks)]`` on the threads of ``pool`` (an executor), or
-    in this thread when ``pool`` is None (one thread, or one block)."""
-    return list((pool.map if pool is not None else map)(fn, *blocks))
-
-
-def factor_stats(Xs, factors, *, fan_in=8, keep_features=False, pool=None):
+def factor_stats(Xs, factors, *, fan_in=8, keep_features=False):
     """One pass over the row chunks of ``Xs`` (dask, scaled): the label-independent
     reductions of :func:`kspace_gram` and the persisted diagonals A (dask, N x p).
     With ``keep_features`` the stacked factor Phi (dask, N x M) is persisted in the same
@@ -206,33 +191,18 @@ def factor_stats(Xs, factors, *, fan_in=8, keep_features=False, pool=None):
 
     The factors are a hidden layer (:class:`~elmscale.kernels.FactorLayer`,
     ``H = [Phi | A | 1]``) and the pass is the shared reduction ``H^T H`` of
-    :func:`elmscale.gram.hidden_stats`, with H cached on the workers when it is kept.
-    Without ``keep_features`` the diagonals are persisted by a pass of their own.
-
-    ``Xs`` may also be a list of NumPy row blocks: the pass then runs in-process, on the
-    threads of ``pool`` (a ``concurrent.futures`` executor) when one is given, Phi is kept,
-    and A and Phi are lists of NumPy row blocks for the in-process iterations of
-    :func:`cluster_stats`: the same block sums in the same order as the dask graph."""
+    :func:`elmscale.gram.hidden_stats`, with H cached on the workers when it is kept (A and
+    Phi are then column slices of the cached H). Without ``keep_features`` the diagonals are
+    persisted by a pass of their own."""
     layer = FactorLayer(factors)
     M, p = layer.n_features_out, layer.n_kernels
-    if isinstance(Xs, list):
-        blocks = _map_blocks(pool, _gram_block, Xs, [layer] * len(Xs))
-        # dicts, as hidden_stats sums them: the same additions in the same order
-        HtH = tree_sum_now([{"hth": b["hth"]} for b in blocks], fan_in=fan_in)["hth"]
-        A, Phi = [b["A"] for b in blocks], [b["Phi"] for b in blocks]
-        keep_features = True
-    else:
-        features = HiddenFeatures(Xs, layer, cache=bool(keep_features))
-        HtH = hidden_stats(features, ["hth"], fan_in=fan_in)["hth"]
-        if keep_features:
-            H = features.H  # persisted by the pass
-            A, Phi = H[:, M : M + p], H[:, :M]
-        else:
-            A = Xs.map_blocks(layer.diagonals, dtype=np.float64,
-                              chunks=(Xs.chunks[0], (p,))).persist()
-            Phi = None
-    stats = layer.split_gram(HtH)
-    return (stats, A, Phi) if keep_features else (stats, A)
+    features = HiddenFeatures(Xs, layer, cache=bool(keep_features))
+    stats = layer.split_gram(hidden_stats(features, ["hth"], fan_in=fan_in)["hth"])
+    if keep_features:
+        H = features.H  # persisted by the pass
+        return stats, H[:, M : M + p], H[:, :M]
+    A = Xs.map_blocks(layer.diagonals, dtype=np.float64, chunks=(Xs.chunks[0], (p,)))
+    return stats, A.persist()
 
 
 def _cluster_block_features(Phi, A, labels, P, n_clusters):
@@ -245,38 +215,26 @@ def _cluster_block_features(Phi, A, labels, P, n_clusters):
 
 
 def local_threads():
-    """Threads of the in-process (NumPy input) scalable path: dask's ``num_workers`` when
-    set, else the CPU count (the threaded scheduler's default)."""
+    """Threads of dask's local threaded scheduler: ``num_workers`` when set, else the CPU
+    count (its default)."""
     return max(1, int(dask.config.get("num_workers", None) or os.cpu_count() or 1))
 
 
-def local_chunks(n_samples, n_blocks, threads):
-    """Row chunks of the in-process path: at least ``n_blocks``, a multiple of ``threads``,
-    equal to one row, so every thread gets the same work (the default chunking sizes blocks
-    for memory only, e.g. Frogs with 100 landmarks: 5,592 + 1,603 rows on 2 threads)."""
+def even_chunks(n_samples, n_blocks, threads):
+    """Row chunks for NumPy input: at least ``n_blocks``, a multiple of ``threads``, equal
+    to one row, so that every thread gets the same work (a chunking sized for memory only
+    can leave one thread a small remainder block)."""
     n = -(-max(n_blocks, 1) // threads) * threads
     n = max(1, min(n, n_samples))
     return tuple(n_samples // n + (i < n_samples % n) for i in range(n))
 
 
 def cluster_stats(Xs, A, factors, *, labels=None, folds=None, n_clusters, fan_in=8,
-                  features=None, P=None, pool=None):
+                  features=None, P=None):
     """One pass: ``E = Phi^T F`` (M x n_c), ``sizes`` and ``SA = A^T F`` for the labels
     given (dask, chunked like Xs) or, with ``labels=None``, the argmax of ``Phi P``.
     With ``features`` (the persisted Phi of :func:`factor_stats`) and ``P`` the pass reads
-    Phi instead of re-evaluating the kernels' bases on X; when ``features`` and ``A`` are
-    lists of NumPy row blocks (:func:`factor_stats` of NumPy blocks) the pass runs in-process,
-    ``labels`` then being a NumPy array or None: a few milliseconds per iteration instead of
-    a dask graph (same blocks, same sums in the same order, same result), on the threads
-    of ``pool`` (a ``concurrent.futures`` executor) when one is given."""
-    if isinstance(features, list):
-        if labels is None:
-            Lb = [None] * len(features)
-        else:
-            Lb = np.split(np.asarray(labels), np.cumsum([f.shape[0] for f in features])[:-1])
-        args = (features, A, Lb, [P] * len(features), [n_clusters] * len(features))
-        parts = _map_blocks(pool, _cluster_block_features, *args)
-        return dict(tree_sum_now(parts, fan_in=fan_in))
+    Phi instead of re-evaluating the kernels' bases on X."""
     if features is not None:
         Fb = features.to_delayed().ravel().tolist()
         Ab = A.to_delayed().ravel().tolist()
@@ -303,30 +261,18 @@ def cluster_stats(Xs, A, factors, *, labels=None, folds=None, n_clusters, fan_in
     return total
 
 
-def build_factors(kernels, sample, n_samples, n_components, method, rng, pool=None):
+def build_factors(kernels, sample, n_samples, n_components, method, rng):
     """Every kernel's factor on the landmark sample, in the order of ``kernels``.
 
     On one BLAS thread: the products are small, and a threaded BLAS call leaves OpenBLAS's
     workers spinning for a while, taking a core from the pass that follows. The kernels that
-    share distances (the Gaussians) share one distance matrix of the sample; with a
-    ``pool`` and Nystrom factors they are factored on one of its threads while this thread
-    factors the others. With random features (``method="rff"``) every factor is built here
-    in order, so the draws from ``rng`` keep their order.
+    share distances (the Gaussians) share one distance matrix of the sample.
     """
-    def build_all(some):
-        distances = DistanceCache()
+    distances = DistanceCache()
+    with blas_threads(1):
         return [kernel_factor(kernel, sample, n_samples=n_samples, n_components=n_components,
                               method=method, random_state=rng, distances=distances)
-                for kernel in some]
-
-    shared = [getattr(kernel, "shares_distances", False) for kernel in kernels]
-    with blas_threads(1):
-        if pool is None or method != "nystrom" or all(shared) or not any(shared):
-            return build_all(kernels)
-        there = pool.submit(build_all, [k for k, g in zip(kernels, shared) if g])
-        here = iter(build_all([k for k, g in zip(kernels, shared) if not g]))
-        done = iter(there.result())
-        return [next(done) if g else next(here) for g in shared]
+                for kernel in kernels]
 
 
 def _folds(factors, P, offsets):

@@ -17,12 +17,11 @@ from elmscale.algorithms._tumkelm_exact import (
     exact_pass,
 )
 from elmscale.algorithms._tumkelm_scalable import (
-    build_factors,
+    even_chunks,
     factor_stats,
     kspace_gram,
     kspace_target,
     leading_eigenvectors,
-    local_chunks,
     local_threads,
     tumkelm_loss,
 )
@@ -36,7 +35,7 @@ EXACT_FACTOR_KERNELS = [LinearKernel(), PolynomialKernel(2), RBFKernel(1e-10), R
 
 def dense_tumkelm(X, kernels, n_clusters, *, C=1.0, delta=1e-4, max_iter=20, form="distance"):
     """Algorithm 1 written literally with dense N x N kernels and the N^2 x p matrix Z."""
-    N, p = X.shape[0], len(kernels)
+    p = len(kernels)
     Ks = [k(X, X) for k in kernels]
     if form == "distance":
         Ks_z = [np.diag(K)[:, None] + np.diag(K)[None, :] - 2 * K for K in Ks]
@@ -165,28 +164,6 @@ def test_factor_layer_takes_a_plugin_factor_without_out(small):
     X, _ = small
     layer = FactorLayer([Squares(), LinearKernel().factor(X, n_samples=60, n_components=60)])
     np.testing.assert_array_equal(layer(X)[:, :6], np.hstack([X ** 2, X]))
-
-
-@pytest.mark.parametrize("method", ["nystrom", "rff"])
-def test_factors_built_on_a_pool_equal_the_serial_ones(method):
-    """The Gaussians factored on a pool thread while this thread factors the others give
-    the factors of the serial loop, in the order of the kernels (RFF: always serial, so
-    the random draws keep their order)."""
-    from elmscale.utils._threads import shared_pool
-
-    X, _ = make_blobs(n_samples=400, n_features=4, centers=3, random_state=0)
-    kernels = [RBFKernel(1.0), LinearKernel(), RBFKernel(1e-10), PolynomialKernel(3),
-               RBFKernel(1e10), RBFKernel(30.0), PolynomialKernel(2)]
-    serial = build_factors(kernels, X, 4000, 50, method, np.random.RandomState(3))
-    pooled = build_factors(kernels, X, 4000, 50, method, np.random.RandomState(3),
-                           shared_pool(2))
-    assert [f.kind for f in serial] == [f.kind for f in pooled]
-    assert [f.kind for f in serial][:3] == ["nystrom" if method == "nystrom" else "rff",
-                                           "explicit", "identity"]
-    for a, b in zip(serial, pooled):
-        for attr in ("weights", "landmarks", "omega", "phase", "alpha"):
-            if hasattr(a, attr):
-                np.testing.assert_array_equal(getattr(a, attr), getattr(b, attr))
 
 
 def _exact_vs_scalable(n, landmarks, seed):
@@ -330,10 +307,10 @@ def test_kept_features_equal_recomputed_bases(blobs_dask, monkeypatch, assignmen
 
 
 @pytest.mark.parametrize("assignment", ["argmax", "kmeans", "kmeans-unit"])
-def test_in_process_iterations_equal_dask_input(blobs, assignment):
-    """NumPy input runs the iterations in-process (on a thread pool) on the kept blocks of
-    Phi; dask input with the same row chunks runs them as dask graphs. Same sums in the same
-    order: every fitted array is equal bit for bit (> 8 chunks: a two-level tree sum)."""
+def test_numpy_input_equals_dask_input_in_the_same_chunks(blobs, assignment):
+    """NumPy input is cut into equal row chunks (a multiple of the local threads); dask
+    input in those chunks gives every fitted array equal bit for bit (> 8 chunks: a
+    two-level tree sum)."""
     from elmscale.utils._validation import as_row_chunked
 
     X, y = blobs
@@ -343,7 +320,7 @@ def test_in_process_iterations_equal_dask_input(blobs, assignment):
                   random_state=0, max_iter=5)
     with elmscale.config_context(chunk_bytes=len(kernels) * 40 * 8 * 28):
         Xd, _ = as_row_chunked(X, n_hidden=len(kernels) * 40)
-        chunks = local_chunks(X.shape[0], Xd.numblocks[0], local_threads())
+        chunks = even_chunks(X.shape[0], Xd.numblocks[0], local_threads())
         assert len(chunks) > 8 and len(set(chunks)) <= 2 and sum(chunks) == X.shape[0]
         local = TUMKELM(3, **params).fit(X)
         graph = TUMKELM(3, **params).fit(Xd.rechunk({0: chunks}))
@@ -447,13 +424,13 @@ def test_select_lowest_loss_returns_that_iteration(blobs, mode, assignment):
                                atol=1e-12)
 
 
-def test_local_chunks_are_even_and_cover_every_row():
-    assert local_chunks(7195, 2, 2) == (3598, 3597)
-    assert local_chunks(7195, 3, 2) == (1799, 1799, 1799, 1798)
-    assert local_chunks(10, 1, 1) == (10,)
-    assert local_chunks(3, 8, 2) == (1, 1, 1)
+def test_even_chunks_cover_every_row():
+    assert even_chunks(7195, 2, 2) == (3598, 3597)
+    assert even_chunks(7195, 3, 2) == (1799, 1799, 1799, 1798)
+    assert even_chunks(10, 1, 1) == (10,)
+    assert even_chunks(3, 8, 2) == (1, 1, 1)
     for n, b, t in ((14500, 8, 2), (101, 5, 3), (1, 1, 4)):
-        c = local_chunks(n, b, t)
+        c = even_chunks(n, b, t)
         assert sum(c) == n and max(c) - min(c) <= 1 and len(c) >= min(b, n)
 
 
