@@ -14,19 +14,23 @@ from .algorithms import (
     emmc_sweep,
     uselm_embedding,
 )
+from .base import BaseELM, Reduction
 from .exceptions import PluginLoadError, PluginLoadWarning, UnknownPluginError
 from .hookspecs import hookimpl
 from .registry import available, get, list_plugins, load_plugins, make
+from .sweep import sweep
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "BaseELM",
     "ELMClassifier",
     "ELMJEC",
     "ELMRegressor",
     "EMMC",
     "PluginLoadError",
     "PluginLoadWarning",
+    "Reduction",
     "SSELM",
     "TUMKELM",
     "USELM",
@@ -44,5 +48,6 @@ __all__ = [
     "log_to_stderr",
     "make",
     "set_config",
+    "sweep",
     "uselm_embedding",
 ]

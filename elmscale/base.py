@@ -1,15 +1,27 @@
-"""BaseELM: the parameters, validation and fit steps every ELM estimator shares."""
+"""BaseELM, the estimator template every elmscale estimator (and a plugin's) is written on.
+
+A fit is two public steps. :meth:`BaseELM.reduce` validates X, draws the hidden layer and
+calls the algorithm's :meth:`~BaseELM.reduce_hidden` hook, which reduces H to whatever the
+solve needs (graph, ``hidden_stats`` results, an initial partition) and stores it in a
+:class:`Reduction`. :meth:`BaseELM.solve` calls the algorithm's :meth:`~BaseELM.solve_reduced`
+hook on that reduction. ``fit`` is ``solve(reduce(X, y))``; a parameter that only the solve
+reads (``lam`` of US-ELM, ``C`` of EMMC) can change between solves of one reduction, which is
+what :func:`elmscale.sweep` does.
+"""
 
 import logging
+import time
 from numbers import Integral, Real
 
 import dask.array as da
-from sklearn.base import BaseEstimator
+import numpy as np
+from sklearn.base import BaseEstimator, _fit_context
+from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from .graph import WEIGHTS, knn_graph
-from .hidden import HiddenFeatures, RandomHiddenLayer, apply_scaling, fit_scaling
+from .hidden import HiddenFeatures, apply_scaling, draw_mixed_layer, fit_scaling
 from .utils._constraints import Registered
 from .utils._persistence import DaskStateMixin
 from .utils._random import draw_seed
@@ -18,15 +30,111 @@ from .utils._validation import validate_data
 
 logger = logging.getLogger(__name__)
 
-class BaseELM(DaskStateMixin, BaseEstimator):
-    """Shared machinery of elmscale's estimators (not an estimator by itself).
 
-    Subclasses call, in ``fit``: ``_validate_X`` (input to a row-chunked dask array, records
-    ``n_features_in_``), ``_draw_hidden_layer`` (scaling fitted in one pass, then A and b
-    drawn on the client), ``_hidden_features`` (H, lazily) and, when they need a graph,
-    ``_build_graph``. ``_return`` gives NumPy back for NumPy input and dask for dask input.
-    Pickling computes fitted dask attributes to NumPy and loading restores them as dask
-    arrays with the same chunks (:class:`~elmscale.utils._persistence.DaskStateMixin`).
+class Reduction:
+    """What :meth:`BaseELM.reduce` computed from the data: everything a solve needs.
+
+    Attributes
+    ----------
+    X : dask array (n_samples, n_features)
+        The validated input, chunked by rows.
+    was_dask : bool
+        Whether the user passed dask input (N-row results are then lazy dask arrays).
+    features : elmscale.hidden.HiddenFeatures
+        H of X, lazy or cached on the workers.
+    hidden_layer : RandomHiddenLayer
+        The drawn hidden layer (also the estimator's ``hidden_layer_``).
+    rng : numpy.random.RandomState
+        The estimator's random state while :meth:`BaseELM.reduce_hidden` runs; solves start
+        from a copy of its state at the end of the reduction (:meth:`random_state`).
+    graph : elmscale.graph.KNNGraph or None
+        The kNN graph, when the algorithm built one.
+    stats : dict
+        The reduced matrices (``hidden_stats`` results, or what the algorithm stores).
+    fitted : dict
+        Fitted attributes set by the reduction (``n_features_in_``, ``hidden_layer_``,
+        ``classes_``...), given to every estimator solved on it.
+    key : dict
+        The values of the parameters the reduction depends on
+        (:meth:`BaseELM.reduce_key`); a solve checks that its estimator has the same.
+    timings : dict
+        Wall seconds of the reduction's stages.
+    """
+
+    def __init__(self, X, was_dask, rng, key):
+        self.X = X
+        self.was_dask = was_dask
+        self.rng = rng
+        self.key = key
+        self.features = None
+        self.graph = None
+        self.stats = {}
+        self.fitted = {}
+        self.timings = {}
+        self._rng_state = None
+
+    @property
+    def hidden_layer(self):
+        return None if self.features is None else self.features.layer
+
+    @property
+    def n_samples(self):
+        return self.X.shape[0]
+
+    def random_state(self):
+        """A new RandomState in the state the reduction left the estimator's in: each solve
+        draws the same numbers as the fit that made the reduction would."""
+        rng = np.random.RandomState()
+        rng.set_state(self._rng_state)
+        return rng
+
+    def release(self):
+        """Drop the cached blocks of H and the graph from worker memory."""
+        if self.features is not None:
+            self.features.release()
+        self.graph = None
+
+
+class _Clock:
+    """Wall seconds of consecutive stages."""
+
+    def __init__(self):
+        self.laps = {}
+        self._last = time.perf_counter()
+
+    def lap(self, name):
+        now = time.perf_counter()
+        self.laps[name] = self.laps.get(name, 0.0) + now - self._last
+        self._last = now
+
+    def finish(self, default):
+        """The time since the last lap goes to the last stage (``default`` if none)."""
+        self.lap(next(reversed(self.laps)) if self.laps else default)
+
+
+class BaseELM(DaskStateMixin, BaseEstimator):
+    """The template of elmscale's estimators: shared parameters, public fit steps and one
+    ``fit`` that calls the algorithm's hooks.
+
+    An algorithm subclasses ``BaseELM`` (mixins to the left), lists its parameters in
+    ``_parameter_constraints`` and implements
+
+    - ``solve_reduced(reduction, rng)`` (required): the algorithm's solve, from a
+      :class:`Reduction`; sets the fitted attributes.
+    - ``reduce_hidden(reduction, y)`` (optional): reduce H to what the solve needs (build
+      ``reduction.graph`` with :meth:`build_graph`, store ``hidden_stats`` results in
+      ``reduction.stats``, fitted attributes in ``reduction.fitted``).
+    - ``reduce_params`` (optional class attribute): the parameters ``reduce_hidden`` reads;
+      the others may change between solves of one reduction (:func:`elmscale.sweep`).
+      None (the default) means every parameter.
+
+    ``fit`` validates the parameters, then runs :meth:`reduce` (X through
+    :meth:`validate_X`, :meth:`check_params_vs_input`, the random state, the hidden layer
+    from :meth:`draw_hidden_layer`, H from :meth:`hidden_features`, then ``reduce_hidden``)
+    and :meth:`solve` (``solve_reduced``), with BLAS on one thread per task while dask's
+    threaded scheduler computes, and records ``timings_``. :meth:`as_output` gives NumPy
+    back for NumPy input and dask for dask input. Pickling computes fitted dask attributes
+    to NumPy and loading restores them as dask arrays with the same chunks.
     """
 
     _parameter_constraints = {
@@ -36,6 +144,7 @@ class BaseELM(DaskStateMixin, BaseEstimator):
         "cache": [StrOptions({"auto"}), "boolean"],
         "random_state": ["random_state"],
     }
+    #: Constraints of the kNN graph parameters, for estimators that build a graph.
     _graph_constraints = {
         "graph": [StrOptions({"auto"}), Registered("graph"), callable],
         "n_neighbors": [Interval(Integral, 1, None, closed="left")],
@@ -43,26 +152,147 @@ class BaseELM(DaskStateMixin, BaseEstimator):
         "sigma": [Interval(Real, 0, None, closed="neither"), None],
         "normalized": ["boolean"],
     }
+    #: Parameters the reduction depends on; None: all of them.
+    reduce_params = None
 
-    # -- fit steps -------------------------------------------------------------------------
-    def _validate_X(self, X, *, reset):
-        """X through :func:`~elmscale.utils.validate_data`: a row-chunked dask array, with
-        ``n_features_in_`` and ``feature_names_in_`` recorded (``reset``) or checked."""
+    # -- the template ----------------------------------------------------------------------
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y=None):
+        """Reduce X (and y) and solve: ``self.solve(self.reduce(X, y))``. Returns self."""
+        reduction = self.reduce(X, y)
+        try:
+            return self.solve(reduction)
+        finally:
+            reduction.release()
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def reduce(self, X, y=None):
+        """The data-dependent first half of ``fit``: validate X, draw the hidden layer and
+        run the algorithm's ``reduce_hidden`` hook. Returns a :class:`Reduction`, which
+        :meth:`solve` turns into a fitted estimator for any setting of the parameters not
+        in ``reduce_params``."""
+        with blas_for_dask():
+            clock = _Clock()
+            Xd, was_dask = self.validate_X(X, reset=True)
+            self.check_params_vs_input(Xd)
+            reduction = Reduction(Xd, was_dask, check_random_state(self.random_state),
+                                  self.reduce_key())
+            layer = self.draw_hidden_layer(Xd, reduction.rng)
+            reduction.features = self.hidden_features(Xd)
+            for name in ("n_features_in_", "feature_names_in_"):
+                if hasattr(self, name):
+                    reduction.fitted[name] = getattr(self, name)
+            reduction.fitted["hidden_layer_"] = layer
+            clock.lap("hidden")
+            self._clock = clock
+            try:
+                self.reduce_hidden(reduction, y)
+            finally:
+                del self._clock
+            clock.finish("reduce")
+            reduction._rng_state = reduction.rng.get_state()
+            reduction.timings = dict(clock.laps)
+        return reduction
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def solve(self, reduction):
+        """The second half of ``fit``: set the reduction's fitted attributes and run the
+        algorithm's ``solve_reduced`` hook with this estimator's parameters. The reduction
+        must come from an estimator with the same ``reduce_params`` values. Returns self."""
+        if not isinstance(reduction, Reduction):
+            raise TypeError(f"reduction must be a Reduction (from {type(self).__name__}"
+                            f".reduce), got {type(reduction).__name__}")
+        key = self.reduce_key()
+        changed = sorted(name for name in set(key) | set(reduction.key)
+                         if _differ(key.get(name), reduction.key.get(name)))
+        if changed:
+            raise ValueError(
+                "reduction was computed with other values of "
+                + ", ".join(f"{n} (reduction: {reduction.key.get(n)!r}, estimator: "
+                            f"{key.get(n)!r})" for n in changed)
+                + f"; call {type(self).__name__}.reduce again with these parameters")
+        with blas_for_dask():
+            clock = _Clock()
+            for name, value in reduction.fitted.items():
+                setattr(self, name, value)
+            self.check_params_vs_input(reduction.X)
+            self._clock = clock
+            try:
+                self.solve_reduced(reduction, reduction.random_state())
+            finally:
+                del self._clock
+            clock.finish("solve")
+        self.timings_ = {**reduction.timings, **clock.laps}
+        logger.info("%s fit: %s", type(self).__name__,
+                    ", ".join(f"{k} {v:.2f} s" for k, v in self.timings_.items()))
+        return self
+
+    # -- the hooks -------------------------------------------------------------------------
+    def reduce_hidden(self, reduction, y):
+        """Hook: reduce H (``reduction.features``) to what :meth:`solve_reduced` needs and
+        store it in ``reduction``. The default stores nothing and ignores ``y``."""
+
+    def solve_reduced(self, reduction, rng):
+        """Hook: fit from ``reduction`` with this estimator's parameters; ``rng`` continues
+        the random state where the reduction left it."""
+        raise NotImplementedError(f"{type(self).__name__} must implement "
+                                  "solve_reduced(reduction, rng)")
+
+    def reduce_key(self):
+        """The values of the parameters in ``reduce_params`` (all parameters when None):
+        two estimators with equal keys can share a reduction."""
+        params = self.get_params(deep=False)
+        names = params if self.reduce_params is None else self.reduce_params
+        return {name: params[name] for name in names}
+
+    # -- the steps -------------------------------------------------------------------------
+    def validate_X(self, X, *, reset):
+        """X through :func:`elmscale.utils.validate_data`: ``(dask_array, was_dask)``, rows
+        chunked, with ``n_features_in_`` and ``feature_names_in_`` recorded (``reset``) or
+        checked against the fit."""
         return validate_data(self, X, reset=reset, n_hidden=self.n_hidden)
 
-    def _draw_hidden_layer(self, Xd, rng):
+    def check_params_vs_input(self, Xd):
+        """Checks of parameters against the data, run by ``reduce`` and again by ``solve``
+        (where resolved values such as ``self._n_components`` belong): ``n_clusters``, when
+        the estimator has it, must not exceed the number of samples. Subclasses extend it."""
+        n_clusters = getattr(self, "n_clusters", None)
+        if n_clusters is not None and n_clusters > Xd.shape[0]:
+            raise ValueError(f"n_clusters={n_clusters} must be <= n_samples={Xd.shape[0]}")
+
+    def resolve_solver(self, n_samples):
+        """``solver="auto"`` resolved: the dual problem when ``n_hidden > n_samples`` (its
+        N x N system is then the smaller one), else the primal."""
+        if self.solver == "auto":
+            return "dual" if self.n_hidden > n_samples else "primal"
+        return self.solver
+
+    def draw_hidden_layer(self, Xd, rng):
+        """Fit the input scaling (one pass), then draw A and b on the client from ``rng``.
+
+        An estimator with the parameters ``rbf_fraction`` and ``rbf_width`` gets
+        ``round(rbf_fraction * n_hidden)`` Gaussian nodes centred on data rows after the
+        ``activation`` nodes (:func:`elmscale.hidden.draw_mixed_layer`). Sets and returns
+        ``hidden_layer_``."""
         offset, scale = fit_scaling(Xd, self.scaling)
-        layer = RandomHiddenLayer.draw(Xd.shape[1], self.n_hidden, self.activation, rng,
-                                       offset=offset, scale=scale)
-        self.hidden_layer_ = layer
-        return layer
+        self.hidden_layer_ = draw_mixed_layer(
+            Xd, self.n_hidden, self.activation, getattr(self, "rbf_fraction", 0.0),
+            getattr(self, "rbf_width", 1.0), rng, offset=offset, scale=scale)
+        return self.hidden_layer_
 
-    def _hidden_features(self, Xd):
-        return HiddenFeatures(Xd, self.hidden_layer_, cache=self.cache)
+    def hidden_features(self, Xd):
+        """H of Xd through ``hidden_layer_``, lazy (or cached on the workers per ``cache``)."""
+        return HiddenFeatures(Xd, self.hidden_layer_, cache=getattr(self, "cache", False))
 
-    def _build_graph(self, Xd, rng, *, n_neighbors=None, order="auto"):
-        """The kNN graph of the scaled rows of Xd (``graph="auto"``: exact search up to
-        10,000 rows, the distributed cell search above)."""
+    def scaled(self, Xd):
+        """Xd in the hidden layer's scaled input space (lazy)."""
+        layer = self.hidden_layer_
+        return apply_scaling(Xd, layer.offset, layer.scale)
+
+    def build_graph(self, Xd, rng, *, n_neighbors=None, order="auto"):
+        """The kNN graph of the scaled rows of Xd from the graph parameters (``graph="auto"``:
+        exact search up to 10,000 rows, the distributed cell search above); an integer seed
+        for an approximate backend is drawn from ``rng``."""
         n_neighbors = self.n_neighbors if n_neighbors is None else n_neighbors
         if n_neighbors >= Xd.shape[0]:
             raise ValueError(f"n_neighbors={n_neighbors} must be smaller than "
@@ -74,12 +304,18 @@ class BaseELM(DaskStateMixin, BaseEstimator):
                          transform=lambda A: apply_scaling(A, layer.offset, layer.scale))
 
     @staticmethod
-    def _return(result, was_dask):
-        """NumPy for NumPy input, lazy dask for dask input."""
+    def as_output(result, was_dask):
+        """NumPy for NumPy input (computed with one BLAS thread per dask task), lazy dask for
+        dask input."""
         if was_dask or not isinstance(result, da.Array):
             return result
         with blas_for_dask(result):
             return result.compute()
+
+    def lap(self, name):
+        """Close the current stage of a running ``reduce`` or ``solve`` under ``name`` in
+        ``timings_`` (wall seconds since the previous stage)."""
+        self._clock.lap(name)
 
     # -- fitted attributes shared by all ---------------------------------------------------
     @property
@@ -99,3 +335,21 @@ class BaseELM(DaskStateMixin, BaseEstimator):
         tags.input_tags.allow_nan = False
         return tags
 
+
+def _differ(a, b):
+    """Whether two parameter values differ. Arrays compare by value; two RandomState
+    instances count as equal (a sweep solves clones of one estimator, whose random states
+    are copies of one state)."""
+    if a is b:
+        return False
+    if isinstance(a, np.random.RandomState) and isinstance(b, np.random.RandomState):
+        return False
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        return not np.array_equal(a, b)
+    try:
+        return not bool(a == b)
+    except (TypeError, ValueError):
+        return True
+
+
+__all__ = ["BaseELM", "Reduction"]

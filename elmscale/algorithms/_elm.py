@@ -8,9 +8,8 @@ from numbers import Real
 import dask
 import dask.array as da
 import numpy as np
-from sklearn.base import ClassifierMixin, RegressorMixin, _fit_context
+from sklearn.base import ClassifierMixin, RegressorMixin
 from sklearn.metrics import accuracy_score
-from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_array, check_is_fitted, column_or_1d
@@ -19,7 +18,6 @@ from ..base import BaseELM
 from ..gram import hidden_stats
 from ..hidden import HiddenFeatures
 from ..solvers import ridge_solve
-from ..utils._threads import one_blas_thread_per_task
 from ..utils._validation import is_dask_collection
 
 logger = logging.getLogger(__name__)
@@ -173,15 +171,10 @@ class _OutputWeightsMixin:
     def _outputs(self, X):
         """``H beta`` for X: lazy dask (n_samples x n_outputs) and whether X was dask."""
         check_is_fitted(self, "output_weights_")
-        Xd, was_dask = self._validate_X(X, reset=False)
+        Xd, was_dask = self.validate_X(X, reset=False)
         # one pass, nothing to reuse: never cache H at prediction time
         O = HiddenFeatures(Xd, self.hidden_layer_, cache=False).project(self.output_weights_)
         return O, was_dask
-
-    def _resolve_solver(self, n_samples):
-        if self.solver == "auto":
-            return "dual" if self.n_hidden > n_samples else "primal"
-        return self.solver
 
 
 class _ClassifierOutputsMixin(_OutputWeightsMixin):
@@ -196,7 +189,7 @@ class _ClassifierOutputsMixin(_OutputWeightsMixin):
             D = O.map_blocks(_decision, drop_axis=1, dtype=O.dtype, meta=np.empty((0,), O.dtype))
         else:
             D = O
-        return self._return(D, was_dask)
+        return self.as_output(D, was_dask)
 
     def predict(self, X):
         """The class of the largest output (argmax of ``h(x) beta``)."""
@@ -204,7 +197,7 @@ class _ClassifierOutputsMixin(_OutputWeightsMixin):
         classes = self.classes_
         labels = O.map_blocks(_argmax_label, classes, drop_axis=1, dtype=classes.dtype,
                               meta=np.empty((0,), dtype=classes.dtype))
-        return self._return(labels, was_dask)
+        return self.as_output(labels, was_dask)
 
     def predict_proba(self, X):
         """Softmax of the outputs, ``exp(o_k) / sum_j exp(o_j)``.
@@ -215,7 +208,7 @@ class _ClassifierOutputsMixin(_OutputWeightsMixin):
         """
         O, was_dask = self._outputs(X)
         P = O.map_blocks(_softmax, dtype=np.float64)
-        return self._return(P, was_dask)
+        return self.as_output(P, was_dask)
 
     def predict_log_proba(self, X):
         """Logarithm of :meth:`predict_proba`."""
@@ -237,23 +230,31 @@ class _BaseSupervisedELM(_OutputWeightsMixin, BaseELM):
         "solver": [StrOptions({"auto", "primal", "dual"})],
     }
 
-    def _fit_targets(self, Xd, Y, weight):
-        """Draw the hidden layer and solve for beta. Y: dask (N, t), weight: dask (N,) or None,
-        both chunked like Xd's rows."""
-        self._solver = self._resolve_solver(Xd.shape[0])
-        rng = check_random_state(self.random_state)
-        self._draw_hidden_layer(Xd, rng)
-        features = self._hidden_features(Xd)
+    def check_params_vs_input(self, Xd):
+        super().check_params_vs_input(Xd)
+        self._solver = self.resolve_solver(Xd.shape[0])
+
+    def reduce_hidden(self, reduction, y):
+        """The targets (``_targets``), then H^T W H and H^T W Y in one pass (primal), or H, Y
+        and the weights W gathered (dual: n_hidden > N, so H is no larger than H^T H)."""
+        Y, weight = self._targets(reduction, y)
+        features = reduction.features
         if self._solver == "primal":
-            stats = hidden_stats(features, ("hth", "hty"), Y=Y, sample_weight=weight)
-            beta = elm_output_weights(stats["hth"], stats["hty"], self.C)
-        else:  # n_hidden > N: H is no larger than H^T H
+            reduction.stats = hidden_stats(features, ("hth", "hty"), Y=Y, sample_weight=weight)
+        else:
             H, Yc, w = dask.compute(features.H, Y, weight)
-            beta = elm_dual_output_weights(H, Yc, self.C, w)
+            reduction.stats = {"H": H, "Y": Yc, "weight": w}
+
+    def solve_reduced(self, reduction, rng):
+        """beta for this estimator's C (eq. 7, or eqs. 8-9 in the dual)."""
+        stats = reduction.stats
+        if self._solver == "primal":
+            beta = elm_output_weights(stats["hth"], stats["hty"], self.C)
+        else:
+            beta = elm_dual_output_weights(stats["H"], stats["Y"], self.C, stats["weight"])
         self.output_weights_ = beta
         logger.info("%s: %s solve, n_hidden=%d, n_samples=%d", type(self).__name__,
-                    self._solver, self.n_hidden, Xd.shape[0])
-        return self
+                    self._solver, self.n_hidden, reduction.n_samples)
 
 
 _DOC_COMMON = """
@@ -326,11 +327,10 @@ class ELMRegressor(RegressorMixin, _BaseSupervisedELM):
         self.cache = cache
         self.random_state = random_state
 
-    @_fit_context(prefer_skip_nested_validation=True)
-    @one_blas_thread_per_task
-    def fit(self, X, y):
-        """Fit beta by ridge regression of y on the hidden layer."""
-        Xd, _ = self._validate_X(X, reset=True)
+    reduce_params = ("n_hidden", "activation", "scaling", "solver", "cache", "random_state")
+
+    def _targets(self, reduction, y):
+        """y as a float (N, n_targets) dask array chunked like X's rows; no weights."""
         if y is None:
             raise ValueError("ELMRegressor requires y to be passed, but the target y is None")
         if not is_dask_collection(y):  # numbers (object arrays of numbers too), finite
@@ -338,19 +338,17 @@ class ELMRegressor(RegressorMixin, _BaseSupervisedELM):
                             estimator=self)
         if y.ndim not in (1, 2):
             raise ValueError(f"y must be 1-D or 2-D, got shape {y.shape}")
-        _check_y_length(y, Xd.shape[0])
-        self._y_1d = y.ndim == 1
-        Y = _as_row_aligned(y, Xd).astype(np.float64)
-        if Y.ndim == 1:
-            Y = Y[:, None]
-        return self._fit_targets(Xd, Y, None)
+        _check_y_length(y, reduction.n_samples)
+        reduction.fitted["_y_1d"] = y.ndim == 1
+        Y = _as_row_aligned(y, reduction.X).astype(np.float64)
+        return (Y[:, None] if Y.ndim == 1 else Y), None
 
     def predict(self, X):
         """``h(x) beta``: (n_samples,) for 1-D targets, else (n_samples, n_targets)."""
         O, was_dask = self._outputs(X)
         if self._y_1d:
             O = O[:, 0]
-        return self._return(O, was_dask)
+        return self.as_output(O, was_dask)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -427,18 +425,17 @@ class ELMClassifier(_ClassifierOutputsMixin, ClassifierMixin, _BaseSupervisedELM
         self.cache = cache
         self.random_state = random_state
 
-    @_fit_context(prefer_skip_nested_validation=True)
-    @one_blas_thread_per_task
-    def fit(self, X, y):
-        """Fit beta on one-hot targets of y."""
-        Xd, _ = self._validate_X(X, reset=True)
+    reduce_params = ("n_hidden", "activation", "class_weight", "scaling", "solver", "cache",
+                     "random_state")
+
+    def _targets(self, reduction, y):
+        """One-hot targets of y and, with ``class_weight``, the weight of each sample."""
         if y is None:
             raise ValueError("ELMClassifier requires y to be passed, but the target y is None")
-        classes, codes, counts = encode_targets(y, Xd)
+        classes, codes, counts = encode_targets(y, reduction.X)
         if len(classes) < 2:
             raise ValueError(f"ELMClassifier needs samples of at least 2 classes in y; got 1 "
                              f"class: {classes.tolist()}")
-        self.classes_ = classes
         c = len(classes)
         if self.class_weight is None:
             cw = np.ones(c)
@@ -448,12 +445,12 @@ class ELMClassifier(_ClassifierOutputsMixin, ClassifierMixin, _BaseSupervisedELM
             cw = np.array([float(self.class_weight.get(k, 1.0)) for k in classes.tolist()])
             if np.any(cw < 0) or not np.all(np.isfinite(cw)):
                 raise ValueError("class_weight values must be finite and non-negative")
-        self.class_weight_ = cw
+        reduction.fitted.update(classes_=classes, class_weight_=cw)
         Y = codes.map_blocks(_one_hot, c, new_axis=1, chunks=(codes.chunks[0], (c,)),
                              dtype=np.float64)
         weight = None if self.class_weight is None else codes.map_blocks(
             _take_weight, cw, dtype=np.float64)
-        return self._fit_targets(Xd, Y, weight)
+        return Y, weight
 
 
 __all__ = ["ELMClassifier", "ELMRegressor", "elm_dual_output_weights", "elm_output_weights"]

@@ -9,10 +9,8 @@ import dask.array as da
 import numpy as np
 import scipy.linalg as sla
 from scipy.optimize import linear_sum_assignment
-from sklearn.base import ClusterMixin, TransformerMixin, _fit_context, clone
+from sklearn.base import ClusterMixin, TransformerMixin
 from sklearn.exceptions import ConvergenceWarning
-from sklearn.model_selection import ParameterGrid
-from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
@@ -20,10 +18,10 @@ from ..base import BaseELM
 from ..cluster import kmeans
 from ..exceptions import ElmscaleWarning
 from ..gram import hidden_stats
-from ..hidden import apply_scaling
 from ..solvers import sign_flip
+from ..sweep import sweep
 from ..utils._random import draw_seed
-from ..utils._threads import one_blas_thread_per_task
+from ._embedding import nearest_center
 from ._output import EmbeddingFeaturesOutMixin, negative_sse
 
 logger = logging.getLogger(__name__)
@@ -206,19 +204,6 @@ def _changed_from_table(table, n_clusters):
     return int(table.sum() - table[rows, cols].sum())
 
 
-class _Shared:
-    """Everything of a fit that does not depend on lam, gamma or n_components."""
-
-    def __init__(self, features, reduced, labels0, htf0, sizes0, rng_state, was_dask):
-        self.features = features
-        self.reduced = reduced
-        self.labels0 = labels0
-        self.htf0 = htf0
-        self.sizes0 = sizes0
-        self.rng_state = rng_state
-        self.was_dask = was_dask
-
-
 class ELMJEC(ClusterMixin, EmbeddingFeaturesOutMixin, TransformerMixin, BaseELM):
     """Extreme Learning Machine for joint embedding and clustering (Liu et al. 2017).
 
@@ -323,7 +308,9 @@ class ELMJEC(ClusterMixin, EmbeddingFeaturesOutMixin, TransformerMixin, BaseELM)
     two k-means runs on the N x n_components_ embedding (the one from G, and the restarts,
     which ``elmscale.cluster.kmeans`` seeds on a sample before Lloyd passes on the cluster
     for dask input). Client memory is O(n_hidden^2).
-    :func:`elmjec_sweep` fits a whole (lam, gamma, n_components) grid over one Gram pass.
+    ``lam``, ``gamma``, ``n_components`` and ``max_iter`` do not enter the reduction
+    (``reduce``: hidden layer, graph, fixed Grams, initial partition): ``elmscale.sweep``
+    fits a grid over them with one Gram pass.
 
     References
     ----------
@@ -374,13 +361,16 @@ class ELMJEC(ClusterMixin, EmbeddingFeaturesOutMixin, TransformerMixin, BaseELM)
         self.cache = cache
         self.random_state = random_state
 
+    reduce_params = ("n_clusters", "n_hidden", "n_restarts", "activation", "graph",
+                     "n_neighbors", "weights", "sigma", "normalized", "scaling", "cache",
+                     "random_state")
+
     # -- fit -------------------------------------------------------------------------------
-    def _check_params_vs_input(self, Xd):
+    def check_params_vs_input(self, Xd):
+        super().check_params_vs_input(Xd)
         N = Xd.shape[0]
         self._n_components = (self.n_clusters if self.n_components == "auto"
                               else self.n_components)
-        if self.n_clusters > N:
-            raise ValueError(f"n_clusters={self.n_clusters} must be <= n_samples={N}")
         if self._n_components >= N:
             raise ValueError(f"n_components={self._n_components} must be smaller than "
                              f"n_samples={N}")
@@ -388,35 +378,32 @@ class ELMJEC(ClusterMixin, EmbeddingFeaturesOutMixin, TransformerMixin, BaseELM)
             raise ValueError(f"n_components={self._n_components} must be smaller than "
                              f"n_hidden={self.n_hidden}")
 
-    def _prepare(self, X):
-        """Validate, draw the layer, build the graph, compute the fixed Grams (one pass) and
-        the initial partition: everything that lam, gamma and n_components do not change."""
-        Xd, was_dask = self._validate_X(X, reset=True)
-        self._check_params_vs_input(Xd)
-        rng = check_random_state(self.random_state)
-        layer = self._draw_hidden_layer(Xd, rng)
-        features = self._hidden_features(Xd)
-        graph = self._build_graph(Xd, rng)
+    def reduce_hidden(self, reduction, y):
+        """The graph, the fixed Grams (one pass) and the initial partition: everything that
+        lam, gamma and n_components do not change."""
+        Xd, features, rng = reduction.X, reduction.features, reduction.rng
+        graph = reduction.graph = self.build_graph(Xd, rng)
+        self.lap("graph")
         stats = hidden_stats(features, ("count", "colsum", "hth", "htlh"), graph=graph)
         reduced = ELMJECReduced(stats["hth"], stats["colsum"], stats["count"], stats["htlh"])
         logger.info("ELM-JEC: numerical rank of the centred hidden layer %d of %d",
                     reduced.rank_, self.n_hidden)
+        self.lap("gram")
         # Step 1: k-means on the (scaled) inputs
-        Xs = apply_scaling(Xd, layer.offset, layer.scale)
-        _, labels0, _, _ = kmeans(Xs, self.n_clusters, n_init=max(self.n_restarts, 1),
-                                  max_iter=KMEANS_MAX_ITER, random_state=draw_seed(rng))
+        _, labels0, _, _ = kmeans(self.scaled(Xd), self.n_clusters,
+                                  n_init=max(self.n_restarts, 1), max_iter=KMEANS_MAX_ITER,
+                                  random_state=draw_seed(rng))
         labels0 = labels0.persist()
         f0 = hidden_stats(features, ("htf", "sizes"), labels=labels0, n_labels=self.n_clusters)
-        return _Shared(features, reduced, labels0, f0["htf"], f0["sizes"], rng.get_state(),
-                       was_dask)
+        reduction.stats = {"reduced": reduced, "labels": labels0, "htf": f0["htf"],
+                           "sizes": f0["sizes"]}
+        self.lap("init")
 
-    def _run(self, shared, *, warn=True):
-        """Algorithm 1 from the shared part, for this estimator's lam, gamma, n_components."""
-        rng = np.random.RandomState()
-        rng.set_state(shared.rng_state)
-        red, features, c = shared.reduced, shared.features, self.n_clusters
+    def solve_reduced(self, reduction, rng):
+        """Algorithm 1 from the reduction, for this estimator's lam, gamma, n_components."""
+        red, features, c = reduction.stats["reduced"], reduction.features, self.n_clusters
         lam, gamma, n_o = float(self.lam), float(self.gamma), self._n_components
-        labels, htf, sizes = shared.labels0, shared.htf0, shared.sizes0
+        labels, htf, sizes = (reduction.stats[k] for k in ("labels", "htf", "sizes"))
         beta, eig, G, obj = red.solve(htf, sizes, lam, gamma, n_o)
         hist = {key: [] for key in HISTORY_KEYS}
 
@@ -455,17 +442,17 @@ class ELMJEC(ClusterMixin, EmbeddingFeaturesOutMixin, TransformerMixin, BaseELM)
             E = self._embed(features, red.mean, beta).persist()
             logger.info("ELM-JEC iteration %d: objective %.6g, k-means %.6g (%s), %d labels "
                         "changed", it, obj, inertia, accepted, changed)
-        if warn and fewest < n_o:
+        if fewest < n_o:
             warnings.warn(
                 f"H~^T M H~ had only {fewest} positive eigenvalue(s) for lam={lam!r}, "
                 f"gamma={gamma!r}: kept {fewest} < n_components={n_o} components (null-space "
                 "directions would give all-zero embedding columns; for lam > 1 at most "
                 f"n_clusters - 1 = {c - 1} can be positive). See ELMJEC's Notes.",
-                FewerComponentsWarning, stacklevel=4)
-        if warn and not converged and self.max_iter > 0:
+                FewerComponentsWarning, stacklevel=6)
+        if not converged and self.max_iter > 0:
             warnings.warn(f"ELM-JEC did not converge: the partition still changed after "
                           f"max_iter={self.max_iter} iterations", ConvergenceWarning,
-                          stacklevel=4)
+                          stacklevel=6)
         self.hidden_mean_ = red.mean
         self.rank_ = red.rank_
         self.output_weights_ = beta
@@ -476,18 +463,11 @@ class ELMJEC(ClusterMixin, EmbeddingFeaturesOutMixin, TransformerMixin, BaseELM)
         self.n_iter_ = n_iter
         self.history_ = {key: (np.array(val, dtype=object) if key == "accepted"
                                else np.array(val, dtype=float)) for key, val in hist.items()}
-        if shared.was_dask:
+        if reduction.was_dask:
             self.embedding_ = E
             self.labels_ = labels
         else:
             self.embedding_, self.labels_ = dask.compute(E, labels)
-        return self
-
-    @_fit_context(prefer_skip_nested_validation=True)
-    @one_blas_thread_per_task
-    def fit(self, X, y=None):
-        """Run Algorithm 1 on X. ``y`` is ignored."""
-        return self._run(self._prepare(X))
 
     @staticmethod
     def _embed(features, mean, beta):
@@ -499,18 +479,18 @@ class ELMJEC(ClusterMixin, EmbeddingFeaturesOutMixin, TransformerMixin, BaseELM)
     def transform(self, X):
         """Embed X (seen or unseen points): ``E = (h(x) - mu) beta``."""
         check_is_fitted(self, "output_weights_")
-        Xd, was_dask = self._validate_X(X, reset=False)
-        E = self._embed(self._hidden_features(Xd), self.hidden_mean_, self.output_weights_)
-        return self._return(E, was_dask)
+        Xd, was_dask = self.validate_X(X, reset=False)
+        E = self._embed(self.hidden_features(Xd), self.hidden_mean_, self.output_weights_)
+        return self.as_output(E, was_dask)
 
     def predict(self, X):
         """Index of the nearest centre (a column of G) in the embedding."""
         check_is_fitted(self, "cluster_centers_")
-        Xd, was_dask = self._validate_X(X, reset=False)
-        E = self._embed(self._hidden_features(Xd), self.hidden_mean_, self.output_weights_)
-        labels = E.map_blocks(_nearest_center, self.cluster_centers_, drop_axis=1,
+        Xd, was_dask = self.validate_X(X, reset=False)
+        E = self._embed(self.hidden_features(Xd), self.hidden_mean_, self.output_weights_)
+        labels = E.map_blocks(nearest_center, self.cluster_centers_, drop_axis=1,
                               dtype=np.int64, meta=np.empty((0,), dtype=np.int64))
-        return self._return(labels, was_dask)
+        return self.as_output(labels, was_dask)
 
     def fit_transform(self, X, y=None):
         """Fit and return the training embedding (``embedding_``)."""
@@ -533,40 +513,18 @@ class ELMJEC(ClusterMixin, EmbeddingFeaturesOutMixin, TransformerMixin, BaseELM)
         return tags
 
 
-def _nearest_center(E, centers):
-    d2 = ((E[:, None, :].astype(np.float64) - centers[None]) ** 2).sum(axis=2)
-    return np.argmin(d2, axis=1)
-
-
 def elmjec_sweep(X, param_grid, estimator=None, **params):
-    """Fit ELM-JEC for every (lam, gamma, n_components) setting over ONE Gram pass.
+    """ELM-JEC for every (lam, gamma, n_components) setting over one Gram pass:
+    :func:`elmscale.sweep` on ``estimator`` (or ``ELMJEC(**params)``), with the warnings
+    about kept components and convergence silenced (read ``n_components_`` and ``n_iter_``).
 
-    H^T H, H^T 1 and H^T L H do not depend on lam, gamma or n_components, nor does the
-    hidden layer, the graph, the numerical range of H~ or the initial k-means partition. This
-    computes them once and then runs only the iterations for each setting. Each returned
-    estimator equals ``clone(estimator).set_params(**setting).fit(X)`` (same random_state).
-
-    Parameters
-    ----------
-    X : array-like or dask array (n_samples, n_features)
-    param_grid : dict of lists, or list of dicts
-        Over ``lam``, ``gamma`` and ``n_components`` only (as ``sklearn.model_selection.
-        ParameterGrid``).
-    estimator : ELMJEC or None
-        The other parameters; None builds ``ELMJEC(**params)``.
-    **params
-        Parameters of ELMJEC when ``estimator`` is None.
-
-    Returns
-    -------
-    list of (dict, ELMJEC or Exception)
-        Each setting with its fitted estimator, or the ``ValueError`` it raised (no positive
-        eigenvalue). Warnings about kept components are not emitted: read ``n_components_``.
+    Returns a list of ``(setting, fitted ELMJEC or the ValueError it raised)``; each fitted
+    estimator equals ``clone(estimator).set_params(**setting).fit(X)``.
 
     Examples
     --------
     >>> from sklearn.datasets import load_iris
-    >>> from elmscale.algorithms._elmjec import elmjec_sweep
+    >>> from elmscale import elmjec_sweep
     >>> X, _ = load_iris(return_X_y=True)
     >>> fits = elmjec_sweep(X, {"lam": [0.25, 1.0], "gamma": [0.1]}, n_clusters=3,
     ...                     n_hidden=100, graph="exact", random_state=0)
@@ -577,33 +535,10 @@ def elmjec_sweep(X, param_grid, estimator=None, **params):
         estimator = ELMJEC(**params)
     elif params:
         raise TypeError("pass either an estimator or keyword parameters, not both")
-    grid = list(ParameterGrid(param_grid))
-    allowed = {"lam", "gamma", "n_components"}
-    for setting in grid:
-        extra = set(setting) - allowed
-        if extra:
-            raise ValueError(f"elmjec_sweep varies only {sorted(allowed)}; got {sorted(extra)} "
-                             "(set the others on the estimator)")
-    base = clone(estimator)
-    base._validate_params()
-    for setting in grid:  # validate every setting before the expensive shared part
-        clone(base).set_params(**setting)._validate_params()
-    max_no = max((s.get("n_components", base.n_components) for s in grid), default=1,
-                 key=lambda v: base.n_clusters if v == "auto" else v)
-    probe = clone(base).set_params(n_components=max_no)
-    shared = probe._prepare(X)
-    results = []
-    for setting in grid:
-        model = clone(base).set_params(**setting)
-        model._check_params_vs_input(shared.features.X)
-        for attr in ("n_features_in_", "feature_names_in_", "hidden_layer_"):
-            if hasattr(probe, attr):
-                setattr(model, attr, getattr(probe, attr))
-        try:
-            results.append((setting, model._run(shared, warn=False)))
-        except ValueError as exc:
-            results.append((setting, exc))
-    return results
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FewerComponentsWarning)
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        return sweep(estimator, X, param_grid, errors="return")
 
 
 __all__ = ["ELMJEC", "ELMJECReduced", "FewerComponentsWarning", "elmjec_embedding",

@@ -4,8 +4,8 @@ The data are touched only through the engine's blockwise reductions and a few ch
 over the N x n_outputs scores:
 
 - one pass for H^T H (with the initial labels' H^T F in the same pass); ``H^T H + I/C`` is
-  Cholesky-factored once per fit (``emmc_sweep`` instead eigendecomposes H^T H once and
-  serves every C of a grid from it, with the hidden layer and the initial labels shared);
+  Cholesky-factored once per solve (``elmscale.sweep`` over C shares the hidden layer, the
+  initial labels and the pass);
 - per iteration, one pass for the scores ``F = H beta`` (persisted: N x n_outputs) and one for
   ``H^T F_labels`` (the per-cluster column sums of H, from which ``H^T t = (H^T F) T`` for any
   target coding T);
@@ -26,19 +26,17 @@ import dask
 import dask.array as da
 import numpy as np
 import scipy.linalg as sla
-from sklearn.base import ClusterMixin, _fit_context, clone
-from sklearn.utils import check_random_state
+from sklearn.base import ClusterMixin
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from ..base import BaseELM
 from ..cluster import kmeans
 from ..gram import hidden_stats
-from ..hidden import apply_scaling, draw_mixed_layer, fit_scaling
 from ..solvers import sign_flip
+from ..sweep import sweep
 from ..utils._dask import tree_sum
 from ..utils._random import draw_seed
-from ..utils._threads import one_blas_thread_per_task
 from ._output import negative_sse
 
 logger = logging.getLogger(__name__)
@@ -445,23 +443,15 @@ default="elm-kmeans"
         self.cache = cache
         self.random_state = random_state
 
-    def _check_params_vs_input(self, Xd):
+    reduce_params = ("n_clusters", "n_hidden", "output", "init", "activation", "rbf_fraction",
+                     "rbf_width", "scaling", "n_init", "cache", "random_state")
+
+    def check_params_vs_input(self, Xd):
+        super().check_params_vs_input(Xd)
         N = Xd.shape[0]
-        if self.n_clusters > N:
-            raise ValueError(f"n_clusters={self.n_clusters} must be <= n_samples={N}")
         self._tol = balance_tolerance(self.balance, N, self.n_clusters)
         self._output = self.output if self.output != "auto" else (
             "single" if self.n_clusters == 2 else "multi")
-
-    def _draw_hidden_layer(self, Xd, rng):
-        """``n_hidden - n_rbf`` nodes of ``activation`` drawn by the engine, then n_rbf =
-        round(rbf_fraction * n_hidden) Gaussian nodes centred on data rows (in this order in
-        H, and in this order from ``rng``)."""
-        offset, scale = fit_scaling(Xd, self.scaling)
-        self.hidden_layer_ = draw_mixed_layer(Xd, self.n_hidden, self.activation,
-                                              self.rbf_fraction, self.rbf_width, rng,
-                                              offset=offset, scale=scale)
-        return self.hidden_layer_
 
     def _initial_labels(self, Xd, features, rng):
         k = self.n_clusters
@@ -481,8 +471,7 @@ default="elm-kmeans"
         if self.init == "elm-kmeans":
             E = features.H
         else:
-            layer = self.hidden_layer_
-            E = apply_scaling(Xd, layer.offset, layer.scale)
+            E = self.scaled(Xd)
             E = E.persist() if features.cached else E
         centers, labels, _, _ = kmeans(E, k, n_init=self.n_init, random_state=seed)
         if self._output == "single" and k > 2:
@@ -494,25 +483,23 @@ default="elm-kmeans"
             labels = labels.map_blocks(_take, rank, dtype=np.int64)
         return labels
 
-    def _prepare(self, X):
-        """Everything that does not depend on C: the hidden layer, the initial labels, H^T H
-        and the initial labels' H^T F (one pass)."""
-        Xd, was_dask = self._validate_X(X, reset=True)
-        self._check_params_vs_input(Xd)
-        rng = check_random_state(self.random_state)
-        self._draw_hidden_layer(Xd, rng)
-        features = self._hidden_features(Xd)
-        labels = self._initial_labels(Xd, features, rng).persist()
+    def reduce_hidden(self, reduction, y):
+        """Everything that does not depend on C: the initial labels, then H^T H and their
+        H^T F in one pass."""
+        features = reduction.features
+        labels = self._initial_labels(reduction.X, features, reduction.rng).persist()
         stats = hidden_stats(features, ("hth", "htf"), labels=labels, n_labels=self.n_clusters)
-        return _Shared(features, labels, stats["hth"], stats["htf"], was_dask)
+        reduction.stats = {"labels": labels, "hth": stats["hth"], "htf": stats["htf"]}
 
-    def _run(self, shared, solve):
-        """Algorithm 1's iterations from the shared start; ``solve(rhs)`` returns
-        ``(H^T H + I/C)^-1 rhs``."""
-        k, output, features = self.n_clusters, self._output, shared.features
+    def solve_reduced(self, reduction, rng):
+        """Algorithm 1's iterations from the reduction's initial labels, with
+        ``(H^T H + I/C)^-1`` from one Cholesky factorization."""
+        solve = partial(sla.cho_solve, factor_gram(reduction.stats["hth"], self.C),
+                        check_finite=False)
+        k, output, features = self.n_clusters, self._output, reduction.features
         chunks = features.chunks
         T = emmc_targets(k, output)
-        labels, htf = shared.labels, shared.htf
+        labels, htf = reduction.stats["labels"], reduction.stats["htf"]
         history, converged = [], False
         relabel = dask.delayed(_relabel_block, pure=True)
         count = dask.delayed(_bincount, pure=True)
@@ -546,34 +533,22 @@ default="elm-kmeans"
         self.n_iter_ = len(history)
         self.converged_ = converged
         self.history_ = history
-        self.labels_ = self._return(labels, shared.was_dask)
-        return self
-
-    @_fit_context(prefer_skip_nested_validation=True)
-    @one_blas_thread_per_task
-    def fit(self, X, y=None):
-        """Run EMMC on X; ``y`` is ignored."""
-        shared = self._prepare(X)
-        factor = factor_gram(shared.hth, self.C)  # once per fit
-        try:
-            return self._run(shared, partial(sla.cho_solve, factor, check_finite=False))
-        finally:
-            shared.features.release()
+        self.labels_ = self.as_output(labels, reduction.was_dask)
 
     def decision_function(self, X):
         """The ELM outputs ``h(x) beta`` (n_samples x n_outputs)."""
         check_is_fitted(self, "output_weights_")
-        Xd, was_dask = self._validate_X(X, reset=False)
-        return self._return(self._hidden_features(Xd).project(self.output_weights_), was_dask)
+        Xd, was_dask = self.validate_X(X, reset=False)
+        return self.as_output(self.hidden_features(Xd).project(self.output_weights_), was_dask)
 
     def predict(self, X):
         """Clusters of X from the ELM outputs (the relabelling rule, without balancing)."""
         check_is_fitted(self, "output_weights_")
-        Xd, was_dask = self._validate_X(X, reset=False)
-        F = self._hidden_features(Xd).project(self.output_weights_)
+        Xd, was_dask = self.validate_X(X, reset=False)
+        F = self.hidden_features(Xd).project(self.output_weights_)
         labels = F.map_blocks(_relabel_block, self.n_clusters, self._output, drop_axis=1,
                               dtype=np.int64, meta=np.empty((0,), dtype=np.int64))
-        return self._return(labels, was_dask)
+        return self.as_output(labels, was_dask)
 
     def score(self, X, y=None):
         """Opposite of the ELM's squared error on X against its own clusters:
@@ -588,58 +563,17 @@ def _take(labels, rank):
     return rank[labels]
 
 
-class _Shared:
-    """What every C shares: H (HiddenFeatures), the initial labels, H^T H and their H^T F."""
-
-    def __init__(self, features, labels, hth, htf, was_dask):
-        self.features, self.labels, self.hth, self.htf = features, labels, hth, htf
-        self.was_dask = was_dask
-
-
-def gram_eigh(hth):
-    """``H^T H = V diag(S) V^T``, made once and shared by every C; eigenvalues below 0
-    (rounding of a positive semi-definite matrix) are set to 0."""
-    S, V = np.linalg.eigh(0.5 * (hth + hth.T))
-    return np.maximum(S, 0.0), V
-
-
-def eig_solve(S, V, C, rhs):
-    """``(H^T H + I/C)^-1 rhs = V diag(1 / (S + 1/C)) V^T rhs``."""
-    return V @ ((V.T @ rhs) / (S + 1.0 / C)[:, None])
-
-
 def emmc_sweep(X, Cs, estimator=None, **params):
-    """Fit EMMC for every C in ``Cs`` from ONE hidden layer, initialisation and Gram pass.
+    """EMMC for every C in ``Cs`` from one hidden layer, initialisation and Gram pass:
+    :func:`elmscale.sweep` over ``{"C": Cs}`` on ``estimator`` (or ``EMMC(**params)``).
 
-    The hidden layer, the initial labels (the k-means restarts included) and H^T H do not
-    depend on C; this computes them once, eigendecomposes ``H^T H = V S V^T`` once, and then
-    runs only the iterations for each C, with ``beta = V (S + I/C)^-1 V^T H^T t``. Each
-    returned estimator equals ``clone(estimator).set_params(C=C).fit(X)`` (same
-    random_state), up to the rounding of the eigendecomposition against the fit's Cholesky
-    factor (labels can differ only where a score lies within rounding of a threshold).
-
-    Parameters
-    ----------
-    X : array-like or dask array (n_samples, n_features)
-    Cs : iterable of float > 0
-    estimator : EMMC or None
-        The other parameters; None builds ``EMMC(**params)``.
-    **params
-        Parameters of EMMC when ``estimator`` is None (``C`` is ignored).
-
-    Returns
-    -------
-    list of (float, EMMC)
-        Each C with its fitted estimator, in the order of ``Cs``. Each estimator also has
-        ``sweep_seconds_``: wall and CPU (client process) seconds of the shared part
-        (``shared_s``, ``shared_cpu_s``: hidden layer, initialisation, Gram pass,
-        eigendecomposition) and of its own iterations (``run_s``, ``run_cpu_s``); a separate
-        fit at that C costs about shared + run.
+    Returns a list of ``(C, fitted EMMC)`` in the order of ``Cs``; each equals
+    ``clone(estimator).set_params(C=C).fit(X)``.
 
     Examples
     --------
     >>> from sklearn.datasets import make_blobs
-    >>> from elmscale.algorithms._emmc import emmc_sweep
+    >>> from elmscale import emmc_sweep
     >>> X, y = make_blobs(300, centers=[[-4, 0], [4, 0]], random_state=0)
     >>> fits = emmc_sweep(X, [0.25, 1.0, 4.0], n_clusters=2, n_hidden=50, random_state=0)
     >>> [(C, model.cluster_sizes_.tolist()) for C, model in fits]
@@ -650,33 +584,10 @@ def emmc_sweep(X, Cs, estimator=None, **params):
     elif params:
         raise TypeError("pass either an estimator or keyword parameters, not both")
     Cs = [float(C) for C in Cs]
-    base = clone(estimator)
-    base._validate_params()
-    for C in Cs:  # validate every C before the expensive shared part
-        clone(base).set_params(C=C)._validate_params()
-    probe = clone(base)
-    t0, c0 = time.perf_counter(), time.process_time()
-    shared = probe._prepare(X)
-    results = []
-    try:
-        S, V = gram_eigh(shared.hth)
-        prep = {"shared_s": time.perf_counter() - t0, "shared_cpu_s": time.process_time() - c0}
-        for C in Cs:
-            t0, c0 = time.perf_counter(), time.process_time()
-            model = clone(base).set_params(C=C)
-            for attr in ("n_features_in_", "feature_names_in_", "hidden_layer_", "_tol",
-                         "_output"):
-                if hasattr(probe, attr):
-                    setattr(model, attr, getattr(probe, attr))
-            model._run(shared, partial(eig_solve, S, V, C))
-            model.sweep_seconds_ = {**prep, "run_s": time.perf_counter() - t0,
-                                    "run_cpu_s": time.process_time() - c0}
-            results.append((C, model))
-    finally:
-        shared.features.release()
-    return results
+    fits = sweep(estimator, X, [{"C": [C]} for C in Cs])
+    return [(setting["C"], model) for setting, model in fits]
 
 
 __all__ = ["EMMC", "balance_labels", "balance_moves", "balance_tolerance",
-           "eig_solve", "emmc_move_keys", "emmc_relabel", "emmc_sweep", "emmc_targets",
-           "factor_gram", "gram_eigh", "random_labels", "select_smallest"]
+           "emmc_move_keys", "emmc_relabel", "emmc_sweep", "emmc_targets",
+           "factor_gram", "random_labels", "select_smallest"]

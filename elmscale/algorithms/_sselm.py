@@ -8,14 +8,12 @@ import dask
 import numpy as np
 import scipy.linalg as sla
 from scipy.sparse.linalg import matrix_power as sparse_matrix_power
-from sklearn.base import ClassifierMixin, _fit_context
-from sklearn.utils import check_random_state
+from sklearn.base import ClassifierMixin
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from ..base import BaseELM
 from ..gram import hidden_stats
 from ..solvers import ridge_solve
-from ..utils._threads import one_blas_thread_per_task
 from ._elm import _ClassifierOutputsMixin, _one_hot, _take_weight, encode_targets
 
 logger = logging.getLogger(__name__)
@@ -208,16 +206,23 @@ class SSELM(_ClassifierOutputsMixin, ClassifierMixin, BaseELM):
         self.cache = cache
         self.random_state = random_state
 
-    def _build_graph(self, Xd, rng):
-        # k clipped to n_samples - 1; the dual gathers L in the rows' own order, so it asks
-        # for no locality ordering
-        return super()._build_graph(Xd, rng, n_neighbors=min(self.n_neighbors, Xd.shape[0] - 1),
-                                    order=False if self._solver == "dual" else "auto")
+    reduce_params = ("n_hidden", "C0", "activation", "graph", "n_neighbors", "weights",
+                     "sigma", "normalized", "laplacian_power", "scaling", "solver", "cache",
+                     "random_state")
 
-    def _prepare(self, X, y):
-        """Validate, encode the labels, draw the hidden layer, build the graph. Returns
-        ``(features, codes, weight, Y, graph)``; the pieces of a fit before the Gram pass."""
-        Xd, _ = self._validate_X(X, reset=True)
+    def reduce_key(self):
+        # lam only scales the graph term, but lam=0 skips the graph and its pass
+        return {**super().reduce_key(), "lam > 0": self.lam > 0}
+
+    def check_params_vs_input(self, Xd):
+        super().check_params_vs_input(Xd)
+        self._solver = self.resolve_solver(Xd.shape[0])
+        self._laplacian_power = int(self.laplacian_power)
+
+    def reduce_hidden(self, reduction, y):
+        """Encode the labels, build the graph on all samples and reduce H^T C H, H^T C Y~ and
+        H^T L^p H in one pass (primal), or gather H, Y~, C and L^p (dual)."""
+        Xd = reduction.X
         if y is None:
             raise ValueError("SSELM requires y to be passed, but the target y is None "
                              "(mark unlabelled samples with -1)")
@@ -228,47 +233,45 @@ class SSELM(_ClassifierOutputsMixin, ClassifierMixin, BaseELM):
         if len(classes) < 2:
             raise ValueError(f"SSELM needs labelled samples of at least 2 classes in y; got 1 "
                              f"class: {classes.tolist()}")
-        self.classes_ = classes
-        self.class_counts_ = counts
-        self.n_labelled_ = int(counts.sum())
+        reduction.fitted.update(classes_=classes, class_counts_=counts,
+                                n_labelled_=int(counts.sum()))
         c = len(classes)
-        N = Xd.shape[0]
-        self._solver = ("dual" if self.n_hidden > N else "primal") if self.solver == "auto" \
-            else self.solver
-        self._laplacian_power = int(self.laplacian_power)
-        rng = check_random_state(self.random_state)
-        self._draw_hidden_layer(Xd, rng)
-        features = self._hidden_features(Xd)
         # C_i = C0 / N_{t_i} for labelled samples, 0 for unlabelled ones (eq. 15)
-        per_class = self.C0 / counts
-        weight = codes.map_blocks(_take_weight, per_class, dtype=np.float64)
+        weight = codes.map_blocks(_take_weight, self.C0 / counts, dtype=np.float64)
         Y = codes.map_blocks(_one_hot, c, new_axis=1, chunks=(codes.chunks[0], (c,)),
                              dtype=np.float64)
-        graph = self._build_graph(Xd, rng) if self.lam > 0 else None
-        return features, weight, Y, graph
-
-    @_fit_context(prefer_skip_nested_validation=True)
-    @one_blas_thread_per_task
-    def fit(self, X, y):
-        """Build the graph on all samples, reduce H^T C H, H^T C Y~ and H^T L^p H in one pass
-        and solve eq. 16 (or eq. 17 in the dual)."""
-        features, weight, Y, graph = self._prepare(X, y)
+        graph = None
+        if self.lam > 0:
+            # k clipped to n_samples - 1; the dual gathers L in the rows' own order, so it
+            # asks for no locality ordering
+            graph = self.build_graph(Xd, reduction.rng,
+                                     n_neighbors=min(self.n_neighbors, Xd.shape[0] - 1),
+                                     order=False if self._solver == "dual" else "auto")
+        reduction.graph = graph
+        features = reduction.features
         if self._solver == "primal":
             terms = ("hth", "hty") + (("htlh",) if graph is not None else ())
-            stats = hidden_stats(features, terms, Y=Y, sample_weight=weight, graph=graph,
-                                 laplacian_power=self._laplacian_power)
-            beta = sselm_output_weights(stats["hth"], stats["hty"], stats.get("htlh"),
-                                        self.lam)
+            reduction.stats = hidden_stats(features, terms, Y=Y, sample_weight=weight,
+                                           graph=graph, laplacian_power=self._laplacian_power)
         else:  # n_hidden > N: H (N x n_hidden) and L (N x N) are small
             lap = dask.delayed(graph.laplacian)() if graph is not None else None
-            H, Yc, c, L = dask.compute(features.H, Y, weight, lap)
+            H, Yc, cw, L = dask.compute(features.H, Y, weight, lap)
             if L is not None and self._laplacian_power > 1:
                 L = sparse_matrix_power(L, self._laplacian_power)
-            beta = sselm_dual_output_weights(H, Yc, c, L, self.lam)
+            reduction.stats = {"H": H, "Y": Yc, "c": cw, "L": L}
+
+    def solve_reduced(self, reduction, rng):
+        """Solve eq. 16 (or eq. 17 in the dual) for this estimator's lam."""
+        stats = reduction.stats
+        if self._solver == "primal":
+            beta = sselm_output_weights(stats["hth"], stats["hty"], stats.get("htlh"),
+                                        self.lam)
+        else:
+            beta = sselm_dual_output_weights(stats["H"], stats["Y"], stats["c"], stats["L"],
+                                             self.lam)
         self.output_weights_ = beta
         logger.info("SSELM: %s solve, n_hidden=%d, n_samples=%d, labelled=%d", self._solver,
-                    self.n_hidden, features.X.shape[0], self.n_labelled_)
-        return self
+                    self.n_hidden, reduction.n_samples, self.n_labelled_)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

@@ -1,34 +1,24 @@
 """US-ELM: unsupervised ELM (Huang, Song, Gupta and Wu 2014, Algorithm 2)."""
 
-import copy
 import logging
-import time
 from numbers import Integral, Real
 
 import dask
-from dask.base import tokenize
 import numpy as np
-from sklearn.base import ClusterMixin, TransformerMixin, _fit_context
+from sklearn.base import ClusterMixin, TransformerMixin
 from sklearn.cluster import KMeans
-from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from ..base import BaseELM
 from ..cluster import kmeans
 from ..gram import hidden_stats
-from ..hidden import draw_mixed_layer, fit_scaling
 from ..solvers import sign_flip, uselm_dual, uselm_primal
 from ..utils._random import draw_seed
-from ..utils._threads import one_blas_thread_per_task
-from ._embedding import unit_rows
+from ._embedding import nearest_center, unit_rows
 from ._output import EmbeddingFeaturesOutMixin, negative_sse
 
 logger = logging.getLogger(__name__)
-
-# the parameters H^T H and H^T L H depend on; warm_start reuses them when these are unchanged
-_GRAM_PARAMS = ("n_hidden", "activation", "rbf_fraction", "rbf_width", "graph", "n_neighbors",
-                "weights", "sigma", "normalized", "scaling", "random_state")
 
 
 def uselm_embedding(hth, htlh, lam, n_components):
@@ -99,10 +89,6 @@ class USELM(ClusterMixin, EmbeddingFeaturesOutMixin, TransformerMixin, BaseELM):
         k-means restarts.
     cache : "auto" or bool, default="auto"
         Keep H's blocks in worker memory between passes (see ``HiddenFeatures``).
-    warm_start : bool, default=False
-        Keep the hidden layer, H^T H and H^T L H of the last fit and reuse them when ``fit``
-        is called again on the same data with the same hidden-layer and graph parameters:
-        a sweep over ``lam``, ``n_components`` or ``n_clusters`` then costs one Gram pass.
     random_state : int, RandomState or None
         Seeds A, b, the approximate graph and k-means.
 
@@ -127,7 +113,10 @@ class USELM(ClusterMixin, EmbeddingFeaturesOutMixin, TransformerMixin, BaseELM):
     chunk rebuilds its block of H and the hidden rows of its cross-chunk neighbours from X),
     then O(n_hidden^3) on the client and a few passes of k-means over the N x n_components
     embedding. Client memory is O(n_hidden^2); what crosses the network is the graph's edge
-    lists, the halo rows of X and the n_hidden^2 partials.
+    lists, the halo rows of X and the n_hidden^2 partials. ``lam``, ``n_components``,
+    ``n_clusters``, ``row_normalize`` and ``n_init`` do not enter the reduction
+    (``reduce``: hidden layer, graph, H^T H and H^T L H): ``elmscale.sweep`` fits a grid
+    over them with one Gram pass, and ``reduce(X).graph`` is the kNN graph of the fit.
 
     ``row_normalize=True`` is the default because it won when each benchmark set was left
     out of the choice (benchmarks/bench_quality.py, RESULTS.md "Quality without labels"):
@@ -164,14 +153,16 @@ class USELM(ClusterMixin, EmbeddingFeaturesOutMixin, TransformerMixin, BaseELM):
         "rbf_width": [Interval(Real, 0, None, closed="neither")],
         "row_normalize": ["boolean"],
         "n_init": [Interval(Integral, 1, None, closed="left")],
-        "warm_start": ["boolean"],
     }
+    reduce_params = ("n_hidden", "activation", "rbf_fraction", "rbf_width", "graph",
+                     "n_neighbors", "weights", "sigma", "normalized", "scaling", "solver",
+                     "cache", "random_state")
 
     def __init__(self, n_clusters=8, *, n_components="auto", n_hidden=1000, lam=0.01,
                  activation="sigmoid", rbf_fraction=0.0, rbf_width=1.0, graph="auto",
                  n_neighbors=10, weights="binary", sigma=None, normalized=True,
                  scaling="minmax", solver="auto", row_normalize=True, n_init=10,
-                 cache="auto", warm_start=False, random_state=None):
+                 cache="auto", random_state=None):
         self.n_clusters = n_clusters
         self.n_components = n_components
         self.n_hidden = n_hidden
@@ -189,98 +180,55 @@ class USELM(ClusterMixin, EmbeddingFeaturesOutMixin, TransformerMixin, BaseELM):
         self.row_normalize = row_normalize
         self.n_init = n_init
         self.cache = cache
-        self.warm_start = warm_start
         self.random_state = random_state
 
-    def _check_params_vs_input(self, Xd):
+    def check_params_vs_input(self, Xd):
+        super().check_params_vs_input(Xd)
         N = Xd.shape[0]
         if self.n_components == "auto":
             self._n_components = self.n_clusters if self.n_clusters is not None else 2
         else:
             self._n_components = self.n_components
-        if self.n_clusters is not None and self.n_clusters > N:
-            raise ValueError(f"n_clusters={self.n_clusters} must be <= n_samples={N}")
         if self._n_components >= self.n_hidden:
             raise ValueError(f"n_components={self._n_components} must be smaller than "
                              f"n_hidden={self.n_hidden}")
         if self._n_components >= N:
             raise ValueError(f"n_components={self._n_components} must be smaller than "
                              f"n_samples={N}")
-        self._solver = ("dual" if self.n_hidden > N else "primal") if self.solver == "auto" \
-            else self.solver
+        self._solver = self.resolve_solver(N)
 
-    @_fit_context(prefer_skip_nested_validation=True)
-    @one_blas_thread_per_task
-    def fit(self, X, y=None):
-        """Build the graph and the Gram matrices, solve eq. 20, embed and cluster X."""
-        Xd, was_dask = self._validate_X(X, reset=True)
-        self._check_params_vs_input(Xd)
-        clock = _Clock()
-        key = self._warm_key(Xd)
-        warm = getattr(self, "_warm", None)
-        if self.warm_start and warm is not None and warm["key"] == key:
-            # same data and hidden/graph parameters: reuse the Gram matrices (a sweep)
-            self.hidden_layer_ = warm["layer"]
-            rng = copy.deepcopy(warm["rng"])
-            features = self._hidden_features(Xd)
-            beta, gamma = uselm_embedding(warm["hth"], warm["htlh"], self.lam,
-                                          self._n_components)
-            clock.lap("solve")
+    def reduce_hidden(self, reduction, y):
+        """The kNN graph, then H^T H and H^T L H in one pass (primal), or H and the dense
+        Laplacian (dual, n_hidden > n_samples: both are no larger than H^T H would be)."""
+        graph = reduction.graph = self.build_graph(reduction.X, reduction.rng)
+        self.lap("graph")
+        features = reduction.features
+        if self._solver == "primal":
+            reduction.stats = hidden_stats(features, ("hth", "htlh"), graph=graph)
         else:
-            rng = check_random_state(self.random_state)
-            self._draw_hidden_layer(Xd, rng)
-            features = self._hidden_features(Xd)
-            graph = self._build_graph(Xd, rng)
-            clock.lap("graph")
-            if self._solver == "primal":
-                stats = hidden_stats(features, ("hth", "htlh"), graph=graph)
-                clock.lap("gram")
-                beta, gamma = uselm_embedding(stats["hth"], stats["htlh"], self.lam,
-                                              self._n_components)
-                self._warm = dict(key=key, layer=self.hidden_layer_, rng=copy.deepcopy(rng),
-                                  hth=stats["hth"], htlh=stats["htlh"]) if self.warm_start \
-                    else None
-            else:
-                beta, gamma = self._fit_dual(features, graph)
-            clock.lap("solve")
-            if getattr(self, "_keep_graph", False):  # benchmarks inspect halo and recall
-                self._graph = graph
-            del graph  # otherwise release the graph's blocks on the workers
+            H, L = dask.compute(features.H, dask.delayed(graph.laplacian)())
+            reduction.stats = {"H": np.asarray(H, dtype=np.float64), "L": L.toarray()}
+        self.lap("gram")
+
+    def solve_reduced(self, reduction, rng):
+        """Solve eq. 20 (or its dual, eqs. 23-24), embed and cluster X."""
+        stats = reduction.stats
+        if self._solver == "primal":
+            beta, gamma = uselm_embedding(stats["hth"], stats["htlh"], self.lam,
+                                          self._n_components)
+        else:
+            H = stats["H"]
+            U, gamma = uselm_dual(H @ H.T, stats["L"], self.lam, self._n_components)
+            beta = sign_flip(H.T @ U)
+        self.lap("solve")
         self.output_weights_ = beta
         self.eigenvalues_ = gamma
-        E = features.project(beta)
-        if was_dask:
-            E = E.persist()
-        else:
-            E = E.compute()
+        E = reduction.features.project(beta)
+        E = E.persist() if reduction.was_dask else E.compute()
         self.embedding_ = E
         if self.n_clusters is not None:
-            self._cluster(E, was_dask, rng)
-        clock.lap("embed_cluster")
-        self.timings_ = clock.laps
-        logger.info("US-ELM fit: %s", ", ".join(f"{k} {v:.2f} s" for k, v in clock.laps.items()))
-        return self
-
-    def _draw_hidden_layer(self, Xd, rng):
-        offset, scale = fit_scaling(Xd, self.scaling)
-        self.hidden_layer_ = draw_mixed_layer(Xd, self.n_hidden, self.activation,
-                                              self.rbf_fraction, self.rbf_width, rng,
-                                              offset=offset, scale=scale)
-        return self.hidden_layer_
-
-    def _warm_key(self, Xd):
-        params = self.get_params()
-        key = [tokenize(Xd), self._solver]
-        key += [params[name] for name in _GRAM_PARAMS]
-        return tuple(repr(k) if callable(k) else k for k in key)
-
-    def _fit_dual(self, features, graph):
-        # n_hidden > N: H (N x n_hidden) and L (N x N) are no larger than H^T H would be
-        H, L = dask.compute(features.H, dask.delayed(graph.laplacian)())
-        H = np.asarray(H, dtype=np.float64)
-        U, gamma = uselm_dual(H @ H.T, L.toarray(), self.lam, self._n_components)
-        beta = H.T @ U
-        return sign_flip(beta), gamma
+            self._cluster(E, reduction.was_dask, rng)
+        self.lap("embed_cluster")
 
     def _cluster(self, E, was_dask, rng):
         seed = draw_seed(rng)
@@ -300,21 +248,21 @@ class USELM(ClusterMixin, EmbeddingFeaturesOutMixin, TransformerMixin, BaseELM):
     def transform(self, X):
         """Embed X (seen or unseen points): ``E = h(x) beta``."""
         check_is_fitted(self, "output_weights_")
-        Xd, was_dask = self._validate_X(X, reset=False)
-        E = self._hidden_features(Xd).project(self.output_weights_)
-        return self._return(E, was_dask)
+        Xd, was_dask = self.validate_X(X, reset=False)
+        E = self.hidden_features(Xd).project(self.output_weights_)
+        return self.as_output(E, was_dask)
 
     def predict(self, X):
         """Index of the nearest cluster centre in the embedding."""
         check_is_fitted(self, "cluster_centers_")
-        Xd, was_dask = self._validate_X(X, reset=False)
-        E = self._hidden_features(Xd).project(self.output_weights_)
+        Xd, was_dask = self.validate_X(X, reset=False)
+        E = self.hidden_features(Xd).project(self.output_weights_)
         if self.row_normalize:
             E = unit_rows(E)
         centers = self.cluster_centers_
-        labels = E.map_blocks(_nearest_center, centers, drop_axis=1, dtype=np.int64,
+        labels = E.map_blocks(nearest_center, centers, drop_axis=1, dtype=np.int64,
                               meta=np.empty((0,), dtype=np.int64))
-        return self._return(labels, was_dask)
+        return self.as_output(labels, was_dask)
 
     def fit_transform(self, X, y=None):
         """Fit and return the training embedding (``embedding_``)."""
@@ -337,20 +285,3 @@ class USELM(ClusterMixin, EmbeddingFeaturesOutMixin, TransformerMixin, BaseELM):
         tags.transformer_tags.preserves_dtype = ["float64"]
         return tags
 
-
-class _Clock:
-    """Wall time of consecutive stages."""
-
-    def __init__(self):
-        self.laps = {}
-        self._last = time.perf_counter()
-
-    def lap(self, name):
-        now = time.perf_counter()
-        self.laps[name] = self.laps.get(name, 0.0) + now - self._last
-        self._last = now
-
-
-def _nearest_center(E, centers):
-    d2 = ((E[:, None, :].astype(np.float64) - centers[None]) ** 2).sum(axis=2)
-    return np.argmin(d2, axis=1)

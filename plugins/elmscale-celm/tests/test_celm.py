@@ -97,7 +97,7 @@ def test_errors(blobs):
     X, _ = blobs
     with pytest.raises(ValueError, match="n_clusters=300 must be <= n_samples=200"):
         CELM(300, n_hidden=10).fit(X)
-    with pytest.raises(ValueError, match="activation 'sofplus' is not registered"):
+    with pytest.raises(ValueError, match="'activation' parameter of CELM must be a registered"):
         CELM(3, n_hidden=10, activation="sofplus").fit(X)
     model = CELM(3, n_hidden=10, random_state=0).fit(X)
     with pytest.raises(ValueError, match="X has 3 features, but .* is expecting 4 features"):

@@ -1,23 +1,22 @@
 """C-ELM-FS: k-means clustering in the ELM feature space.
 
-Built only from elmscale's public building blocks, so it runs wherever elmscale runs (NumPy
-on the client's threads, or dask arrays on a ``distributed`` cluster):
-
-- ``elmscale.utils.as_row_chunked``: input validation, rows chunked, features in one block;
-- ``elmscale.hidden.fit_scaling`` / ``RandomHiddenLayer.draw``: the random layer H = g(XA + b);
-- ``elmscale.hidden.HiddenFeatures``: H as a lazy (or worker-cached) dask array;
-- ``elmscale.cluster.kmeans``: Lloyd's k-means on the cluster, restarts batched per pass.
+Written on elmscale's public estimator template, so it runs wherever elmscale runs (NumPy on
+the client's threads, or dask arrays on a ``distributed`` cluster) and its fit is the
+built-ins' fit: ``elmscale.BaseELM.fit`` validates the parameters and X, draws the hidden
+layer H = g(XA + b) (``elmscale.hidden``) from the random state, runs the dask work with one
+BLAS thread per task, records ``timings_``, and calls the one hook written here,
+``solve_reduced``, which runs ``elmscale.cluster.kmeans`` (Lloyd's k-means on the cluster,
+restarts batched per pass) on H.
 """
 
 from numbers import Integral, Real
 
 import numpy as np
+from elmscale import BaseELM
 from elmscale.cluster import kmeans
-from elmscale.hidden import HiddenFeatures, RandomHiddenLayer, fit_scaling
-from elmscale.utils import as_row_chunked, check_features, draw_seed
-from sklearn.base import BaseEstimator, ClusterMixin, TransformerMixin, _fit_context
-from sklearn.utils import check_random_state
-from sklearn.utils._param_validation import Interval, StrOptions
+from elmscale.utils import draw_seed
+from sklearn.base import ClusterMixin, TransformerMixin
+from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import check_is_fitted
 
 
@@ -48,7 +47,7 @@ def elm_feature_kmeans(features, n_clusters, *, n_init=10, max_iter=300, tol=1e-
                   random_state=random_state, init_sample=init_size)
 
 
-class CELM(ClusterMixin, TransformerMixin, BaseEstimator):
+class CELM(ClusterMixin, TransformerMixin, BaseELM):
     """C-ELM-FS: k-means on the hidden-layer features H = g(X A + b) of a random ELM layer.
 
     The simplest ELM clustering method (He, Jin, Du, Zhuang and Shi 2014, "Clustering in extreme
@@ -113,16 +112,12 @@ class CELM(ClusterMixin, TransformerMixin, BaseEstimator):
     """
 
     _parameter_constraints = {
+        **BaseELM._parameter_constraints,  # n_hidden, activation, scaling, cache, random_state
         "n_clusters": [Interval(Integral, 1, None, closed="left")],
-        "n_hidden": [Interval(Integral, 1, None, closed="left")],
-        "activation": [str, callable],  # names are checked by the registry, listing choices
-        "scaling": [StrOptions({"standard", "minmax"}), None],
         "n_init": [Interval(Integral, 1, None, closed="left")],
         "max_iter": [Interval(Integral, 1, None, closed="left")],
         "tol": [Interval(Real, 0, None, closed="left")],
         "init_size": [Interval(Integral, 1, None, closed="left"), None],
-        "cache": [StrOptions({"auto"}), "boolean"],
-        "random_state": ["random_state"],
     }
 
     def __init__(self, n_clusters=8, *, n_hidden=1000, activation="sigmoid",
@@ -139,39 +134,20 @@ class CELM(ClusterMixin, TransformerMixin, BaseEstimator):
         self.cache = cache
         self.random_state = random_state
 
-    def _features(self, X, *, reset):
-        Xd, was_dask = as_row_chunked(X, n_hidden=self.n_hidden)
-        if reset:
-            self.n_features_in_ = Xd.shape[1]
-        else:
-            check_features(Xd, self.n_features_in_)
-        return Xd, was_dask
-
-    @_fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X, y=None):
-        """Draw the hidden layer and run k-means on H (``y`` is ignored)."""
-        Xd, was_dask = self._features(X, reset=True)
-        if self.n_clusters > Xd.shape[0]:
-            raise ValueError(f"n_clusters={self.n_clusters} must be <= "
-                             f"n_samples={Xd.shape[0]}")
-        rng = check_random_state(self.random_state)
-        offset, scale = fit_scaling(Xd, self.scaling)
-        self.hidden_layer_ = RandomHiddenLayer.draw(
-            Xd.shape[1], self.n_hidden, self.activation, rng, offset=offset, scale=scale)
-        features = HiddenFeatures(Xd, self.hidden_layer_, cache=self.cache)
+    def solve_reduced(self, reduction, rng):
+        """k-means on H (the template has validated X and drawn the hidden layer)."""
         centers, labels, inertia, n_iter = elm_feature_kmeans(
-            features, self.n_clusters, n_init=self.n_init, max_iter=self.max_iter,
+            reduction.features, self.n_clusters, n_init=self.n_init, max_iter=self.max_iter,
             tol=self.tol, init_size=self.init_size, random_state=draw_seed(rng))
-        features.release()
         self.cluster_centers_ = centers
-        self.labels_ = labels.persist() if was_dask else labels.compute()
+        self.labels_ = self.as_output(labels.persist() if reduction.was_dask else labels,
+                                      reduction.was_dask)
         self.inertia_ = inertia
         self.n_iter_ = n_iter
-        return self
 
     def _distances(self, X):
         check_is_fitted(self, "cluster_centers_")
-        Xd, was_dask = self._features(X, reset=False)
+        Xd, was_dask = self.validate_X(X, reset=False)
         H = self.hidden_layer_.transform(Xd)
         D = H.map_blocks(_center_distances, self.cluster_centers_, dtype=np.float64,
                          chunks=(H.chunks[0], (self.n_clusters,)),
@@ -182,22 +158,18 @@ class CELM(ClusterMixin, TransformerMixin, BaseEstimator):
         """Distances from each row's hidden features to the cluster centres
         (n_samples x n_clusters), as ``sklearn.cluster.KMeans.transform``."""
         D, was_dask = self._distances(X)
-        return D if was_dask else D.compute()
+        return self.as_output(D, was_dask)
 
     def predict(self, X):
         """Index of the nearest centre in the ELM feature space (works on unseen points)."""
         D, was_dask = self._distances(X)
         labels = D.map_blocks(np.argmin, axis=1, drop_axis=1, dtype=np.int64,
                               meta=np.empty((0,), dtype=np.int64))
-        return labels if was_dask else labels.compute()
+        return self.as_output(labels, was_dask)
 
     def fit_transform(self, X, y=None):
+        """Fit, then the distances of X to the cluster centres."""
         return self.fit(X).transform(X)
-
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.input_tags.allow_nan = False
-        return tags
 
 
 def _center_distances(H, centers):
