@@ -35,29 +35,28 @@ blockwise reductions over X's row chunks; nothing N x N is formed.
 """
 
 import logging
-import time
+import os
 import warnings
 from numbers import Integral, Real
 
 import dask
 import dask.array as da
 import numpy as np
-from sklearn.base import BaseEstimator, ClusterMixin, TransformerMixin, _fit_context
+from sklearn.base import ClusterMixin, TransformerMixin
 from sklearn.cluster import KMeans
 from sklearn.exceptions import ConvergenceWarning
-from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from .. import registry
+from ..base import BaseELM
 from ..cluster import kmeans
 from ..exceptions import UnknownPluginError
-from ..hidden import apply_scaling, fit_scaling
-from ..kernels import Kernel, paper_kernels
+from ..hidden import HiddenFeatures, apply_scaling, fit_scaling
+from ..kernels import FactorLayer, Kernel, paper_kernels
 from ..solvers import ridge_solve
-from ..utils._persistence import DaskStateMixin
 from ..utils._random import draw_seed
-from ..utils._threads import blas_for_dask, blas_threads
+from ..utils._threads import blas_threads
 from ..utils._validation import row_chunks, validate_data
 from ._embedding import unit_rows
 from ._output import EmbeddingFeaturesOutMixin, negative_sse
@@ -150,8 +149,7 @@ def resolve_kernels(kernels):
     return out
 
 
-class TUMKELM(ClusterMixin, EmbeddingFeaturesOutMixin, TransformerMixin, DaskStateMixin,
-              BaseEstimator):
+class TUMKELM(ClusterMixin, EmbeddingFeaturesOutMixin, TransformerMixin, BaseELM):
     """TUMK-ELM: unsupervised multiple-kernel ELM clustering (Xiang et al. 2018,
     Algorithm 1), exact for small data and scalable on dask for large data.
 
@@ -324,41 +322,107 @@ class TUMKELM(ClusterMixin, EmbeddingFeaturesOutMixin, TransformerMixin, DaskSta
         self.select = select
         self.random_state = random_state
 
-    # -- fit -------------------------------------------------------------------------------
-    @_fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X, y=None):
-        """Cluster X: alternate stage 1 (eigenvectors of K^, assignment) and stage 2
-        (kernel weights) until the loss (eq. 10) changes by at most ``delta``."""
-        kernels = resolve_kernels(self.kernels)
-        n_hidden = max(1, len(kernels) * self.n_landmarks)
-        # NumPy input stays NumPy: scaled in-process, without dask graphs
-        Xd, was_dask = validate_data(self, X, reset=True, n_hidden=n_hidden, numpy_ok=True)
+    #: The reduction (scaling, kernel factors, the label-independent pass and Z^T Z) depends
+    #: on these; the loop of Algorithm 1 reads the others, which may change between solves
+    #: of one reduction (:func:`elmscale.sweep`).
+    reduce_params = ("kernels", "mode", "n_landmarks", "approximation", "feature_form",
+                     "scaling", "random_state")
+
+    # -- fit: the template's steps and hooks ----------------------------------------------
+    def validate_X(self, X, *, reset):
+        """X through :func:`~elmscale.utils.validate_data`, NumPy input kept NumPy (the
+        exact mode works on it in-process), rows chunked for factors of ``len(kernels) *
+        n_landmarks`` columns. The kernels are resolved first, so that a bad name is
+        reported before the data is read."""
+        kernels = resolve_kernels(self.kernels) if reset else self.kernels_
+        return validate_data(self, X, reset=reset, numpy_ok=True,
+                             n_hidden=max(1, len(kernels) * self.n_landmarks))
+
+    def draw_hidden_layer(self, Xd, rng):
+        """Resolve the mode and the kernels, fit the input scaling, and in the scalable mode
+        factor every kernel on a landmark sample drawn from ``rng``: the factors are the
+        hidden layer (:class:`~elmscale.kernels.FactorLayer`). The exact mode has none."""
         N = Xd.shape[0]
-        if self.n_clusters > N:
-            raise ValueError(f"n_clusters={self.n_clusters} must be <= n_samples={N}")
         self.mode_ = self.mode if self.mode != "auto" else (
             "exact" if N <= AUTO_EXACT_MAX else "scalable")
-        self.kernels_ = kernels
-        rng = check_random_state(self.random_state)
-        offset, scale = fit_scaling(Xd, self.scaling)
-        self.scaling_ = (offset, scale)
-        Xs = apply_scaling(Xd, offset, scale)
-        t0 = time.perf_counter()
+        self.kernels_ = resolve_kernels(self.kernels)
+        self.scaling_ = fit_scaling(Xd, self.scaling)
+        self.factors_ = self.hidden_layer_ = None
+        if self.mode_ == "scalable":
+            Xs = apply_scaling(Xd, *self.scaling_)
+            n_sample = min(N, max(self.n_landmarks, 1000))
+            idx = np.sort(rng.choice(N, size=n_sample, replace=False))
+            sample = Xs[idx].compute() if isinstance(Xs, da.Array) else Xs[idx]
+            sample = np.asarray(sample, dtype=np.float64)[rng.permutation(n_sample)]
+            self.factors_ = build_factors(self.kernels_, sample, N, self.n_landmarks,
+                                          self.approximation, rng)
+            self.hidden_layer_ = FactorLayer(self.factors_)
+            logger.info("TUMK-ELM factors: %s", ", ".join(
+                f"{f.kind}({f.n_components})" for f in self.factors_))
+        return self.hidden_layer_
+
+    def hidden_features(self, Xd):
+        """Scalable mode: ``H = [Phi | A | 1]`` of the scaled rows of Xd, cached on the
+        workers when Phi takes at most ``KEEP_FEATURES_BYTES``. NumPy input is cut into
+        equal row chunks, as many as the memory sizing asks for rounded up to a multiple of
+        the local threads, so that every thread gets the same work. Exact mode: None."""
+        if self.hidden_layer_ is None:
+            return None
+        Xs = apply_scaling(Xd, *self.scaling_)
+        N, layer = Xs.shape[0], self.hidden_layer_
+        if not isinstance(Xs, da.Array):
+            n_hidden = max(1, len(self.kernels_) * self.n_landmarks)
+            chunks = even_chunks(N, len(row_chunks(N, n_hidden)), local_threads())
+            Xs = da.from_array(Xs, chunks=(chunks, Xs.shape[1]))
+        keep = N * layer.n_features_out * 8 <= KEEP_FEATURES_BYTES
+        return HiddenFeatures(Xs, layer, cache=keep)
+
+    def reduce_hidden(self, reduction, y):
+        """The label-independent reductions: the dense kernels and Z^T Z (exact mode), or
+        one pass of ``H^T H`` over the factor layer and Z^T Z from it (scalable mode)."""
+        form = self.feature_form
         if self.mode_ == "exact":
-            Xn = np.asarray(Xs.compute() if was_dask else Xs, dtype=np.float64)
-            limit = 1 if N <= _EXACT_THREADED_MIN else None
-            with blas_threads(limit):
-                self._fit_exact(Xn, rng)
-            if was_dask:
-                chunks = Xd.chunks[0]
+            X = reduction.X
+            Xn = np.asarray(apply_scaling(X.compute() if reduction.was_dask else X,
+                                          *self.scaling_), dtype=np.float64)
+            with blas_threads(self._exact_blas(Xn.shape[0])):
+                dense = DenseKernels(self.kernels_, Xn)
+                ZtZ = exact_kspace_gram(dense, Xn, form)
+            reduction.stats.update(X=Xn, dense=dense)
+        else:
+            stats, A, Phi = factor_stats(reduction.features)
+            ZtZ = kspace_gram(stats, form)
+            reduction.stats.update(reductions=stats, A=A, Phi=Phi)
+        self.kspace_gram_ = ZtZ
+        for name in ("mode_", "kernels_", "scaling_", "factors_", "kspace_gram_"):
+            reduction.fitted[name] = getattr(self, name)
+        self.lap("kernels")
+
+    def solve_reduced(self, reduction, rng):
+        """Algorithm 1's loop on the reduction: stage 1 (eigenvectors of K^, assignment)
+        and stage 2 (kernel weights) until the loss (eq. 10) changes by at most ``delta``."""
+        if self.mode_ == "exact":
+            Xn = reduction.stats["X"]
+            with blas_threads(self._exact_blas(Xn.shape[0])):
+                self._fit_exact(reduction.stats["dense"], Xn, rng)
+            if reduction.was_dask:
+                chunks = reduction.X.chunks[0]
                 self.labels_ = da.from_array(self.labels_, chunks=(chunks,))
                 self.embedding_ = da.from_array(self.embedding_, chunks=(chunks, -1))
         else:
-            chunks = Xd.chunks[0] if was_dask else row_chunks(N, n_hidden)
-            self._fit_scalable(Xs, rng, was_dask, chunks)
-        logger.info("TUMK-ELM (%s) fitted %d samples in %.2f s, %d iterations", self.mode_, N,
-                    time.perf_counter() - t0, self.n_iter_)
-        return self
+            stats = reduction.stats
+            self._iterate_scalable(reduction.features.X, stats["reductions"], stats["A"],
+                                   stats["Phi"], self.factors_, draw_seed(rng),
+                                   reduction.was_dask)
+        self.lap("iterations")
+        logger.info("TUMK-ELM (%s): %d iterations (%d computed)", self.mode_, self.n_iter_,
+                    self.n_computed_)
+
+    @staticmethod
+    def _exact_blas(n_samples):
+        """BLAS threads of the exact mode: one for small problems, which gain nothing from
+        more and lose to them when the cores are busy; all cores above."""
+        return 1 if n_samples <= _EXACT_THREADED_MIN else os.cpu_count() or 1
 
     def _iterate(self, stage1, stage2, p):
         """Algorithm 1's loop; ``stage1(mu) -> (labels, loss, state)``,
@@ -440,10 +504,10 @@ class TUMKELM(ClusterMixin, EmbeddingFeaturesOutMixin, TransformerMixin, DaskSta
             prev = cur
         return start, period, t
 
-    def _fit_exact(self, X, rng):
+    def _fit_exact(self, dk, X, rng):
+        """Algorithm 1 on dense kernel blocks (``dk``, :class:`DenseKernels` over X)."""
         kernels, form, k = self.kernels_, self.feature_form, self.n_clusters
-        dk = DenseKernels(kernels, X)
-        ZtZ = exact_kspace_gram(dk, X, form)
+        ZtZ = self.kspace_gram_
         eig_seed = draw_seed(rng)
         km_seed = draw_seed(rng)
 
@@ -464,41 +528,9 @@ class TUMKELM(ClusterMixin, EmbeddingFeaturesOutMixin, TransformerMixin, DaskSta
         state = self._iterate(stage1, lambda st: solve_weights(ZtZ, st["ZtT"], self.C),
                               len(kernels))
         self.labels_, self.embedding_, self.eigenvalues_ = state["labels"], state["U"], state["s"]
-        self.factors_ = None
-        self.kspace_gram_ = ZtZ
         # out of sample (Nystrom extension of the eigenvectors): u(x) = K^(x, X) U / s
         self._fit_X, self._fit_U = X, state["U"]
         self._kmeans_centers = state["centers"]
-
-    def _fit_scalable(self, Xs, rng, was_dask, chunks):
-        """``Xs``: the scaled input, dask (``was_dask``) or NumPy, then split in equal row
-        chunks (:func:`even_chunks`) for the passes over X."""
-        kernels, form = self.kernels_, self.feature_form
-        N = Xs.shape[0]
-        m = self.n_landmarks
-        n_sample = min(N, max(m, 1000))
-        idx = np.sort(rng.choice(N, size=n_sample, replace=False))
-        sample = Xs[idx].compute() if was_dask else Xs[idx]
-        sample = np.asarray(sample, dtype=np.float64)[rng.permutation(n_sample)]
-        factors = build_factors(kernels, sample, N, m, self.approximation, rng)
-        self.factors_ = factors
-        logger.info("TUMK-ELM factors: %s", ", ".join(
-            f"{f.kind}({f.n_components})" for f in factors))
-        M = int(sum(f.n_components for f in factors))
-        keep = N * M * 8 <= KEEP_FEATURES_BYTES
-        if not was_dask:
-            # equal row chunks, as many as the memory sizing asks for rounded up to a
-            # multiple of the local threads, so that every thread gets the same work
-            chunks = even_chunks(N, len(chunks), local_threads())
-            Xs = da.from_array(Xs, chunks=(chunks, Xs.shape[1]))
-        with blas_for_dask(Xs):
-            if keep:
-                stats, A, Phi = factor_stats(Xs, factors, keep_features=True)
-            else:
-                (stats, A), Phi = factor_stats(Xs, factors), None
-            self.kspace_gram_ = kspace_gram(stats, form)
-            km_seed = draw_seed(rng)
-            self._iterate_scalable(Xs, stats, A, Phi, factors, km_seed, was_dask)
 
     def _iterate_scalable(self, Xs, stats, A, Phi, factors, km_seed, was_dask):
         """Algorithm 1's loop on the scalable mode's reductions; sets the fitted state."""
@@ -559,9 +591,7 @@ class TUMKELM(ClusterMixin, EmbeddingFeaturesOutMixin, TransformerMixin, DaskSta
     # -- use -------------------------------------------------------------------------------
     def _validate_new(self, X):
         check_is_fitted(self, "labels_")
-        Xd, was_dask = validate_data(self, X, reset=False,
-                                     n_hidden=len(self.kernels_) * self.n_landmarks,
-                                     numpy_ok=True)
+        Xd, was_dask = self.validate_X(X, reset=False)
         return apply_scaling(Xd, *self.scaling_), was_dask
 
     def transform(self, X):
@@ -621,8 +651,3 @@ class TUMKELM(ClusterMixin, EmbeddingFeaturesOutMixin, TransformerMixin, DaskSta
     @property
     def _n_features_out(self):
         return self.embedding_.shape[1]
-
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.input_tags.allow_nan = False
-        return tags

@@ -25,8 +25,7 @@ import scipy.linalg as sla
 from scipy.sparse.linalg import eigsh
 
 from ..gram import hidden_stats
-from ..hidden import HiddenFeatures
-from ..kernels import DistanceCache, FactorLayer, factor_basis, kernel_factor
+from ..kernels import DistanceCache, factor_basis, kernel_factor
 from ..utils._dask import tree_sum
 from ..utils._threads import blas_threads
 
@@ -183,26 +182,24 @@ def _cluster_block(X, A, labels, factors, folds, n_clusters):
             "sizes": F.sum(axis=0), "SA": A.T @ F}
 
 
-def factor_stats(Xs, factors, *, fan_in=8, keep_features=False):
-    """One pass over the row chunks of ``Xs`` (dask, scaled): the label-independent
-    reductions of :func:`kspace_gram` and the persisted diagonals A (dask, N x p).
-    With ``keep_features`` the stacked factor Phi (dask, N x M) is persisted in the same
-    pass and returned third.
+def factor_stats(features, *, fan_in=8):
+    """One pass over the row chunks of X: the label-independent reductions of
+    :func:`kspace_gram`, the persisted diagonals A (dask, N x p) and, when H is cached, the
+    stacked factor Phi (dask, N x M; else None).
 
-    The factors are a hidden layer (:class:`~elmscale.kernels.FactorLayer`,
-    ``H = [Phi | A | 1]``) and the pass is the shared reduction ``H^T H`` of
-    :func:`elmscale.gram.hidden_stats`, with H cached on the workers when it is kept (A and
-    Phi are then column slices of the cached H). Without ``keep_features`` the diagonals are
-    persisted by a pass of their own."""
-    layer = FactorLayer(factors)
+    ``features`` is :class:`~elmscale.hidden.HiddenFeatures` of the scaled X through a
+    :class:`~elmscale.kernels.FactorLayer` (``H = [Phi | A | 1]``): the pass is the shared
+    reduction ``H^T H`` of :func:`elmscale.gram.hidden_stats`, and with the cache A and Phi
+    are column slices of the cached H. Without it the diagonals are persisted by a pass of
+    their own and every iteration evaluates the factors' bases again."""
+    layer, Xs = features.layer, features.X
     M, p = layer.n_features_out, layer.n_kernels
-    features = HiddenFeatures(Xs, layer, cache=bool(keep_features))
     stats = layer.split_gram(hidden_stats(features, ["hth"], fan_in=fan_in)["hth"])
-    if keep_features:
+    if features.cached:
         H = features.H  # persisted by the pass
         return stats, H[:, M : M + p], H[:, :M]
     A = Xs.map_blocks(layer.diagonals, dtype=np.float64, chunks=(Xs.chunks[0], (p,)))
-    return stats, A.persist()
+    return stats, A.persist(), None
 
 
 def _cluster_block_features(Phi, A, labels, P, n_clusters):

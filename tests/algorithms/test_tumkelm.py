@@ -4,6 +4,7 @@ distributed, errors."""
 import dask.array as da
 import numpy as np
 import pytest
+from sklearn.base import clone
 from sklearn.datasets import make_blobs
 from sklearn.metrics import adjusted_rand_score
 from sklearn.utils._param_validation import InvalidParameterError
@@ -26,6 +27,7 @@ from elmscale.algorithms._tumkelm_scalable import (
     tumkelm_loss,
 )
 from elmscale.exceptions import UnknownPluginError
+from elmscale.hidden import HiddenFeatures
 from elmscale.kernels import FactorLayer, LinearKernel, PolynomialKernel, RBFKernel
 
 # kernels whose scalable factors are exact (explicit features and closed forms), so the
@@ -98,7 +100,8 @@ def test_scalable_reductions_equal_exact_with_exact_factors(small, rng):
     factors = [k.factor(X, n_samples=60, n_components=60, random_state=rng) for k in kernels]
     assert [f.kind for f in factors] == ["explicit", "explicit", "nystrom", "nystrom",
                                          "identity", "constant"]
-    stats, A = factor_stats(da.from_array(X, chunks=((20, 40), (3,))), factors)
+    Xd = da.from_array(X, chunks=((20, 40), (3,)))
+    stats, A, _ = factor_stats(HiddenFeatures(Xd, FactorLayer(factors), cache=False))
     mu = rng.uniform(size=len(kernels))
     mu /= mu.sum()
     U_ex, s_ex = exact_leading_eigenvectors(exact_combined(kernels, X, mu), 3)
@@ -139,8 +142,8 @@ def test_factor_layer_gram_holds_every_separate_product(small, rng):
     ref = {"n": len(X), "G": Phi.T @ Phi, "u": Phi.sum(0), "AA": A.T @ A, "S": A.sum(0),
            "PA": Phi.T @ A}
     for keep in (False, True):
-        out = factor_stats(da.from_array(X, chunks=((25, 15, 20), (3,))), factors,
-                           keep_features=keep)
+        Xd = da.from_array(X, chunks=((25, 15, 20), (3,)))
+        out = factor_stats(HiddenFeatures(Xd, FactorLayer(factors), cache=keep))
         for key, value in ref.items():
             np.testing.assert_allclose(out[0][key], value, rtol=1e-12,
                                        atol=1e-12 * np.abs(value).max())
@@ -471,3 +474,43 @@ def test_kmeans_unit_clusters_the_unit_rows_of_the_eigenvectors(blobs, monkeypat
                                rtol=1e-10, atol=1e-12)
     plain = TUMKELM(3, assignment="kmeans", **params).fit(X)
     np.testing.assert_allclose(np.asarray(plain.embedding_), U, atol=1e-10)
+
+
+@pytest.mark.parametrize("mode", ["exact", "scalable"])
+def test_sweep_over_solve_parameters_equals_separate_fits(blobs, mode, monkeypatch):
+    """TUMK-ELM on the estimator template: a grid over parameters the reduction does not
+    read (C, assignment, n_clusters) reduces the data once and gives the fits of separate
+    estimators exactly."""
+    X, _ = blobs
+    base = TUMKELM(3, kernels=["linear", ("rbf", {"width": 1.0}), ("rbf", {"width": 1e-10})],
+                   mode=mode, n_landmarks=40, max_iter=4, random_state=0)
+    grid = {"C": [0.5, 4.0], "assignment": ["argmax", "kmeans-unit"], "n_clusters": [3, 4]}
+    calls = []
+    real_reduce = TUMKELM.reduce
+
+    def counting_reduce(self, *args, **kwargs):
+        calls.append(1)
+        return real_reduce(self, *args, **kwargs)
+
+    monkeypatch.setattr(TUMKELM, "reduce", counting_reduce)
+    fits = elmscale.sweep(base, X, grid)
+    assert len(calls) == 1 and len(fits) == 8
+    monkeypatch.setattr(TUMKELM, "reduce", real_reduce)
+    for setting, model in fits:
+        alone = clone(base).set_params(**setting).fit(X)
+        np.testing.assert_array_equal(model.labels_, alone.labels_)
+        np.testing.assert_array_equal(model.history_, alone.history_)
+        np.testing.assert_array_equal(model.kernel_weights_, alone.kernel_weights_)
+        np.testing.assert_array_equal(model.embedding_, alone.embedding_)
+        assert model.mode_ == mode and model.n_features_in_ == X.shape[1]
+
+
+def test_feature_names_are_recorded_and_checked(blobs):
+    """The template records feature_names_in_ from a DataFrame and checks them on new data."""
+    pd = pytest.importorskip("pandas")
+    X, _ = blobs
+    df = pd.DataFrame(X, columns=[f"f{i}" for i in range(X.shape[1])])
+    model = TUMKELM(3, kernels=["linear"], mode="exact", max_iter=2, random_state=0).fit(df)
+    assert list(model.feature_names_in_) == list(df.columns)
+    with pytest.raises(ValueError, match="feature names"):
+        model.predict(df.rename(columns={"f0": "g0"}))
