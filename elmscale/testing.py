@@ -54,8 +54,11 @@ def check_activation(func, *, random_state=0):
         _fail(label, f"must be callable, got {type(func).__name__}")
     node = getattr(func, "node", "additive")
     if node not in ("additive", "rbf"):
-        _fail(label, f"attribute node must be 'additive' or 'rbf', got {node!r} "
-              "(set it with @elmscale.hidden.activation(node))")
+        _fail(
+            label,
+            f"attribute node must be 'additive' or 'rbf', got {node!r} "
+            "(set it with @elmscale.hidden.activation(node))",
+        )
     rng = np.random.RandomState(random_state)
     Z64 = rng.uniform(-6.0, 6.0, size=(13, 7))
     if node == "rbf":
@@ -68,8 +71,11 @@ def check_activation(func, *, random_state=0):
         if out.shape != Z.shape:
             _fail(label, f"changed the shape: {Z.shape} in, {out.shape} out")
         if out.dtype != Z.dtype:
-            _fail(label, f"changed the dtype: {Z.dtype} in, {out.dtype} out (compute in the "
-                  "input's dtype, e.g. with out=Z)")
+            _fail(
+                label,
+                f"changed the dtype: {Z.dtype} in, {out.dtype} out (compute in the "
+                "input's dtype, e.g. with out=Z)",
+            )
         if not np.isfinite(out).all():
             _fail(label, f"gave non-finite values for finite {Z.dtype} input in [-6, 6]")
         again = func(Z.copy())
@@ -77,8 +83,11 @@ def check_activation(func, *, random_state=0):
             _fail(label, "is not stateless: the same input gave two different outputs")
         halves = np.concatenate([func(Z[:6].copy()), func(Z[6:].copy())])
         if not np.allclose(halves, out, rtol=1e-6 if dtype == np.float32 else 1e-12, atol=0):
-            _fail(label, "is not row-wise: a block cut in two rows-wise gives a different "
-                  "result from the whole block")
+            _fail(
+                label,
+                "is not row-wise: a block cut in two rows-wise gives a different "
+                "result from the whole block",
+            )
     _check_picklable(label, func)
 
 
@@ -99,8 +108,16 @@ def _brute_force(X, k):
     return idx, np.sqrt(np.take_along_axis(d2, idx, axis=1))
 
 
-def check_graph_backend(backend, *, n_samples=180, n_features=4, n_neighbors=6,
-                        chunks=(50, 70, 60), min_recall=0.9, random_state=0):
+def check_graph_backend(
+    backend,
+    *,
+    n_samples=180,
+    n_features=4,
+    n_neighbors=6,
+    chunks=(50, 70, 60),
+    min_recall=0.9,
+    random_state=0,
+):
     """Check the graph-backend protocol of ``register_graph_backends``.
 
     ``backend(X, n_neighbors, *, random_state)`` (a callable or a registered name) is run on
@@ -128,8 +145,11 @@ def check_graph_backend(backend, *, n_samples=180, n_features=4, n_neighbors=6,
         if arr.shape != (n_samples, k):
             _fail(label, f"{what} has shape {arr.shape}, expected {(n_samples, k)}")
         if arr.chunks[0] != Xd.chunks[0]:
-            _fail(label, f"{what} row chunks {arr.chunks[0]} are not X's {Xd.chunks[0]}: "
-                  "the graph must stay aligned with X's row blocks")
+            _fail(
+                label,
+                f"{what} row chunks {arr.chunks[0]} are not X's {Xd.chunks[0]}: "
+                "the graph must stay aligned with X's row blocks",
+            )
     idx, dist = (np.asarray(a) for a in da.compute(*result))
     if not np.issubdtype(idx.dtype, np.integer):
         _fail(label, f"indices must be integers, got dtype {idx.dtype}")
@@ -137,8 +157,11 @@ def check_graph_backend(backend, *, n_samples=180, n_features=4, n_neighbors=6,
         _fail(label, f"indices out of range [0, {n_samples}): min {idx.min()}, max {idx.max()}")
     rows = np.arange(n_samples)[:, None]
     if (idx == rows).any():
-        _fail(label, f"{int((idx == rows).any(axis=1).sum())} rows list themselves as a "
-              "neighbour: the row itself must be excluded")
+        _fail(
+            label,
+            f"{int((idx == rows).any(axis=1).sum())} rows list themselves as a "
+            "neighbour: the row itself must be excluded",
+        )
     srt = np.sort(idx, axis=1)
     if (srt[:, 1:] == srt[:, :-1]).any():
         _fail(label, "a row lists the same neighbour twice")
@@ -149,8 +172,11 @@ def check_graph_backend(backend, *, n_samples=180, n_features=4, n_neighbors=6,
     true_d = np.sqrt(((X[:, None, :] - X[idx]) ** 2).sum(axis=2))
     if not np.allclose(dist, true_d, rtol=1e-4, atol=1e-6):
         worst = float(np.abs(dist - true_d).max())
-        _fail(label, f"distances are not the Euclidean distances to the neighbours returned "
-              f"(largest error {worst:.3g})")
+        _fail(
+            label,
+            f"distances are not the Euclidean distances to the neighbours returned "
+            f"(largest error {worst:.3g})",
+        )
     exact, _ = _brute_force(X, k)
     recall = np.mean([len(set(a) & set(b)) / k for a, b in zip(idx, exact, strict=True)])
     if recall < min_recall:
@@ -187,38 +213,53 @@ def _check_factor(label, kernel, X, rtol):
 
     n = X.shape[0]
     try:
-        f = kernel.factor(X.copy(), n_samples=n, n_components=n, method="nystrom",
-                          random_state=np.random.RandomState(0))
+        f = kernel.factor(
+            X.copy(),
+            n_samples=n,
+            n_components=n,
+            method="nystrom",
+            random_state=np.random.RandomState(0),
+        )
     except Exception as exc:  # noqa: BLE001
         _fail(label, f"factor() raised {type(exc).__name__}: {exc}")
     if not isinstance(f, KernelFactor):
-        _fail(label, f"factor() must return an elmscale.kernels.KernelFactor, got "
-              f"{type(f).__name__}")
+        _fail(
+            label, f"factor() must return an elmscale.kernels.KernelFactor, got {type(f).__name__}"
+        )
     m = f.n_components
     P = np.asarray(f.features(X))
     if P.shape != (n, m):
-        _fail(label, f"factor().features(X) has shape {P.shape}, expected {(n, m)} "
-              "(n_components columns)")
+        _fail(
+            label,
+            f"factor().features(X) has shape {P.shape}, expected {(n, m)} (n_components columns)",
+        )
     if not np.isfinite(P).all() or not np.isfinite(f.alpha):
         _fail(label, "factor() gave non-finite features or alpha")
-    halves = np.concatenate([f.features(X[:n // 2]), f.features(X[n // 2:])])
+    halves = np.concatenate([f.features(X[: n // 2]), f.features(X[n // 2 :])])
     if not _close(halves, P, 1e-10):
-        _fail(label, "factor().features is not row-wise: a block cut in two gives a "
-              "different result from the whole block")
+        _fail(
+            label,
+            "factor().features is not row-wise: a block cut in two gives a "
+            "different result from the whole block",
+        )
     dense = f.alpha * np.eye(n) + P @ P.T
     K = kernel(X, X)
     if not _close(dense, K, rtol):
         worst = float(np.abs(dense - K).max())
-        _fail(label, f"factor() on a sample holding every row must represent K exactly: "
-              f"alpha I + Phi Phi^T differs from kernel(X, X) by {worst:.3g} (the scalable "
-              f"mode would use a different kernel)")
+        _fail(
+            label,
+            f"factor() on a sample holding every row must represent K exactly: "
+            f"alpha I + Phi Phi^T differs from kernel(X, X) by {worst:.3g} (the scalable "
+            f"mode would use a different kernel)",
+        )
     if not _close(f.diagonal(X), np.diag(dense), 1e-10):
         _fail(label, "factor().diagonal(X) is not alpha + the row norms of Phi squared")
     return f
 
 
-def check_kernel(kernel, *, params=None, reference=None, n_samples=40, n_features=3,
-                 rtol=1e-8, random_state=0):
+def check_kernel(
+    kernel, *, params=None, reference=None, n_samples=40, n_features=3, rtol=1e-8, random_state=0
+):
     """Check the kernel protocol of ``register_kernels``.
 
     ``kernel`` is a registered name, a kernel class (built with ``params``) or an instance.
@@ -243,8 +284,10 @@ def check_kernel(kernel, *, params=None, reference=None, n_samples=40, n_feature
         try:
             obj = obj(**(params or {}))
         except Exception as exc:  # noqa: BLE001
-            _fail(f"kernel {_label(obj)}", f"could not be built with {params or {}}: "
-                  f"{type(exc).__name__}: {exc}")
+            _fail(
+                f"kernel {_label(obj)}",
+                f"could not be built with {params or {}}: {type(exc).__name__}: {exc}",
+            )
     elif params:
         raise TypeError("params is for a kernel class or registered name; got an instance")
     kernel = obj
@@ -258,45 +301,62 @@ def check_kernel(kernel, *, params=None, reference=None, n_samples=40, n_feature
     K = _check_block(label, kernel, X, Y, "kernel(X, Y)")
     if not (np.array_equal(X, X_before) and np.array_equal(Y, Y_before)):
         _fail(label, "kernel(X, Y) modified its input")
-    _check_block(label, kernel, X.astype(np.float32), Y.astype(np.float32),
-                 "kernel(X, Y) of float32 input")
+    _check_block(
+        label, kernel, X.astype(np.float32), Y.astype(np.float32), "kernel(X, Y) of float32 input"
+    )
     if reference is not None:
         ref = np.asarray(reference(X, Y), dtype=np.float64)
         if ref.shape != K.shape or not _close(K, ref, rtol):
             worst = float(np.abs(K - ref).max()) if ref.shape == K.shape else "shape"
-            _fail(label, f"kernel(X, Y) differs from the reference computation "
-                  f"(largest error {worst})")
+            _fail(
+                label,
+                f"kernel(X, Y) differs from the reference computation (largest error {worst})",
+            )
     cut = n_samples // 3
     if not _close(np.concatenate([kernel(X[:cut], Y), kernel(X[cut:], Y)]), K, 1e-12):
-        _fail(label, "is not row-wise: a block cut in two gives a different result from "
-              "the whole block")
+        _fail(
+            label,
+            "is not row-wise: a block cut in two gives a different result from the whole block",
+        )
     if not _close(kernel(Y, X), K.T, 1e-12):
         _fail(label, "is not symmetric: kernel(Y, X) differs from kernel(X, Y).T")
     KX = _check_block(label, kernel, X, X, "kernel(X, X)")
     top = np.linalg.eigvalsh(0.5 * (KX + KX.T))
     if top[0] < -1e-8 * max(abs(top[-1]), 1e-300):
-        _fail(label, f"is not positive semi-definite: K(X, X) has eigenvalue {top[0]:.3g} "
-              f"(largest {top[-1]:.3g}); TUMK-ELM's eigenvectors and Nystrom factors need a "
-              "PSD kernel")
+        _fail(
+            label,
+            f"is not positive semi-definite: K(X, X) has eigenvalue {top[0]:.3g} "
+            f"(largest {top[-1]:.3g}); TUMK-ELM's eigenvectors and Nystrom factors need a "
+            "PSD kernel",
+        )
     if not callable(getattr(kernel, "diagonal", None)):
         _fail(label, "has no diagonal(X) (subclass elmscale.kernels.Kernel)")
     diag = np.asarray(kernel.diagonal(X), dtype=np.float64)
     if diag.shape != (n_samples,) or not _close(diag, np.diag(KX), rtol):
         _fail(label, "diagonal(X) differs from the diagonal of kernel(X, X)")
     if not hasattr(kernel, "factor"):
-        _fail(label, "has no factor() (subclass elmscale.kernels.Kernel: its default is "
-              "Nystrom on the landmark sample)")
+        _fail(
+            label,
+            "has no factor() (subclass elmscale.kernels.Kernel: its default is "
+            "Nystrom on the landmark sample)",
+        )
     factor = _check_factor(label, kernel, X, rtol)
     if getattr(kernel, "shares_distances", False):
         cache = DistanceCache()
         for _ in range(2):  # the second call reads the cache
             if not np.array_equal(kernel(X, Y, distances=cache), K):
                 _fail(label, "kernel(X, Y, distances=cache) differs from kernel(X, Y)")
-        shared = kernel.factor(X.copy(), n_samples=n_samples, n_components=n_samples,
-                               method="nystrom", random_state=np.random.RandomState(0),
-                               distances=cache)
+        shared = kernel.factor(
+            X.copy(),
+            n_samples=n_samples,
+            n_components=n_samples,
+            method="nystrom",
+            random_state=np.random.RandomState(0),
+            distances=cache,
+        )
         if type(shared) is not type(factor) or not np.array_equal(
-                shared.features(X), factor.features(X)):
+            shared.features(X), factor.features(X)
+        ):
             _fail(label, "factor(..., distances=cache) differs from factor(...)")
     _check_picklable(label, kernel)
     _check_picklable(f"{label} factor", factor)
@@ -307,14 +367,25 @@ def check_kernel(kernel, *, params=None, reference=None, n_samples=40, n_feature
 
 
 # -- algorithms ------------------------------------------------------------------------------
-_FAST = {"n_clusters": 3, "n_hidden": 40, "graph": "exact", "n_neighbors": 5, "n_init": 2,
-         "random_state": 0}
+_FAST = {
+    "n_clusters": 3,
+    "n_hidden": 40,
+    "graph": "exact",
+    "n_neighbors": 5,
+    "n_init": 2,
+    "random_state": 0,
+}
 
 
 SKLEARN_CHECKS = (
-    "check_no_attributes_set_in_init", "check_parameters_default_constructible",
-    "check_get_params_invariance", "check_set_params", "check_dont_overwrite_parameters",
-    "check_estimators_overwrite_params", "check_fit_score_takes_y", "check_n_features_in",
+    "check_no_attributes_set_in_init",
+    "check_parameters_default_constructible",
+    "check_get_params_invariance",
+    "check_set_params",
+    "check_dont_overwrite_parameters",
+    "check_estimators_overwrite_params",
+    "check_fit_score_takes_y",
+    "check_n_features_in",
     "check_estimators_pickle",
 )
 
@@ -324,21 +395,22 @@ def _sklearn_basics(name, estimator, skip_checks):
 
     unknown = set(skip_checks) - set(SKLEARN_CHECKS)
     if unknown:
-        raise ValueError(f"skip_checks: unknown checks {sorted(unknown)}; "
-                         f"choose among {list(SKLEARN_CHECKS)}")
+        raise ValueError(
+            f"skip_checks: unknown checks {sorted(unknown)}; choose among {list(SKLEARN_CHECKS)}"
+        )
     for check in SKLEARN_CHECKS:
         if check in skip_checks:
             continue
         try:
             getattr(ec, check)(name, estimator)
         except AssertionError as exc:
-            raise AssertionError(f"algorithm {name}: scikit-learn's {check} failed: {exc}") \
-                from exc
+            raise AssertionError(f"algorithm {name}: scikit-learn's {check} failed: {exc}") from exc
         except Exception as exc:  # noqa: BLE001 - report which check, whatever the error
             if type(exc).__name__ == "SkipTest":
                 continue
-            raise AssertionError(f"algorithm {name}: scikit-learn's {check} raised "
-                                 f"{type(exc).__name__}: {exc}") from exc
+            raise AssertionError(
+                f"algorithm {name}: scikit-learn's {check} raised {type(exc).__name__}: {exc}"
+            ) from exc
 
 
 def check_algorithm(cls, *, params=None, X=None, y=None, sklearn_checks=True, skip_checks=()):
@@ -384,8 +456,11 @@ def check_algorithm(cls, *, params=None, X=None, y=None, sklearn_checks=True, sk
         _fail(label, f"get_params() keys {sorted(got)} differ from __init__'s {sorted(names)}")
     for key, value in fast.items():
         if got[key] is not value and got[key] != value:
-            _fail(label, f"__init__ changed parameter {key}: passed {value!r}, "
-                  f"get_params() gives {got[key]!r}")
+            _fail(
+                label,
+                f"__init__ changed parameter {key}: passed {value!r}, "
+                f"get_params() gives {got[key]!r}",
+            )
     extra = sorted(set(vars(est)) - set(names))
     if extra:
         _fail(label, f"__init__ must only store its arguments; it also set {extra}")
@@ -409,14 +484,19 @@ def check_algorithm(cls, *, params=None, X=None, y=None, sklearn_checks=True, sk
     if not np.array_equal(X, X_before):
         _fail(label, "fit() modified its input X")
     if getattr(est, "n_features_in_", None) != X.shape[1]:
-        _fail(label, f"fit() must set n_features_in_ = {X.shape[1]}, got "
-              f"{getattr(est, 'n_features_in_', None)!r}")
-    new = sorted(a for a in set(vars(est)) - before
-                 if not a.endswith("_") and not a.startswith("_"))
+        _fail(
+            label,
+            f"fit() must set n_features_in_ = {X.shape[1]}, got "
+            f"{getattr(est, 'n_features_in_', None)!r}",
+        )
+    new = sorted(
+        a for a in set(vars(est)) - before if not a.endswith("_") and not a.startswith("_")
+    )
     if new:
         _fail(label, f"fit() set public attributes without a trailing underscore: {new}")
     if est.get_params(deep=False).keys() != got.keys() or any(
-            est.get_params(deep=False)[k] is not got[k] for k in fast):
+        est.get_params(deep=False)[k] is not got[k] for k in fast
+    ):
         _fail(label, "fit() changed the estimator's parameters")
     if hasattr(est, "labels_"):
         _check_rows(label, "labels_", est.labels_, n, np.ndarray)
@@ -431,8 +511,11 @@ def check_algorithm(cls, *, params=None, X=None, y=None, sklearn_checks=True, sk
         except ValueError:
             pass
         except Exception as exc:  # noqa: BLE001
-            _fail(label, f"{method}() with the wrong number of features raised "
-                  f"{type(exc).__name__} instead of ValueError: {exc}")
+            _fail(
+                label,
+                f"{method}() with the wrong number of features raised "
+                f"{type(exc).__name__} instead of ValueError: {exc}",
+            )
         else:
             _fail(label, f"{method}() accepted X with the wrong number of features")
     dask_fit = clone(est).fit(X_dask) if y is None else clone(est).fit(X_dask, y)
@@ -444,7 +527,10 @@ def check_algorithm(cls, *, params=None, X=None, y=None, sklearn_checks=True, sk
 
 def _check_rows(label, what, value, n, kind):
     if not isinstance(value, kind):
-        _fail(label, f"{what} must be a {kind.__module__.split('.')[0]} array (output follows "
-              f"input), got {type(value).__name__}")
+        _fail(
+            label,
+            f"{what} must be a {kind.__module__.split('.')[0]} array (output follows "
+            f"input), got {type(value).__name__}",
+        )
     if value.shape[0] != n:
         _fail(label, f"{what} has {value.shape[0]} rows, expected one per sample ({n})")

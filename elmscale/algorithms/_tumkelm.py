@@ -77,11 +77,11 @@ from ._tumkelm_scalable import (
     _nearest_rows,
     build_factors,
     cluster_stats,
+    even_chunks,
     factor_stats,
     kspace_gram,
     kspace_target,
     leading_eigenvectors,
-    even_chunks,
     local_threads,
     tumkelm_loss,
 )
@@ -123,15 +123,18 @@ def resolve_kernels(kernels):
         kernels = [kernels]
     kernels = list(kernels)
     if not kernels:
-        raise ValueError("kernels is empty: TUMK-ELM needs at least one base kernel "
-                         "(e.g. kernels='paper', or ['linear', ('rbf', {'width': 1.0})])")
+        raise ValueError(
+            "kernels is empty: TUMK-ELM needs at least one base kernel "
+            "(e.g. kernels='paper', or ['linear', ('rbf', {'width': 1.0})])"
+        )
     out = []
     for item in kernels:
         params = {}
         if isinstance(item, tuple):
             if len(item) != 2 or not isinstance(item[0], str) or not isinstance(item[1], dict):
-                raise ValueError(f"a kernel given as a tuple must be (name, params_dict), "
-                                 f"got {item!r}")
+                raise ValueError(
+                    f"a kernel given as a tuple must be (name, params_dict), got {item!r}"
+                )
             item, params = item
         if isinstance(item, str):
             try:
@@ -144,8 +147,10 @@ def resolve_kernels(kernels):
         elif callable(item):
             out.append(item)
         else:
-            raise TypeError(f"kernels must hold kernel names, (name, params) pairs or kernel "
-                            f"objects, got {type(item).__name__}: {item!r}")
+            raise TypeError(
+                f"kernels must hold kernel names, (name, params) pairs or kernel "
+                f"objects, got {type(item).__name__}: {item!r}"
+            )
     return out
 
 
@@ -303,10 +308,24 @@ class TUMKELM(ClusterMixin, EmbeddingFeaturesOutMixin, TransformerMixin, BaseELM
         "random_state": ["random_state"],
     }
 
-    def __init__(self, n_clusters=8, *, kernels="paper", C=1.0, delta=1e-4, max_iter=20,
-                 mode="auto", n_landmarks=100, approximation="nystrom",
-                 feature_form="distance", assignment="kmeans-unit", scaling="minmax", n_init=10,
-                 select="last", random_state=None):
+    def __init__(
+        self,
+        n_clusters=8,
+        *,
+        kernels="paper",
+        C=1.0,
+        delta=1e-4,
+        max_iter=20,
+        mode="auto",
+        n_landmarks=100,
+        approximation="nystrom",
+        feature_form="distance",
+        assignment="kmeans-unit",
+        scaling="minmax",
+        n_init=10,
+        select="last",
+        random_state=None,
+    ):
         self.n_clusters = n_clusters
         self.kernels = kernels
         self.C = C
@@ -325,8 +344,15 @@ class TUMKELM(ClusterMixin, EmbeddingFeaturesOutMixin, TransformerMixin, BaseELM
     #: The reduction (scaling, kernel factors, the label-independent pass and Z^T Z) depends
     #: on these; the loop of Algorithm 1 reads the others, which may change between solves
     #: of one reduction (:func:`elmscale.sweep`).
-    reduce_params = ("kernels", "mode", "n_landmarks", "approximation", "feature_form",
-                     "scaling", "random_state")
+    reduce_params = (
+        "kernels",
+        "mode",
+        "n_landmarks",
+        "approximation",
+        "feature_form",
+        "scaling",
+        "random_state",
+    )
 
     # -- fit: the template's steps and hooks ----------------------------------------------
     def validate_X(self, X, *, reset):
@@ -335,16 +361,18 @@ class TUMKELM(ClusterMixin, EmbeddingFeaturesOutMixin, TransformerMixin, BaseELM
         n_landmarks`` columns. The kernels are resolved first, so that a bad name is
         reported before the data is read."""
         kernels = resolve_kernels(self.kernels) if reset else self.kernels_
-        return validate_data(self, X, reset=reset, numpy_ok=True,
-                             n_hidden=max(1, len(kernels) * self.n_landmarks))
+        return validate_data(
+            self, X, reset=reset, numpy_ok=True, n_hidden=max(1, len(kernels) * self.n_landmarks)
+        )
 
     def draw_hidden_layer(self, Xd, rng):
         """Resolve the mode and the kernels, fit the input scaling, and in the scalable mode
         factor every kernel on a landmark sample drawn from ``rng``: the factors are the
         hidden layer (:class:`~elmscale.kernels.FactorLayer`). The exact mode has none."""
         N = Xd.shape[0]
-        self.mode_ = self.mode if self.mode != "auto" else (
-            "exact" if N <= AUTO_EXACT_MAX else "scalable")
+        self.mode_ = (
+            self.mode if self.mode != "auto" else ("exact" if N <= AUTO_EXACT_MAX else "scalable")
+        )
         self.kernels_ = resolve_kernels(self.kernels)
         self.scaling_ = fit_scaling(Xd, self.scaling)
         self.factors_ = self.hidden_layer_ = None
@@ -354,11 +382,14 @@ class TUMKELM(ClusterMixin, EmbeddingFeaturesOutMixin, TransformerMixin, BaseELM
             idx = np.sort(rng.choice(N, size=n_sample, replace=False))
             sample = Xs[idx].compute() if isinstance(Xs, da.Array) else Xs[idx]
             sample = np.asarray(sample, dtype=np.float64)[rng.permutation(n_sample)]
-            self.factors_ = build_factors(self.kernels_, sample, N, self.n_landmarks,
-                                          self.approximation, rng)
+            self.factors_ = build_factors(
+                self.kernels_, sample, N, self.n_landmarks, self.approximation, rng
+            )
             self.hidden_layer_ = FactorLayer(self.factors_)
-            logger.info("TUMK-ELM factors: %s", ", ".join(
-                f"{f.kind}({f.n_components})" for f in self.factors_))
+            logger.info(
+                "TUMK-ELM factors: %s",
+                ", ".join(f"{f.kind}({f.n_components})" for f in self.factors_),
+            )
         return self.hidden_layer_
 
     def hidden_features(self, Xd):
@@ -383,8 +414,10 @@ class TUMKELM(ClusterMixin, EmbeddingFeaturesOutMixin, TransformerMixin, BaseELM
         form = self.feature_form
         if self.mode_ == "exact":
             X = reduction.X
-            Xn = np.asarray(apply_scaling(X.compute() if reduction.was_dask else X,
-                                          *self.scaling_), dtype=np.float64)
+            Xn = np.asarray(
+                apply_scaling(X.compute() if reduction.was_dask else X, *self.scaling_),
+                dtype=np.float64,
+            )
             with blas_threads(self._exact_blas(Xn.shape[0])):
                 dense = DenseKernels(self.kernels_, Xn)
                 ZtZ = exact_kspace_gram(dense, Xn, form)
@@ -411,12 +444,19 @@ class TUMKELM(ClusterMixin, EmbeddingFeaturesOutMixin, TransformerMixin, BaseELM
                 self.embedding_ = da.from_array(self.embedding_, chunks=(chunks, -1))
         else:
             stats = reduction.stats
-            self._iterate_scalable(reduction.features.X, stats["reductions"], stats["A"],
-                                   stats["Phi"], self.factors_, draw_seed(rng),
-                                   reduction.was_dask)
+            self._iterate_scalable(
+                reduction.features.X,
+                stats["reductions"],
+                stats["A"],
+                stats["Phi"],
+                self.factors_,
+                draw_seed(rng),
+                reduction.was_dask,
+            )
         self.lap("iterations")
-        logger.info("TUMK-ELM (%s): %d iterations (%d computed)", self.mode_, self.n_iter_,
-                    self.n_computed_)
+        logger.info(
+            "TUMK-ELM (%s): %d iterations (%d computed)", self.mode_, self.n_iter_, self.n_computed_
+        )
 
     @staticmethod
     def _exact_blas(n_samples):
@@ -453,8 +493,12 @@ class TUMKELM(ClusterMixin, EmbeddingFeaturesOutMixin, TransformerMixin, BaseELM
             raws.append(raw)
             new = project_weights(raw)
             if new is None:
-                warnings.warn("TUMK-ELM: the kernel-space ELM gave no positive kernel weight; "
-                              "keeping the previous weights", ConvergenceWarning, stacklevel=3)
+                warnings.warn(
+                    "TUMK-ELM: the kernel-space ELM gave no positive kernel weight; "
+                    "keeping the previous weights",
+                    ConvergenceWarning,
+                    stacklevel=3,
+                )
                 break
             start = next((j for j, w in enumerate(weights) if np.array_equal(w, new)), None)
             if start is not None:
@@ -487,8 +531,9 @@ class TUMKELM(ClusterMixin, EmbeddingFeaturesOutMixin, TransformerMixin, BaseELM
 
     def _converged(self, last_two):
         """The stopping rule on the last two losses (relative change at most ``delta``)."""
-        return len(last_two) == 2 and \
-            abs(last_two[1] - last_two[0]) <= self.delta * abs(last_two[0])
+        return len(last_two) == 2 and abs(last_two[1] - last_two[0]) <= self.delta * abs(
+            last_two[0]
+        )
 
     def _play_cycle(self, start, period, losses):
         """Iterations ``start .. start + period - 1`` repeat for ever: find the iteration
@@ -522,11 +567,18 @@ class TUMKELM(ClusterMixin, EmbeddingFeaturesOutMixin, TransformerMixin, BaseELM
                 km = KMeans(k, n_init=self.n_init, random_state=km_seed).fit(V)
                 labels, centers = km.labels_.astype(np.int64), km.cluster_centers_
             ZtT, loss = exact_pass(dk, X, labels, mu, form, k)
-            return {"labels": labels, "U": U, "s": s, "ZtT": ZtT, "loss": loss,
-                    "centers": None if self.assignment == "argmax" else centers}
+            return {
+                "labels": labels,
+                "U": U,
+                "s": s,
+                "ZtT": ZtT,
+                "loss": loss,
+                "centers": None if self.assignment == "argmax" else centers,
+            }
 
-        state = self._iterate(stage1, lambda st: solve_weights(ZtZ, st["ZtT"], self.C),
-                              len(kernels))
+        state = self._iterate(
+            stage1, lambda st: solve_weights(ZtZ, st["ZtT"], self.C), len(kernels)
+        )
         self.labels_, self.embedding_, self.eigenvalues_ = state["labels"], state["U"], state["s"]
         # out of sample (Nystrom extension of the eigenvectors): u(x) = K^(x, X) U / s
         self._fit_X, self._fit_U = X, state["U"]
@@ -538,10 +590,10 @@ class TUMKELM(ClusterMixin, EmbeddingFeaturesOutMixin, TransformerMixin, BaseELM
 
         def embedding(P, folds):
             if Phi is not None:
-                return Phi.map_blocks(np.dot, P, chunks=(Phi.chunks[0], (k,)),
-                                      dtype=np.float64)
-            return Xs.map_blocks(_embed, factors, folds, chunks=(Xs.chunks[0], (k,)),
-                                 dtype=np.float64)
+                return Phi.map_blocks(np.dot, P, chunks=(Phi.chunks[0], (k,)), dtype=np.float64)
+            return Xs.map_blocks(
+                _embed, factors, folds, chunks=(Xs.chunks[0], (k,)), dtype=np.float64
+            )
 
         def stage1(mu):
             P, s = leading_eigenvectors(stats, mu, k)
@@ -554,16 +606,27 @@ class TUMKELM(ClusterMixin, EmbeddingFeaturesOutMixin, TransformerMixin, BaseELM
                     U = unit_rows(U)
                 centers, labels = kmeans(U, k, n_init=self.n_init, random_state=km_seed)[:2]
                 labels = labels.persist()
-            cs = cluster_stats(Xs, A, factors, labels=labels, folds=folds, n_clusters=k,
-                               features=Phi, P=P)
+            cs = cluster_stats(
+                Xs, A, factors, labels=labels, folds=folds, n_clusters=k, features=Phi, P=P
+            )
             loss = tumkelm_loss(stats, cs, mu)
-            return {"P": P, "folds": folds, "s": s, "labels": labels, "cs": cs, "loss": loss,
-                    "centers": centers}
+            return {
+                "P": P,
+                "folds": folds,
+                "s": s,
+                "labels": labels,
+                "cs": cs,
+                "loss": loss,
+                "centers": centers,
+            }
 
         state = self._iterate(
-            stage1, lambda st: solve_weights(self.kspace_gram_,
-                                             kspace_target(stats, st["cs"], form), self.C),
-            len(kernels))
+            stage1,
+            lambda st: solve_weights(
+                self.kspace_gram_, kspace_target(stats, st["cs"], form), self.C
+            ),
+            len(kernels),
+        )
         folds = state["folds"]
         U = embedding(state["P"], folds)
         labels = state["labels"]
@@ -572,11 +635,18 @@ class TUMKELM(ClusterMixin, EmbeddingFeaturesOutMixin, TransformerMixin, BaseELM
         self._fit_X, self._kmeans_centers = None, state["centers"]
         if labels is None:
             if Phi is not None:
-                labels = U.map_blocks(_argmax_rows, drop_axis=1, dtype=np.int64,
-                                      meta=np.empty((0,), dtype=np.int64))
+                labels = U.map_blocks(
+                    _argmax_rows, drop_axis=1, dtype=np.int64, meta=np.empty((0,), dtype=np.int64)
+                )
             else:
-                labels = Xs.map_blocks(_argmax_block, factors, folds, drop_axis=1,
-                                       dtype=np.int64, meta=np.empty((0,), dtype=np.int64))
+                labels = Xs.map_blocks(
+                    _argmax_block,
+                    factors,
+                    folds,
+                    drop_axis=1,
+                    dtype=np.int64,
+                    meta=np.empty((0,), dtype=np.int64),
+                )
         self.eigenvalues_ = state["s"]
         self.reductions_ = stats
         if was_dask:
@@ -604,16 +674,30 @@ class TUMKELM(ClusterMixin, EmbeddingFeaturesOutMixin, TransformerMixin, BaseELM
         """
         Xs, was_dask = self._validate_new(X)
         if self._fit_X is not None:
-            fitted = (self._fit_X, self.kernels_, self.kernel_weights_, self._fit_U,
-                      self.eigenvalues_)
+            fitted = (
+                self._fit_X,
+                self.kernels_,
+                self.kernel_weights_,
+                self._fit_U,
+                self.eigenvalues_,
+            )
             if not was_dask:
                 return nystrom_extension(np.asarray(Xs, np.float64), *fitted)
-            return Xs.map_blocks(nystrom_extension, *fitted, dtype=np.float64,
-                                 chunks=(Xs.chunks[0], (self._fit_U.shape[1],)))
+            return Xs.map_blocks(
+                nystrom_extension,
+                *fitted,
+                dtype=np.float64,
+                chunks=(Xs.chunks[0], (self._fit_U.shape[1],)),
+            )
         if not was_dask:
             return _embed(np.asarray(Xs, np.float64), self.factors_, self._folds)
-        return Xs.map_blocks(_embed, self.factors_, self._folds,
-                             chunks=(Xs.chunks[0], (self.n_clusters,)), dtype=np.float64)
+        return Xs.map_blocks(
+            _embed,
+            self.factors_,
+            self._folds,
+            chunks=(Xs.chunks[0], (self.n_clusters,)),
+            dtype=np.float64,
+        )
 
     def predict(self, X):
         """Cluster of X's points by the fitted assignment rule on ``transform(X)``: the
@@ -624,10 +708,16 @@ class TUMKELM(ClusterMixin, EmbeddingFeaturesOutMixin, TransformerMixin, BaseELM
             U = unit_rows(U)  # the centres live on the unit sphere
         if isinstance(U, da.Array):
             if centers is None:
-                return U.map_blocks(_argmax_rows, drop_axis=1, dtype=np.int64,
-                                    meta=np.empty((0,), dtype=np.int64))
-            return U.map_blocks(_nearest_rows, centers, drop_axis=1, dtype=np.int64,
-                                meta=np.empty((0,), dtype=np.int64))
+                return U.map_blocks(
+                    _argmax_rows, drop_axis=1, dtype=np.int64, meta=np.empty((0,), dtype=np.int64)
+                )
+            return U.map_blocks(
+                _nearest_rows,
+                centers,
+                drop_axis=1,
+                dtype=np.int64,
+                meta=np.empty((0,), dtype=np.int64),
+            )
         return _argmax_rows(U) if centers is None else _nearest_rows(U, centers)
 
     def fit_transform(self, X, y=None):

@@ -80,7 +80,7 @@ def kspace_target(stats, cstats, feature_form="distance"):
     uu = np.array([u[b] @ u[b] for b in blk])
     EE = np.array([np.sum(E[b] ** 2) for b in blk])
     total = alpha * N + uu  # sum_ij K_q(i, j)
-    same = alpha * N + EE   # sum over same-cluster pairs (every point is assigned)
+    same = alpha * N + EE  # sum over same-cluster pairs (every point is assigned)
     if feature_form == "value":
         return total - same
     total_d = 2 * N * stats["S"] - 2 * total
@@ -92,10 +92,12 @@ def tumkelm_loss(stats, cstats, mu):
     """Eq. 10, Tr(K^) - sum_c (1_c^T K^ 1_c) / n_c, from the reductions."""
     alpha, E, sizes = stats["alpha"], cstats["E"], cstats["sizes"]
     nz = sizes > 0
-    per_kernel = np.array([
-        stats["S"][q] - alpha[q] * nz.sum()
-        - np.sum((E[b][:, nz] ** 2).sum(axis=0) / sizes[nz])
-        for q, b in enumerate(_blocks(stats["offsets"]))])
+    per_kernel = np.array(
+        [
+            stats["S"][q] - alpha[q] * nz.sum() - np.sum((E[b][:, nz] ** 2).sum(axis=0) / sizes[nz])
+            for q, b in enumerate(_blocks(stats["offsets"]))
+        ]
+    )
     return float(mu @ per_kernel)
 
 
@@ -144,7 +146,7 @@ def leading_eigenvectors(stats, mu, n_clusters):
 def _embed(X, factors, folds):
     U = np.zeros((X.shape[0], folds[0].shape[1]))
     distances = DistanceCache()
-    for f, W in zip(factors, folds):
+    for f, W in zip(factors, folds, strict=True):
         if W.shape[0]:
             U += factor_basis(f, X, distances) @ W
     return U
@@ -171,15 +173,18 @@ def _cluster_block(X, A, labels, factors, folds, n_clusters):
     Bs = [factor_basis(f, X, distances) for f in factors]
     if labels is None:
         U = np.zeros((X.shape[0], n_clusters))
-        for B, W in zip(Bs, folds):
+        for B, W in zip(Bs, folds, strict=True):
             if W.shape[0]:
                 U += B @ W
         labels = np.argmax(U, axis=1)
     F = np.zeros((X.shape[0], n_clusters))
     F[np.arange(X.shape[0]), labels] = 1.0
     BF = [B.T @ F for B in Bs]
-    return {"E": np.vstack(BF) if BF else np.zeros((0, n_clusters)),
-            "sizes": F.sum(axis=0), "SA": A.T @ F}
+    return {
+        "E": np.vstack(BF) if BF else np.zeros((0, n_clusters)),
+        "sizes": F.sum(axis=0),
+        "SA": A.T @ F,
+    }
 
 
 def factor_stats(features, *, fan_in=8):
@@ -226,8 +231,9 @@ def even_chunks(n_samples, n_blocks, threads):
     return tuple(n_samples // n + (i < n_samples % n) for i in range(n))
 
 
-def cluster_stats(Xs, A, factors, *, labels=None, folds=None, n_clusters, fan_in=8,
-                  features=None, P=None):
+def cluster_stats(
+    Xs, A, factors, *, labels=None, folds=None, n_clusters, fan_in=8, features=None, P=None
+):
     """One pass: ``E = Phi^T F`` (M x n_c), ``sizes`` and ``SA = A^T F`` for the labels
     given (dask, chunked like Xs) or, with ``labels=None``, the argmax of ``Phi P``.
     With ``features`` (the persisted Phi of :func:`factor_stats`) and ``P`` the pass reads
@@ -237,21 +243,25 @@ def cluster_stats(Xs, A, factors, *, labels=None, folds=None, n_clusters, fan_in
         Ab = A.to_delayed().ravel().tolist()
         Lb = labels.to_delayed().ravel().tolist() if labels is not None else [None] * len(Fb)
         Pd = dask.delayed(P, pure=True)
-        parts = [dask.delayed(_cluster_block_features, pure=True)(f, a, lab, Pd, n_clusters)
-                 for f, a, lab in zip(Fb, Ab, Lb)]
+        parts = [
+            dask.delayed(_cluster_block_features, pure=True)(f, a, lab, Pd, n_clusters)
+            for f, a, lab in zip(Fb, Ab, Lb, strict=True)
+        ]
         return dict(dask.compute(tree_sum(parts, fan_in=fan_in))[0])
     weights = [f.weights for f in factors]
     Xb = Xs.to_delayed().ravel().tolist()
     Ab = A.to_delayed().ravel().tolist()
     Lb = labels.to_delayed().ravel().tolist() if labels is not None else [None] * len(Xb)
     fd = dask.delayed(folds, pure=True) if folds is not None else None
-    parts = [dask.delayed(_cluster_block, pure=True)(x, a, lab, factors, fd, n_clusters)
-             for x, a, lab in zip(Xb, Ab, Lb)]
+    parts = [
+        dask.delayed(_cluster_block, pure=True)(x, a, lab, factors, fd, n_clusters)
+        for x, a, lab in zip(Xb, Ab, Lb, strict=True)
+    ]
     total = dask.compute(tree_sum(parts, fan_in=fan_in))[0]
     # back from the bases to the factors: Phi_q^T F = W_q^T (B_q^T F)
     E, start = [], 0
-    for f, W in zip(factors, weights):
-        BF = total["E"][start:start + f.n_basis]
+    for f, W in zip(factors, weights, strict=True):
+        BF = total["E"][start : start + f.n_basis]
         start += f.n_basis
         E.append(BF if W is None else W.T @ BF)
     total["E"] = np.vstack(E) if E else np.zeros((0, n_clusters))
@@ -267,15 +277,24 @@ def build_factors(kernels, sample, n_samples, n_components, method, rng):
     """
     distances = DistanceCache()
     with blas_threads(1):
-        return [kernel_factor(kernel, sample, n_samples=n_samples, n_components=n_components,
-                              method=method, random_state=rng, distances=distances)
-                for kernel in kernels]
+        return [
+            kernel_factor(
+                kernel,
+                sample,
+                n_samples=n_samples,
+                n_components=n_components,
+                method=method,
+                random_state=rng,
+                distances=distances,
+            )
+            for kernel in kernels
+        ]
 
 
 def _folds(factors, P, offsets):
     """Per-factor matrices mapping each basis block to U: W_q P_q."""
     out = []
-    for f, b in zip(factors, _blocks(offsets)):
+    for f, b in zip(factors, _blocks(offsets), strict=True):
         Pq = P[b]
         out.append(Pq if f.weights is None else f.weights @ Pq)
     return out

@@ -47,7 +47,6 @@ whether a closed form is accurate enough (see :meth:`RBFKernel.factor`).
 
 from ._base import Kernel, kernel_factor
 from ._distances import DistanceCache
-from ._layer import FactorLayer
 from ._factors import (
     ConstantFactor,
     ExplicitFactor,
@@ -58,6 +57,7 @@ from ._factors import (
     factor_basis,
     kernel_block,
 )
+from ._layer import FactorLayer
 from ._linear import LinearKernel
 from ._paper import paper_kernels
 from ._polynomial import PolynomialKernel

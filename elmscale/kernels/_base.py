@@ -52,11 +52,13 @@ class Kernel:
         return f"{type(self).__name__}({params})"
 
 
-def kernel_factor(kernel, sample, *, n_samples, n_components, method="nystrom",
-                  random_state=None, distances=None):
+def kernel_factor(
+    kernel, sample, *, n_samples, n_components, method="nystrom", random_state=None, distances=None
+):
     """``kernel.factor(...)``, passing ``distances`` to a kernel that shares them."""
-    kwargs = dict(n_samples=n_samples, n_components=n_components, method=method,
-                  random_state=random_state)
+    kwargs = dict(
+        n_samples=n_samples, n_components=n_components, method=method, random_state=random_state
+    )
     if distances is not None and getattr(kernel, "shares_distances", False):
         kwargs["distances"] = distances
     return kernel.factor(sample, **kwargs)

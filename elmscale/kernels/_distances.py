@@ -75,8 +75,12 @@ def extremes(d2):
     once): the mask of the pairs at a positive distance (exact duplicates excluded), their
     number, and the smallest positive and the largest entries."""
     distinct = d2 > 0
-    return (distinct, int(np.count_nonzero(distinct)),
-            float(np.min(d2, where=distinct, initial=np.inf)), float(d2.max()))
+    return (
+        distinct,
+        int(np.count_nonzero(distinct)),
+        float(np.min(d2, where=distinct, initial=np.inf)),
+        float(d2.max()),
+    )
 
 
 def exp_or_zero(Z):

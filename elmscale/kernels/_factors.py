@@ -75,8 +75,10 @@ class KernelFactor:
         return self.alpha * np.eye(X.shape[0]) + P @ P.T
 
     def __repr__(self):
-        return (f"{type(self).__name__}(kind={self.kind!r}, alpha={self.alpha}, "
-                f"n_components={self.n_components})")
+        return (
+            f"{type(self).__name__}(kind={self.kind!r}, alpha={self.alpha}, "
+            f"n_components={self.n_components})"
+        )
 
 
 def factor_basis(factor, X, distances=None):
@@ -131,8 +133,7 @@ class NystromFactor(KernelFactor):
         return self.landmarks.shape[0]
 
     def basis(self, X, distances=None):
-        return kernel_block(self.kernel, np.asarray(X, dtype=np.float64), self.landmarks,
-                            distances)
+        return kernel_block(self.kernel, np.asarray(X, dtype=np.float64), self.landmarks, distances)
 
 
 class RandomFourierFactor(KernelFactor):

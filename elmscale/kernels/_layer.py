@@ -64,19 +64,29 @@ class FactorLayer:
         ``AA`` (A^T A), ``S`` (A^T 1), ``PA`` (Phi^T A), with ``alpha`` and ``offsets``."""
         M, e = self.n_features_out, self.n_hidden - 1
         G = HtH[:M, :M]
-        return {"n": float(HtH[e, e]), "G": 0.5 * (G + G.T), "u": HtH[:M, e].copy(),
-                "AA": HtH[M:e, M:e].copy(), "S": HtH[M:e, e].copy(),
-                "PA": HtH[:M, M:e].copy(),
-                "alpha": np.array([f.alpha for f in self.factors]),
-                "offsets": self.offsets.copy()}
+        return {
+            "n": float(HtH[e, e]),
+            "G": 0.5 * (G + G.T),
+            "u": HtH[:M, e].copy(),
+            "AA": HtH[M:e, M:e].copy(),
+            "S": HtH[M:e, e].copy(),
+            "PA": HtH[:M, M:e].copy(),
+            "alpha": np.array([f.alpha for f in self.factors]),
+            "offsets": self.offsets.copy(),
+        }
 
     def transform(self, X):
         """H for a whole dask array (lazy, chunked like X's rows) or a NumPy array."""
         if isinstance(X, da.Array):
             layer = dask.delayed(self, pure=True)
-            return X.map_blocks(_apply, layer, dtype=np.float64, token="elmscale-hidden",
-                                chunks=(X.chunks[0], (self.n_hidden,)),
-                                meta=np.empty((0, 0), dtype=np.float64))
+            return X.map_blocks(
+                _apply,
+                layer,
+                dtype=np.float64,
+                token="elmscale-hidden",
+                chunks=(X.chunks[0], (self.n_hidden,)),
+                meta=np.empty((0, 0), dtype=np.float64),
+            )
         return self(X)
 
     def __repr__(self):

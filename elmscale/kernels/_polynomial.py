@@ -22,9 +22,14 @@ class _PolynomialFeatures:
         self.coef0 = float(coef0)
         combos = list(itertools.combinations_with_replacement(range(n_features + 1), degree))
         self.combos = combos
-        self.coefs = np.sqrt(np.array([
-            math.factorial(degree) / math.prod(math.factorial(k) for k in _counts(c))
-            for c in combos]))
+        self.coefs = np.sqrt(
+            np.array(
+                [
+                    math.factorial(degree) / math.prod(math.factorial(k) for k in _counts(c))
+                    for c in combos
+                ]
+            )
+        )
 
     def __call__(self, X):
         X = np.asarray(X, dtype=np.float64)
@@ -41,7 +46,7 @@ class _PolynomialFeatures:
 def _power(G, degree):
     """G ** degree, by repeated squaring for integer degrees (faster than np.power)."""
     if int(degree) != degree or degree < 1:
-        return G ** degree
+        return G**degree
     degree = int(degree)
     out, base = None, G
     while True:

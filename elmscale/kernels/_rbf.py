@@ -47,8 +47,16 @@ class RBFKernel(Kernel):
     def diagonal(self, X):
         return np.ones(X.shape[0])
 
-    def factor(self, sample, *, n_samples, n_components, method="nystrom", random_state=None,
-               distances=None):
+    def factor(
+        self,
+        sample,
+        *,
+        n_samples,
+        n_components,
+        method="nystrom",
+        random_state=None,
+        distances=None,
+    ):
         sample = np.asarray(sample, dtype=np.float64)
         s = sample.shape[0]
         # The identity closed form can win only while the off-diagonal mass per row,
