@@ -3,8 +3,6 @@ and a scale run on a synthetic Gaussian mixture.
 
     python benchmarks/bench_elmjec.py table   [--grid full|reduced] [--runs 10] [--datasets ...]
     python benchmarks/bench_elmjec.py sweep   [--dataset segment]
-    python benchmarks/bench_elmjec.py speed   (per-setting CPU before/after the top-n_o eigh,
-                                             and the sweep; the idle-machine speed command)
     python benchmarks/bench_elmjec.py scale   [--n 1000000] [--d 50] [--n-hidden 1000]
     python benchmarks/bench_elmjec.py report  (markdown from the JSON lines)
 
@@ -24,7 +22,6 @@ from pathlib import Path
 
 import numpy as np
 from _common import clustering_accuracy
-from sklearn.base import clone
 
 HERE = Path(__file__).resolve().parent
 DATASETS = HERE.parent.parent / "shared" / "datasets"
@@ -93,7 +90,7 @@ def grid_for(kind, c):
 
 
 def elmjec_base(name, X, c, seed, **kw):
-    from elmscale.algorithms._elmjec import ELMJEC
+    from elmscale import ELMJEC
 
     params = dict(n_clusters=c, n_hidden=n_hidden_for(name), graph="exact", n_neighbors=5,
                   weights="binary", scaling="minmax", random_state=seed)
@@ -104,8 +101,7 @@ def elmjec_base(name, X, c, seed, **kw):
 def run_table(args):
     import dask
 
-    from elmscale import USELM
-    from elmscale.algorithms._elmjec import elmjec_sweep
+    from elmscale import USELM, sweep
     from sklearn.cluster import KMeans
 
     out = open(args.out, "a")
@@ -120,7 +116,7 @@ def run_table(args):
             # 1. ELM-JEC: select (lam, gamma, n_o) on the grid with seed 0 (one Gram pass)
             t0, c0 = time.perf_counter(), time.process_time()
             grid = grid_for(args.grid, c)
-            fits = elmjec_sweep(X, grid, elmjec_base(name, X, c, 0))
+            fits = sweep(elmjec_base(name, X, c, 0), X, grid, errors="return")
             scores = [(acc(y, m.labels_), s) for s, m in fits if not isinstance(m, Exception)]
             n_failed = sum(isinstance(m, Exception) for _, m in fits)
             best_acc0, best = max(scores, key=lambda t: t[0])
@@ -141,7 +137,7 @@ def run_table(args):
                 # means; the seed-0 selection's runs are read from the same sweeps
                 per_seed = []
                 for seed in range(1, args.paper_runs + 1):
-                    sw = elmjec_sweep(X, grid, elmjec_base(name, X, c, seed))
+                    sw = sweep(elmjec_base(name, X, c, seed), X, grid, errors="return")
                     per_seed.append([np.nan if isinstance(m, Exception) else acc(y, m.labels_)
                                      for _, m in sw])
                     print(f"[{name}] paper-protocol sweep seed {seed} done", flush=True)
@@ -200,11 +196,11 @@ def run_table(args):
 
 
 def run_sweep(args):
-    """Wall time of one grid through elmjec_sweep (one Gram pass) against fitting every
+    """Wall time of one grid through elmscale.sweep (one Gram pass) against fitting every
     setting from scratch."""
     import dask
 
-    from elmscale.algorithms._elmjec import elmjec_sweep
+    from elmscale import sweep
 
     X, y = load(args.dataset)
     c = len(np.unique(y))
@@ -213,7 +209,7 @@ def run_sweep(args):
     with dask.config.set(scheduler="sync"), warnings.catch_warnings():
         warnings.simplefilter("ignore")
         t0, c0 = time.perf_counter(), time.process_time()
-        fits = elmjec_sweep(X, grid, base)
+        fits = sweep(base, X, grid, errors="return")
         t_sweep, c_sweep = time.perf_counter() - t0, time.process_time() - c0
         t0, c0 = time.perf_counter(), time.process_time()
         same = 0
@@ -258,7 +254,7 @@ def run_scale(args):
     from distributed import Client, LocalCluster
 
     import elmscale
-    from elmscale.algorithms._elmjec import ELMJEC
+    from elmscale import ELMJEC
 
     timings = []
 
@@ -327,118 +323,6 @@ def run_scale(args):
         f.write(json.dumps({"scale": res}) + "\n")
 
 
-def _cpu_best(fn, repeats):
-    best = np.inf
-    for _ in range(repeats):
-        c0 = time.process_time()
-        fn()
-        best = min(best, time.process_time() - c0)
-    return best
-
-
-def run_speed(args):
-    """Per-setting cost before/after computing only the top eigenpairs, and the grid through
-    one Gram pass against fitting each setting from scratch. Markdown to stdout, JSON lines to
-    --speed-out. CPU seconds (time.process_time) are given next to wall seconds."""
-    import dask
-    import scipy.linalg as sla
-
-    from elmscale.algorithms import _elmjec
-    from elmscale.algorithms._elmjec import ELMJEC, elmjec_sweep
-
-    def full_top_eigh(S, n):  # the solve before dfe2797: the whole spectrum, then the top n
-        w, Y = sla.eigh(S, check_finite=False)
-        return w[::-1][:n], Y[:, ::-1][:, :n]
-
-    subset_top_eigh = _elmjec._top_eigh
-    prepare = ELMJEC._prepare
-    out = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "blas": blas_info(),
-           "loadavg_start": os.getloadavg(), "eigh": [], "per_setting": []}
-    grid = {"lam": [0.25, 1.0, 4.0], "gamma": [0.0625, 1.0]}
-    # 0. the eigenproblem alone on random symmetric matrices of the ranks the issue names
-    for r in (767, 1439):
-        A = np.random.default_rng(r).standard_normal((r, r))
-        S = (A @ A.T) / r - 0.5 * np.eye(r)
-        for n in (2, 32):
-            out["eigh"].append({"dataset": "random", "r": r, "n_components": n,
-                                "full_cpu_s": _cpu_best(lambda: full_top_eigh(S, n), args.repeats),
-                                "subset_cpu_s": _cpu_best(lambda: _elmjec._count_positive(
-                                    S, subset_top_eigh(S, n)[0]), args.repeats)})
-    with dask.config.set(scheduler="sync"), warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        for name, X, y, c in datasets(args.speed_datasets):
-            base = elmjec_base(name, X, c, 0, n_components=min(c, 32))
-            shared = clone(base)._prepare(X)
-            red = shared.reduced
-            # 1. the r x r eigenproblem alone, on the matrix of the first beta step (lam = 1)
-            S = red.reduced_matrix(shared.htf0, shared.sizes0, 1.0, 0.0625)
-            for n in sorted({min(c, 32), 32}):
-                t_full = _cpu_best(lambda: full_top_eigh(S, n), args.repeats)
-                t_sub = _cpu_best(lambda: (lambda w: _elmjec._count_positive(S, w[0]))(
-                    subset_top_eigh(S, n)), args.repeats)
-                out["eigh"].append({"dataset": name, "r": red.rank_, "n_components": n,
-                                    "full_cpu_s": t_full, "subset_cpu_s": t_sub})
-            # 2. a whole sweep setting (Algorithm 1's iterations) with either solve
-            res = {"dataset": name, "n": X.shape[0], "r": red.rank_, "settings": 6}
-            labels = {}
-            for variant, fn in (("full", full_top_eigh), ("subset", subset_top_eigh)):
-                prep = []
-
-                def timed_prepare(self, X_, _prep=prep):
-                    c0 = time.process_time()
-                    r_ = prepare(self, X_)
-                    _prep.append(time.process_time() - c0)
-                    return r_
-
-                _elmjec._top_eigh = fn
-                ELMJEC._prepare = timed_prepare
-                try:
-                    c0, t0 = time.process_time(), time.perf_counter()
-                    fits = elmjec_sweep(X, grid, base)
-                    cpu, wall = time.process_time() - c0, time.perf_counter() - t0
-                finally:
-                    _elmjec._top_eigh = subset_top_eigh
-                    ELMJEC._prepare = prepare
-                labels[variant] = [None if isinstance(m, Exception) else np.asarray(m.labels_)
-                                   for _, m in fits]
-                res[f"{variant}_cpu_per_setting_s"] = (cpu - prep[0]) / len(fits)
-                res[f"{variant}_wall_s"] = wall
-                res[f"{variant}_iterations"] = sum(getattr(m, "n_iter_", 0) for _, m in fits)
-            res["identical_labels"] = sum(
-                a is not None and b is not None and np.array_equal(a, b)
-                for a, b in zip(labels["full"], labels["subset"]))
-            out["per_setting"].append(res)
-    # 3. one Gram pass for a grid vs each setting from scratch (as the `sweep` mode)
-    out["sweep"] = run_sweep(argparse.Namespace(dataset=args.dataset, out=None))
-    out["loadavg_end"] = os.getloadavg()
-    print("\n| dataset | r | n_o | full eigh (CPU s) | top-n_o eigh (CPU s) | ratio |")
-    print("|---|---|---|---|---|---|")
-    for e in out["eigh"]:
-        print(f"| {e['dataset']} | {e['r']} | {e['n_components']} | {e['full_cpu_s']:.3f} | "
-              f"{e['subset_cpu_s']:.3f} | {e['full_cpu_s'] / e['subset_cpu_s']:.1f}x |")
-    print("\n| dataset | N | r | settings | CPU s per setting, full eigh | CPU s per setting, "
-          "top-n_o | ratio | iterations (full / top) | identical labels |")
-    print("|---|---|---|---|---|---|---|---|---|")
-    for r in out["per_setting"]:
-        print(f"| {r['dataset']} | {r['n']} | {r['r']} | {r['settings']} | "
-              f"{r['full_cpu_per_setting_s']:.3f} | {r['subset_cpu_per_setting_s']:.3f} | "
-              f"{r['full_cpu_per_setting_s'] / r['subset_cpu_per_setting_s']:.2f}x | "
-              f"{r['full_iterations']} / {r['subset_iterations']} | "
-              f"{r['identical_labels']}/{r['settings']} |")
-    sw = out["sweep"]
-    print(f"\n| sweep ({sw['dataset']}) | settings | one Gram pass (wall / CPU s) | from scratch "
-          "(wall / CPU s) | ratio (CPU) | identical labels |")
-    print("|---|---|---|---|---|---|")
-    print(f"| {sw['dataset']} | {sw['n_settings']} | {sw['sweep_seconds']:.1f} / "
-          f"{sw['sweep_cpu_seconds']:.1f} | {sw['scratch_seconds']:.1f} / "
-          f"{sw['scratch_cpu_seconds']:.1f} | "
-          f"{sw['scratch_cpu_seconds'] / sw['sweep_cpu_seconds']:.1f}x | "
-          f"{sw['identical_labels']}/{sw['n_settings']} |")
-    print(f"\nload average start {out['loadavg_start']}, end {out['loadavg_end']}")
-    with open(args.speed_out, "a") as f:
-        f.write(json.dumps(out, default=float) + "\n")
-
-
 def run_report(args):
     """Markdown tables from the JSON lines written by the other modes (the last table row per
     dataset and grid)."""
@@ -475,10 +359,7 @@ def run_report(args):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("what", choices=["table", "sweep", "speed", "scale", "report"])
-    p.add_argument("--speed-out", default=str(HERE / "results" / "elmjec_speed.jsonl"))
-    p.add_argument("--speed-datasets", nargs="+", default=["diabetes", "coil20"])
-    p.add_argument("--repeats", type=int, default=5, help="speed: eigh repeats (best CPU)")
+    p.add_argument("what", choices=["table", "sweep", "scale", "report"])
     p.add_argument("--out", default=str(HERE / "results" / "elmjec_raw.jsonl"))
     p.add_argument("--datasets", nargs="+",
                    default=["iris", "ecoli", "diabetes", "segment", "coil20", "orl"])
@@ -512,7 +393,7 @@ def main():
     threadpool_limits(args.blas_threads)
     os.makedirs(Path(args.out).parent, exist_ok=True)
     print("BLAS:", blas_info(), flush=True)
-    {"table": run_table, "sweep": run_sweep, "speed": run_speed, "scale": run_scale,
+    {"table": run_table, "sweep": run_sweep, "scale": run_scale,
      "report": run_report}[args.what](args)
 
 

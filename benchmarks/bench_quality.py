@@ -14,9 +14,9 @@ already there, so an interrupted run resumes and peers are computed once per dat
     otherwise their defaults, or with ``--set est.param=value`` overrides (a variant; give it
     a ``--tag``) -> ``quality_estimators.json``.
 ``uselm-grid``
-    USELM candidate defaults: for each dataset, seed and hidden layer, one fit with
-    ``warm_start=True`` and then every (lam, n_components, row_normalize) of the grid reusing
-    its Gram matrices -> ``quality_uselm_grid.json``.
+    USELM candidate defaults: for each dataset, seed and hidden layer, one ``reduce`` (graph
+    and Gram matrices) and then a ``solve`` for every (lam, n_components, row_normalize) of
+    the grid -> ``quality_uselm_grid.json``.
 ``lodo``
     Leave-one-dataset-out choice over a grid file: for each dataset, the setting with the best
     mean ACC over the other datasets, scored on the left-out one; reports how often the choice
@@ -40,6 +40,7 @@ import warnings
 from pathlib import Path
 
 import numpy as np
+from sklearn.base import clone
 
 from _common import (DatasetMissing, clustering_accuracy, command_line, load_dataset,
                      machine_info, nmi, utc_now)
@@ -211,14 +212,15 @@ def run_uselm_grid(store, names, seeds, layers, log):
                 continue
             # the primal solve for every set (the dual, taken by default below n_hidden rows,
             # gives the same eigenvectors for finite gamma and cannot reuse the Grams)
-            model = elmscale.USELM(c, random_state=seed, warm_start=True, solver="primal",
-                                   **LAYERS[layer])
+            base = elmscale.USELM(c, random_state=seed, solver="primal", **LAYERS[layer])
+            reduction = base.reduce(X)
             for lam, n_o, rn in settings:
                 method = setting_name(layer, lam, n_o, rn)
                 n_comp = c if n_o == "c" else 2 * c
-                n_comp = min(n_comp, X.shape[0] - 1, model.n_hidden - 1)
+                n_comp = min(n_comp, X.shape[0] - 1, base.n_hidden - 1)
+                model = clone(base).set_params(lam=lam, n_components=n_comp, row_normalize=rn)
                 t0 = time.perf_counter()
-                model.set_params(lam=lam, n_components=n_comp, row_normalize=rn).fit(X)
+                model.solve(reduction)
                 sec = time.perf_counter() - t0
                 acc, mi = score(y, model.labels_)
                 store.add(dict(dataset=name, method=method, tag="grid", seed=seed, acc=acc,

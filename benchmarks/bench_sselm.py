@@ -167,13 +167,6 @@ def sselm_params(setting):
                                           "laplacian_power", "normalized")}
 
 
-def _graph_G(features, graph, power):
-    """H^T L^p H in one blockwise pass (any p: p > 2 builds L^(p//2) H on the cluster)."""
-    from elmscale.gram import hidden_stats
-
-    return hidden_stats(features, ("htlh",), graph=graph, laplacian_power=power)["htlh"]
-
-
 def _one_hot(codes, c):
     Y = np.zeros((len(codes), c))
     Y[np.arange(len(codes)), codes] = 1.0
@@ -218,8 +211,7 @@ def _errors(outputs, codes):
 def run_table2(args):
     from sklearn.semi_supervised import LabelSpreading
 
-    from elmscale.algorithms._elm import ELMClassifier
-    from elmscale.algorithms._sselm import SSELM
+    from elmscale import SSELM, ELMClassifier
 
     graphs = [parse_graph(g) for g in args.graphs.split(",")]
     results = {}
@@ -257,9 +249,10 @@ def run_table2(args):
             for g in graphs:
                 Xm = map_inputs(X, g)
                 X_tr = Xm[train]
-                m = SSELM(n_hidden=n_h, graph="exact", random_state=seed, **sselm_params(g))
-                features, _, _, graph = m._prepare(X_tr, y_tr)
-                G = _graph_G(features, graph, g["laplacian_power"])
+                # the primal reduction holds G = H^T L^p H (lam > 0 builds the graph)
+                m = SSELM(n_hidden=n_h, graph="exact", random_state=seed, solver="primal",
+                          lam=1.0, **sselm_params(g))
+                G = m.reduce(X_tr, y_tr).stats["htlh"]
                 layer = m.hidden_layer_
                 H_l, H_v, H_t = layer(Xm[lab]), layer(Xm[val]), layer(Xm[test])
                 out_v, out_t = sselm_sweep(G, H_l, Y_l, d, [H_v, H_t])
@@ -285,7 +278,7 @@ def run_table2(args):
                       flush=True)
             row = dict(repeat=r, fold=f, sizes=[len(lab), len(val), len(unl), len(test)],
                        sselm_test=ss_test, sselm_unl=ss_unl, sselm_params=params,
-                       graph_spec=g["spec"], sselm_solver=model._solver,
+                       graph_spec=g["spec"], sselm_solver=model.resolve_solver(len(X_tr)),
                        sselm_oracle_test=best[3], refit_cpu_seconds=fit_cpu)
             if args.no_baselines:
                 row.update(seconds=time.perf_counter() - t0, loadavg=os.getloadavg()[0])
@@ -364,7 +357,7 @@ def run_timing(args):
     markdown table, appends JSON lines."""
     from threadpoolctl import threadpool_info
 
-    from elmscale.algorithms._sselm import SSELM
+    from elmscale import SSELM
 
     rows = []
     for name in args.datasets.split(","):
@@ -388,7 +381,7 @@ def run_timing(args):
             cpu.append(time.process_time() - c0)
         err = 100.0 * np.mean(m.predict(X[test]) != y[test])
         row = dict(dataset=name, n_train=len(X_tr), n_labelled=len(lab), n_hidden=n_h,
-                   solver=m._solver, params=params, fit_wall_median_s=float(np.median(wall)),
+                   solver=m.resolve_solver(len(X_tr)), params=params, fit_wall_median_s=float(np.median(wall)),
                    fit_wall_s=wall, fit_cpu_median_s=float(np.median(cpu)),
                    test_error_last_fit=err, loadavg_1min=os.getloadavg()[0],
                    blas=[(i["internal_api"], i.get("architecture"), i["num_threads"])
@@ -453,7 +446,7 @@ def run_scale(args):
     from distributed import Client, LocalCluster
     from threadpoolctl import threadpool_info
 
-    from elmscale.algorithms._sselm import SSELM
+    from elmscale import SSELM
 
     n, d, c = args.n, args.dim, 10
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,

@@ -80,33 +80,24 @@ def grid_one_seed(X, y, seed, *, n_hidden, n_neighbors, weights, normalized, sca
                   lams=LAMS, n_os=N_OS, n_clusters=None, n_init=10, activation="sigmoid"):
     """ACC and NMI (arrays len(lams) x len(n_os)) of US-ELM for one seed, one Gram pass.
 
-    Mirrors ``USELM.fit`` step by step (scaling, hidden layer, graph on the scaled X, then
-    ``hidden_stats``), with the exact kNN graph, and shares the pass across the grid.
+    ``USELM.reduce`` (scaling, hidden layer, exact kNN graph on the scaled X, H^T H and
+    H^T L H) once, then the solve of every lam and k-means for every n_o.
     """
     from sklearn.cluster import KMeans
-    from sklearn.utils import check_random_state
 
-    from elmscale.algorithms._uselm import uselm_embedding
-    from elmscale.graph import knn_graph
-    from elmscale.gram import hidden_stats
-    from elmscale.hidden import HiddenFeatures, RandomHiddenLayer, apply_scaling, fit_scaling
-    from elmscale.utils._random import draw_seed
-    from elmscale.utils._validation import as_row_chunked
+    from elmscale import USELM, uselm_embedding
+    from elmscale.utils import draw_seed
 
     c = int(n_clusters or len(np.unique(y)))
-    rng = check_random_state(seed)
-    Xd, _ = as_row_chunked(X, n_hidden=n_hidden)
     t = {}
     with timed() as tg:
-        offset, scale = fit_scaling(Xd, scaling)
-        layer = RandomHiddenLayer.draw(Xd.shape[1], n_hidden, activation, rng, offset=offset,
-                                       scale=scale)
-        features = HiddenFeatures(Xd, layer, cache=True)
-        graph = knn_graph(apply_scaling(Xd, offset, scale), n_neighbors, backend="exact",
-                          weights=weights, normalized=normalized, random_state=draw_seed(rng))
-        stats = hidden_stats(features, ("hth", "htlh"), graph=graph)
+        reduction = USELM(c, n_hidden=n_hidden, activation=activation, graph="exact",
+                          n_neighbors=n_neighbors, weights=weights, normalized=normalized,
+                          scaling=scaling, solver="primal", cache=True,
+                          random_state=seed).reduce(X)
+        features, stats = reduction.features, reduction.stats
     t["graph+gram"] = tg.seconds
-    km_seed = draw_seed(rng)
+    km_seed = draw_seed(reduction.random_state())
     n_o_max = max(n_os)
     acc = np.full((len(lams), len(n_os)), np.nan)
     nm = np.full_like(acc, np.nan)
@@ -357,11 +348,11 @@ def check_slicing(name, X, y, cfg, log):
     """The leading n_o columns of the n_o = 32 solution equal the n_o solution."""
     from sklearn.utils import check_random_state
 
-    from elmscale.algorithms._uselm import uselm_embedding
+    from elmscale import uselm_embedding
     from elmscale.graph import knn_graph
     from elmscale.gram import hidden_stats
     from elmscale.hidden import HiddenFeatures, RandomHiddenLayer, apply_scaling, fit_scaling
-    from elmscale.utils._validation import as_row_chunked
+    from elmscale.utils import as_row_chunked
 
     n_hidden = paper_n_hidden(name)
     Xd, _ = as_row_chunked(X, n_hidden=n_hidden)

@@ -161,8 +161,9 @@ def run_elmscale(args, log):
             model = elmscale.USELM(n_clusters=args.clusters, n_hidden=args.n_hidden,
                                    n_neighbors=args.k, lam=args.lam, graph=args.graph,
                                    random_state=args.seed)
-            model._keep_graph = True
-            model.fit(Xd)
+            # fit as reduce + solve: the reduction keeps the graph for the halo and recall
+            reduction = model.reduce(Xd)
+            model.solve(reduction)
             out["fit_only_s"] = time.perf_counter() - t0
             labels = model.labels_.compute()
             out["fit_s"] = time.perf_counter() - t0
@@ -170,8 +171,8 @@ def run_elmscale(args, log):
         out["load_avg"] = [round(x, 2) for x in os.getloadavg()]
         out["client_rss_mb_by_stage"] = rss.peak_by_stage(fit_start, list(model.timings_.items()))
         out["acc"] = clustering_accuracy(yd.compute(), labels)
-        out["n_chunks"] = len(model._graph.chunks)
-        graph = model._graph
+        graph = reduction.graph
+        out["n_chunks"] = len(graph.chunks)
         out["halo_rows"] = graph.halo_size()
         out["recall"] = recall_at_k(graph.X, graph.indices, args.k, n_sample=1000,
                                     seed=args.seed)
@@ -180,6 +181,7 @@ def run_elmscale(args, log):
         idx = np.asarray(graph.indices.compute()) if args.floor else None
         Xo = np.asarray(graph.X.compute()) if args.floor else None
         layer = model.hidden_layer_
+        reduction.release()
         log(json.dumps(out, default=float))
     return out, idx, Xo, layer
 

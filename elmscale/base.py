@@ -101,15 +101,19 @@ class _Clock:
     def __init__(self):
         self.laps = {}
         self._last = time.perf_counter()
+        self._hook_stage = None
 
-    def lap(self, name):
+    def lap(self, name, *, hook=True):
         now = time.perf_counter()
         self.laps[name] = self.laps.get(name, 0.0) + now - self._last
         self._last = now
+        if hook:
+            self._hook_stage = name
 
     def finish(self, default):
-        """The time since the last lap goes to the last stage (``default`` if none)."""
-        self.lap(next(reversed(self.laps)) if self.laps else default)
+        """The time since the hook's last stage goes to that stage (``default`` if the hook
+        named none)."""
+        self.lap(self._hook_stage or default)
 
 
 class BaseELM(DaskStateMixin, BaseEstimator):
@@ -183,7 +187,7 @@ class BaseELM(DaskStateMixin, BaseEstimator):
                 if hasattr(self, name):
                     reduction.fitted[name] = getattr(self, name)
             reduction.fitted["hidden_layer_"] = layer
-            clock.lap("hidden")
+            clock.lap("hidden", hook=False)
             self._clock = clock
             try:
                 self.reduce_hidden(reduction, y)
@@ -280,9 +284,14 @@ class BaseELM(DaskStateMixin, BaseEstimator):
             getattr(self, "rbf_width", 1.0), rng, offset=offset, scale=scale)
         return self.hidden_layer_
 
-    def hidden_features(self, Xd):
-        """H of Xd through ``hidden_layer_``, lazy (or cached on the workers per ``cache``)."""
-        return HiddenFeatures(Xd, self.hidden_layer_, cache=getattr(self, "cache", False))
+    def hidden_features(self, Xd, *, cache=None):
+        """H of Xd through ``hidden_layer_``, lazy or cached on the workers (``cache``, by
+        default the estimator's ``cache`` parameter). Predictions make one pass over H and
+        pass ``cache=False``: caching would compute H at once, outside the caller's
+        compute."""
+        if cache is None:
+            cache = getattr(self, "cache", False)
+        return HiddenFeatures(Xd, self.hidden_layer_, cache=cache)
 
     def scaled(self, Xd):
         """Xd in the hidden layer's scaled input space (lazy)."""

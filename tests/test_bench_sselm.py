@@ -74,7 +74,7 @@ def test_fixed_sigma_reaches_the_graph(bench):
         g = bench.parse_graph(spec)
         m = SSELM(n_hidden=10, graph="exact", n_neighbors=6, weights="heat", sigma=g["sigma"],
                   scaling=g["scaling"], normalized=True, random_state=0)
-        graph = m._prepare(bench.map_inputs(X, g), y)[3]
+        graph = m.reduce(bench.map_inputs(X, g), y).graph
         assert graph.sigma == pytest.approx(g["sigma"])
         Ls.append(graph.laplacian().toarray())
     np.testing.assert_allclose(Ls[0], Ls[1], rtol=1e-10, atol=1e-12)

@@ -2,8 +2,8 @@
 for sweeps) with an estimator class that validates, builds H lazily and reduces it."""
 
 from ._elm import ELMClassifier, ELMRegressor, elm_dual_output_weights, elm_output_weights
-from ._elmjec import ELMJEC, elmjec_embedding, elmjec_sweep
-from ._emmc import EMMC, emmc_sweep
+from ._elmjec import ELMJEC, ELMJECReduced, elmjec_embedding, elmjec_sweep
+from ._emmc import EMMC, emmc_sweep, emmc_targets, factor_gram
 from ._sselm import SSELM, sselm_dual_output_weights, sselm_output_weights
 from ._tumkelm import (
     TUMKELM,
@@ -18,6 +18,7 @@ from ._uselm import USELM, uselm_embedding
 __all__ = [
     "ELMClassifier",
     "ELMJEC",
+    "ELMJECReduced",
     "ELMRegressor",
     "EMMC",
     "SSELM",
@@ -28,6 +29,8 @@ __all__ = [
     "elmjec_embedding",
     "elmjec_sweep",
     "emmc_sweep",
+    "emmc_targets",
+    "factor_gram",
     "kspace_gram",
     "kspace_target",
     "leading_eigenvectors",

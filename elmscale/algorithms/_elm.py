@@ -16,7 +16,6 @@ from sklearn.utils.validation import check_array, check_is_fitted, column_or_1d
 
 from ..base import BaseELM
 from ..gram import hidden_stats
-from ..hidden import HiddenFeatures
 from ..solvers import ridge_solve
 from ..utils._validation import is_dask_collection
 
@@ -173,7 +172,7 @@ class _OutputWeightsMixin:
         check_is_fitted(self, "output_weights_")
         Xd, was_dask = self.validate_X(X, reset=False)
         # one pass, nothing to reuse: never cache H at prediction time
-        O = HiddenFeatures(Xd, self.hidden_layer_, cache=False).project(self.output_weights_)
+        O = self.hidden_features(Xd, cache=False).project(self.output_weights_)
         return O, was_dask
 
 

@@ -480,14 +480,14 @@ class ELMJEC(ClusterMixin, EmbeddingFeaturesOutMixin, TransformerMixin, BaseELM)
         """Embed X (seen or unseen points): ``E = (h(x) - mu) beta``."""
         check_is_fitted(self, "output_weights_")
         Xd, was_dask = self.validate_X(X, reset=False)
-        E = self._embed(self.hidden_features(Xd), self.hidden_mean_, self.output_weights_)
+        E = self._embed(self.hidden_features(Xd, cache=False), self.hidden_mean_, self.output_weights_)
         return self.as_output(E, was_dask)
 
     def predict(self, X):
         """Index of the nearest centre (a column of G) in the embedding."""
         check_is_fitted(self, "cluster_centers_")
         Xd, was_dask = self.validate_X(X, reset=False)
-        E = self._embed(self.hidden_features(Xd), self.hidden_mean_, self.output_weights_)
+        E = self._embed(self.hidden_features(Xd, cache=False), self.hidden_mean_, self.output_weights_)
         labels = E.map_blocks(nearest_center, self.cluster_centers_, drop_axis=1,
                               dtype=np.int64, meta=np.empty((0,), dtype=np.int64))
         return self.as_output(labels, was_dask)

@@ -539,13 +539,13 @@ default="elm-kmeans"
         """The ELM outputs ``h(x) beta`` (n_samples x n_outputs)."""
         check_is_fitted(self, "output_weights_")
         Xd, was_dask = self.validate_X(X, reset=False)
-        return self.as_output(self.hidden_features(Xd).project(self.output_weights_), was_dask)
+        return self.as_output(self.hidden_features(Xd, cache=False).project(self.output_weights_), was_dask)
 
     def predict(self, X):
         """Clusters of X from the ELM outputs (the relabelling rule, without balancing)."""
         check_is_fitted(self, "output_weights_")
         Xd, was_dask = self.validate_X(X, reset=False)
-        F = self.hidden_features(Xd).project(self.output_weights_)
+        F = self.hidden_features(Xd, cache=False).project(self.output_weights_)
         labels = F.map_blocks(_relabel_block, self.n_clusters, self._output, drop_axis=1,
                               dtype=np.int64, meta=np.empty((0,), dtype=np.int64))
         return self.as_output(labels, was_dask)

@@ -249,14 +249,14 @@ class USELM(ClusterMixin, EmbeddingFeaturesOutMixin, TransformerMixin, BaseELM):
         """Embed X (seen or unseen points): ``E = h(x) beta``."""
         check_is_fitted(self, "output_weights_")
         Xd, was_dask = self.validate_X(X, reset=False)
-        E = self.hidden_features(Xd).project(self.output_weights_)
+        E = self.hidden_features(Xd, cache=False).project(self.output_weights_)
         return self.as_output(E, was_dask)
 
     def predict(self, X):
         """Index of the nearest cluster centre in the embedding."""
         check_is_fitted(self, "cluster_centers_")
         Xd, was_dask = self.validate_X(X, reset=False)
-        E = self.hidden_features(Xd).project(self.output_weights_)
+        E = self.hidden_features(Xd, cache=False).project(self.output_weights_)
         if self.row_normalize:
             E = unit_rows(E)
         centers = self.cluster_centers_

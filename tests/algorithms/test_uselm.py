@@ -183,22 +183,16 @@ def test_resolve_unknown_name_is_value_error():
     assert issubclass(UnknownPluginError, ValueError)
 
 
-def test_warm_start_sweep_reuses_the_gram_pass_and_matches_fresh_fits(blobs, monkeypatch):
-    import elmscale.algorithms._uselm as mod
-
+def test_reduce_exposes_the_graph_of_the_fit(blobs):
+    """reduce(X).graph is the kNN graph the fit used: its Laplacian equals the dense one."""
     X, _ = blobs
-    calls = []
-    real = mod.hidden_stats
-    monkeypatch.setattr(mod, "hidden_stats", lambda *a, **k: calls.append(1) or real(*a, **k))
-    model = _model(warm_start=True)
-    for lam, n_components in [(0.1, 2), (10.0, 3), (1e-3, 4)]:
-        model.set_params(lam=lam, n_components=n_components).fit(X)
-        fresh = _model(lam=lam, n_components=n_components).fit(X)
-        np.testing.assert_allclose(model.output_weights_, fresh.output_weights_, rtol=1e-10)
-        np.testing.assert_array_equal(model.labels_, fresh.labels_)
-    assert len(calls) == 1 + 3  # one pass for the sweep, one per fresh fit
-    model.set_params(n_neighbors=5).fit(X)  # a graph parameter changed: a new pass
-    assert len(calls) == 5
+    model = _model(scaling=None, normalized=False)
+    reduction = model.reduce(X)
+    np.testing.assert_allclose(reduction.graph.laplacian().toarray(), knn_laplacian(X, 8),
+                               atol=1e-12)
+    fitted = model.solve(reduction)
+    np.testing.assert_array_equal(fitted.labels_, _model(scaling=None,
+                                                         normalized=False).fit(X).labels_)
 
 
 @parametrize_with_checks([USELM(n_clusters=3, n_hidden=30, graph="exact", n_neighbors=3,

@@ -1,0 +1,195 @@
+"""The public estimator template (elmscale.BaseELM): an algorithm written in one file against
+public API only fits like the built-ins, and the example plugin elmscale-celm is such a file."""
+
+import ast
+import sys
+import types
+from numbers import Real
+from pathlib import Path
+
+import dask
+import numpy as np
+import pytest
+from sklearn.base import RegressorMixin
+from sklearn.utils._param_validation import Interval
+from sklearn.utils.validation import check_is_fitted
+from threadpoolctl import threadpool_info
+
+import elmscale
+from elmscale.algorithms import elm_output_weights
+from elmscale.gram import hidden_stats
+from elmscale.testing import check_algorithm
+
+from ._reference import elm_ridge, hidden
+
+CELM_SRC = Path(__file__).resolve().parents[1] / "plugins" / "elmscale-celm" / "src"
+
+
+class RidgeELM(RegressorMixin, elmscale.BaseELM):
+    """What a plugin author writes: parameters, the two hooks, predict."""
+
+    _parameter_constraints = {
+        **elmscale.BaseELM._parameter_constraints,
+        "C": [Interval(Real, 0, None, closed="neither")],
+    }
+    reduce_params = ("n_hidden", "activation", "scaling", "cache", "random_state")
+
+    def __init__(self, n_hidden=20, *, C=1.0, activation="sigmoid", scaling="standard",
+                 cache=False, random_state=None):
+        self.n_hidden = n_hidden
+        self.C = C
+        self.activation = activation
+        self.scaling = scaling
+        self.cache = cache
+        self.random_state = random_state
+
+    def reduce_hidden(self, reduction, y):
+        Y = dask.array.from_array(np.asarray(y, dtype=float)[:, None],
+                                  chunks=(reduction.X.chunks[0], 1))
+        reduction.stats = hidden_stats(reduction.features, ("hth", "hty"), Y=Y)
+
+    def solve_reduced(self, reduction, rng):
+        self.output_weights_ = elm_output_weights(reduction.stats["hth"],
+                                                  reduction.stats["hty"], self.C)
+
+    def predict(self, X):
+        check_is_fitted(self, "output_weights_")
+        Xd, was_dask = self.validate_X(X, reset=False)
+        out = self.hidden_features(Xd).project(self.output_weights_)[:, 0]
+        return self.as_output(out, was_dask)
+
+
+def test_a_one_file_algorithm_equals_dense_numpy_and_sweeps(blobs):
+    X, y = blobs
+    y = y.astype(float)
+    model = RidgeELM(C=10.0, random_state=0).fit(X, y)
+    H = hidden(X, model.hidden_layer_)
+    np.testing.assert_allclose(model.output_weights_, elm_ridge(H, y[:, None], 10.0),
+                               rtol=1e-8)
+    np.testing.assert_allclose(model.predict(X), H @ model.output_weights_[:, 0], rtol=1e-6)
+    assert model.n_features_in_ == X.shape[1] and list(model.timings_) == ["hidden", "reduce", "solve"]
+    fits = elmscale.sweep(RidgeELM(random_state=0), X, {"C": [0.1, 10.0]}, y)
+    np.testing.assert_array_equal(fits[1][1].output_weights_, model.output_weights_)
+
+
+def test_the_readme_plugin_example_fits_sweeps_and_passes_the_contract(blobs, monkeypatch):
+    """The algorithm of the README's plugin section, executed as written (as a module, so
+    that its estimator pickles)."""
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    start = readme.index("# elmscale_yours/_model.py")
+    module = types.ModuleType("readme_plugin_example")
+    monkeypatch.setitem(sys.modules, module.__name__, module)
+    exec(compile(readme[start:readme.index("```", start)], "README.md", "exec"),
+         module.__dict__)
+    YourELM = module.YourELM
+    X, _ = blobs
+    model = YourELM(3, n_components=2, n_hidden=30, random_state=0).fit(X)
+    H = hidden(X, model.hidden_layer_)
+    cov = np.cov(H, rowvar=False, bias=True)
+    top = np.linalg.eigh(cov)[0][::-1][:2]
+    np.testing.assert_allclose(np.diag(model.components_.T @ cov @ model.components_), top,
+                               rtol=1e-8)
+    fits = elmscale.sweep(YourELM(3, n_hidden=30, random_state=0), X, {"n_components": [2, 4]})
+    np.testing.assert_array_equal(fits[0][1].labels_, model.labels_)
+    check_algorithm(YourELM)
+
+
+def test_template_checks_n_clusters_and_needs_a_solve(blobs):
+    X, _ = blobs
+
+    class NoSolve(elmscale.BaseELM):
+        def __init__(self, n_hidden=5, *, n_clusters=3, activation="sigmoid",
+                     scaling=None, cache=False, random_state=None):
+            self.n_hidden, self.n_clusters, self.activation = n_hidden, n_clusters, activation
+            self.scaling, self.cache, self.random_state = scaling, cache, random_state
+
+    with pytest.raises(ValueError, match="n_clusters=500 must be <= n_samples=240"):
+        NoSolve(n_clusters=500).fit(X)
+    with pytest.raises(NotImplementedError, match="must implement solve_reduced"):
+        NoSolve().fit(X)
+
+
+# -- the example plugin ----------------------------------------------------------------------
+@pytest.fixture
+def celm(monkeypatch):
+    """The elmscale_celm module of plugins/elmscale-celm, imported from its source tree."""
+    monkeypatch.syspath_prepend(str(CELM_SRC))
+    import elmscale_celm
+
+    yield elmscale_celm
+    sys.modules.pop("elmscale_celm", None)
+    sys.modules.pop("elmscale_celm._celm", None)
+    sys.modules.pop("elmscale_celm._activations", None)
+
+
+def _private_elmscale_imports(path):
+    """(line, imported path) of every import of a private elmscale module or name."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names = [f"{node.module}.{alias.name}" for alias in node.names]
+        else:
+            continue
+        for name in names:
+            parts = name.split(".")
+            if parts[0] == "elmscale" and any(p.startswith("_") for p in parts[1:]):
+                found.append((node.lineno, name))
+    return found
+
+
+def test_private_import_finder_finds_private_imports(tmp_path):
+    src = tmp_path / "m.py"
+    src.write_text("import elmscale._config\nfrom elmscale.base import _Clock\n"
+                   "from elmscale.utils._random import draw_seed\nfrom elmscale import sweep\n"
+                   "from sklearn.base import _fit_context\nfrom . import _celm\n")
+    assert _private_elmscale_imports(src) == [(1, "elmscale._config"),
+                                              (2, "elmscale.base._Clock"),
+                                              (3, "elmscale.utils._random.draw_seed")]
+
+
+def test_celm_imports_nothing_private_from_elmscale():
+    files = sorted(CELM_SRC.rglob("*.py"))
+    assert len(files) == 3
+    for path in files:
+        assert _private_elmscale_imports(path) == [], path
+
+
+def test_celm_passes_the_algorithm_contract(celm):
+    check_algorithm(celm.CELM)
+    assert issubclass(celm.CELM, elmscale.BaseELM)
+
+
+def _blas_threads():
+    return {lib["filepath"]: lib["num_threads"] for lib in threadpool_info()
+            if lib["user_api"] == "blas"}
+
+
+@pytest.mark.parametrize("scheduler, workers", [("threads", 2), ("sync", 1)])
+@pytest.mark.parametrize("name", ["CELM", "USELM", "EMMC"])
+def test_plugin_and_builtins_run_dask_tasks_on_one_blas_thread(celm, name, scheduler, workers):
+    """On dask's threaded scheduler every task of fit and predict sees BLAS on one thread,
+    for the plugin as for the built-ins; on the sync scheduler BLAS keeps its threads."""
+    before = _blas_threads()
+    if not before:
+        pytest.skip("no BLAS found by threadpoolctl")
+    seen = []
+
+    def activation(Z):
+        seen.append(set(_blas_threads().values()))
+        return np.tanh(Z)
+
+    cls = celm.CELM if name == "CELM" else getattr(elmscale, name)
+    params = dict(n_hidden=20, activation=activation, random_state=0, n_clusters=3)
+    if name == "USELM":
+        params.update(graph="exact")
+    X = np.random.RandomState(0).standard_normal((300, 3))
+    with dask.config.set(scheduler=scheduler, num_workers=workers):
+        model = cls(**params).fit(X)
+        n_fit = len(seen)
+        model.predict(X)
+    assert n_fit >= 1 and len(seen) > n_fit
+    want = {1} if scheduler == "threads" else set(before.values())
+    assert all(s == want for s in seen), seen
+    assert _blas_threads() == before
