@@ -207,19 +207,26 @@ def _check_block(label, kernel, X, Y, what):
     return K
 
 
+def _factor_of_all_rows(kernel, X, **kwargs):
+    """The kernel's factor on a sample holding every row of X (Nystrom preferred)."""
+    n = X.shape[0]
+    return kernel.factor(
+        X.copy(),
+        n_samples=n,
+        n_components=n,
+        method="nystrom",
+        random_state=np.random.RandomState(0),
+        **kwargs,
+    )
+
+
 def _check_factor(label, kernel, X, rtol):
     """The factor on a sample holding every row: K(X, X) = alpha I + Phi Phi^T."""
     from .kernels import KernelFactor
 
     n = X.shape[0]
     try:
-        f = kernel.factor(
-            X.copy(),
-            n_samples=n,
-            n_components=n,
-            method="nystrom",
-            random_state=np.random.RandomState(0),
-        )
+        f = _factor_of_all_rows(kernel, X)
     except Exception as exc:  # noqa: BLE001
         _fail(label, f"factor() raised {type(exc).__name__}: {exc}")
     if not isinstance(f, KernelFactor):
@@ -346,14 +353,7 @@ def check_kernel(
         for _ in range(2):  # the second call reads the cache
             if not np.array_equal(kernel(X, Y, distances=cache), K):
                 _fail(label, "kernel(X, Y, distances=cache) differs from kernel(X, Y)")
-        shared = kernel.factor(
-            X.copy(),
-            n_samples=n_samples,
-            n_components=n_samples,
-            method="nystrom",
-            random_state=np.random.RandomState(0),
-            distances=cache,
-        )
+        shared = _factor_of_all_rows(kernel, X, distances=cache)
         if type(shared) is not type(factor) or not np.array_equal(
             shared.features(X), factor.features(X)
         ):
