@@ -174,7 +174,7 @@ def test_rbf_closed_form_shortcuts_decide_as_the_full_matrix(rng, duplicates):
 
 
 def _factor_from_full_matrix(width, sample, n_samples, m):
-    """RBFKernel.factor's whole rule on the full exp matrix (the code before the bounds):
+    """RBFKernel.factor's whole rule on the full exp matrix (without the shortcuts):
     the identity / constant tests, then Nystrom and its held-out identity test."""
     kind = _kind_from_full_matrix(width, sample, n_samples)
     if kind != "other":
