@@ -14,8 +14,7 @@ Segment (../shared/datasets), for both feature forms and both assignments.
 Each ``scale`` run is best started in its own process: it reports the process's peak resident
 memory. BLAS is pinned to one thread per dask thread (set before NumPy is imported), except
 for ``timing``, which measures what a user gets: BLAS at its default threads, as TUMKELM
-finds it (it pins its own pool's threads; a process-wide pin hid a 25 ms stall per Frogs fit
-that only default-threaded BLAS showed).
+finds it (it pins BLAS itself while dask's threads compute).
 """
 
 import os
@@ -37,8 +36,7 @@ from _common import clustering_accuracy, median_of_repeats  # noqa: E402
 from sklearn.metrics import normalized_mutual_info_score  # noqa: E402
 
 DATASETS = Path(__file__).resolve().parents[2] / "shared" / "datasets"
-PAPER_ACC = {"iris": 0.8933, "wine": 0.9719, "frogs": 0.6687, "shuttle": 0.3410,
-             "segment": 0.5571}
+PAPER_ACC = {"iris": 0.8933, "wine": 0.9719, "frogs": 0.6687, "shuttle": 0.3410, "segment": 0.5571}
 PAPER_SECONDS = {"frogs": 1.55, "shuttle": 6.79}
 
 
@@ -57,7 +55,7 @@ def purity(y, labels):
 # (10, in alphabetical order). Genus (8) and family (4) follow from the species: the paper
 # does not say which level (or how many clusters) its Frogs row uses.
 FROGS_LEVELS = {
-    "genus": np.array([0, 0, 1, 2, 3, 3, 4, 5, 6, 7]),   # Adenomera x2, Ameerega,
+    "genus": np.array([0, 0, 1, 2, 3, 3, 4, 5, 6, 7]),  # Adenomera x2, Ameerega,
     # Dendropsophus (HylaMinuta), Hypsiboas x2, Leptodactylus, Osteocephalus, Rhinella, Scinax
     "family": np.array([0, 0, 1, 2, 2, 2, 0, 2, 3, 2]),  # Leptodactylidae, Dendrobatidae,
     # Hylidae, Bufonidae
@@ -97,25 +95,32 @@ def blas_info():
     try:
         from threadpoolctl import threadpool_info
 
-        return [(i.get("internal_api"), i.get("architecture"), i.get("num_threads"))
-                for i in threadpool_info()]
+        return [
+            (i.get("internal_api"), i.get("architecture"), i.get("num_threads"))
+            for i in threadpool_info()
+        ]
     except Exception:  # noqa: BLE001
         return []
 
 
 def run_one(X, y, **params):
-    from elmscale.algorithms._tumkelm import TUMKELM
+    from elmscale import TUMKELM
 
     t0, c0 = time.perf_counter(), time.process_time()
     model = TUMKELM(len(np.unique(y)), **params).fit(X)
     seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
     labels = np.asarray(model.labels_)
     return {
-        "acc": accuracy(y, labels), "nmi": normalized_mutual_info_score(y, labels),
-        "purity": purity(y, labels), "seconds": seconds, "cpu_seconds": cpu,
-        "n_iter": model.n_iter_, "n_computed": model.n_computed_,
+        "acc": accuracy(y, labels),
+        "nmi": normalized_mutual_info_score(y, labels),
+        "purity": purity(y, labels),
+        "seconds": seconds,
+        "cpu_seconds": cpu,
+        "n_iter": model.n_iter_,
+        "n_computed": model.n_computed_,
         "selected_iter": getattr(model, "selected_iter_", None),
-        "mode": model.mode_, "loss_history": model.history_.tolist(),
+        "mode": model.mode_,
+        "loss_history": model.history_.tolist(),
         "weights": np.round(model.kernel_weights_, 4).tolist(),
         "factors": [f"{f.kind}:{f.n_components}" for f in (model.factors_ or [])],
     }
@@ -133,12 +138,22 @@ def tables(args):
                 continue
             for form in forms:
                 for assignment in assignments:
-                    r = run_one(X, y, mode=mode, feature_form=form, assignment=assignment,
-                                C=1.0, n_landmarks=args.landmarks, max_iter=args.max_iter,
-                                scaling=args.scaling, random_state=args.seed)
+                    r = run_one(
+                        X,
+                        y,
+                        mode=mode,
+                        feature_form=form,
+                        assignment=assignment,
+                        C=1.0,
+                        n_landmarks=args.landmarks,
+                        max_iter=args.max_iter,
+                        scaling=args.scaling,
+                        random_state=args.seed,
+                    )
                     r.update(dataset=name, n=X.shape[0], form=form, assignment=assignment)
-                    print(json.dumps({k: v for k, v in r.items() if k != "loss_history"}),
-                          flush=True)
+                    print(
+                        json.dumps({k: v for k, v in r.items() if k != "loss_history"}), flush=True
+                    )
                     out.append(r)
     return out
 
@@ -164,39 +179,88 @@ def repeats(args):
                     for assignment in args.assignments.split(","):
                         runs = []
                         for seed in range(args.seeds):
-                            r = run_one(X, y, mode=mode, feature_form=form,
-                                        assignment=assignment, C=1.0,
-                                        n_landmarks=args.landmarks, max_iter=args.max_iter,
-                                        scaling=None if scaling == "none" else scaling,
-                                        select=args.select, random_state=seed)
-                            r.update(dataset=name, n=X.shape[0], form=form, seed=seed,
-                                     assignment=assignment, scaling=scaling,
-                                     select=args.select,
-                                     landmarks=args.landmarks, max_iter=args.max_iter,
-                                     loadavg=_os.getloadavg()[0], protocol="repeats")
+                            r = run_one(
+                                X,
+                                y,
+                                mode=mode,
+                                feature_form=form,
+                                assignment=assignment,
+                                C=1.0,
+                                n_landmarks=args.landmarks,
+                                max_iter=args.max_iter,
+                                scaling=None if scaling == "none" else scaling,
+                                select=args.select,
+                                random_state=seed,
+                            )
+                            r.update(
+                                dataset=name,
+                                n=X.shape[0],
+                                form=form,
+                                seed=seed,
+                                assignment=assignment,
+                                scaling=scaling,
+                                select=args.select,
+                                landmarks=args.landmarks,
+                                max_iter=args.max_iter,
+                                loadavg=_os.getloadavg()[0],
+                                protocol="repeats",
+                            )
                             out.append(r)
                             runs.append(r)
-                            print(json.dumps({key: r[key] for key in (
-                                "dataset", "mode", "form", "assignment", "seed", "acc",
-                                "cpu_seconds", "seconds", "n_iter")}), file=sys.stderr,
-                                flush=True)
-                        row = {"dataset": name, "n": X.shape[0], "mode": mode,
-                               "scaling": scaling, "form": form, "assignment": assignment,
-                               "seeds": args.seeds}
-                        for key in ("acc", "nmi", "purity", "cpu_seconds", "seconds",
-                                    "n_iter", "loadavg"):
+                            print(
+                                json.dumps(
+                                    {
+                                        key: r[key]
+                                        for key in (
+                                            "dataset",
+                                            "mode",
+                                            "form",
+                                            "assignment",
+                                            "seed",
+                                            "acc",
+                                            "cpu_seconds",
+                                            "seconds",
+                                            "n_iter",
+                                        )
+                                    }
+                                ),
+                                file=sys.stderr,
+                                flush=True,
+                            )
+                        row = {
+                            "dataset": name,
+                            "n": X.shape[0],
+                            "mode": mode,
+                            "scaling": scaling,
+                            "form": form,
+                            "assignment": assignment,
+                            "seeds": args.seeds,
+                        }
+                        for key in (
+                            "acc",
+                            "nmi",
+                            "purity",
+                            "cpu_seconds",
+                            "seconds",
+                            "n_iter",
+                            "loadavg",
+                        ):
                             row[key] = _mean_std([r[key] for r in runs])
                         print(json.dumps(row), flush=True)
                         rows.append(row)
-    print("\n| dataset | N | mode | scaling | form | assignment | ACC | NMI | purity | "
-          "cpu s | wall s | iters | load | paper ACC |")
+    print(
+        "\n| dataset | N | mode | scaling | form | assignment | ACC | NMI | purity | "
+        "cpu s | wall s | iters | load | paper ACC |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         f = " | ".join(f"{r[k][0]:.4f} +- {r[k][1]:.4f}" for k in ("acc", "nmi", "purity"))
-        print(f"| {r['dataset']} | {r['n']} | {r['mode']} | {r['scaling']} | {r['form']} | "
-              f"{r['assignment']} | {f} | {r['cpu_seconds'][0]:.2f} | {r['seconds'][0]:.2f} | "
-              f"{r['n_iter'][0]:.1f} | {r['loadavg'][0]:.1f} | "
-              f"{PAPER_ACC.get(r['dataset'], float('nan')):.4f} |")
+        print(
+            f"| {r['dataset']} | {r['n']} | {r['mode']} | {r['scaling']} | {r['form']} | "
+            f"{r['assignment']} | {f} | {r['cpu_seconds'][0]:.2f} | {r['seconds'][0]:.2f} | "
+            f"{r['n_iter'][0]:.1f} | {r['loadavg'][0]:.1f} | "
+            f"{PAPER_ACC.get(r['dataset'], float('nan')):.4f} |"
+        )
     return out
 
 
@@ -217,12 +281,25 @@ def scale(args):
     Xd = da.from_array(X, chunks=(args.chunk, X.shape[1]))
     out = []
     for assignment in args.assignments.split(","):
-        r = run_one(Xd if args.mode == "scalable" else X, y, mode=args.mode,
-                    assignment=assignment, feature_form=args.form, n_landmarks=args.landmarks,
-                    max_iter=args.max_iter, random_state=args.seed)
-        r.update(n=args.n, d=args.d, k=args.k, assignment=assignment, form=args.form,
-                 landmarks=args.landmarks,
-                 peak_rss_gb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20)
+        r = run_one(
+            Xd if args.mode == "scalable" else X,
+            y,
+            mode=args.mode,
+            assignment=assignment,
+            feature_form=args.form,
+            n_landmarks=args.landmarks,
+            max_iter=args.max_iter,
+            random_state=args.seed,
+        )
+        r.update(
+            n=args.n,
+            d=args.d,
+            k=args.k,
+            assignment=assignment,
+            form=args.form,
+            landmarks=args.landmarks,
+            peak_rss_gb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
+        )
         print(json.dumps({k: v for k, v in r.items() if k != "loss_history"}), flush=True)
         out.append(r)
     return out
@@ -253,7 +330,7 @@ def timing(args):
 
     import dask.array as da
 
-    from elmscale.algorithms._tumkelm import TUMKELM
+    from elmscale import TUMKELM
 
     out, rows = [], []
     for name, X, y in datasets(args.datasets):
@@ -262,8 +339,9 @@ def timing(args):
         runs = []
         for rep in range(args.repeats):
             r = run_one(X, y, mode=args.mode, random_state=0)
-            r.update(dataset=name, n=X.shape[0], repeat=rep, loadavg=_os.getloadavg(),
-                     protocol="timing")
+            r.update(
+                dataset=name, n=X.shape[0], repeat=rep, loadavg=_os.getloadavg(), protocol="timing"
+            )
             print(json.dumps({k: v for k, v in r.items() if k != "loss_history"}), flush=True)
             runs.append(r)
             out.append(r)
@@ -278,26 +356,37 @@ def timing(args):
         Xd = da.from_array(X, chunks=(25_000, X.shape[1]))
         for assignment in ("argmax", "kmeans"):
             r = run_one(Xd, y, mode="scalable", assignment=assignment, random_state=0)
-            r.update(dataset="mixture", n=args.scale_n, assignment=assignment,
-                     loadavg=_os.getloadavg(), protocol="timing",
-                     peak_rss_gb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20)
+            r.update(
+                dataset="mixture",
+                n=args.scale_n,
+                assignment=assignment,
+                loadavg=_os.getloadavg(),
+                protocol="timing",
+                peak_rss_gb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
+            )
             print(json.dumps({k: v for k, v in r.items() if k != "loss_history"}), flush=True)
             out.append(r)
-            rows.append(("mixture (10-d, 10 clusters)", args.scale_n, "scalable", assignment,
-                         [r]))
-    print("\n| dataset | N | mode | assignment | fits | wall s (median) | cpu s (median) | "
-          "iterations (computed) | ACC | load (1 min) | paper s | M | Phi^T Phi floor s | "
-          "fit / floor |")
+            rows.append(("mixture (10-d, 10 clusters)", args.scale_n, "scalable", assignment, [r]))
+    print(
+        "\n| dataset | N | mode | assignment | fits | wall s (median) | cpu s (median) | "
+        "iterations (computed) | ACC | load (1 min) | paper s | M | Phi^T Phi floor s | "
+        "fit / floor |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for name, n, mode, assignment, runs in rows:
-        med = lambda key: statistics.median(r[key] for r in runs)  # noqa: E731
-        print(f"| {name} | {n:,} | {mode} | {assignment} | {len(runs)} | {med('seconds'):.3f} | "
-              f"{med('cpu_seconds'):.3f} | {runs[0]['n_iter']} ({runs[0]['n_computed']}) | "
-              f"{runs[0]['acc']:.4f} | "
-              f"{runs[-1]['loadavg'][0]:.2f} | {PAPER_SECONDS.get(name, '-')} | "
-              + (f"{runs[0]['n_columns']} | {runs[0]['gram_floor_seconds']:.3f} | "
-                 f"{med('seconds') / runs[0]['gram_floor_seconds']:.1f} |"
-                 if "gram_floor_seconds" in runs[0] else "- | - | - |"))
+        med = lambda key, runs=runs: statistics.median(r[key] for r in runs)  # noqa: E731
+        print(
+            f"| {name} | {n:,} | {mode} | {assignment} | {len(runs)} | {med('seconds'):.3f} | "
+            f"{med('cpu_seconds'):.3f} | {runs[0]['n_iter']} ({runs[0]['n_computed']}) | "
+            f"{runs[0]['acc']:.4f} | "
+            f"{runs[-1]['loadavg'][0]:.2f} | {PAPER_SECONDS.get(name, '-')} | "
+            + (
+                f"{runs[0]['n_columns']} | {runs[0]['gram_floor_seconds']:.3f} | "
+                f"{med('seconds') / runs[0]['gram_floor_seconds']:.1f} |"
+                if "gram_floor_seconds" in runs[0]
+                else "- | - | - |"
+            )
+        )
     return out
 
 
@@ -314,11 +403,14 @@ def main(argv=None):
         q.add_argument("--assignments", default="argmax,kmeans")
     t.add_argument("--scaling", default="minmax", choices=["minmax", "standard"])
     t.add_argument("--quick", action="store_true", help="iris and wine only, max_iter 5")
-    r.add_argument("--scalings", default="minmax",
-                   help="comma list of minmax, standard, none")
+    r.add_argument("--scalings", default="minmax", help="comma list of minmax, standard, none")
     r.add_argument("--seeds", type=int, default=10)
-    r.add_argument("--select", default="last", choices=["last", "lowest_loss"],
-                   help="the iteration returned (TUMKELM's select)")
+    r.add_argument(
+        "--select",
+        default="last",
+        choices=["last", "lowest_loss"],
+        help="the iteration returned (TUMKELM's select)",
+    )
     g = sub.add_parser("timing", help="seconds per fit (idle machine): Frogs, Shuttle, 100k")
     g.add_argument("--datasets", default="iris,wine,segment,frogs,shuttle")
     g.add_argument("--mode", default="auto", choices=["auto", "scalable", "exact"])
@@ -341,8 +433,9 @@ def main(argv=None):
     if args.cmd == "tables" and args.quick:
         args.datasets, args.max_iter = "iris,wine", 5
     print(json.dumps({"blas": blas_info(), "argv": sys.argv[1:]}), flush=True)
-    results = {"tables": tables, "repeats": repeats, "timing": timing,
-               "scale": scale}[args.cmd](args)
+    results = {"tables": tables, "repeats": repeats, "timing": timing, "scale": scale}[args.cmd](
+        args
+    )
     if args.json:
         with open(args.json, "a") as fh:
             for r in results:

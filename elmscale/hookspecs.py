@@ -56,8 +56,10 @@ def register_kernels(register):
     """Register kernels for kernel ELMs: ``register("rbf", RBFKernel)``.
 
     ``obj`` is a class implementing ``elmscale.kernels.Kernel``: ``__call__(X, Y)`` evaluates a
-    block (exact mode), ``diagonal(X)`` gives K(x_i, x_i), and optionally
+    block (float64, exact mode), ``diagonal(X)`` gives K(x_i, x_i), and optionally
     ``factor(sample, *, n_samples, n_components, method, random_state)`` returns a
     ``KernelFactor`` (K ~ alpha I + Phi Phi^T, or a closed form) for the scalable mode; the
-    inherited default is Nystrom on the sample. ``elmscale.testing`` has contract checks.
+    inherited default is Nystrom on the sample. A kernel built on squared distances may set
+    ``shares_distances = True`` and accept ``distances=`` (an ``elmscale.kernels.DistanceCache``)
+    in ``__call__`` and ``factor``. Check it with ``elmscale.testing.check_kernel``.
     """

@@ -3,12 +3,14 @@
 Call them from your plugin's tests; each returns None when the object meets elmscale's
 protocol for its kind and raises ``AssertionError`` saying what is wrong otherwise::
 
-    from elmscale.testing import check_activation, check_algorithm, check_graph_backend
+    from elmscale.testing import (
+        check_activation, check_algorithm, check_graph_backend, check_kernel)
 
     def test_contracts():
         check_activation(softplus)
         check_algorithm(CELM)
         check_graph_backend(my_knn)
+        check_kernel(MyKernel, reference=lambda X, Y: ...)
 
 The protocols are those documented in ``elmscale.hookspecs``.
 """
@@ -20,7 +22,7 @@ import numpy as np
 
 from . import registry
 
-__all__ = ["check_activation", "check_algorithm", "check_graph_backend"]
+__all__ = ["check_activation", "check_algorithm", "check_graph_backend", "check_kernel"]
 
 
 def _resolve(kind, obj):
@@ -52,8 +54,11 @@ def check_activation(func, *, random_state=0):
         _fail(label, f"must be callable, got {type(func).__name__}")
     node = getattr(func, "node", "additive")
     if node not in ("additive", "rbf"):
-        _fail(label, f"attribute node must be 'additive' or 'rbf', got {node!r} "
-              "(set it with @elmscale.hidden.activation(node))")
+        _fail(
+            label,
+            f"attribute node must be 'additive' or 'rbf', got {node!r} "
+            "(set it with @elmscale.hidden.activation(node))",
+        )
     rng = np.random.RandomState(random_state)
     Z64 = rng.uniform(-6.0, 6.0, size=(13, 7))
     if node == "rbf":
@@ -66,8 +71,11 @@ def check_activation(func, *, random_state=0):
         if out.shape != Z.shape:
             _fail(label, f"changed the shape: {Z.shape} in, {out.shape} out")
         if out.dtype != Z.dtype:
-            _fail(label, f"changed the dtype: {Z.dtype} in, {out.dtype} out (compute in the "
-                  "input's dtype, e.g. with out=Z)")
+            _fail(
+                label,
+                f"changed the dtype: {Z.dtype} in, {out.dtype} out (compute in the "
+                "input's dtype, e.g. with out=Z)",
+            )
         if not np.isfinite(out).all():
             _fail(label, f"gave non-finite values for finite {Z.dtype} input in [-6, 6]")
         again = func(Z.copy())
@@ -75,8 +83,11 @@ def check_activation(func, *, random_state=0):
             _fail(label, "is not stateless: the same input gave two different outputs")
         halves = np.concatenate([func(Z[:6].copy()), func(Z[6:].copy())])
         if not np.allclose(halves, out, rtol=1e-6 if dtype == np.float32 else 1e-12, atol=0):
-            _fail(label, "is not row-wise: a block cut in two rows-wise gives a different "
-                  "result from the whole block")
+            _fail(
+                label,
+                "is not row-wise: a block cut in two rows-wise gives a different "
+                "result from the whole block",
+            )
     _check_picklable(label, func)
 
 
@@ -97,8 +108,16 @@ def _brute_force(X, k):
     return idx, np.sqrt(np.take_along_axis(d2, idx, axis=1))
 
 
-def check_graph_backend(backend, *, n_samples=180, n_features=4, n_neighbors=6,
-                        chunks=(50, 70, 60), min_recall=0.9, random_state=0):
+def check_graph_backend(
+    backend,
+    *,
+    n_samples=180,
+    n_features=4,
+    n_neighbors=6,
+    chunks=(50, 70, 60),
+    min_recall=0.9,
+    random_state=0,
+):
     """Check the graph-backend protocol of ``register_graph_backends``.
 
     ``backend(X, n_neighbors, *, random_state)`` (a callable or a registered name) is run on
@@ -126,8 +145,11 @@ def check_graph_backend(backend, *, n_samples=180, n_features=4, n_neighbors=6,
         if arr.shape != (n_samples, k):
             _fail(label, f"{what} has shape {arr.shape}, expected {(n_samples, k)}")
         if arr.chunks[0] != Xd.chunks[0]:
-            _fail(label, f"{what} row chunks {arr.chunks[0]} are not X's {Xd.chunks[0]}: "
-                  "the graph must stay aligned with X's row blocks")
+            _fail(
+                label,
+                f"{what} row chunks {arr.chunks[0]} are not X's {Xd.chunks[0]}: "
+                "the graph must stay aligned with X's row blocks",
+            )
     idx, dist = (np.asarray(a) for a in da.compute(*result))
     if not np.issubdtype(idx.dtype, np.integer):
         _fail(label, f"indices must be integers, got dtype {idx.dtype}")
@@ -135,8 +157,11 @@ def check_graph_backend(backend, *, n_samples=180, n_features=4, n_neighbors=6,
         _fail(label, f"indices out of range [0, {n_samples}): min {idx.min()}, max {idx.max()}")
     rows = np.arange(n_samples)[:, None]
     if (idx == rows).any():
-        _fail(label, f"{int((idx == rows).any(axis=1).sum())} rows list themselves as a "
-              "neighbour: the row itself must be excluded")
+        _fail(
+            label,
+            f"{int((idx == rows).any(axis=1).sum())} rows list themselves as a "
+            "neighbour: the row itself must be excluded",
+        )
     srt = np.sort(idx, axis=1)
     if (srt[:, 1:] == srt[:, :-1]).any():
         _fail(label, "a row lists the same neighbour twice")
@@ -147,23 +172,220 @@ def check_graph_backend(backend, *, n_samples=180, n_features=4, n_neighbors=6,
     true_d = np.sqrt(((X[:, None, :] - X[idx]) ** 2).sum(axis=2))
     if not np.allclose(dist, true_d, rtol=1e-4, atol=1e-6):
         worst = float(np.abs(dist - true_d).max())
-        _fail(label, f"distances are not the Euclidean distances to the neighbours returned "
-              f"(largest error {worst:.3g})")
+        _fail(
+            label,
+            f"distances are not the Euclidean distances to the neighbours returned "
+            f"(largest error {worst:.3g})",
+        )
     exact, _ = _brute_force(X, k)
     recall = np.mean([len(set(a) & set(b)) / k for a, b in zip(idx, exact, strict=True)])
     if recall < min_recall:
         _fail(label, f"recall@{k} against brute force is {recall:.3f} < {min_recall}")
 
 
+# -- kernels ---------------------------------------------------------------------------------
+def _close(a, b, rtol):
+    """``a`` equals ``b`` to ``rtol`` relative to b's largest entry (kernel values near zero
+    are compared at the scale of the matrix, not their own)."""
+    scale = max(float(np.abs(b).max()), np.finfo(np.float64).tiny) if np.size(b) else 1.0
+    return np.abs(np.asarray(a) - b).max(initial=0.0) <= rtol * scale
+
+
+def _check_block(label, kernel, X, Y, what):
+    try:
+        K = kernel(X, Y)
+    except Exception as exc:  # noqa: BLE001
+        _fail(label, f"{what} raised {type(exc).__name__}: {exc}")
+    if not isinstance(K, np.ndarray):
+        _fail(label, f"{what} must return a NumPy array, got {type(K).__name__}")
+    if K.shape != (X.shape[0], Y.shape[0]):
+        _fail(label, f"{what} has shape {K.shape}, expected {(X.shape[0], Y.shape[0])}")
+    if K.dtype != np.float64:
+        _fail(label, f"{what} must be float64 (whatever the input's dtype), got {K.dtype}")
+    if not np.isfinite(K).all():
+        _fail(label, f"{what} gave non-finite values for finite input")
+    return K
+
+
+def _factor_of_all_rows(kernel, X, **kwargs):
+    """The kernel's factor on a sample holding every row of X (Nystrom preferred)."""
+    n = X.shape[0]
+    return kernel.factor(
+        X.copy(),
+        n_samples=n,
+        n_components=n,
+        method="nystrom",
+        random_state=np.random.RandomState(0),
+        **kwargs,
+    )
+
+
+def _check_factor(label, kernel, X, rtol):
+    """The factor on a sample holding every row: K(X, X) = alpha I + Phi Phi^T."""
+    from .kernels import KernelFactor
+
+    n = X.shape[0]
+    try:
+        f = _factor_of_all_rows(kernel, X)
+    except Exception as exc:  # noqa: BLE001
+        _fail(label, f"factor() raised {type(exc).__name__}: {exc}")
+    if not isinstance(f, KernelFactor):
+        _fail(
+            label, f"factor() must return an elmscale.kernels.KernelFactor, got {type(f).__name__}"
+        )
+    m = f.n_components
+    P = np.asarray(f.features(X))
+    if P.shape != (n, m):
+        _fail(
+            label,
+            f"factor().features(X) has shape {P.shape}, expected {(n, m)} (n_components columns)",
+        )
+    if not np.isfinite(P).all() or not np.isfinite(f.alpha):
+        _fail(label, "factor() gave non-finite features or alpha")
+    halves = np.concatenate([f.features(X[: n // 2]), f.features(X[n // 2 :])])
+    if not _close(halves, P, 1e-10):
+        _fail(
+            label,
+            "factor().features is not row-wise: a block cut in two gives a "
+            "different result from the whole block",
+        )
+    dense = f.alpha * np.eye(n) + P @ P.T
+    K = kernel(X, X)
+    if not _close(dense, K, rtol):
+        worst = float(np.abs(dense - K).max())
+        _fail(
+            label,
+            f"factor() on a sample holding every row must represent K exactly: "
+            f"alpha I + Phi Phi^T differs from kernel(X, X) by {worst:.3g} (the scalable "
+            f"mode would use a different kernel)",
+        )
+    if not _close(f.diagonal(X), np.diag(dense), 1e-10):
+        _fail(label, "factor().diagonal(X) is not alpha + the row norms of Phi squared")
+    return f
+
+
+def check_kernel(
+    kernel, *, params=None, reference=None, n_samples=40, n_features=3, rtol=1e-8, random_state=0
+):
+    """Check the kernel protocol of ``register_kernels``.
+
+    ``kernel`` is a registered name, a kernel class (built with ``params``) or an instance.
+    On small random data (uniform in [-1, 1], as after TUMK-ELM's default scaling) the
+    block ``kernel(X, Y)`` must be a finite float64 NumPy array of shape
+    ``(len(X), len(Y))`` for float64 and float32 input, leave its inputs unchanged, be
+    row-wise (elmscale evaluates row blocks), symmetric (``K(Y, X) = K(X, Y)^T``) and
+    positive semi-definite (eigenvalues of ``K(X, X)`` not below ``-1e-8`` times the
+    largest), with ``diagonal(X)`` equal to the diagonal of ``K(X, X)``; ``reference``, a
+    plain NumPy function ``(X, Y) -> K``, must agree with the block to ``rtol``.
+    ``factor(...)`` on a sample holding every row must return a
+    :class:`~elmscale.kernels.KernelFactor` that represents ``K(X, X)`` exactly
+    (``alpha I + Phi Phi^T``, dense, to ``rtol``) with row-wise ``features`` and the
+    matching ``diagonal``. A kernel declaring ``shares_distances`` must give the same
+    blocks and factors with a :class:`~elmscale.kernels.DistanceCache`. Kernel and factor
+    must pickle with cloudpickle, since workers receive them inside the task graph.
+    """
+    from .kernels import DistanceCache
+
+    obj = _resolve("kernel", kernel)
+    if isinstance(obj, type):
+        try:
+            obj = obj(**(params or {}))
+        except Exception as exc:  # noqa: BLE001
+            _fail(
+                f"kernel {_label(obj)}",
+                f"could not be built with {params or {}}: {type(exc).__name__}: {exc}",
+            )
+    elif params:
+        raise TypeError("params is for a kernel class or registered name; got an instance")
+    kernel = obj
+    label = f"kernel {kernel!r}"
+    if not callable(kernel):
+        _fail(label, f"must be callable as kernel(X, Y), got {type(kernel).__name__}")
+    rng = np.random.RandomState(random_state)
+    X = rng.uniform(-1, 1, size=(n_samples, n_features))
+    Y = rng.uniform(-1, 1, size=(n_samples // 2 + 3, n_features))
+    X_before, Y_before = X.copy(), Y.copy()
+    K = _check_block(label, kernel, X, Y, "kernel(X, Y)")
+    if not (np.array_equal(X, X_before) and np.array_equal(Y, Y_before)):
+        _fail(label, "kernel(X, Y) modified its input")
+    _check_block(
+        label, kernel, X.astype(np.float32), Y.astype(np.float32), "kernel(X, Y) of float32 input"
+    )
+    if reference is not None:
+        ref = np.asarray(reference(X, Y), dtype=np.float64)
+        if ref.shape != K.shape or not _close(K, ref, rtol):
+            worst = float(np.abs(K - ref).max()) if ref.shape == K.shape else "shape"
+            _fail(
+                label,
+                f"kernel(X, Y) differs from the reference computation (largest error {worst})",
+            )
+    cut = n_samples // 3
+    if not _close(np.concatenate([kernel(X[:cut], Y), kernel(X[cut:], Y)]), K, 1e-12):
+        _fail(
+            label,
+            "is not row-wise: a block cut in two gives a different result from the whole block",
+        )
+    if not _close(kernel(Y, X), K.T, 1e-12):
+        _fail(label, "is not symmetric: kernel(Y, X) differs from kernel(X, Y).T")
+    KX = _check_block(label, kernel, X, X, "kernel(X, X)")
+    top = np.linalg.eigvalsh(0.5 * (KX + KX.T))
+    if top[0] < -1e-8 * max(abs(top[-1]), 1e-300):
+        _fail(
+            label,
+            f"is not positive semi-definite: K(X, X) has eigenvalue {top[0]:.3g} "
+            f"(largest {top[-1]:.3g}); TUMK-ELM's eigenvectors and Nystrom factors need a "
+            "PSD kernel",
+        )
+    if not callable(getattr(kernel, "diagonal", None)):
+        _fail(label, "has no diagonal(X) (subclass elmscale.kernels.Kernel)")
+    diag = np.asarray(kernel.diagonal(X), dtype=np.float64)
+    if diag.shape != (n_samples,) or not _close(diag, np.diag(KX), rtol):
+        _fail(label, "diagonal(X) differs from the diagonal of kernel(X, X)")
+    if not hasattr(kernel, "factor"):
+        _fail(
+            label,
+            "has no factor() (subclass elmscale.kernels.Kernel: its default is "
+            "Nystrom on the landmark sample)",
+        )
+    factor = _check_factor(label, kernel, X, rtol)
+    if getattr(kernel, "shares_distances", False):
+        cache = DistanceCache()
+        for _ in range(2):  # the second call reads the cache
+            if not np.array_equal(kernel(X, Y, distances=cache), K):
+                _fail(label, "kernel(X, Y, distances=cache) differs from kernel(X, Y)")
+        shared = _factor_of_all_rows(kernel, X, distances=cache)
+        if type(shared) is not type(factor) or not np.array_equal(
+            shared.features(X), factor.features(X)
+        ):
+            _fail(label, "factor(..., distances=cache) differs from factor(...)")
+    _check_picklable(label, kernel)
+    _check_picklable(f"{label} factor", factor)
+    import cloudpickle
+
+    if not np.array_equal(cloudpickle.loads(cloudpickle.dumps(kernel))(X, Y), K):
+        _fail(label, "gives a different block after a pickle round trip")
+
+
 # -- algorithms ------------------------------------------------------------------------------
-_FAST = {"n_clusters": 3, "n_hidden": 40, "graph": "exact", "n_neighbors": 5, "n_init": 2,
-         "random_state": 0}
+_FAST = {
+    "n_clusters": 3,
+    "n_hidden": 40,
+    "graph": "exact",
+    "n_neighbors": 5,
+    "n_init": 2,
+    "random_state": 0,
+}
 
 
 SKLEARN_CHECKS = (
-    "check_no_attributes_set_in_init", "check_parameters_default_constructible",
-    "check_get_params_invariance", "check_set_params", "check_dont_overwrite_parameters",
-    "check_estimators_overwrite_params", "check_fit_score_takes_y", "check_n_features_in",
+    "check_no_attributes_set_in_init",
+    "check_parameters_default_constructible",
+    "check_get_params_invariance",
+    "check_set_params",
+    "check_dont_overwrite_parameters",
+    "check_estimators_overwrite_params",
+    "check_fit_score_takes_y",
+    "check_n_features_in",
     "check_estimators_pickle",
 )
 
@@ -173,21 +395,22 @@ def _sklearn_basics(name, estimator, skip_checks):
 
     unknown = set(skip_checks) - set(SKLEARN_CHECKS)
     if unknown:
-        raise ValueError(f"skip_checks: unknown checks {sorted(unknown)}; "
-                         f"choose among {list(SKLEARN_CHECKS)}")
+        raise ValueError(
+            f"skip_checks: unknown checks {sorted(unknown)}; choose among {list(SKLEARN_CHECKS)}"
+        )
     for check in SKLEARN_CHECKS:
         if check in skip_checks:
             continue
         try:
             getattr(ec, check)(name, estimator)
         except AssertionError as exc:
-            raise AssertionError(f"algorithm {name}: scikit-learn's {check} failed: {exc}") \
-                from exc
+            raise AssertionError(f"algorithm {name}: scikit-learn's {check} failed: {exc}") from exc
         except Exception as exc:  # noqa: BLE001 - report which check, whatever the error
             if type(exc).__name__ == "SkipTest":
                 continue
-            raise AssertionError(f"algorithm {name}: scikit-learn's {check} raised "
-                                 f"{type(exc).__name__}: {exc}") from exc
+            raise AssertionError(
+                f"algorithm {name}: scikit-learn's {check} raised {type(exc).__name__}: {exc}"
+            ) from exc
 
 
 def check_algorithm(cls, *, params=None, X=None, y=None, sklearn_checks=True, skip_checks=()):
@@ -233,8 +456,11 @@ def check_algorithm(cls, *, params=None, X=None, y=None, sklearn_checks=True, sk
         _fail(label, f"get_params() keys {sorted(got)} differ from __init__'s {sorted(names)}")
     for key, value in fast.items():
         if got[key] is not value and got[key] != value:
-            _fail(label, f"__init__ changed parameter {key}: passed {value!r}, "
-                  f"get_params() gives {got[key]!r}")
+            _fail(
+                label,
+                f"__init__ changed parameter {key}: passed {value!r}, "
+                f"get_params() gives {got[key]!r}",
+            )
     extra = sorted(set(vars(est)) - set(names))
     if extra:
         _fail(label, f"__init__ must only store its arguments; it also set {extra}")
@@ -258,14 +484,19 @@ def check_algorithm(cls, *, params=None, X=None, y=None, sklearn_checks=True, sk
     if not np.array_equal(X, X_before):
         _fail(label, "fit() modified its input X")
     if getattr(est, "n_features_in_", None) != X.shape[1]:
-        _fail(label, f"fit() must set n_features_in_ = {X.shape[1]}, got "
-              f"{getattr(est, 'n_features_in_', None)!r}")
-    new = sorted(a for a in set(vars(est)) - before
-                 if not a.endswith("_") and not a.startswith("_"))
+        _fail(
+            label,
+            f"fit() must set n_features_in_ = {X.shape[1]}, got "
+            f"{getattr(est, 'n_features_in_', None)!r}",
+        )
+    new = sorted(
+        a for a in set(vars(est)) - before if not a.endswith("_") and not a.startswith("_")
+    )
     if new:
         _fail(label, f"fit() set public attributes without a trailing underscore: {new}")
     if est.get_params(deep=False).keys() != got.keys() or any(
-            est.get_params(deep=False)[k] is not got[k] for k in fast):
+        est.get_params(deep=False)[k] is not got[k] for k in fast
+    ):
         _fail(label, "fit() changed the estimator's parameters")
     if hasattr(est, "labels_"):
         _check_rows(label, "labels_", est.labels_, n, np.ndarray)
@@ -280,8 +511,11 @@ def check_algorithm(cls, *, params=None, X=None, y=None, sklearn_checks=True, sk
         except ValueError:
             pass
         except Exception as exc:  # noqa: BLE001
-            _fail(label, f"{method}() with the wrong number of features raised "
-                  f"{type(exc).__name__} instead of ValueError: {exc}")
+            _fail(
+                label,
+                f"{method}() with the wrong number of features raised "
+                f"{type(exc).__name__} instead of ValueError: {exc}",
+            )
         else:
             _fail(label, f"{method}() accepted X with the wrong number of features")
     dask_fit = clone(est).fit(X_dask) if y is None else clone(est).fit(X_dask, y)
@@ -293,7 +527,10 @@ def check_algorithm(cls, *, params=None, X=None, y=None, sklearn_checks=True, sk
 
 def _check_rows(label, what, value, n, kind):
     if not isinstance(value, kind):
-        _fail(label, f"{what} must be a {kind.__module__.split('.')[0]} array (output follows "
-              f"input), got {type(value).__name__}")
+        _fail(
+            label,
+            f"{what} must be a {kind.__module__.split('.')[0]} array (output follows "
+            f"input), got {type(value).__name__}",
+        )
     if value.shape[0] != n:
         _fail(label, f"{what} has {value.shape[0]} rows, expected one per sample ({n})")

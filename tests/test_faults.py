@@ -96,7 +96,7 @@ def _worker_pids(client):
 # elmscale-gram-block: one group of row blocks' partial Gram sums (gram.hidden_stats); the fits that
 # iterate compute it first for the fixed Grams, then for each labelling; elmscale-embed projects
 # a cached block of H (EMMC's scores); cluster_block_features: TUMK-ELM's per-iteration pass
-# over its persisted kernel factors; gram_block: its pass over X.
+# over its persisted kernel factors.
 FAULTS = [
     ("USELM", {}, "gram", "elmscale-gram-block", 2),
     ("SSELM", {}, "gram", "elmscale-gram-block", 2),
@@ -109,7 +109,9 @@ FAULTS = [
         "ELMJEC", {"cache": True}, "gram", "elmscale-gram-block", 2, marks=pytest.mark.slow
     ),
     pytest.param("EMMC", {"cache": True}, "gram", "elmscale-gram-block", 2, marks=pytest.mark.slow),
-    pytest.param("TUMKELM", {"mode": "scalable"}, "gram", "gram_block", 2, marks=pytest.mark.slow),
+    pytest.param(
+        "TUMKELM", {"mode": "scalable"}, "gram", "elmscale-gram-block", 2, marks=pytest.mark.slow
+    ),
 ]
 
 

@@ -4,31 +4,31 @@ distributed, errors."""
 import dask.array as da
 import numpy as np
 import pytest
+from sklearn.base import clone
 from sklearn.datasets import make_blobs
 from sklearn.metrics import adjusted_rand_score
 from sklearn.utils._param_validation import InvalidParameterError
 
 import elmscale
-from elmscale.algorithms._tumkelm import (
-    AUTO_EXACT_MAX,
-    TUMKELM,
-    _gram_block,
-    build_factors,
+from elmscale.algorithms._tumkelm import AUTO_EXACT_MAX, TUMKELM, project_weights
+from elmscale.algorithms._tumkelm_exact import (
     exact_combined,
     exact_kspace_gram,
     exact_leading_eigenvectors,
     exact_pass,
+)
+from elmscale.algorithms._tumkelm_scalable import (
+    even_chunks,
     factor_stats,
     kspace_gram,
     kspace_target,
     leading_eigenvectors,
-    local_chunks,
     local_threads,
-    project_weights,
     tumkelm_loss,
 )
 from elmscale.exceptions import UnknownPluginError
-from elmscale.kernels import LinearKernel, PolynomialKernel, RBFKernel
+from elmscale.hidden import HiddenFeatures
+from elmscale.kernels import FactorLayer, LinearKernel, PolynomialKernel, RBFKernel
 
 # kernels whose scalable factors are exact (explicit features and closed forms), so the
 # chunked scalable mode must equal the dense reference to rounding
@@ -37,7 +37,7 @@ EXACT_FACTOR_KERNELS = [LinearKernel(), PolynomialKernel(2), RBFKernel(1e-10), R
 
 def dense_tumkelm(X, kernels, n_clusters, *, C=1.0, delta=1e-4, max_iter=20, form="distance"):
     """Algorithm 1 written literally with dense N x N kernels and the N^2 x p matrix Z."""
-    N, p = X.shape[0], len(kernels)
+    p = len(kernels)
     Ks = [k(X, X) for k in kernels]
     if form == "distance":
         Ks_z = [np.diag(K)[:, None] + np.diag(K)[None, :] - 2 * K for K in Ks]
@@ -47,7 +47,7 @@ def dense_tumkelm(X, kernels, n_clusters, *, C=1.0, delta=1e-4, max_iter=20, for
     mu = np.full(p, 1.0 / p)
     losses, weights = [], []
     for it in range(max_iter):
-        Kh = sum(m * K for m, K in zip(mu, Ks))
+        Kh = sum(m * K for m, K in zip(mu, Ks, strict=True))
         s, U = np.linalg.eigh(Kh)
         U = U[:, ::-1][:, :n_clusters]
         U = U * np.where(U.sum(0) >= 0, 1.0, -1.0)
@@ -71,8 +71,9 @@ def dense_tumkelm(X, kernels, n_clusters, *, C=1.0, delta=1e-4, max_iter=20, for
 @pytest.fixture
 def small(global_seed):
     """60 points in 3-d, 3 blobs (NumPy), no duplicate rows."""
-    return make_blobs(n_samples=60, n_features=3, centers=3, cluster_std=1.5,
-                      random_state=global_seed)
+    return make_blobs(
+        n_samples=60, n_features=3, centers=3, cluster_std=1.5, random_state=global_seed
+    )
 
 
 @pytest.mark.parametrize("form", ["distance", "value"])
@@ -84,8 +85,15 @@ def test_chunked_equals_dense_reference(small, form, mode):
     kernels = EXACT_FACTOR_KERNELS if form == "distance" else EXACT_FACTOR_KERNELS[:3]
     labels, losses, weights = dense_tumkelm(X, kernels, 3, form=form, max_iter=6)
     Xd = da.from_array(X, chunks=((25, 15, 20), (3,)))
-    model = TUMKELM(3, assignment="argmax", kernels=kernels, mode=mode, feature_form=form, max_iter=6,
-                    scaling=None).fit(Xd)
+    model = TUMKELM(
+        3,
+        assignment="argmax",
+        kernels=kernels,
+        mode=mode,
+        feature_form=form,
+        max_iter=6,
+        scaling=None,
+    ).fit(Xd)
     np.testing.assert_array_equal(model.labels_.compute(), labels)
     np.testing.assert_allclose(model.history_, losses, rtol=1e-10)
     np.testing.assert_allclose(model.weights_history_, weights, rtol=1e-8, atol=1e-12)
@@ -95,12 +103,25 @@ def test_scalable_reductions_equal_exact_with_exact_factors(small, rng):
     """m = N landmarks: the Nystrom factors are exact, and every reduction of the scalable
     mode (Z^T Z, Z^T T, loss, leading eigenvectors) equals the dense one to rounding."""
     X, _ = small
-    kernels = [LinearKernel(), PolynomialKernel(3), RBFKernel(1.0), RBFKernel(30.0),
-               RBFKernel(1e-10), RBFKernel(1e10)]
+    kernels = [
+        LinearKernel(),
+        PolynomialKernel(3),
+        RBFKernel(1.0),
+        RBFKernel(30.0),
+        RBFKernel(1e-10),
+        RBFKernel(1e10),
+    ]
     factors = [k.factor(X, n_samples=60, n_components=60, random_state=rng) for k in kernels]
-    assert [f.kind for f in factors] == ["explicit", "explicit", "nystrom", "nystrom",
-                                         "identity", "constant"]
-    stats, A = factor_stats(da.from_array(X, chunks=((20, 40), (3,))), factors)
+    assert [f.kind for f in factors] == [
+        "explicit",
+        "explicit",
+        "nystrom",
+        "nystrom",
+        "identity",
+        "constant",
+    ]
+    Xd = da.from_array(X, chunks=((20, 40), (3,)))
+    stats, A, _ = factor_stats(HiddenFeatures(Xd, FactorLayer(factors), cache=False))
     mu = rng.uniform(size=len(kernels))
     mu /= mu.sum()
     U_ex, s_ex = exact_leading_eigenvectors(exact_combined(kernels, X, mu), 3)
@@ -117,40 +138,55 @@ def test_scalable_reductions_equal_exact_with_exact_factors(small, rng):
         ZtT, loss = exact_pass(kernels, X, labels, mu, form, 3)
         tol = dict(rtol=1e-7, atol=1e-9 * np.abs(ZtZ).max())
         np.testing.assert_allclose(kspace_gram(stats, form), ZtZ, **tol)
-        np.testing.assert_allclose(kspace_target(stats, cs, form), ZtT, rtol=1e-7,
-                                   atol=1e-9 * np.abs(ZtT).max())
+        np.testing.assert_allclose(
+            kspace_target(stats, cs, form), ZtT, rtol=1e-7, atol=1e-9 * np.abs(ZtT).max()
+        )
         np.testing.assert_allclose(tumkelm_loss(stats, cs, mu), loss, rtol=1e-7)
 
 
-@pytest.mark.parametrize("keep", [False, True])
-def test_gram_block_equals_separate_products(small, rng, keep):
-    """The one product Z^T Z of [Phi | A | 1] gives each block sum of the separate products;
-    without ``keep_features`` the A returned does not hold the block's Phi alive."""
+def test_factor_layer_gram_holds_every_separate_product(small, rng):
+    """H^T H of the factor layer H = [Phi | A | 1] gives each label-independent sum of the
+    separate products, and the pass over uneven dask chunks gives the same reductions."""
     X, _ = small
-    kernels = [LinearKernel(), PolynomialKernel(3), RBFKernel(1.0), RBFKernel(1e-10),
-               RBFKernel(1e10)]
+    kernels = [
+        LinearKernel(),
+        PolynomialKernel(3),
+        RBFKernel(1.0),
+        RBFKernel(1e-10),
+        RBFKernel(1e10),
+    ]
     factors = [k.factor(X, n_samples=60, n_components=20, random_state=rng) for k in kernels]
-    out = _gram_block(X, factors, keep_features=keep)
+    assert [f.kind for f in factors] == ["explicit", "explicit", "nystrom", "identity", "constant"]
+    layer = FactorLayer(factors)
+    H = layer(X)
     Phi = np.hstack([f.features(X) for f in factors])
     A = np.column_stack([f.diagonal(X) for f in factors])  # of the factors, not kernels
-    assert [f.kind for f in factors] == ["explicit", "explicit", "nystrom", "identity",
-                                         "constant"]
-    np.testing.assert_allclose(out["A"], A, rtol=1e-12)
-    ref = {"n": len(X), "G": Phi.T @ Phi, "u": Phi.sum(0), "AA": A.T @ A, "S": A.sum(0),
-           "PA": Phi.T @ A}
-    assert set(out["stats"]) == set(ref)
-    for key, value in ref.items():
-        np.testing.assert_allclose(out["stats"][key], value, rtol=1e-12,
-                                   atol=1e-12 * np.abs(value).max())
-    if keep:
-        np.testing.assert_array_equal(out["Phi"], Phi)
-    else:
-        assert out["Phi"] is None and out["A"].base is None
+    np.testing.assert_array_equal(H[:, : layer.n_features_out], Phi)
+    np.testing.assert_allclose(H[:, layer.n_features_out : -1], A, rtol=1e-12)
+    np.testing.assert_array_equal(layer.diagonals(X), H[:, layer.n_features_out : -1])
+    ref = {
+        "n": len(X),
+        "G": Phi.T @ Phi,
+        "u": Phi.sum(0),
+        "AA": A.T @ A,
+        "S": A.sum(0),
+        "PA": Phi.T @ A,
+    }
+    for keep in (False, True):
+        Xd = da.from_array(X, chunks=((25, 15, 20), (3,)))
+        out = factor_stats(HiddenFeatures(Xd, FactorLayer(factors), cache=keep))
+        for key, value in ref.items():
+            np.testing.assert_allclose(
+                out[0][key], value, rtol=1e-12, atol=1e-12 * np.abs(value).max()
+            )
+        np.testing.assert_allclose(out[1].compute(), A, rtol=1e-12)
+        if keep:
+            np.testing.assert_allclose(out[2].compute(), Phi, rtol=1e-12, atol=1e-14)
 
 
-def test_gram_block_takes_a_plugin_factor_without_out(small):
+def test_factor_layer_takes_a_plugin_factor_without_out(small):
     """A third-party factor that overrides ``features(X)`` (no ``out``) still fills its
-    columns of the block buffer."""
+    columns of the layer's buffer."""
     from elmscale.kernels import KernelFactor
 
     class Squares(KernelFactor):
@@ -161,37 +197,16 @@ def test_gram_block_takes_a_plugin_factor_without_out(small):
             return np.asarray(X) ** 2
 
     X, _ = small
-    out = _gram_block(X, [Squares(), LinearKernel().factor(X, n_samples=60, n_components=60)],
-                      keep_features=True)
-    np.testing.assert_array_equal(out["Phi"], np.hstack([X ** 2, X]))
-
-
-@pytest.mark.parametrize("method", ["nystrom", "rff"])
-def test_factors_built_on_a_pool_equal_the_serial_ones(method):
-    """The Gaussians factored on a pool thread while this thread factors the others give
-    the factors of the serial loop, in the order of the kernels (RFF: always serial, so
-    the random draws keep their order)."""
-    from elmscale.utils._threads import shared_pool
-
-    X, _ = make_blobs(n_samples=400, n_features=4, centers=3, random_state=0)
-    kernels = [RBFKernel(1.0), LinearKernel(), RBFKernel(1e-10), PolynomialKernel(3),
-               RBFKernel(1e10), RBFKernel(30.0), PolynomialKernel(2)]
-    serial = build_factors(kernels, X, 4000, 50, method, np.random.RandomState(3))
-    pooled = build_factors(kernels, X, 4000, 50, method, np.random.RandomState(3),
-                           shared_pool(2))
-    assert [f.kind for f in serial] == [f.kind for f in pooled]
-    assert [f.kind for f in serial][:3] == ["nystrom" if method == "nystrom" else "rff",
-                                           "explicit", "identity"]
-    for a, b in zip(serial, pooled):
-        for attr in ("weights", "landmarks", "omega", "phase", "alpha"):
-            if hasattr(a, attr):
-                np.testing.assert_array_equal(getattr(a, attr), getattr(b, attr))
+    layer = FactorLayer([Squares(), LinearKernel().factor(X, n_samples=60, n_components=60)])
+    np.testing.assert_array_equal(layer(X)[:, :6], np.hstack([X**2, X]))
 
 
 def _exact_vs_scalable(n, landmarks, seed):
     X, y = make_blobs(n_samples=n, n_features=5, centers=4, cluster_std=1.5, random_state=seed)
     exact = TUMKELM(4, assignment="argmax", mode="exact", max_iter=8, random_state=0).fit(X)
-    scal = TUMKELM(4, assignment="argmax", mode="scalable", n_landmarks=landmarks, max_iter=8, random_state=0).fit(X)
+    scal = TUMKELM(
+        4, assignment="argmax", mode="scalable", n_landmarks=landmarks, max_iter=8, random_state=0
+    ).fit(X)
     return y, exact, scal
 
 
@@ -213,8 +228,15 @@ def test_exact_and_scalable_agree_on_2000_points(global_seed):
 
 def test_loss_reported_per_iteration(small):
     X, _ = small
-    model = TUMKELM(3, assignment="argmax", kernels=EXACT_FACTOR_KERNELS + [RBFKernel(1.0)], mode="exact",
-                    max_iter=5, delta=0.0, scaling="standard").fit(X)
+    model = TUMKELM(
+        3,
+        assignment="argmax",
+        kernels=EXACT_FACTOR_KERNELS + [RBFKernel(1.0)],
+        mode="exact",
+        max_iter=5,
+        delta=0.0,
+        scaling="standard",
+    ).fit(X)
     assert model.history_.shape == (model.n_iter_,)
     assert model.weights_history_.shape == (model.n_iter_, 5)
     np.testing.assert_allclose(model.weights_history_.sum(1), 1.0)
@@ -227,27 +249,58 @@ def test_loss_reported_per_iteration(small):
     np.testing.assert_allclose(model.loss_, loss, rtol=1e-10)
 
 
+def _full_loop(self, stage1, stage2, p):
+    """Algorithm 1's loop computed to the end, without cycle detection: the reference for
+    TUMKELM._iterate (same stages, same stopping rule, same selection)."""
+    mu = np.full(p, 1.0 / p)
+    losses, weights, raws, states = [], [], [], []
+    for it in range(self.max_iter):
+        state = stage1(mu)
+        losses.append(state["loss"])
+        weights.append(mu)
+        states.append(state)
+        if it and abs(losses[-1] - losses[-2]) <= self.delta * abs(losses[-2]):
+            break
+        if it == self.max_iter - 1:
+            break
+        raws.append(stage2(state))
+        mu = project_weights(raws[-1])
+    self.history_, self.weights_history_ = np.array(losses), np.array(weights)
+    self.cycle_, self.n_computed_, self.n_iter_ = None, len(losses), len(losses)
+    t = len(losses) - 1 if self.select == "last" else int(np.argmin(self.history_))
+    self.selected_iter_, self.loss_ = t, float(self.history_[t])
+    self.kernel_weights_ = weights[t]
+    self.kernel_weights_raw_ = raws[t - 1] if t > 0 else weights[0].copy()
+    return states[t]
+
+
 @pytest.mark.parametrize("mode", ["exact", "scalable"])
 @pytest.mark.parametrize("max_iter", [20, 19, 12])
 def test_detected_cycle_gives_the_full_loop(monkeypatch, mode, max_iter):
     """Iris (paper kernels, argmax) enters a 3-cycle of the weights at iteration 8 that the
     relative stopping rule never ends: the fit stops computing there and returns exactly what
-    the full loop returns, whatever the phase of the cycle at max_iter."""
-    import elmscale.algorithms._tumkelm as mod
+    the full loop (computed to max_iter) returns, whatever the phase of the cycle."""
     from sklearn.datasets import load_iris
 
     X, _ = load_iris(return_X_y=True)
-    params = dict(mode=mode, assignment="argmax", n_landmarks=150, max_iter=max_iter, random_state=0)
+    params = dict(
+        mode=mode, assignment="argmax", n_landmarks=150, max_iter=max_iter, random_state=0
+    )
     fast = TUMKELM(3, **params).fit(X)
     assert fast.cycle_ == (7, 3)
     assert fast.n_computed_ == 10 < fast.n_iter_ == max_iter
-    monkeypatch.setattr(mod, "_DETECT_CYCLES", False)
+    monkeypatch.setattr(TUMKELM, "_iterate", _full_loop)
     full = TUMKELM(3, **params).fit(X)
     assert full.cycle_ is None and full.n_computed_ == full.n_iter_ == max_iter
     np.testing.assert_array_equal(fast.labels_, full.labels_)
     np.testing.assert_array_equal(fast.embedding_, full.embedding_)
-    for attr in ("history_", "weights_history_", "kernel_weights_", "kernel_weights_raw_",
-                 "eigenvalues_"):
+    for attr in (
+        "history_",
+        "weights_history_",
+        "kernel_weights_",
+        "kernel_weights_raw_",
+        "eigenvalues_",
+    ):
         np.testing.assert_array_equal(getattr(fast, attr), getattr(full, attr))
     assert fast.loss_ == full.loss_ == fast.history_[-1]
 
@@ -271,8 +324,14 @@ def test_cycle_play_applies_the_stopping_rule():
 def test_numpy_and_dask_input_agree(blobs, blobs_dask, mode, assignment):
     X, y = blobs
     Xd, _ = blobs_dask
-    params = dict(kernels=["linear", ("poly", {"degree": 2}), ("rbf", {"width": 1.0})],
-                  mode=mode, assignment=assignment, n_landmarks=50, random_state=0, max_iter=5)
+    params = dict(
+        kernels=["linear", ("poly", {"degree": 2}), ("rbf", {"width": 1.0})],
+        mode=mode,
+        assignment=assignment,
+        n_landmarks=50,
+        random_state=0,
+        max_iter=5,
+    )
     a = TUMKELM(3, **params).fit(X)
     b = TUMKELM(3, **params).fit(Xd)
     assert isinstance(a.labels_, np.ndarray) and isinstance(b.labels_, da.Array)
@@ -288,36 +347,59 @@ def test_kept_features_equal_recomputed_bases(blobs_dask, monkeypatch, assignmen
     import elmscale.algorithms._tumkelm as mod
 
     Xd, _ = blobs_dask
-    params = dict(kernels=["linear", ("poly", {"degree": 3}), ("rbf", {"width": 1.0}),
-                           ("rbf", {"width": 1e-10}), ("rbf", {"width": 1e10})],
-                  mode="scalable", assignment=assignment, n_landmarks=40, random_state=0,
-                  max_iter=5)
+    params = dict(
+        kernels=[
+            "linear",
+            ("poly", {"degree": 3}),
+            ("rbf", {"width": 1.0}),
+            ("rbf", {"width": 1e-10}),
+            ("rbf", {"width": 1e10}),
+        ],
+        mode="scalable",
+        assignment=assignment,
+        n_landmarks=40,
+        random_state=0,
+        max_iter=5,
+    )
     kept = TUMKELM(3, **params).fit(Xd)
     monkeypatch.setattr(mod, "KEEP_FEATURES_BYTES", 0)
     recomputed = TUMKELM(3, **params).fit(Xd)
     np.testing.assert_array_equal(kept.labels_.compute(), recomputed.labels_.compute())
     np.testing.assert_allclose(kept.history_, recomputed.history_, rtol=1e-10)
-    np.testing.assert_allclose(kept.weights_history_, recomputed.weights_history_,
-                               rtol=1e-8, atol=1e-12)
-    np.testing.assert_allclose(kept.embedding_.compute(), recomputed.embedding_.compute(),
-                               atol=1e-10)
+    np.testing.assert_allclose(
+        kept.weights_history_, recomputed.weights_history_, rtol=1e-8, atol=1e-12
+    )
+    np.testing.assert_allclose(
+        kept.embedding_.compute(), recomputed.embedding_.compute(), atol=1e-10
+    )
 
 
 @pytest.mark.parametrize("assignment", ["argmax", "kmeans", "kmeans-unit"])
-def test_in_process_iterations_equal_dask_input(blobs, assignment):
-    """NumPy input runs the iterations in-process (on a thread pool) on the kept blocks of
-    Phi; dask input with the same row chunks runs them as dask graphs. Same sums in the same
-    order: every fitted array is equal bit for bit (> 8 chunks: a two-level tree sum)."""
+def test_numpy_input_equals_dask_input_in_the_same_chunks(blobs, assignment):
+    """NumPy input is cut into equal row chunks (a multiple of the local threads); dask
+    input in those chunks gives every fitted array equal bit for bit (> 8 chunks: a
+    two-level tree sum)."""
     from elmscale.utils._validation import as_row_chunked
 
     X, y = blobs
-    kernels = ["linear", ("poly", {"degree": 3}), ("rbf", {"width": 1.0}),
-               ("rbf", {"width": 1e-10}), ("rbf", {"width": 1e10})]
-    params = dict(kernels=kernels, mode="scalable", assignment=assignment, n_landmarks=40,
-                  random_state=0, max_iter=5)
+    kernels = [
+        "linear",
+        ("poly", {"degree": 3}),
+        ("rbf", {"width": 1.0}),
+        ("rbf", {"width": 1e-10}),
+        ("rbf", {"width": 1e10}),
+    ]
+    params = dict(
+        kernels=kernels,
+        mode="scalable",
+        assignment=assignment,
+        n_landmarks=40,
+        random_state=0,
+        max_iter=5,
+    )
     with elmscale.config_context(chunk_bytes=len(kernels) * 40 * 8 * 28):
         Xd, _ = as_row_chunked(X, n_hidden=len(kernels) * 40)
-        chunks = local_chunks(X.shape[0], Xd.numblocks[0], local_threads())
+        chunks = even_chunks(X.shape[0], Xd.numblocks[0], local_threads())
         assert len(chunks) > 8 and len(set(chunks)) <= 2 and sum(chunks) == X.shape[0]
         local = TUMKELM(3, **params).fit(X)
         graph = TUMKELM(3, **params).fit(Xd.rechunk({0: chunks}))
@@ -335,8 +417,13 @@ def test_in_process_iterations_equal_dask_input(blobs, assignment):
 @pytest.mark.distributed
 def test_distributed_matches_sync(dask_client, blobs_dask):
     Xd, y = blobs_dask
-    params = dict(kernels=["linear", ("rbf", {"width": 0.5}), ("rbf", {"width": 1e-10})],
-                  mode="scalable", n_landmarks=60, random_state=1, max_iter=4)
+    params = dict(
+        kernels=["linear", ("rbf", {"width": 0.5}), ("rbf", {"width": 1e-10})],
+        mode="scalable",
+        n_landmarks=60,
+        random_state=1,
+        max_iter=4,
+    )
     dist = TUMKELM(3, **params).fit(Xd)
     labels = dist.labels_.compute()
     import dask
@@ -362,28 +449,51 @@ def test_negative_weights_are_projected(small):
     X, _ = small
     # the value form regresses "different cluster" on kernel values: informative kernels
     # get negative raw weights
-    model = TUMKELM(3, assignment="argmax", kernels=EXACT_FACTOR_KERNELS + [RBFKernel(1.0)], feature_form="value",
-                    max_iter=3).fit(X)
+    model = TUMKELM(
+        3,
+        assignment="argmax",
+        kernels=EXACT_FACTOR_KERNELS + [RBFKernel(1.0)],
+        feature_form="value",
+        max_iter=3,
+    ).fit(X)
     assert np.all(model.kernel_weights_ >= 0)
     np.testing.assert_allclose(model.kernel_weights_.sum(), 1.0)
 
 
-@pytest.mark.parametrize("params, error, match", [
-    (dict(kernels=[]), ValueError, "kernels is empty"),
-    (dict(kernels=["linear", "nope"]), UnknownPluginError,
-     r"kernels: kernel 'nope' is not registered; available: linear, poly, rbf"),
-    (dict(kernels=[("rbf", 1.0)]), ValueError, r"must be \(name, params_dict\)"),
-    (dict(C=0.0), InvalidParameterError, r"The 'C' parameter of TUMKELM must be a float in "
-                                         r"the range \(0.0, inf\)"),
-    (dict(C=-1.0), InvalidParameterError, r"'C' parameter"),
-    (dict(delta=-1e-3), InvalidParameterError, r"The 'delta' parameter of TUMKELM must be a "
-                                               r"float in the range \[0.0, inf\)"),
-    (dict(mode="fast"), InvalidParameterError, r"'mode' parameter"),
-    (dict(feature_form="kernel"), InvalidParameterError, r"'feature_form' parameter"),
-    (dict(select="best"), InvalidParameterError, r"'select' parameter of TUMKELM must be a "
-                                                 r"str among"),
-    (dict(n_clusters=100), ValueError, r"n_clusters=100 must be <= n_samples=60"),
-])
+@pytest.mark.parametrize(
+    "params, error, match",
+    [
+        (dict(kernels=[]), ValueError, "kernels is empty"),
+        (
+            dict(kernels=["linear", "nope"]),
+            UnknownPluginError,
+            r"kernels: kernel 'nope' is not registered; available: linear, poly, rbf",
+        ),
+        (dict(kernels=[("rbf", 1.0)]), ValueError, r"must be \(name, params_dict\)"),
+        (
+            dict(C=0.0),
+            InvalidParameterError,
+            r"The 'C' parameter of TUMKELM must be a float in "
+            r"the range \(0.0, inf\)",
+        ),
+        (dict(C=-1.0), InvalidParameterError, r"'C' parameter"),
+        (
+            dict(delta=-1e-3),
+            InvalidParameterError,
+            r"The 'delta' parameter of TUMKELM must be a "
+            r"float in the range \[0.0, inf\)",
+        ),
+        (dict(mode="fast"), InvalidParameterError, r"'mode' parameter"),
+        (dict(feature_form="kernel"), InvalidParameterError, r"'feature_form' parameter"),
+        (
+            dict(select="best"),
+            InvalidParameterError,
+            r"'select' parameter of TUMKELM must be a "
+            r"str among",
+        ),
+        (dict(n_clusters=100), ValueError, r"n_clusters=100 must be <= n_samples=60"),
+    ],
+)
 def test_bad_parameters(small, params, error, match):
     X, _ = small
     params = {"n_clusters": 3, **params}
@@ -395,7 +505,9 @@ def test_value_form_degenerates(small):
     """Documented behaviour: with kernel VALUES as features and targets t = 1 for different
     clusters, the all-ones kernel (constant feature 1) takes all the weight."""
     X, _ = small
-    model = TUMKELM(3, assignment="argmax", kernels=EXACT_FACTOR_KERNELS, feature_form="value", max_iter=3).fit(X)
+    model = TUMKELM(
+        3, assignment="argmax", kernels=EXACT_FACTOR_KERNELS, feature_form="value", max_iter=3
+    ).fit(X)
     assert model.weights_history_[1, 3] > 0.99
 
 
@@ -417,17 +529,16 @@ def test_select_lowest_loss_returns_that_iteration(blobs, mode, assignment):
     np.testing.assert_array_equal(np.asarray(best.labels_), np.asarray(cut.labels_))
     np.testing.assert_array_equal(best.kernel_weights_, cut.kernel_weights_)
     np.testing.assert_array_equal(best.kernel_weights_raw_, cut.kernel_weights_raw_)
-    np.testing.assert_allclose(np.asarray(best.embedding_), np.asarray(cut.embedding_),
-                               atol=1e-12)
+    np.testing.assert_allclose(np.asarray(best.embedding_), np.asarray(cut.embedding_), atol=1e-12)
 
 
-def test_local_chunks_are_even_and_cover_every_row():
-    assert local_chunks(7195, 2, 2) == (3598, 3597)
-    assert local_chunks(7195, 3, 2) == (1799, 1799, 1799, 1798)
-    assert local_chunks(10, 1, 1) == (10,)
-    assert local_chunks(3, 8, 2) == (1, 1, 1)
+def test_even_chunks_cover_every_row():
+    assert even_chunks(7195, 2, 2) == (3598, 3597)
+    assert even_chunks(7195, 3, 2) == (1799, 1799, 1799, 1798)
+    assert even_chunks(10, 1, 1) == (10,)
+    assert even_chunks(3, 8, 2) == (1, 1, 1)
     for n, b, t in ((14500, 8, 2), (101, 5, 3), (1, 1, 4)):
-        c = local_chunks(n, b, t)
+        c = even_chunks(n, b, t)
         assert sum(c) == n and max(c) - min(c) <= 1 and len(c) >= min(b, n)
 
 
@@ -460,11 +571,63 @@ def test_kmeans_unit_clusters_the_unit_rows_of_the_eigenvectors(blobs, monkeypat
 
     monkeypatch.setattr(mod, "KMeans", Spy)
     monkeypatch.setattr(mod, "kmeans", spy_kmeans)
-    params = dict(kernels=["linear", ("rbf", {"width": 1.0})], mode=mode, n_landmarks=40,
-                  random_state=0, max_iter=1)
+    params = dict(
+        kernels=["linear", ("rbf", {"width": 1.0})],
+        mode=mode,
+        n_landmarks=40,
+        random_state=0,
+        max_iter=1,
+    )
     m = TUMKELM(3, assignment="kmeans-unit", **params).fit(X)
     U = np.asarray(m.embedding_)
-    np.testing.assert_allclose(seen[-1], U / np.linalg.norm(U, axis=1, keepdims=True),
-                               rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(
+        seen[-1], U / np.linalg.norm(U, axis=1, keepdims=True), rtol=1e-10, atol=1e-12
+    )
     plain = TUMKELM(3, assignment="kmeans", **params).fit(X)
     np.testing.assert_allclose(np.asarray(plain.embedding_), U, atol=1e-10)
+
+
+@pytest.mark.parametrize("mode", ["exact", "scalable"])
+def test_sweep_over_solve_parameters_equals_separate_fits(blobs, mode, monkeypatch):
+    """TUMK-ELM on the estimator template: a grid over parameters the reduction does not
+    read (C, assignment, n_clusters) reduces the data once and gives the fits of separate
+    estimators exactly."""
+    X, _ = blobs
+    base = TUMKELM(
+        3,
+        kernels=["linear", ("rbf", {"width": 1.0}), ("rbf", {"width": 1e-10})],
+        mode=mode,
+        n_landmarks=40,
+        max_iter=4,
+        random_state=0,
+    )
+    grid = {"C": [0.5, 4.0], "assignment": ["argmax", "kmeans-unit"], "n_clusters": [3, 4]}
+    calls = []
+    real_reduce = TUMKELM.reduce
+
+    def counting_reduce(self, *args, **kwargs):
+        calls.append(1)
+        return real_reduce(self, *args, **kwargs)
+
+    monkeypatch.setattr(TUMKELM, "reduce", counting_reduce)
+    fits = elmscale.sweep(base, X, grid)
+    assert len(calls) == 1 and len(fits) == 8
+    monkeypatch.setattr(TUMKELM, "reduce", real_reduce)
+    for setting, model in fits:
+        alone = clone(base).set_params(**setting).fit(X)
+        np.testing.assert_array_equal(model.labels_, alone.labels_)
+        np.testing.assert_array_equal(model.history_, alone.history_)
+        np.testing.assert_array_equal(model.kernel_weights_, alone.kernel_weights_)
+        np.testing.assert_array_equal(model.embedding_, alone.embedding_)
+        assert model.mode_ == mode and model.n_features_in_ == X.shape[1]
+
+
+def test_feature_names_are_recorded_and_checked(blobs):
+    """The template records feature_names_in_ from a DataFrame and checks them on new data."""
+    pd = pytest.importorskip("pandas")
+    X, _ = blobs
+    df = pd.DataFrame(X, columns=[f"f{i}" for i in range(X.shape[1])])
+    model = TUMKELM(3, kernels=["linear"], mode="exact", max_iter=2, random_state=0).fit(df)
+    assert list(model.feature_names_in_) == list(df.columns)
+    with pytest.raises(ValueError, match="feature names"):
+        model.predict(df.rename(columns={"f0": "g0"}))
