@@ -30,9 +30,7 @@ def set_config(*, chunk_bytes=None, compute_dtype=None):
         config["chunk_bytes"] = int(chunk_bytes)
     if compute_dtype is not None:
         if np.dtype(compute_dtype) not in (np.float32, np.float64):
-            raise ValueError(
-                f"compute_dtype must be 'float32' or 'float64', got {compute_dtype!r}"
-            )
+            raise ValueError(f"compute_dtype must be 'float32' or 'float64', got {compute_dtype!r}")
         config["compute_dtype"] = np.dtype(compute_dtype).name
     _local.config = config
 

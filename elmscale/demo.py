@@ -32,8 +32,12 @@ def main(argv=None):
         return table[rows, cols].sum() / len(y)
 
     X, y = load_digits(return_X_y=True)
-    with LocalCluster(n_workers=args.workers, threads_per_worker=1,
-                      dashboard_address=":0") as cluster, Client(cluster) as client:
+    with (
+        LocalCluster(
+            n_workers=args.workers, threads_per_worker=1, dashboard_address=":0"
+        ) as cluster,
+        Client(cluster) as client,
+    ):
         print(f"elmscale {elmscale.__version__} on {client}")
         print(f"digits: {X.shape[0]} images of {X.shape[1]} pixels, 10 classes")
         Xd = da.from_array(X, chunks=(600, 64))  # three row chunks spread over the workers
@@ -42,13 +46,19 @@ def main(argv=None):
         labels = model.labels_.compute()
         t_fit = time.perf_counter() - t0
         km = KMeans(10, n_init=10, random_state=args.seed).fit(X)
-        print(f"US-ELM : ACC {accuracy(y, labels):.3f}  NMI "
-              f"{normalized_mutual_info_score(y, labels):.3f}  ({t_fit:.1f} s)")
-        print(f"k-means: ACC {accuracy(y, km.labels_):.3f}  NMI "
-              f"{normalized_mutual_info_score(y, km.labels_):.3f}  (raw pixels)")
+        print(
+            f"US-ELM : ACC {accuracy(y, labels):.3f}  NMI "
+            f"{normalized_mutual_info_score(y, labels):.3f}  ({t_fit:.1f} s)"
+        )
+        print(
+            f"k-means: ACC {accuracy(y, km.labels_):.3f}  NMI "
+            f"{normalized_mutual_info_score(y, km.labels_):.3f}  (raw pixels)"
+        )
         E = model.transform(X[:5])  # NumPy in, NumPy out; works on unseen points too
-        print(f"embedding of 5 images: shape {E.shape}; predicted clusters "
-              f"{model.predict(X[:5]).tolist()}")
+        print(
+            f"embedding of 5 images: shape {E.shape}; predicted clusters "
+            f"{model.predict(X[:5]).tolist()}"
+        )
 
 
 if __name__ == "__main__":

@@ -2,8 +2,8 @@
 
 Each function here runs one pass over X's row chunks on the cluster: one task per group of
 consecutive chunks builds its rows of H (or reads them from the cache), computes their partial
-sums, and the partials are tree-reduced to small float64 NumPy arrays on the client. Nothing with N rows is
-gathered. Terms requested together share the pass, so each H block is built once.
+sums, and the partials are tree-reduced to small float64 NumPy arrays on the client. Nothing
+with N rows is gathered. Terms requested together share the pass, so each H block is built once.
 
 Terms of :func:`hidden_stats`:
 
@@ -197,14 +197,26 @@ def laplacian_power_rows(graph, H_blocks, layer, q, *, n_hidden, dtype):
     Z = None
     for j in range(1, q + 1):
         if j == 1:
-            blocks = [dask.delayed(_first_power_block, pure=True)(
-                H_blocks[b], graph.blocks[b], layer, *graph.halo_rows(b)) for b in range(nb)]
+            blocks = [
+                dask.delayed(_first_power_block, pure=True)(
+                    H_blocks[b], graph.blocks[b], layer, *graph.halo_rows(b)
+                )
+                for b in range(nb)
+            ]
         else:
             Z_blocks = Z.to_delayed().ravel()
-            blocks = [dask.delayed(_next_power_block, pure=True)(
-                Z_blocks[b], graph.blocks[b], *graph.halo_rows(b, Z)) for b in range(nb)]
-        Z = da.concatenate([da.from_delayed(blk, shape=(n, n_h), dtype=dtype)
-                            for blk, n in zip(blocks, graph.chunks)]).persist()
+            blocks = [
+                dask.delayed(_next_power_block, pure=True)(
+                    Z_blocks[b], graph.blocks[b], *graph.halo_rows(b, Z)
+                )
+                for b in range(nb)
+            ]
+        Z = da.concatenate(
+            [
+                da.from_delayed(blk, shape=(n, n_h), dtype=dtype)
+                for blk, n in zip(blocks, graph.chunks, strict=True)
+            ]
+        ).persist()
     return Z
 
 
@@ -214,9 +226,23 @@ def _stack(parts):
     return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
 
-def _block_partials(H, terms, *, Y=None, weight=None, labels=None, n_labels=None,
-                    graph_block=None, half=None, halo_X=None, layer=None, power=1, Z=None,
-                    halo_Z=None, build=False):
+def _block_partials(
+    H,
+    terms,
+    *,
+    Y=None,
+    weight=None,
+    labels=None,
+    n_labels=None,
+    graph_block=None,
+    half=None,
+    halo_X=None,
+    layer=None,
+    power=1,
+    Z=None,
+    halo_Z=None,
+    build=False,
+):
     """Partial sums of the requested terms over one task's rows (all float64).
 
     ``H``, ``Y``, ``weight`` and ``labels`` are lists of the blocks of consecutive row
@@ -234,8 +260,9 @@ def _block_partials(H, terms, *, Y=None, weight=None, labels=None, n_labels=None
     if "count" in terms:
         out["count"] = f64(H.shape[0] if weight is None else weight.sum(dtype=f64))
     if "colsum" in terms:
-        out["colsum"] = (H.sum(axis=0, dtype=f64) if weight is None
-                         else (weight.astype(H.dtype) @ H).astype(f64))
+        out["colsum"] = (
+            H.sum(axis=0, dtype=f64) if weight is None else (weight.astype(H.dtype) @ H).astype(f64)
+        )
     if "hth" in terms:
         if weight is None:
             out["hth"] = (H.T @ H).astype(f64)  # one buffer twice: BLAS syrk
@@ -250,8 +277,10 @@ def _block_partials(H, terms, *, Y=None, weight=None, labels=None, n_labels=None
     if "htf" in terms or "sizes" in terms:
         lab = np.asarray(labels).ravel()
         keep = lab >= 0
-        F = sp.csr_matrix((np.ones(keep.sum(), dtype=H.dtype), (lab[keep], np.flatnonzero(keep))),
-                          shape=(n_labels, H.shape[0]))
+        F = sp.csr_matrix(
+            (np.ones(keep.sum(), dtype=H.dtype), (lab[keep], np.flatnonzero(keep))),
+            shape=(n_labels, H.shape[0]),
+        )
         if "htf" in terms:
             out["htf"] = np.asarray(F @ H, dtype=f64).T
         if "sizes" in terms:
@@ -289,13 +318,26 @@ def _blocks_of(array, n_chunks, name):
     blocks = array.to_delayed()
     blocks = blocks.ravel().tolist()
     if len(blocks) != n_chunks:
-        raise ValueError(f"{name} must be chunked like X's rows ({n_chunks} chunks), "
-                         f"got {len(blocks)}")
+        raise ValueError(
+            f"{name} must be chunked like X's rows ({n_chunks} chunks), got {len(blocks)}"
+        )
     return blocks
 
 
-def hidden_stats(features, terms, *, Y=None, sample_weight=None, labels=None, n_labels=None,
-                 graph=None, laplacian_power=1, fan_in=8, group_bytes=None, compute=True):
+def hidden_stats(
+    features,
+    terms,
+    *,
+    Y=None,
+    sample_weight=None,
+    labels=None,
+    n_labels=None,
+    graph=None,
+    laplacian_power=1,
+    fan_in=8,
+    group_bytes=None,
+    compute=True,
+):
     """Compute several reductions of H in one pass over the data.
 
     Parameters
@@ -337,14 +379,19 @@ def hidden_stats(features, terms, *, Y=None, sample_weight=None, labels=None, n_
     if graph is not None and graph.source_name != features.X.name:
         # the graph term rebuilds halo rows from the graph's X with features.layer: a graph
         # built on another array (e.g. pre-scaled X) would silently give a wrong H^T L H
-        raise ValueError("graph was built on a different array than features.X; build it "
-                         "from the same X, passing any scaling as knn_graph(..., transform=)")
+        raise ValueError(
+            "graph was built on a different array than features.X; build it "
+            "from the same X, passing any scaling as knn_graph(..., transform=)"
+        )
     if "hty" in terms and Y is None:
         raise ValueError("term 'hty' needs Y")
     if ("htf" in terms or "sizes" in terms) and (labels is None or n_labels is None):
         raise ValueError("terms 'htf' and 'sizes' need labels and n_labels")
-    if (isinstance(laplacian_power, (bool, np.bool_))
-            or not isinstance(laplacian_power, (int, np.integer)) or laplacian_power < 1):
+    if (
+        isinstance(laplacian_power, (bool, np.bool_))
+        or not isinstance(laplacian_power, (int, np.integer))
+        or laplacian_power < 1
+    ):
         raise ValueError(f"laplacian_power must be an integer >= 1, got {laplacian_power!r}")
     laplacian_power = int(laplacian_power)
     if group_bytes is None:
@@ -368,15 +415,22 @@ def hidden_stats(features, terms, *, Y=None, sample_weight=None, labels=None, n_
         n_h = features.layer.n_hidden
         itemsize = np.dtype(features.X.dtype).itemsize
         shipped = (laplacian_power - 1) // 2
-        logger.info("H^T L^%d H: building L^%d H (%d x %d, %.1f MB) on the cluster; %d "
-                    "product(s) ship %d halo rows of it, n_hidden=%d wide (%.1f MB each)",
-                    laplacian_power, q, graph.n_samples, n_h,
-                    graph.n_samples * n_h * itemsize / 1e6, shipped, graph.halo_size(), n_h,
-                    graph.halo_size() * n_h * itemsize / 1e6)
+        logger.info(
+            "H^T L^%d H: building L^%d H (%d x %d, %.1f MB) on the cluster; %d "
+            "product(s) ship %d halo rows of it, n_hidden=%d wide (%.1f MB each)",
+            laplacian_power,
+            q,
+            graph.n_samples,
+            n_h,
+            graph.n_samples * n_h * itemsize / 1e6,
+            shipped,
+            graph.halo_size(),
+            n_h,
+            graph.halo_size() * n_h * itemsize / 1e6,
+        )
         hidden = named(_apply_layer, "elmscale-hidden")
         H_blocks = [hidden(blk, layer) for blk in sources] if build else sources
-        Z = laplacian_power_rows(graph, H_blocks, layer, q, n_hidden=n_h,
-                                 dtype=features.X.dtype)
+        Z = laplacian_power_rows(graph, H_blocks, layer, q, n_hidden=n_h, dtype=features.X.dtype)
         Z_blocks = Z.to_delayed().ravel()
         sources, build = H_blocks, False
     block_task = named(_block_partials, "elmscale-gram-block")
@@ -388,9 +442,15 @@ def hidden_stats(features, terms, *, Y=None, sample_weight=None, labels=None, n_
     pattern = named(_half_pattern, "elmscale-gram-pattern", nout=2)
     parts = []
     for group in groups:
-        kwargs = dict(Y=_pick(Y_blocks, group), weight=_pick(w_blocks, group),
-                      labels=_pick(lab_blocks, group), n_labels=n_labels,
-                      power=laplacian_power, layer=layer, build=build)
+        kwargs = dict(
+            Y=_pick(Y_blocks, group),
+            weight=_pick(w_blocks, group),
+            labels=_pick(lab_blocks, group),
+            n_labels=n_labels,
+            power=laplacian_power,
+            layer=layer,
+            build=build,
+        )
         if "htlh" in terms and laplacian_power == 1:
             half, need = pattern(*[graph.blocks[b] for b in group])
             kwargs.update(half=half, halo_X=_group_halo(graph, group, need))
@@ -400,9 +460,11 @@ def hidden_stats(features, terms, *, Y=None, sample_weight=None, labels=None, n_
             if laplacian_power == 2:
                 kwargs["halo_X"] = graph.halo_rows(b)
             else:
-                kwargs.update(Z=Z_blocks[b],
-                              halo_Z=graph.halo_rows(b, Z) if laplacian_power % 2 else None)
+                kwargs.update(
+                    Z=Z_blocks[b], halo_Z=graph.halo_rows(b, Z) if laplacian_power % 2 else None
+                )
         parts.append(block_task(_pick(sources, group), terms, **kwargs))
     total = named(_finish, "elmscale-gram-finish")(
-        tree_sum(parts, fan_in=fan_in, prefix="elmscale-gram-sum"))
+        tree_sum(parts, fan_in=fan_in, prefix="elmscale-gram-sum")
+    )
     return dask.compute(total)[0] if compute else total

@@ -28,8 +28,9 @@ def kmeans_dense(E, k, *, n_init=10, max_iter=100, init=None, random_state=None)
     E. k-means is the engine's component with its own tests; what this reference checks is
     everything ELM-JEC does around it. Returns (centers, labels, inertia)."""
     Ed = da.from_array(np.asarray(E, dtype=np.float64), chunks=E.shape)
-    centers, labels, inertia, _ = kmeans(Ed, k, n_init=n_init, max_iter=max_iter, init=init,
-                                         random_state=random_state)
+    centers, labels, inertia, _ = kmeans(
+        Ed, k, n_init=n_init, max_iter=max_iter, init=init, random_state=random_state
+    )
     return centers, np.asarray(labels.compute()), inertia
 
 
@@ -60,21 +61,32 @@ def solve_dense(Hc, L, labels, k, lam, gamma, n_components, range_rtol=1e-10, po
     return beta, G, float(np.trace(beta.T @ S @ beta))
 
 
-def elmjec_dense(X, n_clusters, *, n_hidden, lam, gamma, n_components, n_restarts, max_iter,
-                 n_neighbors, random_state):
+def elmjec_dense(
+    X,
+    n_clusters,
+    *,
+    n_hidden,
+    lam,
+    gamma,
+    n_components,
+    n_restarts,
+    max_iter,
+    n_neighbors,
+    random_state,
+):
     """Algorithm 1, densely. Returns a dict with beta, G, E, labels, history."""
     X = np.asarray(X, dtype=np.float64)
     rng = np.random.RandomState(random_state)
     offset, scale = minmax(X)
-    layer = RandomHiddenLayer.draw(X.shape[1], n_hidden, "sigmoid", rng, offset=offset,
-                                   scale=scale)
+    layer = RandomHiddenLayer.draw(X.shape[1], n_hidden, "sigmoid", rng, offset=offset, scale=scale)
     rng.randint(0, 2**31 - 1)  # the graph's seed (unused by the exact graph)
     Xs = (X - offset) / scale
     L = knn_laplacian(Xs, n_neighbors)
     H = layer(X)
     Hc = H - H.mean(axis=0)
-    _, labels, _ = kmeans_dense(Xs, n_clusters, n_init=max(n_restarts, 1),
-                                random_state=rng.randint(0, 2**31 - 1))
+    _, labels, _ = kmeans_dense(
+        Xs, n_clusters, n_init=max(n_restarts, 1), random_state=rng.randint(0, 2**31 - 1)
+    )
     beta, G, obj = solve_dense(Hc, L, labels, n_clusters, lam, gamma, n_components)
     history = {"objective": [obj], "kmeans_objective": [np.nan], "n_changed": [np.nan]}
     for _ in range(max_iter):
@@ -95,5 +107,11 @@ def elmjec_dense(X, n_clusters, *, n_hidden, lam, gamma, n_components, n_restart
         labels = new
         beta, G, obj = solve_dense(Hc, L, labels, n_clusters, lam, gamma, n_components)
         history["objective"].append(obj)
-    return {"beta": beta, "G": G, "E": Hc @ beta, "labels": labels, "objective": obj,
-            "history": {k: np.array(v, dtype=float) for k, v in history.items()}}
+    return {
+        "beta": beta,
+        "G": G,
+        "E": Hc @ beta,
+        "labels": labels,
+        "objective": obj,
+        "history": {k: np.array(v, dtype=float) for k, v in history.items()},
+    }

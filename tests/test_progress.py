@@ -27,7 +27,9 @@ def stream():
 
 def test_log_to_stderr_shows_the_fit_stages(blobs, stream):
     USELM(n_clusters=3, n_hidden=30, graph="exact", random_state=0).fit(blobs[0])
-    assert "US-ELM fit: graph" in stream.getvalue()
+    (line,) = [ln for ln in stream.getvalue().splitlines() if "USELM fit:" in ln]
+    for stage in ("hidden", "graph", "gram", "solve"):
+        assert f"{stage} " in line.split("USELM fit:")[1]
 
 
 def test_log_to_stderr_is_idempotent_and_checks_the_level(stream):

@@ -8,5 +8,6 @@ def register_activations(register):
     register("tanh", act.tanh, description="hyperbolic tangent")
     register("relu", act.relu, description="max(z, 0)")
     register("identity", act.identity, aliases=("linear",), description="no non-linearity")
-    register("gaussian", act.gaussian, aliases=("rbf",),
-             description="exp(-b ||x - a||) (US-ELM eq. 2)")
+    register(
+        "gaussian", act.gaussian, aliases=("rbf",), description="exp(-b ||x - a||) (US-ELM eq. 2)"
+    )

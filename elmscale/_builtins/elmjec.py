@@ -4,5 +4,9 @@ from ..hookspecs import hookimpl
 
 @hookimpl
 def register_algorithms(register):
-    register("elm-jec", ELMJEC, aliases=("elmjec",),
-             description="ELM for joint embedding and clustering (Liu et al. 2017)")
+    register(
+        "elm-jec",
+        ELMJEC,
+        aliases=("elmjec",),
+        description="ELM for joint embedding and clustering (Liu et al. 2017)",
+    )

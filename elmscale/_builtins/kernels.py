@@ -8,8 +8,16 @@ def register_kernels(register):
     # explicit features, Nystrom, random Fourier features, or a closed form (see
     # ``elmscale.kernels``).
     register("linear", LinearKernel, description="x . y (explicit features)")
-    register("poly", PolynomialKernel, aliases=("polynomial",),
-             description="(x . y + c)^d (explicit monomials when few, else Nystrom)")
-    register("rbf", RBFKernel, aliases=("gaussian",),
-             description="exp(-||x - y||^2 / 2w^2) (Nystrom or RFF; closed form K ~ I or 11^T "
-                         "for extreme widths)")
+    register(
+        "poly",
+        PolynomialKernel,
+        aliases=("polynomial",),
+        description="(x . y + c)^d (explicit monomials when few, else Nystrom)",
+    )
+    register(
+        "rbf",
+        RBFKernel,
+        aliases=("gaussian",),
+        description="exp(-||x - y||^2 / 2w^2) (Nystrom or RFF; closed form K ~ I or 11^T "
+        "for extreme widths)",
+    )

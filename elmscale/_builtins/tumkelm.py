@@ -4,5 +4,9 @@ from ..hookspecs import hookimpl
 
 @hookimpl
 def register_algorithms(register):
-    register("tumk-elm", TUMKELM, aliases=("tumkelm",),
-             description="unsupervised multiple-kernel ELM clustering (Xiang et al. 2018)")
+    register(
+        "tumk-elm",
+        TUMKELM,
+        aliases=("tumkelm",),
+        description="unsupervised multiple-kernel ELM clustering (Xiang et al. 2018)",
+    )

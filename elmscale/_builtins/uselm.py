@@ -4,5 +4,9 @@ from ..hookspecs import hookimpl
 
 @hookimpl
 def register_algorithms(register):
-    register("us-elm", algorithms.USELM, aliases=("uselm",),
-             description="unsupervised ELM (Huang et al. 2014)")
+    register(
+        "us-elm",
+        algorithms.USELM,
+        aliases=("uselm",),
+        description="unsupervised ELM (Huang et al. 2014)",
+    )

@@ -23,10 +23,10 @@ def negative_sse(E, centers, labels=None):
     if isinstance(E, da.Array) or isinstance(labels, da.Array):
         E = da.asarray(E)
         # labels as a column: map_blocks aligns lower-dimensional arrays on the last axis
-        args = [E] if labels is None else \
-            [E, da.asarray(labels).rechunk((E.chunks[0],))[:, None]]
-        parts = da.map_blocks(_block_sse, centers, *args, chunks=(E.chunks[0],),
-                              drop_axis=1, dtype=np.float64)
+        args = [E] if labels is None else [E, da.asarray(labels).rechunk((E.chunks[0],))[:, None]]
+        parts = da.map_blocks(
+            _block_sse, centers, *args, chunks=(E.chunks[0],), drop_axis=1, dtype=np.float64
+        )
         return -float(parts.sum().compute())
     return -float(_block_sse(centers, np.asarray(E), labels).sum())
 

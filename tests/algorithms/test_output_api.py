@@ -23,15 +23,25 @@ pd = pytest.importorskip("pandas")
 
 TRANSFORMERS = [
     USELM(n_clusters=3, n_hidden=30, graph="exact", n_neighbors=3, random_state=0),
-    ELMJEC(n_clusters=2, n_hidden=20, graph="exact", n_neighbors=3, n_restarts=2, max_iter=3,
-           random_state=0),
+    ELMJEC(
+        n_clusters=2,
+        n_hidden=20,
+        graph="exact",
+        n_neighbors=3,
+        n_restarts=2,
+        max_iter=3,
+        random_state=0,
+    ),
     TUMKELM(n_clusters=3, kernels=["linear", ("rbf", {"width": 1.0})], random_state=0),
 ]
-SET_OUTPUT_CHECKS = [check_set_output_transform, check_set_output_transform_pandas,
-                     check_global_output_transform_pandas,
-                     check_transformer_get_feature_names_out,
-                     check_transformer_get_feature_names_out_pandas,
-                     check_get_feature_names_out_error]
+SET_OUTPUT_CHECKS = [
+    check_set_output_transform,
+    check_set_output_transform_pandas,
+    check_global_output_transform_pandas,
+    check_transformer_get_feature_names_out,
+    check_transformer_get_feature_names_out_pandas,
+    check_get_feature_names_out_error,
+]
 
 
 @pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
@@ -74,8 +84,9 @@ def test_uselm_score_is_negative_kmeans_inertia(blobs, as_dask, row_normalize):
     with row_normalize), as KMeans.score, and on other points -sum of squared distances to
     the nearest centre."""
     X, _ = blobs
-    model = USELM(n_clusters=3, n_hidden=40, graph="exact", row_normalize=row_normalize,
-                  random_state=0).fit(X)
+    model = USELM(
+        n_clusters=3, n_hidden=40, graph="exact", row_normalize=row_normalize, random_state=0
+    ).fit(X)
     Xs = da.from_array(X, chunks=(70, 5)) if as_dask else X
     assert model.score(Xs) == pytest.approx(-model.inertia_, rel=1e-10)
     Xnew = X[:50] + 0.3
@@ -89,10 +100,8 @@ def test_uselm_score_is_negative_kmeans_inertia(blobs, as_dask, row_normalize):
 def test_elmjec_score_is_its_kmeans_objective(blobs):
     """ELMJEC.score(X_train) is minus the k-means term of the last iteration (history_)."""
     X, _ = blobs
-    model = ELMJEC(n_clusters=3, n_hidden=40, graph="exact", n_restarts=3,
-                   random_state=0).fit(X)
-    assert model.score(X) == pytest.approx(-model.history_["kmeans_objective"][-1],
-                                           rel=1e-8)
+    model = ELMJEC(n_clusters=3, n_hidden=40, graph="exact", n_restarts=3, random_state=0).fit(X)
+    assert model.score(X) == pytest.approx(-model.history_["kmeans_objective"][-1], rel=1e-8)
 
 
 @pytest.mark.parametrize("as_dask", [False, True])
@@ -126,8 +135,9 @@ def test_tumkelm_predict_on_training_points_gives_labels(blobs, mode, assignment
     dask input alike."""
     X, _ = blobs
     Xs = da.from_array(X, chunks=(80, 5)) if as_dask else X
-    model = TUMKELM(n_clusters=3, kernels=KERNELS, mode=mode, assignment=assignment,
-                    random_state=0).fit(Xs)
+    model = TUMKELM(
+        n_clusters=3, kernels=KERNELS, mode=mode, assignment=assignment, random_state=0
+    ).fit(Xs)
     E, labels = model.transform(Xs), model.predict(Xs)
     assert isinstance(labels, da.Array) == as_dask
     if as_dask:
@@ -150,8 +160,11 @@ def test_tumkelm_exact_transform_is_the_nystrom_extension(blobs):
     A, B = (X - offset) / scale, (Xnew - offset) / scale
     mu = model.kernel_weights_
     widths = model.kernels_[1].width
-    K = (mu[0] * B @ A.T + mu[1] * rbf_kernel(B, A, gamma=1 / (2 * widths ** 2))
-         + mu[2] * polynomial_kernel(B, A, degree=2, gamma=1, coef0=1))
+    K = (
+        mu[0] * B @ A.T
+        + mu[1] * rbf_kernel(B, A, gamma=1 / (2 * widths**2))
+        + mu[2] * polynomial_kernel(B, A, degree=2, gamma=1, coef0=1)
+    )
     expected = K @ model.embedding_ / model.eigenvalues_
     np.testing.assert_allclose(model.transform(Xnew), expected, rtol=1e-8, atol=1e-12)
 
@@ -159,10 +172,10 @@ def test_tumkelm_exact_transform_is_the_nystrom_extension(blobs):
 @pytest.mark.parametrize("mode", ["exact", "scalable"])
 def test_tumkelm_labels_unseen_points(mode):
     """Held-out points of well-separated blobs get the cluster of their blob."""
-    X, y = make_blobs(n_samples=400, centers=3, n_features=4, cluster_std=0.6,
-                      random_state=3)
-    model = TUMKELM(n_clusters=3, kernels=KERNELS, mode=mode, assignment="kmeans",
-                    random_state=0).fit(X[:300])
+    X, y = make_blobs(n_samples=400, centers=3, n_features=4, cluster_std=0.6, random_state=3)
+    model = TUMKELM(
+        n_clusters=3, kernels=KERNELS, mode=mode, assignment="kmeans", random_state=0
+    ).fit(X[:300])
     assert adjusted_rand_score(y[:300], model.labels_) == 1.0
     assert adjusted_rand_score(y[300:], model.predict(X[300:])) == 1.0
 
