@@ -1,7 +1,7 @@
 """BLAS threads inside dask's threaded scheduler: estimators with NumPy input, as shipped
 (BLAS on one thread per dask thread while they compute) against BLAS left at its default
-threads inside every dask task (what runs without the per-task limit, restored here by
-switching the detection off), alternated in one process.
+threads inside every dask task (``config_context(task_blas_threads=os.cpu_count())``),
+alternated in one process.
 
     python benchmarks/bench_blas_threads.py [--repeats 3] [--json out.jsonl]
 
@@ -10,6 +10,7 @@ Prints a markdown table: median seconds of each configuration and their ratio.
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import time
@@ -48,20 +49,15 @@ def main(argv=None):
     parser.add_argument("--json", default=None, help="append one line per case to this file")
     args = parser.parse_args(argv)
 
-    import elmscale.utils._threads as threads
-
-    detect = threads.threaded_scheduler
+    import elmscale
 
     def timed(run, X, y, pinned):
-        # blas_for_dask looks the detection up in its module: switching it off there
-        # restores BLAS's default threads inside every task
-        threads.threaded_scheduler = detect if pinned else (lambda collection=None: False)
-        try:
+        # one BLAS thread per task (the default) against BLAS's own thread count in each task
+        threads = "auto" if pinned else os.cpu_count()
+        with elmscale.config_context(task_blas_threads=threads):
             t0 = time.perf_counter()
             run(X, y)
             return time.perf_counter() - t0
-        finally:
-            threads.threaded_scheduler = detect
 
     print(
         json.dumps({"machine": machine_info(), "blas": blas_info(), "utc": utc_now()}),

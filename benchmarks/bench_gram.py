@@ -225,8 +225,7 @@ def profile(graph, features):
     """One pass of :func:`_profiled_block` tasks over the same groups as the Gram pass."""
     import dask
 
-    from elmscale import gram
-    from elmscale._config import get_config
+    from elmscale import get_config, gram
 
     X_blocks = graph.X.to_delayed().ravel()
     lay = dask.delayed(features.layer, pure=True)
@@ -336,8 +335,7 @@ def main():
     import elmscale
     from elmscale.gram import hidden_stats
     from elmscale.graph import knn_graph
-    from elmscale.hidden import HiddenFeatures, RandomHiddenLayer
-    from elmscale.hidden._scaling import apply_scaling, fit_scaling
+    from elmscale.hidden import HiddenFeatures, RandomHiddenLayer, apply_scaling, fit_scaling
 
     log = functools.partial(print, flush=True)
     log(f"# {utc_now()} {json.dumps(machine_info())}")

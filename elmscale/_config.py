@@ -1,6 +1,7 @@
 """Library-wide settings: how large a row block is, which float type the blocks use."""
 
 import contextlib
+import numbers
 import threading
 
 import numpy as np
@@ -9,9 +10,13 @@ _DEFAULTS = {
     # Bytes of one block of H (rows x n_hidden x itemsize) when elmscale chunks NumPy input.
     "chunk_bytes": 64 * 2**20,
     # Float type of the hidden layer and the block products. Partial sums are always
-    # accumulated, and every solve is done, in float64. float32 is 2-2.6x faster on the
-    # Gram blocks; the reduced matrices then agree with float64 to about 1e-6 relative.
+    # accumulated, and every solve is done, in float64, so float32 blocks (twice the BLAS
+    # throughput) give reduced matrices that agree with float64 to about 1e-6 relative.
     "compute_dtype": "float64",
+    # BLAS threads inside each task that dask's threaded scheduler runs: "auto" is one (each
+    # of dask's threads calls BLAS at once, so more would oversubscribe the cores); an integer
+    # sets the limit on every scheduler. Distributed workers pin their own BLAS.
+    "task_blas_threads": "auto",
 }
 _local = threading.local()
 
@@ -21,7 +26,7 @@ def get_config():
     return dict(getattr(_local, "config", _DEFAULTS))
 
 
-def set_config(*, chunk_bytes=None, compute_dtype=None):
+def set_config(*, chunk_bytes=None, compute_dtype=None, task_blas_threads=None):
     """Change settings for this thread. ``None`` leaves a setting as it is."""
     config = get_config()
     if chunk_bytes is not None:
@@ -32,6 +37,18 @@ def set_config(*, chunk_bytes=None, compute_dtype=None):
         if np.dtype(compute_dtype) not in (np.float32, np.float64):
             raise ValueError(f"compute_dtype must be 'float32' or 'float64', got {compute_dtype!r}")
         config["compute_dtype"] = np.dtype(compute_dtype).name
+    if task_blas_threads is not None:
+        if task_blas_threads != "auto" and not (
+            isinstance(task_blas_threads, numbers.Integral)
+            and not isinstance(task_blas_threads, bool)
+            and task_blas_threads >= 1
+        ):
+            raise ValueError(
+                f"task_blas_threads must be 'auto' or a positive integer, got {task_blas_threads!r}"
+            )
+        config["task_blas_threads"] = (
+            task_blas_threads if task_blas_threads == "auto" else int(task_blas_threads)
+        )
     _local.config = config
 
 

@@ -22,7 +22,8 @@ from elmscale.testing import check_algorithm
 from ._reference import elm_ridge, hidden
 from .test_threads import _blas_threads, _recording_activation
 
-CELM_SRC = Path(__file__).resolve().parents[1] / "plugins" / "elmscale-celm" / "src"
+ROOT = Path(__file__).resolve().parents[1]
+CELM_SRC = ROOT / "plugins" / "elmscale-celm" / "src"
 
 
 class RidgeELM(RegressorMixin, elmscale.BaseELM):
@@ -156,6 +157,57 @@ def _private_elmscale_imports(path):
             if parts[0] == "elmscale" and any(p.startswith("_") for p in parts[1:]):
                 found.append((node.lineno, name))
     return found
+
+
+def _private_elmscale_attributes(path):
+    """(line, "module._name") of every private attribute read from an imported elmscale
+    module or class (``from elmscale import gram; gram._task_groups``)."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    bound = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            if node.module.split(".")[0] == "elmscale":
+                bound |= {alias.asname or alias.name for alias in node.names}
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.split(".")[0] == "elmscale":
+                    bound.add(alias.asname or alias.name.split(".")[0])
+    return [
+        (node.lineno, f"{node.value.id}.{node.attr}")
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Attribute)
+        and isinstance(node.value, ast.Name)
+        and node.value.id in bound
+        and node.attr.startswith("_")
+        and not node.attr.startswith("__")
+    ]
+
+
+# bench_gram's --profile times the Gram task's own steps one by one: a white-box profiler of
+# gram.py, the one place outside the package that reads its private helpers
+WHITE_BOX = {
+    ("bench_gram.py", "gram._task_groups"),
+    ("bench_gram.py", "gram._half_pattern"),
+    ("bench_gram.py", "gram._group_halo"),
+}
+
+
+def test_benchmarks_use_only_the_public_api():
+    files = sorted((ROOT / "benchmarks").glob("*.py"))
+    assert len(files) > 10
+    for path in files:
+        assert _private_elmscale_imports(path) == [], path
+        used = {(path.name, name) for _, name in _private_elmscale_attributes(path)}
+        assert used <= WHITE_BOX, (path, used - WHITE_BOX)
+
+
+def test_private_attribute_finder_finds_module_attributes(tmp_path):
+    src = tmp_path / "m.py"
+    src.write_text(
+        "import elmscale\nfrom elmscale import gram\nimport numpy as np\n"
+        "gram._task_groups(1)\nelmscale.__version__\nnp._x\nelmscale.USELM()._fit\n"
+    )
+    assert _private_elmscale_attributes(src) == [(4, "gram._task_groups")]
 
 
 def test_private_import_finder_finds_private_imports(tmp_path):

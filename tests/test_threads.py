@@ -121,3 +121,33 @@ def test_estimators_run_dask_tasks_on_one_blas_thread(scheduler, workers):
     want = {1} if scheduler == "threads" else set(before.values())
     assert all(s == want for s in seen), seen
     assert _blas_threads() == before
+
+
+@pytest.mark.parametrize("scheduler, workers", [("threads", 2), ("sync", 1)])
+def test_task_blas_threads_setting_replaces_the_rule(scheduler, workers):
+    """``task_blas_threads=n`` gives every task n BLAS threads on either scheduler."""
+    import dask
+
+    from elmscale import ELMRegressor, config_context
+
+    before = _blas_threads()
+    if not before:
+        pytest.skip("no BLAS found by threadpoolctl")
+    X = np.random.RandomState(0).standard_normal((400, 3))
+    seen = []
+    model = ELMRegressor(n_hidden=20, activation=_recording_activation(seen))
+    with dask.config.set(scheduler=scheduler, num_workers=workers):
+        with config_context(task_blas_threads=3):
+            model.fit(X, X[:, 0]).predict(X)
+    assert seen and all(s == {3} for s in seen), seen
+    assert _blas_threads() == before
+
+
+@pytest.mark.parametrize("bad", [0, -2, 1.5, True, "one"])
+def test_task_blas_threads_rejects_bad_values(bad):
+    from elmscale import config_context, get_config
+
+    with pytest.raises(ValueError, match="task_blas_threads must be 'auto' or a positive"):
+        with config_context(task_blas_threads=bad):
+            pass
+    assert get_config()["task_blas_threads"] == "auto"

@@ -247,7 +247,7 @@ class ELMJEC(ClusterMixin, EmbeddingFeaturesOutMixin, TransformerMixin, BaseELM)
     activation : str or callable, default="sigmoid"
     graph : "auto", str or callable, default="auto"
         kNN backend (``elmscale.available("graph")``). "auto" takes "exact" up to 10,000
-        samples (faster there: no numba compilation, and exact) and "pynndescent" above.
+        samples (faster and exact there) and "cells", the distributed search, above.
     n_neighbors : int, default=5
     weights : {"binary", "heat"}, default="binary"
     sigma : float or None, default=None

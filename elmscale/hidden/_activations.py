@@ -19,8 +19,8 @@ def activation(node="additive"):
 
 @activation("additive")
 def sigmoid(Z):
-    """1 / (1 + exp(-z)) (eq. 1), computed as 0.5 tanh(z / 2) + 0.5: 3.5x faster than expit
-    in float32 and free of overflow warnings."""
+    """1 / (1 + exp(-z)) (eq. 1), computed in place as 0.5 tanh(z / 2) + 0.5: faster than
+    scipy's expit and free of overflow warnings."""
     Z *= 0.5
     np.tanh(Z, out=Z)
     Z *= 0.5

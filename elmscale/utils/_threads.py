@@ -18,6 +18,8 @@ import dask
 import dask.threaded
 from threadpoolctl import ThreadpoolController
 
+from .._config import get_config
+
 _lock = threading.Lock()
 _pools = {}
 _controller = None
@@ -74,8 +76,11 @@ def blas_for_dask(collection=None):
     a dask array): each of dask's threads runs its own BLAS calls, and at BLAS's default
     threads the cores are oversubscribed (measured in benchmarks/RESULTS.md, "BLAS threads").
     Distributed workers pin their own BLAS; with the sync scheduler BLAS
-    keeps its threads."""
-    with blas_threads(1 if threaded_scheduler(collection) else None):
+    keeps its threads. The setting ``task_blas_threads`` (an integer) replaces this rule."""
+    setting = get_config()["task_blas_threads"]
+    if setting == "auto":
+        setting = 1 if threaded_scheduler(collection) else None
+    with blas_threads(setting):
         yield
 
 
