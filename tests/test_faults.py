@@ -138,8 +138,11 @@ def test_worker_killed_mid_fit_gives_the_same_model(client, name, params, stage,
     # the fit went on without the killed worker: the scheduler had removed it
     assert plugin.killed[1] in workers_before - set(client.scheduler_info()["workers"])
     # labels exactly; floats to 1e-9 (a new worker process may round BLAS products
-    # differently: 3e-16 absolute seen on US-ELM's embedding)
-    assert_same_results(reference, disturbed, name, rtol=1e-9)
+    # differently: 3e-16 absolute seen on US-ELM's embedding), TUMK-ELM's to 1e-7: its
+    # embedding is a solve through the kernel factors' Gram, which amplifies the last-bit
+    # rounding of a recomputed block (2e-9 of the largest entry seen)
+    rtol = 1e-7 if name == "TUMKELM" else 1e-9
+    assert_same_results(reference, disturbed, name, rtol=rtol)
 
 
 @pytest.mark.slow
