@@ -136,8 +136,9 @@ def write_input(args, log):
 
 
 def read_input(spec):
-    """``(X, y)``: X as the user hands it to ``fit`` (dask DataFrame or dask array), y as a
-    dask array; nothing is read yet."""
+    """``(X, y)``: X as the user hands it to ``fit`` (a dask DataFrame of the feature
+    columns, or a dask array), y as a dask Series or array (``.compute()`` gives the
+    labels); nothing is read yet."""
     import dask.array as da
 
     kind, path = _output_path(spec)
@@ -145,7 +146,7 @@ def read_input(spec):
         import dask.dataframe as dd
 
         df = dd.read_parquet(path)
-        return df[[c for c in df.columns if c != "y"]], df["y"].to_dask_array(lengths=True)
+        return df[[c for c in df.columns if c != "y"]], df["y"]
     return da.from_zarr(path, component="X"), da.from_zarr(path, component="y")
 
 
@@ -202,7 +203,7 @@ def run_elmscale(args, log):
         out["stages_s"] = model.timings_
         out["load_avg"] = [round(x, 2) for x in os.getloadavg()]
         out["client_rss_mb_by_stage"] = rss.peak_by_stage(fit_start, list(model.timings_.items()))
-        out["acc"] = clustering_accuracy(yd.compute(), labels)
+        out["acc"] = clustering_accuracy(np.asarray(yd.compute()), labels)
         graph = reduction.graph
         out["n_chunks"] = len(graph.chunks)
         out["halo_rows"] = graph.halo_size()

@@ -10,6 +10,8 @@ import dask
 import dask.array as da
 import numpy as np
 
+from .utils._dask import frame_to_array
+
 #: Extensions ``read_matrix`` understands, and those the writers produce.
 INPUT_KINDS = (".csv", ".parquet", ".npy", ".zarr")
 OUTPUT_KINDS = (".parquet", ".npy", ".zarr", ".csv")
@@ -64,10 +66,8 @@ def read_matrix(path, columns=None, block_rows=NPY_BLOCK_ROWS):
             )
         names = [str(c) for c in df.columns]
         # one pass counting the rows of each block so the chunk sizes are known (the
-        # estimators need them); the data stays on the workers. (compute_chunk_sizes on the
-        # array itself: lengths=True counts partitions of a differently optimised graph.)
-        X = df.to_dask_array().astype(np.float64)
-        X.compute_chunk_sizes()
+        # estimators need them); the data stays on the workers
+        X = frame_to_array(df).astype(np.float64)
     elif kind == ".npy":
         X = _read_npy(path, block_rows)
         names = None

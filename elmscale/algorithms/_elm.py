@@ -17,6 +17,7 @@ from sklearn.utils.validation import check_array, check_is_fitted, column_or_1d
 from ..base import BaseELM
 from ..gram import hidden_stats
 from ..solvers import ridge_solve
+from ..utils._dask import frame_to_array
 from ..utils._validation import is_dask_collection
 
 logger = logging.getLogger(__name__)
@@ -68,7 +69,7 @@ def _as_row_aligned(y, Xd):
     """y (NumPy or dask) as a dask array with X's row chunks."""
     if is_dask_collection(y):
         if hasattr(y, "to_dask_array"):
-            y = y.to_dask_array(lengths=True)
+            y = frame_to_array(y)
         if y.ndim == 1:
             return y.rechunk((Xd.chunks[0],))
         return y.rechunk((Xd.chunks[0], -1))
@@ -123,7 +124,7 @@ def encode_targets(y, Xd, *, unlabelled=None, classes=None):
     """
     if is_dask_collection(y):
         if hasattr(y, "to_dask_array"):
-            y = y.to_dask_array(lengths=True)
+            y = frame_to_array(y)
         if y.ndim == 2 and y.shape[1] == 1:
             y = y[:, 0]
         if y.ndim != 1:
@@ -369,6 +370,8 @@ class ELMRegressor(RegressorMixin, _BaseSupervisedELM):
             raise ValueError("ELMRegressor requires y to be passed, but the target y is None")
         if not is_dask_collection(y):  # numbers (object arrays of numbers too), finite
             y = check_array(y, ensure_2d=False, dtype=np.float64, input_name="y", estimator=self)
+        elif hasattr(y, "to_dask_array"):  # dask Series or DataFrame: its length is lazy
+            y = frame_to_array(y)
         if y.ndim not in (1, 2):
             raise ValueError(f"y must be 1-D or 2-D, got shape {y.shape}")
         _check_y_length(y, reduction.n_samples)

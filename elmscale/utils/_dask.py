@@ -59,3 +59,30 @@ def tree_sum_now(parts, fan_in=8):
     """:func:`tree_sum` on concrete partial sums, in-process: the same additions in the same
     order, so the result is bit for bit the one the delayed tree gives."""
     return _tree(parts, fan_in, _add, "tree_sum_now")
+
+
+def frame_to_array(frame):
+    """A dask DataFrame or Series as a dask array with known row chunks, one block per
+    partition.
+
+    The partitions' lengths are counted in one pass over them. The array is built from the
+    frame's delayed partitions rather than by ``to_dask_array``: after a column selection on
+    ``read_parquet``'s output that conversion fuses partitions differently from one graph to
+    the next (``lengths=True`` then raises, dask/dask#12411), and a second conversion of the
+    same frame reuses its task keys with other tasks, which the distributed scheduler
+    refuses."""
+    import dask.array as da
+
+    dtype = frame.to_dask_array().dtype  # from the frame's metadata; nothing is computed
+    parts = frame.to_delayed()
+    lengths = dask.compute(*[dask.delayed(len)(part) for part in parts])
+    tail = () if frame.ndim == 1 else (len(frame.columns),)
+    blocks = [
+        da.from_delayed(dask.delayed(_values)(part, dtype), shape=(n, *tail), dtype=dtype)
+        for part, n in zip(parts, lengths, strict=True)
+    ]
+    return da.concatenate(blocks) if len(blocks) > 1 else blocks[0]
+
+
+def _values(part, dtype):
+    return part.to_numpy(dtype=dtype)

@@ -13,6 +13,7 @@ from dask.base import is_dask_collection
 from sklearn.utils.validation import _check_feature_names, check_is_fitted
 
 from .._config import get_config
+from ._dask import frame_to_array
 
 
 def _reject(condition, message):
@@ -28,7 +29,7 @@ def as_row_chunked(X, *, n_hidden=1000, name="X", dtype=None, check_finite=True,
       (rows x n_hidden) is about ``config["chunk_bytes"]``. pandas' nullable columns become
       float with NaN for missing values (and then fail the finiteness check).
     - dask arrays keep their chunks; dask DataFrames become dask arrays with known row
-      chunks (``to_dask_array(lengths=True)``, one pass over the partitions). A dask array
+      chunks (one pass over the partitions counting their rows). A dask array
       with unknown chunk sizes, or with more than one block along the feature axis, is an
       error that says how to fix it: every task needs whole rows, and rechunking silently
       would move the whole array between workers.
@@ -120,7 +121,7 @@ def _to_array(X, name):
         raise TypeError(f"{name} must be array-like (n_samples, n_features), got None")
     if is_dask_collection(X):
         if hasattr(X, "to_dask_array"):  # dask DataFrame (or Series: 1-D, refused below)
-            X = X.to_dask_array(lengths=True)
+            X = frame_to_array(X)
         if not isinstance(X, da.Array):
             raise TypeError(
                 f"{name} must be a dask array or DataFrame among dask "
