@@ -7,7 +7,8 @@
   Hungarian method), :func:`nmi`, :func:`purity`, :func:`rand_index`;
 - the environment of a timing: :func:`blas_info` (threadpoolctl), :func:`machine_info`,
   :func:`peak_memory_mb` (``resource.getrusage``);
-- timing: :func:`timed` (a context manager) and :func:`median_of_repeats`.
+- timing: :func:`timed` (a context manager) and :func:`median_of_repeats`;
+- :func:`local_cluster`: the LocalCluster (processes x 1 thread) the scale benchmarks time on.
 
 Import it from a script in this folder with ``from _common import ...`` (scripts are run as
 ``python benchmarks/<script>.py``, which puts this folder on ``sys.path``).
@@ -263,3 +264,21 @@ def recall_at_k(X, idx, k, n_sample=2000, seed=0):
     d2 = np.concatenate([p[1] for p in parts], 1)
     exact = np.take_along_axis(cand, np.argsort(d2, 1)[:, :k], 1)
     return float(np.mean([len(set(a) & set(b)) / k for a, b in zip(got, exact, strict=True)]))
+
+
+@contextlib.contextmanager
+def local_cluster(n_workers, worker_gb, dashboard_address=":0"):
+    """A Client on a fresh LocalCluster of ``n_workers`` worker processes x 1 thread with
+    ``worker_gb`` GiB each: the setting every scale benchmark times on."""
+    from distributed import Client, LocalCluster
+
+    with (
+        LocalCluster(
+            n_workers=n_workers,
+            threads_per_worker=1,
+            dashboard_address=dashboard_address,
+            memory_limit=f"{worker_gb}GiB",
+        ) as cluster,
+        Client(cluster) as client,
+    ):
+        yield client

@@ -21,7 +21,7 @@ import warnings
 from pathlib import Path
 
 import numpy as np
-from _common import clustering_accuracy
+from _common import clustering_accuracy, local_cluster
 
 HERE = Path(__file__).resolve().parent
 DATASETS = HERE.parent.parent / "shared" / "datasets"
@@ -338,7 +338,6 @@ def run_scale(args):
 
     import dask
     from _mixture import mixture_dask
-    from distributed import Client, LocalCluster
 
     import elmscale
     from elmscale import ELMJEC
@@ -371,15 +370,7 @@ def run_scale(args):
     }
     itemsize = 4
     rows = max(1000, args.chunk_mb * 2**20 // (args.n_hidden * itemsize))
-    with (
-        LocalCluster(
-            n_workers=args.workers,
-            threads_per_worker=1,
-            dashboard_address=":0",
-            memory_limit=f"{args.worker_gb}GiB",
-        ) as cluster,
-        Client(cluster) as client,
-    ):
+    with local_cluster(args.workers, args.worker_gb) as client:
         if args.graph in ("auto", "pynndescent") and args.n > 10_000:
             t0 = time.perf_counter()
             client.run(_warm_pynndescent)  # numba compile in each worker, outside the timing

@@ -48,12 +48,6 @@ def _load():
     return tuple(round(x, 2) for x in os.getloadavg())
 
 
-def _worker_peak_mb():
-    import resource
-
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
 def _baseline_gram(rev, client, module="gram.py", package="elmscale"):
     """``elmscale/<module>`` of git revision ``rev`` as a top-level module, imported here and
     uploaded to the workers (``Client.upload_file``), its relative imports made absolute."""
@@ -449,7 +443,7 @@ def main():
                 result["profile"] = prof
                 log(json.dumps({**prof, "load": _load()}))
         if client is not None:
-            result["worker_peak_mb"] = sorted(client.run(_worker_peak_mb).values())
+            result["worker_peak_mb"] = sorted(client.run(peak_memory_mb).values())
         result["client_peak_mb"] = peak_memory_mb()
     for key in [
         k for k in result["rounds"][0] if k in ("floor", "gram", "baseline", "gram_1chunk")

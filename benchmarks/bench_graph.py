@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from _common import load_dataset, machine_info, recall_at_k, utc_now
+from _common import load_dataset, local_cluster, machine_info, recall_at_k, utc_now
 from _mixture import generated_dask, mixture_chunk, subspace_chunk
 
 RESULTS = Path(__file__).resolve().parent / "results" / "graph.jsonl"
@@ -67,7 +67,7 @@ def _backend(name, args):
 
 def one_run(spec, backend, workers, args, log):
     import dask
-    from distributed import Client, LocalCluster, wait
+    from distributed import wait
 
     from elmscale.graph import knn_graph
 
@@ -80,16 +80,7 @@ def one_run(spec, backend, workers, args, log):
         "n_probes": args.n_probes,
         "chunk_rows": args.chunk_rows,
     }
-    with (
-        LocalCluster(
-            n_workers=workers,
-            threads_per_worker=1,
-            processes=True,
-            dashboard_address=None,
-            memory_limit=f"{args.worker_gb}GiB",
-        ) as cluster,
-        Client(cluster) as client,
-    ):
+    with local_cluster(workers, args.worker_gb, dashboard_address=None) as client:
         X, name = _data(spec, args.k)
         if args.chunk_rows:
             X = X.rechunk((args.chunk_rows, -1))

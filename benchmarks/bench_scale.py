@@ -32,9 +32,16 @@ import os
 import time
 
 import numpy as np
-from _common import blas_info, clustering_accuracy, machine_info, utc_now
+from _common import (
+    blas_info,
+    clustering_accuracy,
+    local_cluster,
+    machine_info,
+    peak_memory_mb,
+    utc_now,
+)
 from _mixture import mixture_dask
-from bench_uselm_scale import _worker_peak_mb, read_input
+from bench_uselm_scale import read_input
 
 ESTIMATORS = ("USELM", "SSELM", "ELMClassifier", "ELMJEC", "EMMC", "TUMKELM")
 WIDE = ("USELM", "SSELM", "ELMClassifier")  # n_hidden 1000 by default, as the issue states
@@ -57,33 +64,19 @@ def make_estimator(name, args):
 def _labelled(first_feature):
     """The 1 % of rows SS-ELM sees labelled, chosen from the data alone (so the same rows
     whether X is generated, a dask array or a DataFrame read from disk): those whose first
-    feature has 0 in its 1e6-th place modulo 100. Works on NumPy, dask and pandas alike."""
+    feature has 0 in its 1e6-th place modulo 100. The labels go to ``fit`` as NumPy: a
+    Series masked lazily from the same frame as X (``y.where(...)``) fails in dask's
+    scheduler with a KeyError."""
     return (abs(first_feature) * 1e6).astype("int64") % 100 == 0
-
-
-def _semi_supervised(y_true, first_feature):
-    """y with the rows of :func:`_labelled` kept and the others ``-1`` (NumPy: a masked
-    Series of the same frame as X, ``y.where(...)``, fails in dask's scheduler with a
-    KeyError; elmscale converts each frame on its own)."""
-    return np.where(_labelled(first_feature), y_true, -1)
 
 
 def run_one(name, args, log):
     import dask
-    from distributed import Client, LocalCluster
 
     import elmscale
 
     out = {"estimator": name, "n": args.n, "input": args.input or "generated"}
-    with (
-        LocalCluster(
-            n_workers=args.workers,
-            threads_per_worker=1,
-            dashboard_address=":0",
-            memory_limit=f"{args.worker_gb}GiB",
-        ) as cluster,
-        Client(cluster) as client,
-    ):
+    with local_cluster(args.workers, args.worker_gb) as client:
         if args.input:
             Xd, yd = read_input(args.input)
         else:
@@ -94,13 +87,15 @@ def run_one(name, args, log):
             dask.compute(Xd.sum())
         y_true = np.asarray(yd.compute())
         out["n"] = len(y_true)
-        first = np.asarray((Xd[Xd.columns[0]] if hasattr(Xd, "columns") else Xd[:, 0]).compute())
+        if name == "SSELM":  # the feature that picks the labelled rows
+            first = Xd[Xd.columns[0]] if hasattr(Xd, "columns") else Xd[:, 0]
+            labelled = _labelled(np.asarray(first.compute()))
         model = make_estimator(name, args)
         out["params"] = {k: v for k, v in model.get_params().items() if v is not None}
         with elmscale.config_context(compute_dtype=args.dtype):
             t0 = time.perf_counter()
             if name == "SSELM":
-                model.fit(Xd, _semi_supervised(y_true, first))
+                model.fit(Xd, np.where(labelled, y_true, -1))
             elif name == "ELMClassifier":
                 model.fit(Xd, yd)
             else:
@@ -109,7 +104,7 @@ def run_one(name, args, log):
             t0 = time.perf_counter()
             if name in ("SSELM", "ELMClassifier"):
                 pred = np.asarray(dask.compute(model.predict(Xd))[0])
-                keep = ~_labelled(first) if name == "SSELM" else slice(None)
+                keep = ~labelled if name == "SSELM" else slice(None)
                 out["accuracy"] = float(np.mean(pred[keep] == y_true[keep]))
             else:
                 labels = model.labels_
@@ -118,8 +113,8 @@ def run_one(name, args, log):
             out["score_s"] = time.perf_counter() - t0
         out["stages_s"] = dict(getattr(model, "timings_", {}) or {})
         out["load_avg"] = [round(x, 2) for x in os.getloadavg()]
-        out["worker_peak_mb"] = sorted(client.run(_worker_peak_mb).values())
-        out["client_peak_mb"] = _worker_peak_mb()
+        out["worker_peak_mb"] = sorted(client.run(peak_memory_mb).values())
+        out["client_peak_mb"] = peak_memory_mb()
     log(json.dumps(out, default=float))
     return out
 

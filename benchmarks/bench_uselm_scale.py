@@ -25,16 +25,19 @@ import argparse
 import functools
 import json
 import os
-import resource
 import time
 
 import numpy as np
-from _common import blas_info, clustering_accuracy, machine_info, recall_at_k, utc_now
+from _common import (
+    blas_info,
+    clustering_accuracy,
+    local_cluster,
+    machine_info,
+    peak_memory_mb,
+    recall_at_k,
+    utc_now,
+)
 from _mixture import mixture_dask, mixture_numpy
-
-
-def _worker_peak_mb():
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 class _RSSSampler:
@@ -92,18 +95,9 @@ def _output_path(spec):
 def write_input(args, log):
     """Generate the mixture on the workers and write it in blocks of the fit's chunk size."""
     import dask
-    from distributed import Client, LocalCluster
 
     kind, path = _output_path(args.write)
-    with (
-        LocalCluster(
-            n_workers=args.workers,
-            threads_per_worker=1,
-            dashboard_address=":0",
-            memory_limit=f"{args.worker_gb}GiB",
-        ) as cluster,
-        Client(cluster),
-    ):
+    with local_cluster(args.workers, args.worker_gb):
         X, y = mixture_dask(args.n, args.d, args.clusters, args.seed)
         rows = _rows_per_chunk(args)
         X, y = X.rechunk({0: rows, 1: -1}), y.rechunk(rows)
@@ -152,20 +146,11 @@ def read_input(spec):
 
 def run_elmscale(args, log):
     import dask
-    from distributed import Client, LocalCluster
 
     import elmscale
 
     out = {}
-    with (
-        LocalCluster(
-            n_workers=args.workers,
-            threads_per_worker=1,
-            dashboard_address=":0",
-            memory_limit=f"{args.worker_gb}GiB",
-        ) as cluster,
-        Client(cluster) as client,
-    ):
+    with local_cluster(args.workers, args.worker_gb) as client:
         if args.warm:  # compile pynndescent's numba code in every worker before timing
             t0 = time.perf_counter()
             client.run(_warm_pynndescent)
@@ -208,8 +193,8 @@ def run_elmscale(args, log):
         out["n_chunks"] = len(graph.chunks)
         out["halo_rows"] = graph.halo_size()
         out["recall"] = recall_at_k(graph.X, graph.indices, args.k, n_sample=1000, seed=args.seed)
-        out["worker_peak_mb"] = sorted(client.run(_worker_peak_mb).values())
-        out["client_peak_mb"] = _worker_peak_mb()
+        out["worker_peak_mb"] = sorted(client.run(peak_memory_mb).values())
+        out["client_peak_mb"] = peak_memory_mb()
         idx = np.asarray(graph.indices.compute()) if args.floor else None
         Xo = np.asarray(graph.X.compute()) if args.floor else None
         layer = model.hidden_layer_
@@ -266,7 +251,7 @@ def run_floor(X, idx, layer, args, log):
     out = {
         "floor_runs": times,
         "floor_median_s": float(np.median([t["total"] for t in times])),
-        "floor_peak_mb": _worker_peak_mb(),
+        "floor_peak_mb": peak_memory_mb(),
         "floor_blas": blas_info(),
     }
     log(json.dumps(out, default=float))

@@ -16,7 +16,7 @@ from sklearn.datasets import make_blobs
 
 from elmscale.utils._dask import frame_to_array
 
-from ._estimators import NAMES, SUPERVISED, assert_same_results, make, on_cluster, outputs, targets
+from ._estimators import NAMES, assert_same_results, make, on_cluster, outputs, targets
 
 pytestmark = pytest.mark.distributed
 
@@ -58,11 +58,10 @@ def test_parquet_frame_fits_and_predicts_like_the_dask_array(name, parquet_folde
             from_array = make(name).fit(Xd)
             from_frame = make(name).fit(frame)
         else:
-            labels = dd.read_parquet(parquet_folder)["label"]
-            if name in SUPERVISED and name != "ELMClassifier":
-                labels = labels.map_partitions(lambda s: s.astype(t.dtype), meta=("label", t.dtype))
             if name == "SSELM":  # the same rows unlabelled as in `targets`
                 labels = dd.from_pandas(pd.Series(t, name="label"), npartitions=5)
+            else:  # the label column of the files, as `targets` types it
+                labels = dd.read_parquet(parquet_folder)["label"].astype(t.dtype)
             from_array = make(name).fit(Xd, t)
             from_frame = make(name).fit(frame, labels)
         expected = outputs(from_array, X)

@@ -66,10 +66,9 @@ def _check_y_length(y, n_samples):
 
 
 def _as_row_aligned(y, Xd):
-    """y (NumPy or dask) as a dask array with X's row chunks."""
+    """y (NumPy or a dask array; callers convert dask frames first) as a dask array with
+    X's row chunks."""
     if is_dask_collection(y):
-        if hasattr(y, "to_dask_array"):
-            y = frame_to_array(y)
         if y.ndim == 1:
             return y.rechunk((Xd.chunks[0],))
         return y.rechunk((Xd.chunks[0], -1))

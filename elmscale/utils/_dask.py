@@ -81,7 +81,7 @@ def frame_to_array(frame):
         da.from_delayed(dask.delayed(_values)(part, dtype), shape=(n, *tail), dtype=dtype)
         for part, n in zip(parts, lengths, strict=True)
     ]
-    return da.concatenate(blocks) if len(blocks) > 1 else blocks[0]
+    return da.concatenate(blocks)
 
 
 def _values(part, dtype):
