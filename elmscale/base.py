@@ -59,6 +59,9 @@ class Reduction:
         (:meth:`BaseELM.reduce_key`); a solve checks that its estimator has the same.
     timings : dict
         Wall seconds of the reduction's stages.
+    n_solves : int
+        How many solves will read the reduction (:func:`elmscale.sweep` sets it): with one,
+        a solve's single pass over H does not keep H on the workers for another.
     """
 
     def __init__(self, X, was_dask, rng, key):
@@ -71,6 +74,7 @@ class Reduction:
         self.stats = {}
         self.fitted = {}
         self.timings = {}
+        self.n_solves = 1
         self._rng_state = None
 
     @property

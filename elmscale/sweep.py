@@ -73,6 +73,7 @@ def sweep(estimator, X, grid, y=None, *, scoring=None, errors="raise"):
     results = [None] * len(models)
     for _, members in groups:
         reduction = models[members[0]].reduce(X, y)
+        reduction.n_solves = len(members)
         try:
             for i in members:
                 try:

@@ -177,3 +177,23 @@ def test_old_sweep_names_are_the_generic_sweep(blobs):
     for (C, model), (setting, other) in zip(fits, ref, strict=True):
         assert C == setting["C"]
         np.testing.assert_array_equal(model.labels_, other.labels_)
+
+
+@pytest.mark.parametrize("n_solves", [1, 2])
+def test_uselm_keeps_h_only_when_another_solve_reads_it(blobs_dask, monkeypatch, n_solves):
+    """With a locality-ordered graph the Gram pass builds H from the ordered X, so the
+    embedding is the only pass over the cached H: a fit builds and projects each block in one
+    task and holds nothing, a sweep keeps H for its next solve. Results are identical."""
+    from elmscale.graph import _laplacian
+
+    monkeypatch.setattr(_laplacian, "ORDER_MIN_SAMPLES", 0)
+    X, _ = blobs_dask
+    est = USELM(3, n_hidden=30, graph="exact", n_neighbors=6, cache=True, random_state=0)
+    reduction = est.reduce(X)
+    assert reduction.graph.order is not None
+    reduction.n_solves = n_solves
+    fitted = clone(est).solve(reduction)
+    assert reduction.features.materialized == (n_solves > 1)
+    ref = clone(est).set_params(cache=False).fit(X)
+    np.testing.assert_array_equal(fitted.labels_.compute(), ref.labels_.compute())
+    np.testing.assert_array_equal(fitted.embedding_.compute(), ref.embedding_.compute())

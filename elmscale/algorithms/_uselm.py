@@ -251,7 +251,7 @@ class USELM(ClusterMixin, EmbeddingFeaturesOutMixin, TransformerMixin, BaseELM):
         self.lap("solve")
         self.output_weights_ = beta
         self.eigenvalues_ = gamma
-        E = reduction.features.project(beta)
+        E = reduction.features.project(beta, reuse=reduction.n_solves > 1)
         E = E.persist() if reduction.was_dask else E.compute()
         self.embedding_ = E
         if self.n_clusters is not None:

@@ -19,7 +19,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .. import registry
-from ._ordering import locality_order
+from ._ordering import locality_order, merge_chunks
 
 logger = logging.getLogger(__name__)
 
@@ -28,6 +28,12 @@ WEIGHTS = ("binary", "heat")
 EXACT_MAX_SAMPLES = 10_000
 #: ``order="auto"`` sorts rows by locality above this many samples
 ORDER_MIN_SAMPLES = 20_000
+#: the graph is built on runs of consecutive row chunks of X of at least this many rows...
+GRAPH_CHUNK_ROWS = 65_536
+#: ... or more, so that there are at most this many of them ...
+MAX_GRAPH_CHUNKS = 64
+#: ... but never fewer than this many (while X has that many chunks)
+MIN_GRAPH_CHUNKS = 8
 
 
 @dataclasses.dataclass
@@ -132,6 +138,39 @@ def _assemble_block(idx, dist, start, stop, weights, sigma, *reverse):
     W = sp.csr_matrix((w, local, indptr), shape=(n, n + len(halo)))
     degree = np.asarray(W.sum(axis=1)).ravel()
     return GraphBlock(start, stop, W, halo, degree, degree.copy())
+
+
+def _split_block(block, lo, hi):
+    """Rows [lo, hi) of a graph block, as a block of their own: columns outside them
+    (rows of the block's other chunks and its halo) become the new block's halo."""
+    cols = np.concatenate([np.arange(block.start, block.stop), block.halo])
+    W = block.W[lo - block.start : hi - block.start]
+    g = cols[W.indices]
+    n = hi - lo
+    outside = (g < lo) | (g >= hi)
+    halo, at = _distinct(g[outside])
+    local = g - lo
+    local[outside] = n + at
+    rows = slice(lo - block.start, hi - block.start)
+    return GraphBlock(
+        lo,
+        hi,
+        sp.csr_matrix((W.data, local, W.indptr), shape=(n, n + len(halo))),
+        halo,
+        block.degree[rows],
+        block.diagonal[rows],
+    )
+
+
+def graph_chunks(chunks):
+    """The row chunks the graph is built on: consecutive ``chunks`` joined into runs of at
+    least ``GRAPH_CHUNK_ROWS`` rows, and of at least ``N / MAX_GRAPH_CHUNKS``, as long as
+    ``MIN_GRAPH_CHUNKS`` runs remain. The row ordering and the symmetrisation move data
+    between every pair of chunks; on the larger runs those exchanges have fewer tasks and
+    each search task holds whole cells."""
+    n = sum(chunks)
+    rows = max(GRAPH_CHUNK_ROWS, -(-n // MAX_GRAPH_CHUNKS))
+    return merge_chunks(chunks, min(rows, max(1, n // MIN_GRAPH_CHUNKS)))
 
 
 def _halo_counts(block, starts):
@@ -302,6 +341,8 @@ def knn_graph(
     backend_fn = registry.resolve("graph", resolve_backend(backend, X.shape[0]), "graph")
     source_name = X.name
     transform = transform or (lambda A: A)
+    outer_chunks = tuple(X.chunks[0])
+    X = X.rechunk({0: graph_chunks(outer_chunks)})
     nb = len(X.chunks[0])
     if order == "auto":
         order = nb > 1 and X.shape[0] > ORDER_MIN_SAMPLES
@@ -374,6 +415,28 @@ def knn_graph(
                 ]
             )
         )
+    if tuple(X.chunks[0]) != outer_chunks:
+        # back to X's own chunks, each a slice of one graph chunk: nothing moves
+        coarse_starts = starts
+        starts = np.concatenate([[0], np.cumsum(outer_chunks)]).astype(np.int64)
+        owner = np.searchsorted(coarse_starts, starts[:-1], side="right") - 1
+        blocks = list(
+            dask.persist(
+                *[
+                    dask.delayed(_split_block, pure=True)(
+                        blocks[owner[b]], int(starts[b]), int(starts[b + 1])
+                    )
+                    for b in range(len(outer_chunks))
+                ]
+            )
+        )
+        X, idx, dist = dask.persist(*(a.rechunk({0: outer_chunks}) for a in (X, idx, dist)))
+        if row_order is not None:
+            row_order = row_order.with_outer_chunks(outer_chunks)
+        counts = np.array(
+            dask.compute(*[dask.delayed(_halo_counts, pure=True)(blk, starts) for blk in blocks])
+        )
+        halo_sources = [np.flatnonzero(counts[b]).tolist() for b in range(len(blocks))]
     graph = KNNGraph(
         blocks,
         X.chunks[0],

@@ -57,13 +57,29 @@ class RowOrder:
     array (X, targets, weights, labels) into the new order, keeping the row chunks.
 
     ``dest_blocks[s]`` holds the new global position of each row of source chunk s (delayed);
-    ``pairs[b]`` lists the source chunks that send rows to chunk b.
+    ``pairs[b]`` lists the source chunks that send rows to chunk b. Rows move between the
+    ``chunks`` the order was built on; ``outer_chunks``, a refinement of them (each chunk a
+    run of consecutive outer chunks), is the chunking ``apply`` takes and returns when given:
+    the outer chunks are joined before the move and split after it, so the all-to-all move
+    has as many tasks as pairs of the coarser chunks.
     """
 
-    def __init__(self, dest_blocks, chunks, pairs):
+    def __init__(self, dest_blocks, chunks, pairs, outer_chunks=None):
         self.dest_blocks = dest_blocks
         self.chunks = tuple(chunks)
         self.pairs = pairs
+        self.outer_chunks = None if outer_chunks is None else tuple(outer_chunks)
+        if self.outer_chunks is not None and not _refines(self.outer_chunks, self.chunks):
+            raise ValueError(f"chunks {self.outer_chunks} do not refine {self.chunks}")
+
+    def with_outer_chunks(self, outer_chunks):
+        """The same order, taking and returning arrays chunked by ``outer_chunks``."""
+        return RowOrder(self.dest_blocks, self.chunks, self.pairs, outer_chunks)
+
+    @property
+    def input_chunks(self):
+        """The row chunks ``apply`` takes and returns."""
+        return self.outer_chunks or self.chunks
 
     @property
     def starts(self):
@@ -72,9 +88,15 @@ class RowOrder:
     def apply(self, A):
         if A is None:
             return None
-        if tuple(A.chunks[0]) != self.chunks:
+        if tuple(A.chunks[0]) != self.input_chunks:
             raise ValueError(
-                f"array must be chunked like X's rows {self.chunks}, got {A.chunks[0]}"
+                f"array must be chunked like X's rows {self.input_chunks}, got {A.chunks[0]}"
+            )
+        if self.outer_chunks is not None and self.outer_chunks != self.chunks:
+            return (
+                self.with_outer_chunks(None)
+                .apply(A.rechunk({0: self.chunks}))
+                .rechunk({0: self.outer_chunks})
             )
         if A.ndim > 1 and len(A.chunks[1]) > 1:
             A = A.rechunk({1: -1})
@@ -100,10 +122,32 @@ class RowOrder:
     def inverse(self, positions):
         """The order that moves rows back: ``positions`` holds, in this order's rows (chunked
         like them), each row's original global position, e.g. ``self.apply(arange(N))``."""
+        if tuple(positions.chunks[0]) != self.chunks:
+            positions = positions.rechunk({0: self.chunks})
         dest = positions.to_delayed(optimize_graph=False).ravel().tolist()
         nb = len(self.chunks)
         pairs = [[t for t in range(nb) if b in self.pairs[t]] for b in range(nb)]
-        return RowOrder(dest, self.chunks, pairs)
+        return RowOrder(dest, self.chunks, pairs, self.outer_chunks)
+
+
+def _refines(fine, coarse):
+    """Whether every boundary between ``coarse`` chunks is one between ``fine`` chunks."""
+    fine_bounds = set(np.cumsum(fine).tolist())
+    return sum(fine) == sum(coarse) and set(np.cumsum(coarse).tolist()) <= fine_bounds
+
+
+def merge_chunks(chunks, min_rows):
+    """Consecutive ``chunks`` joined into runs of at least ``min_rows`` rows (the last run
+    may be shorter); a chunk is never split, so the result is refined by ``chunks``."""
+    merged, rows = [], 0
+    for n in chunks:
+        rows += n
+        if rows >= min_rows:
+            merged.append(rows)
+            rows = 0
+    if rows:
+        merged.append(rows)
+    return tuple(merged)
 
 
 def order_by_cells(cells, n_cells):

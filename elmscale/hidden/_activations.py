@@ -17,14 +17,30 @@ def activation(node="additive"):
     return mark
 
 
+#: elements per slab of an in-place elementwise chain: the slab stays in cache between steps
+SLAB = 1 << 15
+
+
+def _slabs(Z):
+    """Consecutive pieces of Z's memory (Z itself when it is not contiguous)."""
+    if not Z.flags.c_contiguous:
+        return [Z]
+    flat = Z.reshape(-1)
+    return [flat[i : i + SLAB] for i in range(0, flat.size, SLAB)]
+
+
 @activation("additive")
 def sigmoid(Z):
-    """1 / (1 + exp(-z)) (eq. 1), computed in place as 0.5 tanh(z / 2) + 0.5: faster than
-    scipy's expit and free of overflow warnings."""
-    Z *= 0.5
-    np.tanh(Z, out=Z)
-    Z *= 0.5
-    Z += 0.5
+    """1 / (1 + exp(-z)) (eq. 1), in place, slab by slab so that the four steps read the
+    data from cache: faster than scipy's expit, and than 0.5 tanh(z / 2) + 0.5, which also
+    loses the relative precision of small values to cancellation. exp(-z) overflows to inf
+    for very negative z, giving the correct 0."""
+    with np.errstate(over="ignore"):
+        for s in _slabs(Z):
+            np.negative(s, out=s)
+            np.exp(s, out=s)
+            s += 1.0
+            np.reciprocal(s, out=s)
     return Z
 
 

@@ -75,8 +75,17 @@ class HiddenFeatures:
         """One delayed H block per row chunk."""
         return self.H.to_delayed().ravel().tolist()
 
-    def project(self, beta):
-        """``H @ beta`` (N x n_outputs) as a lazy dask array chunked like X's rows."""
+    @property
+    def materialized(self):
+        """Whether H's blocks are held on the workers already."""
+        return self._H is not None
+
+    def project(self, beta, *, reuse=True):
+        """``H @ beta`` (N x n_outputs) as a lazy dask array chunked like X's rows.
+
+        A cached H not built yet is built and kept for later passes; with ``reuse=False``
+        (no later pass will read it) each task builds its block of H and projects it instead,
+        so H is never held."""
         beta = np.asarray(beta)
         beta_d = dask.delayed(beta.astype(self.X.dtype), pure=True)
         kwargs = dict(
@@ -85,7 +94,7 @@ class HiddenFeatures:
             chunks=(self.chunks, (beta.shape[1],)),
             meta=np.empty((0, 0), dtype=self.X.dtype),
         )
-        if self.cached:
+        if self.cached and (reuse or self.materialized):
             return self.H.map_blocks(_matmul, beta_d, **kwargs)
         # one task per chunk builds H_b and projects it: the block never leaves the task
         layer = dask.delayed(self.layer, pure=True)

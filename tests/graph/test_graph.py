@@ -1,5 +1,6 @@
 """kNN backends and the chunked graph/Laplacian."""
 
+import dask
 import dask.array as da
 import numpy as np
 import pytest
@@ -96,3 +97,52 @@ def test_locality_order_is_a_permutation_that_shrinks_the_halo():
     plain = knn_graph(Xd, 10, backend="exact", order=False)
     ordered = knn_graph(Xd, 10, backend="exact", order=True)
     assert ordered.halo_size() < 0.25 * plain.halo_size()
+
+
+def test_graph_chunks_join_consecutive_chunks_within_bounds():
+    from elmscale.graph._laplacian import GRAPH_CHUNK_ROWS, MIN_GRAPH_CHUNKS, graph_chunks
+    from elmscale.graph._ordering import _refines
+
+    for chunks in [(1000,) * 40, (16_667,) * 60, (7000,) * 10, (70_000, 5, 3), (1,) * 9]:
+        merged = graph_chunks(chunks)
+        assert sum(merged) == sum(chunks) and _refines(chunks, merged)
+        n = sum(chunks)
+        target = min(max(GRAPH_CHUNK_ROWS, -(-n // 64)), max(1, n // MIN_GRAPH_CHUNKS))
+        assert all(m >= target for m in merged[:-1])
+        assert len(merged) >= min(len(chunks), MIN_GRAPH_CHUNKS) // 2  # still parallel
+    assert graph_chunks((16_667,) * 60) == (66_668,) * 15  # 1M rows: four chunks per run
+
+
+@pytest.mark.parametrize("normalized", [False, True])
+@pytest.mark.parametrize("order", [False, True])
+def test_graph_built_on_joined_chunks_is_split_back_to_x_chunks(rng, order, normalized):
+    """Small chunks are joined for the build and the blocks split back afterwards: the graph
+    keeps X's chunks, each block's halo is the rows outside its own chunk, and the Laplacian
+    equals the one built on a single chunk, in any chunking."""
+    from sklearn.datasets import make_blobs
+
+    X, _ = make_blobs(2400, n_features=4, centers=5, random_state=1)
+    ref = knn_graph(
+        da.from_array(X, chunks=(2400, 4)),
+        8,
+        backend="cells",
+        order=order,
+        normalized=normalized,
+        random_state=0,
+    )
+    for rows in (100, 150, 700):
+        Xd = da.from_array(X, chunks=(rows, 4))
+        g = knn_graph(Xd, 8, backend="cells", order=order, normalized=normalized, random_state=0)
+        assert g.chunks == Xd.chunks[0] == g.X.chunks[0] == g.indices.chunks[0]
+        assert abs(g.laplacian() - ref.laplacian()).max() == 0.0
+        starts = g.starts
+        for b, blk in enumerate(dask.compute(*g.blocks)):
+            assert (blk.start, blk.stop) == (starts[b], starts[b + 1])
+            assert ((blk.halo < blk.start) | (blk.halo >= blk.stop)).all()
+            assert blk.W.shape == (blk.stop - blk.start, blk.stop - blk.start + len(blk.halo))
+        if order:  # the order takes and returns arrays in X's chunks
+            ids = g.order.apply(da.arange(2400, chunks=rows))
+            assert ids.chunks == Xd.chunks[:1]
+            np.testing.assert_array_equal(g.X.compute(), X[ids.compute()])
+            back = g.order.inverse(ids).apply(ids)
+            np.testing.assert_array_equal(back.compute(), np.arange(2400))
