@@ -251,6 +251,24 @@ def profile(graph, features):
     }
 
 
+def _group_sizes(text):
+    """``--group-mb`` as a list of ints."""
+    return [int(v) for v in text.split(",")] if text else []
+
+
+def rebuilt_halo_rows(graph, features, group_bytes):
+    """Halo rows the Gram pass rebuilds from X when one task sums ``group_bytes`` of H: the
+    columns outside each group that its half graph uses."""
+    import dask
+
+    from elmscale import gram
+
+    groups = gram._task_groups(features.chunks, features.layer.n_hidden, 4, group_bytes)
+    pattern = dask.delayed(gram._half_pattern, nout=2)
+    sizes = [dask.delayed(len)(pattern(*[graph.blocks[b] for b in g])[1]) for g in groups]
+    return int(sum(dask.compute(*sizes)))
+
+
 def task_stream(client, fn):
     """Run ``fn()`` under the task stream; seconds of compute and transfer per key prefix."""
     from dask.utils import key_split
@@ -313,6 +331,12 @@ def main():
         "--compare-ungrouped",
         action="store_true",
         help="also time the pass with one chunk per task, alternated",
+    )
+    p.add_argument(
+        "--group-mb",
+        default=None,
+        help="also time the pass with these task sizes (MiB of H per task, comma separated), "
+        "alternated, and count the halo rows each rebuilds",
     )
     p.add_argument("--no-profile", dest="profile", action="store_false")
     p.add_argument(
@@ -409,6 +433,13 @@ def main():
                 runs["gram_1chunk"] = lambda: hidden_stats(
                     features, ("hth", "htlh"), graph=graph, group_bytes=1
                 )
+            for mb in _group_sizes(args.group_mb):
+                halo = rebuilt_halo_rows(graph, features, mb * 2**20)
+                result[f"halo_rebuilt_over_n_group{mb}"] = halo / N
+                log(json.dumps({"group_mb": mb, "halo_rebuilt_over_n": halo / N}))
+                runs[f"gram_group{mb}"] = functools.partial(
+                    hidden_stats, features, ("hth", "htlh"), graph=graph, group_bytes=mb * 2**20
+                )
             if baseline is not None:
                 runs["baseline"] = lambda: baseline.hidden_stats(
                     features, ("hth", "htlh"), graph=graph
@@ -446,7 +477,10 @@ def main():
             result["worker_peak_mb"] = sorted(client.run(peak_memory_mb).values())
         result["client_peak_mb"] = peak_memory_mb()
     for key in [
-        k for k in result["rounds"][0] if k in ("floor", "gram", "baseline", "gram_1chunk")
+        k
+        for k in result["rounds"][0]
+        if k in ("floor", "gram", "baseline", "gram_1chunk")
+        or (k.startswith("gram_group") and not k.endswith("_rel_gap"))
     ]:
         result[f"{key}_median_s"] = float(np.median([r[key] for r in result["rounds"]]))
     result["gram_over_floor_median"] = float(

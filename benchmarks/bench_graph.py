@@ -5,7 +5,9 @@
     python benchmarks/bench_graph.py --data subspace:1000000 --workers 1 2 --backends cells
 
 What is timed is what a user runs: ``knn_graph(Xd, 10, backend=..., order=False)`` with the
-directed lists persisted on the workers (and the symmetrised graph built). Each measurement
+directed lists persisted on the workers (and the symmetrised graph built); with ``--order``,
+what the estimators run: ``order=True``, X and the graph blocks moved into the graph's row
+order and persisted. Each measurement
 starts a fresh LocalCluster (processes, 1 thread each), generates or loads X on the workers
 (not timed), then times a cold build (fresh worker processes: imports, numba compilation for
 pynndescent) and a warm one (the same call again). Backends alternate within each round.
@@ -79,6 +81,7 @@ def one_run(spec, backend, workers, args, log):
         "rows_per_cell": args.rows_per_cell,
         "n_probes": args.n_probes,
         "chunk_rows": args.chunk_rows,
+        "order": args.order,
     }
     with local_cluster(workers, args.worker_gb, dashboard_address=None) as client:
         X, name = _data(spec, args.k)
@@ -92,14 +95,15 @@ def one_run(spec, backend, workers, args, log):
             # another seed for the warm call: pure task keys must not hit the cold result
             t0 = time.perf_counter()
             g = knn_graph(
-                X, args.k, backend=_backend(backend, args), order=False, random_state=seed
+                X, args.k, backend=_backend(backend, args), order=args.order, random_state=seed
             )
-            wait([g.indices, g.distances])
+            wait([g.indices, g.distances, *((g.X, *g.blocks) if args.order else ())])
             out[f"{label}_s"] = time.perf_counter() - t0
             if label == "cold":
                 out["sent_mb"] = (sum(client.run(_sent_bytes).values()) - sent0) / 1e6
                 out["worker_peak_mb"] = sorted(client.run(_peak_mb).values())
-                out["recall"] = recall_at_k(X, g.indices, args.k)
+                # with order=True the lists index the rows of g.X, X in the graph's order
+                out["recall"] = recall_at_k(g.X if args.order else X, g.indices, args.k)
             log(f"  {name} {backend} {workers}w {label}: {out[f'{label}_s']:.1f} s")
             del g
         if args.halo:
@@ -131,6 +135,11 @@ def main():
         type=int,
         default=None,
         help="rechunk X to this many rows per chunk (default: as generated)",
+    )
+    p.add_argument(
+        "--order",
+        action="store_true",
+        help="time the graph as the estimators build it: rows in the graph's order",
     )
     p.add_argument("--warm", action=argparse.BooleanOptionalAction, default=True)
     p.add_argument("--halo", action="store_true", help="also report halo / N (two more builds)")
