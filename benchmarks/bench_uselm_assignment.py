@@ -1,0 +1,89 @@
+"""USELM's last step compared: k-means on the embedding against spectral discretisations.
+
+    python benchmarks/bench_uselm_assignment.py --seeds 1
+    python benchmarks/bench_uselm_assignment.py --datasets mnist --seeds 1
+
+For every set of bench_quality.py (``--datasets``; "mnist" is the whole MNIST-70k) and seed,
+``USELM(n_clusters=c, random_state=seed)`` is fitted with its defaults, and its embedding
+(``embedding_``) is assigned three ways, none using labels:
+
+- ``kmeans``: the estimator's own ``labels_`` (k-means, 10 restarts, on the unit rows);
+- ``discretize``: Yu and Shi's multiclass spectral discretisation (2003), the rotation of the
+  unit rows nearest to a one-hot matrix, as scikit-learn's ``SpectralClustering(
+  assign_labels="discretize")`` runs it;
+- ``cluster_qr``: Damle, Minden and Ying's column-pivoted QR (2019), scikit-learn's
+  ``assign_labels="cluster_qr"``.
+
+Both come from scikit-learn's spectral clustering module (``sklearn.cluster._spectral``: they
+have no public entry point outside ``SpectralClustering``). Prints one JSON line per fit and a
+table of ACC (%) per set, with wins and losses against ``kmeans``.
+"""
+
+import argparse
+import json
+import time
+import warnings
+from collections import defaultdict
+
+import numpy as np
+from bench_quality import load, score
+
+DEFAULT_SETS = (
+    "iris,wine,breast_cancer,digits,coil20,uspst,usps,orl,yale,yaleb,segment,ecoli,diabetes,"
+    "g50c,ionosphere,ringnorm,frogs,mnist10k"
+)
+METHODS = ("kmeans", "discretize", "cluster_qr")
+
+
+def assignments(model, seed):
+    """Labels of a fitted USELM's embedding by each method of ``METHODS``."""
+    from sklearn.cluster._spectral import cluster_qr, discretize
+
+    E = np.asarray(model.embedding_, dtype=np.float64)
+    unit = E / np.maximum(np.linalg.norm(E, axis=1, keepdims=True), 1e-12)
+    return {
+        "kmeans": np.asarray(model.labels_),
+        "discretize": discretize(unit, random_state=seed),
+        "cluster_qr": cluster_qr(unit),
+    }
+
+
+def main(argv=None):
+    from elmscale import USELM
+
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--datasets", default=DEFAULT_SETS)
+    p.add_argument("--seeds", type=int, default=1)
+    args = p.parse_args(argv)
+    acc = defaultdict(lambda: defaultdict(list))
+    for name in args.datasets.split(","):
+        X, y = load(name)
+        c = len(np.unique(y))
+        for seed in range(args.seeds):
+            t0 = time.perf_counter()
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                model = USELM(n_clusters=c, random_state=seed).fit(X)
+            record = {"dataset": name, "seed": seed, "fit_s": time.perf_counter() - t0}
+            for method, labels in assignments(model, seed).items():
+                record[method] = score(y, labels)[0]
+                acc[name][method].append(record[method])
+            print(json.dumps(record), flush=True)
+    print("| dataset | " + " | ".join(METHODS) + " |")
+    print("|---" * (len(METHODS) + 1) + "|")
+    for name, by in acc.items():
+        print(f"| {name} | " + " | ".join(f"{100 * np.mean(by[m]):.1f}" for m in METHODS) + " |")
+    means = {m: np.array([np.mean(by[m]) for by in acc.values()]) for m in METHODS}
+    print("| **mean ACC** | " + " | ".join(f"{100 * v.mean():.2f}" for v in means.values()) + " |")
+    base = means["kmeans"]
+    print(
+        "| wins/losses vs kmeans | "
+        + " | ".join(
+            f"{int((v > base + 1e-9).sum())}/{int((v < base - 1e-9).sum())}" for v in means.values()
+        )
+        + " |"
+    )
+
+
+if __name__ == "__main__":
+    main()
