@@ -85,7 +85,7 @@ def _rebuilt_halo(halo_X, layer, step):
         yield layer(halo[lo : lo + step])
 
 
-def _half_pattern(*blocks):
+def _half_pattern(*blocks, half=True):
     """The half graph of consecutive graph blocks (one task's rows), float64:
     ``((V_local, V_halo, diagonal), need)``.
 
@@ -93,7 +93,9 @@ def _half_pattern(*blocks):
     (else in row j), with twice its weight, and the diagonal as it is: ``V + V^T = 2 W`` off
     the diagonal, so ``H^T W H = sym(H^T V H)``. Columns inside the blocks' rows go to
     ``V_local``; the others to ``V_halo``, whose columns are ``need``, the sorted global
-    indices of the halo rows V uses (about half of the blocks' halo)."""
+    indices of the halo rows V uses (about half of the blocks' halo). ``half=False``: V is
+    the blocks' rows of W itself (every edge, its own weight), for products that need whole
+    rows of ``W H`` (``L H`` with p = 2)."""
     start, stop = blocks[0].start, blocks[-1].stop
     rows, cols, data = [], [], []
     for blk in blocks:
@@ -109,10 +111,11 @@ def _half_pattern(*blocks):
         data.append(W.data.astype(np.float64))
     r, gj, w = np.concatenate(rows), np.concatenate(cols), np.concatenate(data)
     gi = r + start
-    off = gi != gj
-    keep = ~off | ((gi < gj) ^ ((gi + gj) % 2 == 1))
-    w = np.where(off, 2.0, 1.0)[keep] * w[keep]
-    r, gj = r[keep], gj[keep]
+    if half:
+        off = gi != gj
+        keep = ~off | ((gi < gj) ^ ((gi + gj) % 2 == 1))
+        w = np.where(off, 2.0, 1.0)[keep] * w[keep]
+        r, gj = r[keep], gj[keep]
     n = stop - start
     local = (gj >= start) & (gj < stop)
     V_local = sp.csr_matrix((w[local], (r[local], gj[local] - start)), shape=(n, n))
@@ -128,11 +131,11 @@ def _take_needed(X_block, need, s_start, s_stop):
     return X_block[need[lo:hi] - s_start]
 
 
-def _half_graph_term(H, half, halo_X, layer):
-    """``H_g^T (D_g H_g - V_g [H_g; H_halo])``: one task's share of ``H^T L H`` before the
-    symmetrisation (see :func:`_half_pattern`); the halo's hidden rows are rebuilt from X one
-    slice of ``len(H)`` rows at a time."""
-    V_local, V_halo, diagonal = half
+def _pattern_rows(H, pattern, halo_X, layer):
+    """``D_g H_g - V_g [H_g; H_halo]`` for one task's rows g and a pattern of
+    :func:`_half_pattern`; the halo's hidden rows are rebuilt from X one slice of ``len(H)``
+    rows at a time. With the whole pattern (``half=False``) these are the rows of ``L H``."""
+    V_local, V_halo, diagonal = pattern
     V_local, V_halo = V_local.astype(H.dtype), V_halo.astype(H.dtype)
     VH = V_local @ H
     lo = 0
@@ -143,7 +146,13 @@ def _half_graph_term(H, half, halo_X, layer):
     if lo != V_halo.shape[1]:
         raise ValueError(f"halo pieces hold {lo} rows, the graph block needs {V_halo.shape[1]}")
     np.subtract(diagonal.astype(H.dtype)[:, None] * H, VH, out=VH)
-    return H.T @ VH
+    return VH
+
+
+def _half_graph_term(H, half, halo_X, layer):
+    """``H_g^T (D_g H_g - V_g [H_g; H_halo])``: one task's share of ``H^T L H`` before the
+    symmetrisation (see :func:`_half_pattern`)."""
+    return H.T @ _pattern_rows(H, half, halo_X, layer)
 
 
 def _task_groups(chunks, n_hidden, itemsize, group_bytes):
@@ -249,9 +258,9 @@ def _block_partials(
     chunks, stacked here. ``build``: ``H`` holds blocks of X and the task builds their
     hidden rows with ``layer`` (H never leaves the task). For ``htlh`` with p = 1 the task
     sums its half of the graph term (``half`` from :func:`_half_pattern`,
-    :func:`_half_graph_term`), with p = 2 it builds L H from H and the X halo of
-    ``graph_block``; for p > 2 it gets the block of ``Z_q = L^q H`` (p = 2q or 2q + 1) and,
-    for odd p, the halo rows of Z_q."""
+    :func:`_half_graph_term`), with p = 2 it builds its rows of L H from H, the whole pattern
+    (``half`` with ``half=False``) and the X halo; for p > 2 it gets the block of
+    ``Z_q = L^q H`` (p = 2q or 2q + 1) and, for odd p, the halo rows of Z_q."""
     H, Y, weight, labels = (_stack(a) for a in (H, Y, weight, labels))
     if build:
         H = layer(H)
@@ -288,8 +297,8 @@ def _block_partials(
     if "htlh" in terms:
         if power == 1:
             out["htlh"] = _half_graph_term(H, half, halo_X, layer).astype(f64)
-        elif power == 2:
-            LH = _laplacian_rows(graph_block, H, _rebuilt_halo(halo_X, layer, max(H.shape[0], 1)))
+        elif power == 2:  # the task's rows of L H, from the whole pattern of its rows of W
+            LH = _pattern_rows(H, half, halo_X, layer)
             out["htlh"] = (LH.T @ LH).astype(f64)
         elif power % 2 == 0:  # H^T L^2q H = Z_q^T Z_q
             out["htlh"] = (Z.T @ Z).astype(f64)
@@ -361,8 +370,8 @@ def hidden_stats(
     group_bytes : int or None
         One task sums consecutive row chunks whose H takes at most this many bytes
         (default: 4 x the ``chunk_bytes`` setting), keeping at least 8 tasks: fewer, larger
-        tasks cost less scheduling, fewer partial sums to reduce, and, with p = 1, a halo
-        only across the group's border. p > 1 keeps one chunk per task.
+        tasks cost less scheduling, fewer partial sums to reduce, and, with p <= 2, a halo
+        only across the group's border. p > 2 keeps one chunk per task.
     compute : bool
         Return NumPy arrays (True) or one delayed dict, to be computed together with other work.
 
@@ -434,8 +443,8 @@ def hidden_stats(
         Z_blocks = Z.to_delayed().ravel()
         sources, build = H_blocks, False
     block_task = named(_block_partials, "elmscale-gram-block")
-    if "htlh" in terms and laplacian_power > 1:
-        groups = [[b] for b in range(nb)]  # L H row by row needs one graph block per task
+    if "htlh" in terms and laplacian_power > 2:
+        groups = [[b] for b in range(nb)]  # one block of the persisted Z_q per task
     else:
         itemsize = np.dtype(features.X.dtype).itemsize
         groups = _task_groups(features.chunks, features.layer.n_hidden, itemsize, group_bytes)
@@ -451,18 +460,17 @@ def hidden_stats(
             layer=layer,
             build=build,
         )
-        if "htlh" in terms and laplacian_power == 1:
-            half, need = pattern(*[graph.blocks[b] for b in group])
+        if "htlh" in terms and laplacian_power <= 2:
+            # p = 1 sums half of the edges (H^T W H is symmetric); L H (p = 2) needs them all
+            half, need = pattern(*[graph.blocks[b] for b in group], half=laplacian_power == 1)
             kwargs.update(half=half, halo_X=_group_halo(graph, group, need))
         elif "htlh" in terms:
             b = group[0]
-            kwargs["graph_block"] = graph.blocks[b]
-            if laplacian_power == 2:
-                kwargs["halo_X"] = graph.halo_rows(b)
-            else:
-                kwargs.update(
-                    Z=Z_blocks[b], halo_Z=graph.halo_rows(b, Z) if laplacian_power % 2 else None
-                )
+            kwargs.update(
+                graph_block=graph.blocks[b],
+                Z=Z_blocks[b],
+                halo_Z=graph.halo_rows(b, Z) if laplacian_power % 2 else None,
+            )
         parts.append(block_task(_pick(sources, group), terms, **kwargs))
     total = named(_finish, "elmscale-gram-finish")(
         tree_sum(parts, fan_in=fan_in, prefix="elmscale-gram-sum")

@@ -269,10 +269,12 @@ def test_task_groups_are_consecutive_and_bounded():
     assert _task_groups((10, 10), 100, 8, 1) == [[0], [1]]
 
 
+@pytest.mark.parametrize("power", [1, 2])
 @pytest.mark.parametrize("order", [False, True])
-def test_grouped_tasks_equal_dense(data, order):
+def test_grouped_tasks_equal_dense(data, order, power):
     """Several chunks per task (30 chunks of 5 rows, 3 per task): every term, the graph
-    term's half edges across group borders included, equals the dense products."""
+    term's edges across group borders included (half of them for p = 1, all for the rows of
+    L H with p = 2), equals the dense products."""
     X, y, w, labels = data
     layer = RandomHiddenLayer.draw(6, 40, "sigmoid", 0)
     chunks = (5,) * 30
@@ -286,9 +288,11 @@ def test_grouped_tasks_equal_dense(data, order):
         labels=da.from_array(labels, chunks=chunks),
         n_labels=4,
         graph=graph,
+        laplacian_power=power,
         group_bytes=3 * 5 * 40 * 8,
     )
-    _assert_terms_equal_dense(s, data, layer, knn_laplacian(X, 5, normalized=True))
+    L = knn_laplacian(X, 5, normalized=True)
+    _assert_terms_equal_dense(s, data, layer, np.linalg.matrix_power(L, power))
 
 
 def test_task_keys_name_their_stage(data):
