@@ -116,6 +116,27 @@ def mean_std(values, scale=100.0):
 
 
 # -- environment ---------------------------------------------------------------------------
+def accuracy_table(per_set, columns, reference):
+    """Markdown lines: mean ACC (%) over seeds per set (``per_set[name][column]``: one score
+    per seed) and column, the mean over sets, and each column's wins and losses against
+    ``reference``, set by set."""
+    lines = ["| dataset | " + " | ".join(columns) + " |", "|---" * (len(columns) + 1) + "|"]
+    means = {c: np.array([np.mean(by[c]) for by in per_set.values()]) for c in columns}
+    for i, name in enumerate(per_set):
+        lines.append(
+            f"| {name} | " + " | ".join(f"{100 * means[c][i]:.1f}" for c in columns) + " |"
+        )
+    lines.append(
+        "| **mean ACC** | " + " | ".join(f"{100 * v.mean():.2f}" for v in means.values()) + " |"
+    )
+    base = means[reference]
+    cells = [
+        f"{int((v > base + 1e-9).sum())}/{int((v < base - 1e-9).sum())}" for v in means.values()
+    ]
+    lines.append(f"| wins/losses vs {reference} | " + " | ".join(cells) + " |")
+    return lines
+
+
 def blas_info():
     """The BLAS libraries loaded in this process, one short string, e.g.
     ``"openblas 0.3.30 Haswell x1"`` (threadpoolctl; import numpy/scipy first)."""

@@ -223,17 +223,12 @@ def profile(graph, features):
 
     X_blocks = graph.X.to_delayed().ravel()
     lay = dask.delayed(features.layer, pure=True)
-    groups = gram._task_groups(
-        features.chunks, features.layer.n_hidden, 4, 4 * get_config()["chunk_bytes"]
-    )
-    tasks = []
-    for group in groups:
-        half, need = dask.delayed(gram._half_pattern, nout=2)(*[graph.blocks[b] for b in group])
-        tasks.append(
-            dask.delayed(_profiled_block)(
-                [X_blocks[b] for b in group], half, lay, *gram._group_halo(graph, group, need)
-            )
+    tasks = [
+        dask.delayed(_profiled_block)(
+            [X_blocks[b] for b in group], half, lay, *gram._group_halo(graph, group, need)
         )
+        for group, half, need in group_patterns(graph, features, 4 * get_config()["chunk_bytes"])
+    ]
     t0 = time.perf_counter()
     out = dask.compute(*tasks)
     wall = time.perf_counter() - t0
@@ -256,16 +251,24 @@ def _group_sizes(text):
     return [int(v) for v in text.split(",")] if text else []
 
 
-def rebuilt_halo_rows(graph, features, group_bytes):
-    """Halo rows the Gram pass rebuilds from X when one task sums ``group_bytes`` of H: the
-    columns outside each group that its half graph uses."""
+def group_patterns(graph, features, group_bytes):
+    """The Gram pass's tasks for float32 H of ``group_bytes`` per task: ``(group, half,
+    need)`` per task, the half graph and halo indices delayed."""
     import dask
 
     from elmscale import gram
 
     groups = gram._task_groups(features.chunks, features.layer.n_hidden, 4, group_bytes)
     pattern = dask.delayed(gram._half_pattern, nout=2)
-    sizes = [dask.delayed(len)(pattern(*[graph.blocks[b] for b in g])[1]) for g in groups]
+    return [(g, *pattern(*[graph.blocks[b] for b in g])) for g in groups]
+
+
+def rebuilt_halo_rows(graph, features, group_bytes):
+    """Halo rows the Gram pass rebuilds from X when one task sums ``group_bytes`` of H: the
+    columns outside each group that its half graph uses."""
+    import dask
+
+    sizes = [dask.delayed(len)(need) for _, _, need in group_patterns(graph, features, group_bytes)]
     return int(sum(dask.compute(*sizes)))
 
 

@@ -27,6 +27,7 @@ from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
+from _common import accuracy_table
 from bench_quality import load, score
 
 ASSIGNMENTS = ("argmax", "kmeans", "kmeans-unit")
@@ -95,24 +96,8 @@ def summary(records, log):
         for rule, candidates in rules.items():
             pick = min(candidates, key=lambda a: fits[a]["relative_loss"])
             per_set[name][rule].append(fits[pick]["acc"])
-    log("| dataset | " + " | ".join(rules) + " |")
-    log("|---" * (len(rules) + 1) + "|")
-    means = {rule: [] for rule in rules}
-    for name, accs in per_set.items():
-        row = [100 * np.mean(accs[rule]) for rule in rules]
-        for rule, v in zip(rules, row, strict=True):
-            means[rule].append(v)
-        log(f"| {name} | " + " | ".join(f"{v:.1f}" for v in row) + " |")
-    base = np.array(means["kmeans-unit"])
-    log("| **mean ACC** | " + " | ".join(f"{np.mean(v):.2f}" for v in means.values()) + " |")
-    log(
-        "| wins/losses vs kmeans-unit | "
-        + " | ".join(
-            f"{int((np.array(v) > base + 1e-9).sum())}/{int((np.array(v) < base - 1e-9).sum())}"
-            for v in means.values()
-        )
-        + " |"
-    )
+    for line in accuracy_table(per_set, list(rules), "kmeans-unit"):
+        log(line)
 
 
 def main(argv=None):

@@ -26,6 +26,7 @@ import warnings
 from collections import defaultdict
 
 import numpy as np
+from _common import accuracy_table
 from bench_quality import load, score
 
 DEFAULT_SETS = (
@@ -69,20 +70,8 @@ def main(argv=None):
                 record[method] = score(y, labels)[0]
                 acc[name][method].append(record[method])
             print(json.dumps(record), flush=True)
-    print("| dataset | " + " | ".join(METHODS) + " |")
-    print("|---" * (len(METHODS) + 1) + "|")
-    for name, by in acc.items():
-        print(f"| {name} | " + " | ".join(f"{100 * np.mean(by[m]):.1f}" for m in METHODS) + " |")
-    means = {m: np.array([np.mean(by[m]) for by in acc.values()]) for m in METHODS}
-    print("| **mean ACC** | " + " | ".join(f"{100 * v.mean():.2f}" for v in means.values()) + " |")
-    base = means["kmeans"]
-    print(
-        "| wins/losses vs kmeans | "
-        + " | ".join(
-            f"{int((v > base + 1e-9).sum())}/{int((v < base - 1e-9).sum())}" for v in means.values()
-        )
-        + " |"
-    )
+    for line in accuracy_table(acc, METHODS, "kmeans"):
+        print(line)
 
 
 if __name__ == "__main__":

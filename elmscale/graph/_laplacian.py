@@ -178,6 +178,15 @@ def _halo_counts(block, starts):
     return np.bincount(owner, minlength=len(starts) - 1)
 
 
+def _halo_sources(blocks, starts):
+    """The (blocks x chunks) table of halo rows each block takes from each chunk, and for
+    each block the chunks it takes any from."""
+    counts = np.array(
+        dask.compute(*[dask.delayed(_halo_counts, pure=True)(blk, starts) for blk in blocks])
+    )
+    return counts, [np.flatnonzero(row).tolist() for row in counts]
+
+
 def _take_rows(array_block, block, s_start, s_stop):
     """Rows of a source chunk that are in ``block``'s halo."""
     h = block.halo
@@ -393,10 +402,7 @@ def knn_graph(
             )
         )
     blocks = list(dask.persist(*blocks))
-    counts = np.array(
-        dask.compute(*[dask.delayed(_halo_counts, pure=True)(blk, starts) for blk in blocks])
-    )
-    halo_sources = [np.flatnonzero(counts[b]).tolist() for b in range(nb)]
+    counts, halo_sources = _halo_sources(blocks, starts)
     if normalized:
         degrees = [dask.delayed(_degree_of, pure=True)(blk) for blk in blocks]
         blocks = list(
@@ -433,10 +439,7 @@ def knn_graph(
         X, idx, dist = dask.persist(*(a.rechunk({0: outer_chunks}) for a in (X, idx, dist)))
         if row_order is not None:
             row_order = row_order.with_outer_chunks(outer_chunks)
-        counts = np.array(
-            dask.compute(*[dask.delayed(_halo_counts, pure=True)(blk, starts) for blk in blocks])
-        )
-        halo_sources = [np.flatnonzero(counts[b]).tolist() for b in range(len(blocks))]
+        counts, halo_sources = _halo_sources(blocks, starts)
     graph = KNNGraph(
         blocks,
         X.chunks[0],
