@@ -8,10 +8,10 @@ and never prints. :func:`log_to_stderr` shows them::
     elmscale.log_to_stderr()          # INFO: stages, iterations, choices; "DEBUG" for more
 
 :class:`StageProgress` groups dask tasks by the prefix of their key names
-(``elmscale-graph-...``, ``elmscale-gram-...``, ``elmscale-kmeans-...``; other tasks under
-"other") and reports, per stage, how many tasks have finished. It reads the keys from a
-dask callback on the local schedulers and from the scheduler's task prefixes on a
-distributed cluster, whose dashboard shows the same names.
+(``elmscale-graph-...``, ``elmscale-gram-...``, ``elmscale-kmeans-...``, and the names of the
+dask operations around them, see STAGES) and reports, per stage, how many tasks have
+finished. It reads the keys from a dask callback on the local schedulers and from the
+scheduler's task prefixes on a distributed cluster, whose dashboard shows the same names.
 """
 
 import logging
@@ -24,26 +24,83 @@ from dask.utils import key_split
 
 LOGGER_NAME = "elmscale"
 
-#: Stages shown by :class:`StageProgress`: (label, key-name prefixes), matched in order.
+#: Scheduler states of a task still to run.
+PENDING = ("waiting", "queued", "processing", "no-worker")
+
+#: Stages shown by :class:`StageProgress`: (label, key-name prefixes), matched in order. The
+#: prefixes are elmscale's own task names and those of the dask operations its estimators and
+#: the command line run, so that every task of a built-in estimator has a stage; a task of
+#: any other name is shown under its own prefix.
 STAGES = (
-    ("graph", ("elmscale-graph",)),
-    ("gram", ("elmscale-gram", "elmscale-hidden")),
-    ("k-means", ("elmscale-kmeans",)),
     (
-        "read/write",
+        "read",
         (
             "read-csv",
             "read-parquet",
             "read_parquet",
+            "read",
+            "len",
             "from-zarr",
             "npy-rows",
+            "from-value",
+            "from-dask-array",
+            "features",
+            "array",
+            "ndarray",
+            "getitem",
+            "to_string_dtype",
+            "reset_index",
+        ),
+    ),
+    (
+        "prepare",
+        (
+            "assert_finite",
+            "chunk_min",
+            "chunk_max",
+            "mean_agg",
+            "var",
+            "truediv",
+            "sub",
+            "center_rows",
+            "encode",
+            "one_hot",
+            "take_weight",
+            "bincount",
+            "target",
+        ),
+    ),
+    (
+        "graph",
+        (
+            "elmscale-graph",
+            "block_candidates",
+            "merge_candidates",
+            "edge_counts",
+            "halo_counts",
+            "assemble_block",
+            "reverse_edges",
+            "normalise_block",
+            "laplacian",
+        ),
+    ),
+    ("gram", ("elmscale-gram", "elmscale-hidden", "RandomHiddenLayer", "MixedHiddenLayer")),
+    ("embed", ("elmscale-embed", "unit_rows", "nystrom_extension", "nearest_rows")),
+    ("k-means", ("elmscale-kmeans", "argmax_label", "n_changed")),
+    (
+        "write",
+        (
             "to-csv",
             "to-parquet",
+            "toparquet",
+            "to_frame",
             "store-map",
             "to-zarr",
             "store",
         ),
     ),
+    # the gathering of a compute's results
+    ("collect", ("finalize",)),
 )
 
 
@@ -71,11 +128,12 @@ def log_to_stderr(level="INFO", stream=None):
 
 
 def stage_of(prefix):
-    """The stage label of a task-name prefix (``key_split`` of a key)."""
+    """The stage label of a task-name prefix (``key_split`` of a key): one of STAGES, else
+    the prefix itself."""
     for label, prefixes in STAGES:
         if prefix.startswith(prefixes):
             return label
-    return "other"
+    return prefix
 
 
 class StageProgress:
@@ -91,7 +149,10 @@ class StageProgress:
         Seconds between two reports (a report is printed only when a count changed).
 
     ``counts`` maps each stage to ``[finished, total]`` tasks seen; the lines look like
-    ``progress: graph 12/12, gram 30/40, other 5/9``.
+    ``progress: read 4/4, graph 12/12, gram 30/40``. On a cluster, finished counts every
+    task that reached memory or erred since the display started (the scheduler's
+    cumulative counts, which survive the task being forgotten) and total adds the tasks
+    still to run, so the totals are reached when the work is done.
     """
 
     def __init__(self, client=None, stream=None, interval=1.0):
@@ -103,7 +164,6 @@ class StageProgress:
         self._last = None
         self._stop = threading.Event()
         self._baseline = {}
-        self._seen = {}
 
     # -- reporting ---------------------------------------------------------------------------
     def line(self):
@@ -136,27 +196,24 @@ class StageProgress:
     # -- distributed: the scheduler's task prefixes --------------------------------------------
     @staticmethod
     def _prefix_states(dask_scheduler=None):
-        return {name: dict(tp.states) for name, tp in dask_scheduler.task_prefixes.items()}
+        """Per task prefix: the tasks finished so far (cumulative) and those still to run."""
+        return {
+            name: (
+                tp.state_counts["memory"] + tp.state_counts["erred"],
+                sum(tp.states[s] for s in PENDING),
+            )
+            for name, tp in dask_scheduler.task_prefixes.items()
+        }
 
     def _poll(self):
         states = self.client.run_on_scheduler(StageProgress._prefix_states)
-        for name, st in states.items():
-            base = self._baseline.get(name, {})
-            done = sum(
-                st.get(k, 0) - base.get(k, 0) for k in ("memory", "released", "forgotten", "erred")
-            )
-            total = done + sum(
-                st.get(k, 0) - base.get(k, 0)
-                for k in ("waiting", "processing", "no-worker", "queued")
-            )
-            # the scheduler drops the counts of forgotten tasks: keep the highest seen
-            seen = self._seen.setdefault(name, [0, 0])
-            seen[0], seen[1] = max(seen[0], done), max(seen[1], total)
         counts = {}
-        for name, (done, total) in self._seen.items():
-            c = counts.setdefault(stage_of(name), [0, 0])
-            c[0] += done
-            c[1] += total
+        for name, (done, pending) in states.items():
+            done -= self._baseline.get(name, (0, 0))[0]
+            if done or pending:
+                c = counts.setdefault(stage_of(name), [0, 0])
+                c[0] += done
+                c[1] += done + pending
         with self._lock:
             self.counts = counts
 

@@ -1,5 +1,6 @@
-"""The ``elmscale`` command: ``elmscale fit``, ``elmscale predict`` (clustering a file from
-the shell), ``elmscale plugins [--verbose]`` and ``elmscale info``.
+"""The ``elmscale`` command: ``elmscale fit``, ``elmscale predict`` and ``elmscale transform``
+(clustering, classifying or embedding a file from the shell), ``elmscale plugins
+[--verbose]`` and ``elmscale info``.
 
 Exit status: 0 on success, 2 for a usage error or bad input (unknown algorithm or
 parameter, an invalid value, a file that cannot be read or written, a scheduler that cannot
@@ -208,12 +209,20 @@ def _dask(args, err):
     if not (args.scheduler or args.workers):
         yield None
         return
+    import logging
+
     from distributed import Client, LocalCluster
 
     cluster = None
     if args.workers:
+        # the workers' own logs would repeat, as tracebacks, the errors reported here in one
+        # line; the dashboard (plain HTTP, no login) stays on the loopback interface
         cluster = LocalCluster(
-            n_workers=args.workers, threads_per_worker=1, processes=True, dashboard_address=":0"
+            n_workers=args.workers,
+            threads_per_worker=1,
+            processes=True,
+            dashboard_address="127.0.0.1:0",
+            silence_logs=logging.WARNING if args.debug else logging.CRITICAL,
         )
         client = Client(cluster)
     else:
@@ -224,10 +233,10 @@ def _dask(args, err):
                 f"cannot connect to the scheduler at {args.scheduler!r}: {exc}"
             ) from None
     try:
-        n = len(client.scheduler_info().get("workers", {}))
+        info = client.scheduler_info()
         print(
-            f"dask: {client.scheduler.address} with {n} worker(s); dashboard "
-            f"{client.dashboard_link}",
+            f"dask: {client.scheduler.address} with {len(info.get('workers', {}))} worker(s); "
+            f"dashboard {dashboard_link(client, info)}",
             file=err,
         )
         yield client
@@ -235,6 +244,14 @@ def _dask(args, err):
         client.close()
         if cluster is not None:
             cluster.close()
+
+
+def dashboard_link(client, info):
+    """The dashboard's address, or why there is none: the scheduler serves it only when
+    bokeh is installed where the scheduler runs."""
+    if "dashboard" not in info.get("services", {}):
+        return "not served (the scheduler needs bokeh: pip install 'elmscale[cli]')"
+    return client.dashboard_link
 
 
 def saveable(model):
@@ -274,23 +291,56 @@ def _columns(text):
     return None if text is None else [c.strip() for c in text.split(",") if c.strip()]
 
 
+def _takes_unlabelled(estimator):
+    """Whether ``estimator`` reads -1 targets as unlabelled rows (semi-supervised)."""
+    from .algorithms._sselm import SSELM
+
+    return isinstance(estimator, SSELM)
+
+
+def _check_fit_args(args, estimator):
+    """The target and outputs of ``elmscale fit``, checked before any data is read."""
+    supervised = estimator.__sklearn_tags__().target_tags.required
+    if supervised and args.target is None:
+        empty = (
+            "; empty values mark unlabelled rows" if _takes_unlabelled(estimator) else ""
+        )
+        raise UsageError(
+            f"{args.algorithm} needs targets: name the target column with --target COLUMN{empty}"
+        )
+    if args.target is not None and not supervised:
+        raise UsageError(f"{args.algorithm} is unsupervised: drop --target")
+    _check_outputs(args, labels=args.labels, embedding=args.embedding, plot=args.plot)
+    if args.save:
+        from ._cli_io import check_output
+
+        check_output(args.save, "--save", kinds=None)
+
+
+def _check_outputs(args, **outputs):
+    """Input and outputs of a command, checked before a cluster starts or data is read."""
+    from ._cli_io import OUTPUT_KINDS, PLOT_KINDS, check_input, check_output
+
+    check_input(args.input)
+    for option, path in outputs.items():
+        if path:
+            check_output(path, f"--{option}", PLOT_KINDS if option == "plot" else OUTPUT_KINDS)
+
+
 def _run_fit(args, out, err):
-    from ._cli_io import read_matrix, write_array
+    from ._cli_io import read_data, write_array
 
     estimator = make_estimator(args.algorithm, args.param)
-    if estimator.__sklearn_tags__().target_tags.required:
-        raise UsageError(
-            f"{args.algorithm} needs targets y; `elmscale fit` runs the "
-            "unsupervised algorithms (use the Python API for this one)"
-        )
-    if args.plot:
-        try:
-            import matplotlib  # noqa: F401
-        except ImportError:
-            raise UsageError("--plot needs matplotlib: pip install 'elmscale[plot]'") from None
+    _check_fit_args(args, estimator)
     # connect first: counting the rows of a table (its chunk sizes) runs on the cluster
     with _dask(args, err) as client:
-        X, _ = read_matrix(args.input, _columns(args.columns))
+        data = read_data(
+            args.input,
+            _columns(args.columns),
+            target=_target(args.target, args.input),
+            unlabelled=_takes_unlabelled(estimator),
+        )
+        X = data.X
         print(
             f"{args.algorithm}: {X.shape[0]} rows x {X.shape[1]} columns in "
             f"{X.numblocks[0]} chunk(s) from {args.input}",
@@ -298,24 +348,13 @@ def _run_fit(args, out, err):
         )
         t0 = time.perf_counter()
         with _progress(args, client, err):
-            estimator.fit(X)
+            estimator.fit(X) if data.y is None else estimator.fit(X, data.y)
             print(f"fitted in {time.perf_counter() - t0:.1f} s", file=err)
             if args.labels:
-                if not hasattr(estimator, "labels_"):
-                    raise UsageError(
-                        f"{args.algorithm} with these parameters gives no "
-                        "labels (e.g. n_clusters=None); drop --labels"
-                    )
-                write_array(estimator.labels_, args.labels, "label")
+                write_array(_fitted_labels(estimator, X, args), args.labels, "label")
                 print(f"labels: {args.labels}", file=out)
             if args.embedding:
-                if hasattr(estimator, "embedding_"):
-                    E = estimator.embedding_
-                elif hasattr(estimator, "transform"):
-                    E = estimator.transform(X)
-                else:
-                    raise UsageError(f"{args.algorithm} has no embedding; drop --embedding")
-                write_array(E, args.embedding, type(estimator).__name__.lower())
+                write_array(_embedding(estimator, X, args), args.embedding, _prefix(estimator))
                 print(f"embedding: {args.embedding}", file=out)
         if args.plot:
             _plot(estimator, X, args.plot)
@@ -326,15 +365,68 @@ def _run_fit(args, out, err):
     return 0
 
 
+def _target(target, path):
+    """``--target`` as read_data takes it: a name, or a position for .npy/.zarr input."""
+    if target is None or not str(path).rstrip("/").lower().endswith((".npy", ".zarr")):
+        return target
+    try:
+        return int(target)
+    except ValueError:
+        raise UsageError(
+            f"--target for .npy/.zarr input is a column position (an integer), got {target!r}"
+        ) from None
+
+
+def _fitted_labels(estimator, X, args):
+    """The clusters of the training rows, or the predictions of a supervised model on them
+    (for SS-ELM, the labels it gives the unlabelled rows)."""
+    if hasattr(estimator, "labels_"):
+        return estimator.labels_
+    if args.target is not None:
+        return estimator.predict(X)
+    raise UsageError(
+        f"{args.algorithm} with these parameters gives no labels (e.g. n_clusters=None); "
+        "drop --labels"
+    )
+
+
+def _embedding(estimator, X, args):
+    if hasattr(estimator, "embedding_"):
+        return estimator.embedding_
+    if hasattr(estimator, "transform"):
+        return estimator.transform(X)
+    raise UsageError(f"{args.algorithm} has no embedding; drop --embedding")
+
+
+def _prefix(model):
+    return type(model).__name__.lower()
+
+
 def _run_predict(args, out, err):
     from ._cli_io import read_matrix, write_array
 
     model = load_model(args.model)
+    _check_outputs(args, labels=args.labels)
     with _dask(args, err) as client:
         X, _ = read_matrix(args.input, _columns(args.columns))
         with _progress(args, client, err):
             write_array(model.predict(X), args.labels, "label")
         print(f"labels: {args.labels}", file=out)
+    return 0
+
+
+def _run_transform(args, out, err):
+    from ._cli_io import read_matrix, write_array
+
+    model = load_model(args.model)
+    if not hasattr(model, "transform"):
+        raise UsageError(f"{args.model!r} holds a {type(model).__name__}, which has no embedding")
+    _check_outputs(args, embedding=args.embedding)
+    with _dask(args, err) as client:
+        X, _ = read_matrix(args.input, _columns(args.columns))
+        with _progress(args, client, err):
+            write_array(model.transform(X), args.embedding, _prefix(model))
+        print(f"embedding: {args.embedding}", file=out)
     return 0
 
 
@@ -380,35 +472,75 @@ class _progress:
         return False
 
 
-def _add_fit_parser(sub):
+def _add_fit_parser(sub, algorithm_help=None):
+    """The ``fit`` subcommand; ``algorithm_help`` (the parameters of the algorithm named on
+    the command line) closes its ``--help``."""
     from ._cli_io import INPUT_KINDS, OUTPUT_KINDS
 
     kinds_in, kinds_out = ", ".join(INPUT_KINDS), ", ".join(OUTPUT_KINDS)
+    example = (
+        "example: elmscale fit us-elm data.parquet --param n_clusters=10 "
+        "--labels labels.parquet --save model.pkl --plot embedding.png"
+    )
     p = sub.add_parser(
         "fit",
         help="fit an algorithm to a file; write labels, embedding, model, plot",
         description=f"Fit a registered algorithm (`elmscale plugins`) to INPUT ({kinds_in}; "
         "a .parquet folder too), read lazily with dask, and write the outputs by "
         f"extension ({kinds_out}) with the rows in INPUT's order.",
-        epilog="example: elmscale fit us-elm data.parquet --param n_clusters=10 "
-        "--labels labels.parquet --save model.pkl --plot embedding.png",
+        epilog=algorithm_help
+        or f"{example}\n\n`elmscale fit ALGORITHM --help` lists the algorithm's parameters.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("algorithm", help="registered algorithm name, e.g. us-elm")
     p.add_argument("input", help="data file or folder")
     p.add_argument(
         "-p",
         "--param",
-        action="extend",
-        nargs="+",
+        action="append",
         metavar="NAME=VALUE",
-        help="estimator parameter (repeatable), e.g. n_clusters=10 graph=exact",
+        help="estimator parameter; several may follow one -p, e.g. -p n_clusters=10 "
+        "graph=exact",
+    )
+    p.add_argument(
+        "--target",
+        metavar="COLUMN",
+        help="the target column of a supervised algorithm (a name, or a position for "
+        ".npy/.zarr), left out of the features; for ss-elm an empty value marks an "
+        "unlabelled row",
     )
     _add_io_options(p)
-    p.add_argument("--labels", metavar="OUT", help="write the cluster labels")
+    p.add_argument(
+        "--labels",
+        metavar="OUT",
+        help="write the cluster labels (a supervised algorithm: its predictions)",
+    )
     p.add_argument("--embedding", metavar="OUT", help="write the embedding")
     p.add_argument("--save", metavar="MODEL", help="save the fitted model (a pickle)")
     p.add_argument("--plot", metavar="PNG", help="draw the embedding (needs matplotlib)")
     return p
+
+
+def _add_model_parser(sub, name, output, help, description):
+    """``predict`` and ``transform``: a saved model applied to INPUT, one output."""
+    p = sub.add_parser(name, help=help, description=description)
+    p.add_argument("model", help="model file written by `elmscale fit --save`")
+    p.add_argument("input", help="data file or folder")
+    p.add_argument(
+        f"--{output}", metavar="OUT", required=True, help=f"write the {output} (by extension)"
+    )
+    _add_io_options(p)
+    return p
+
+
+def _positive_int(text):
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive number of workers, got {text!r}")
+    return value
 
 
 def _add_io_options(p):
@@ -424,11 +556,50 @@ def _add_io_options(p):
         help="run on the dask scheduler at ADDRESS, e.g. tcp://host:8786",
     )
     where.add_argument(
-        "--workers", type=int, metavar="N", help="start a local cluster of N worker processes"
+        "--workers",
+        type=_positive_int,
+        metavar="N",
+        help="start a local cluster of N worker processes (N >= 1)",
     )
     p.add_argument("-q", "--quiet", action="store_true", help="no progress or log lines")
     p.add_argument("-v", "--verbose", action="store_true", help="debug log lines")
     p.add_argument("--debug", action="store_true", help="show tracebacks of errors")
+
+
+def split_params(argv):
+    """``argv`` with every value after ``-p``/``--param`` given its own flag: the values
+    that follow one flag are the first token and then those of the form NAME=VALUE, so
+    ``-p n_clusters=3 us-elm data.csv`` leaves the positionals to themselves."""
+    out, taking = [], False
+    for token in argv:
+        if token in ("-p", "--param"):
+            taking = "first"
+            continue
+        if taking == "first" or (taking and _is_assignment(token)):
+            out += ["--param", token]
+            taking = True
+            continue
+        taking = False
+        out.append(token)
+    if taking == "first":
+        out.append("--param")  # argparse reports the missing value
+    return out
+
+
+def _is_assignment(token):
+    name, sep, _ = token.partition("=")
+    return bool(sep) and name.isidentifier()
+
+
+def _algorithm_help(argv):
+    """The parameter listing of the algorithm in ``elmscale fit ALGORITHM --help``, or None."""
+    if not argv or argv[0] != "fit" or not {"-h", "--help"} & set(argv):
+        return None
+    from ._cli_help import algorithm_help
+
+    names = set(registry.available("algorithm"))
+    name = next((t for t in argv[1:] if t in names), None)
+    return None if name is None else algorithm_help(name, registry.get("algorithm", name))
 
 
 def main(argv=None, out=None, err=None):
@@ -441,16 +612,23 @@ def main(argv=None, out=None, err=None):
         "list plugins, show the setup.",
     )
     sub = parser.add_subparsers(dest="command", required=True)
-    _add_fit_parser(sub)
-    p_predict = sub.add_parser(
+    argv = split_params(sys.argv[1:] if argv is None else [str(a) for a in argv])
+    _add_fit_parser(sub, _algorithm_help(argv))
+    _add_model_parser(
+        sub,
         "predict",
+        "labels",
         help="label a file with a model saved by `elmscale fit --save`",
         description="Label INPUT with a saved model; rows keep INPUT's order.",
     )
-    p_predict.add_argument("model", help="model file written by `elmscale fit --save`")
-    p_predict.add_argument("input", help="data file or folder")
-    p_predict.add_argument("--labels", metavar="OUT", required=True, help="write the labels")
-    _add_io_options(p_predict)
+    _add_model_parser(
+        sub,
+        "transform",
+        "embedding",
+        help="embed a file with a model saved by `elmscale fit --save`",
+        description="Write the embedding of INPUT by a saved model (new data too); rows "
+        "keep INPUT's order.",
+    )
     p_plugins = sub.add_parser(
         "plugins",
         help="list plugins and what each registered",
@@ -473,7 +651,7 @@ def main(argv=None, out=None, err=None):
     p_info.add_argument("--json", action="store_true", help="print JSON")
     args = parser.parse_args(argv)
 
-    if args.command in ("fit", "predict"):
+    if args.command in RUNNERS:
         return _run_command(args, out, err)
     if args.command == "plugins":
         import warnings
@@ -508,10 +686,11 @@ class _Discard:
 
 
 def _run_command(args, out, err):
-    """Run fit or predict; user errors become one line on stderr and exit status 2."""
-    from ._cli_io import InputError
+    """Run fit, predict or transform; user errors become one line on stderr and exit status
+    2."""
+    from ._cli_io import InputError, missing_dependency, one_line
 
-    run = _run_fit if args.command == "fit" else _run_predict
+    run = RUNNERS[args.command]
     # progress and notes go to stderr, which --quiet silences; errors always reach it
     info = _Discard() if args.quiet else err
     if args.debug:
@@ -528,16 +707,23 @@ def _run_command(args, out, err):
             print(f"error: {exc}", file=err)
             return 2
         except (ValueError, TypeError) as exc:  # the estimators' messages on bad input
-            print(f"error: {' '.join(str(exc).split())}", file=err)
+            print(f"error: {one_line(exc)}", file=err)
             return 2
         except KeyboardInterrupt:
             print("interrupted", file=err)
             return 130
         except Exception as exc:  # noqa: BLE001 - one line; --debug shows the traceback
-            print(
-                f"error: {type(exc).__name__}: {exc} (run with --debug for the traceback)", file=err
-            )
+            missing = missing_dependency(exc) if isinstance(exc, ImportError) else None
+            if missing is not None:  # an optional module that a step needs
+                print(f"error: {missing}", file=err)
+                return 2
+            name = type(exc).__name__
+            print(f"error: {name}: {one_line(exc)} (--debug shows the traceback)", file=err)
             return 1
+
+
+#: The commands that read a file, by name.
+RUNNERS = {"fit": _run_fit, "predict": _run_predict, "transform": _run_transform}
 
 
 if __name__ == "__main__":  # pragma: no cover

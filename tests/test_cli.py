@@ -357,7 +357,7 @@ def test_fit_user_errors_exit_2_with_one_line(table, tmp_path, argv, message):
         (["fit", "us-elmm", "{npy}"], "us-elmm"),
         (["fit", "us-elm", "{missing}"], "does not exist"),
         (["fit", "us-elm", "{parquet}"], "'id' of"),
-        (["fit", "elm-classifier", "{npy}"], "needs targets y"),
+        (["fit", "elm-classifier", "{npy}"], "needs targets: name the target column with --target"),
         (["fit", "us-elm", "{npy}", "--scheduler", "tcp://127.0.0.1:1"], "cannot connect"),
         (["predict", "{npy}", "{npy}", "--labels", "x.npy"], "cannot load the model"),
         (["predict", "{missing}", "{npy}", "--labels", "x.npy"], "does not exist"),

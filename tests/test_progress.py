@@ -45,8 +45,10 @@ def test_stage_of_groups_by_task_name_prefix():
     assert stage_of("elmscale-graph-knn") == "graph"
     assert stage_of("elmscale-gram-hth") == "gram"
     assert stage_of("elmscale-kmeans-lloyd") == "k-means"
-    assert stage_of("read-parquet") == "read/write"
-    assert stage_of("sum-aggregate") == "other"
+    assert stage_of("read-parquet") == "read"
+    assert stage_of("toparquetdata") == "write"
+    assert stage_of("finalize-hlgfinalizecompute") == "collect"
+    assert stage_of("my_plugin_step") == "my_plugin_step"  # unknown: shown by its own name
 
 
 def _named_work(n_blocks):
