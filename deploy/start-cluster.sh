@@ -6,8 +6,9 @@
 #   N_WORKERS=4 PORT=8800 deploy/start-cluster.sh
 #   HOST=0.0.0.0 deploy/start-cluster.sh          # listen on every interface (other hosts
 #                                                # can join: use TLS, see deploy/README.md)
-#   TLS_DIR=deploy/tls/out HOST=0.0.0.0 deploy/start-cluster.sh   # tls:// with the
-#                                                # certificates of deploy/tls/make-certs.sh
+#   TLS_DIR=certs HOST=0.0.0.0 deploy/start-cluster.sh   # tls:// with the certificates of
+#                                                # deploy/tls/make-certs.sh; the dashboard
+#                                                # (plain HTTP) stays on 127.0.0.1
 #   deploy/stop-cluster.sh
 #
 # One thread per worker process: NumPy/BLAS then run one thread per core without
@@ -16,17 +17,46 @@
 #
 # Exits non-zero, with the end of the scheduler's or workers' log, when the scheduler does
 # not come up or the workers do not connect; prints the scheduler and dashboard addresses.
+# Refuses to start, touching nothing, when RUN_DIR's cluster is still running or the
+# scheduler's port is taken. The dashboard binds DASHBOARD_HOST, 127.0.0.1 whatever HOST is:
+# it is plain HTTP without login (reach it through `ssh -L`), so serving it on another
+# interface takes an explicit DASHBOARD_HOST.
 set -euo pipefail
 N_WORKERS=${N_WORKERS:-2}
 HOST=${HOST:-127.0.0.1}
 PORT=${PORT:-8786}
 DASHBOARD_PORT=${DASHBOARD_PORT:-8787}
-DASHBOARD_HOST=${DASHBOARD_HOST:-$HOST}   # plain HTTP even with TLS: keep it on 127.0.0.1
+DASHBOARD_HOST=${DASHBOARD_HOST:-127.0.0.1}   # plain HTTP even with TLS
 MEMORY=${MEMORY:-auto}
 TIMEOUT=${TIMEOUT:-60}
 RUN_DIR=${RUN_DIR:-${TMPDIR:-/tmp}/elmscale-cluster}
 TLS_DIR=${TLS_DIR:-}
 mkdir -p "$RUN_DIR"
+
+# never start over a running cluster: its pid files, logs and address would be overwritten
+# and a failing start would stop its processes
+for f in scheduler workers; do
+    if [ -f "$RUN_DIR/$f.pid" ] && kill -0 "$(cat "$RUN_DIR/$f.pid")" 2>/dev/null; then
+        echo "start-cluster: a cluster is already running from $RUN_DIR ($f pid" \
+            "$(cat "$RUN_DIR/$f.pid")); stop it with deploy/stop-cluster.sh or choose" \
+            "another RUN_DIR and PORT" >&2
+        exit 1
+    fi
+done
+if ! python - "$HOST" "$PORT" <<'PY'
+import socket, sys
+with socket.socket() as s:
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the scheduler binds
+    try:
+        s.bind((sys.argv[1], int(sys.argv[2])))
+    except OSError:
+        sys.exit(1)
+PY
+then
+    echo "start-cluster: address in use: $HOST:$PORT is taken (another scheduler?);" \
+        "choose another PORT" >&2
+    exit 1
+fi
 
 # the address clients and workers dial: the bind host, or this host when binding all
 CONNECT_HOST=$HOST
@@ -43,10 +73,10 @@ fi
 ADDRESS="$PROTOCOL://$CONNECT_HOST:$PORT"
 echo "$ADDRESS" >"$RUN_DIR/address"
 
-fail() {
+fail() {  # stop what this run started (RUN_DIR holds only its pid files), then exit
     echo "start-cluster: $1" >&2
     tail -n 20 "$2" >&2 || true
-    "$(dirname "$0")/stop-cluster.sh"
+    RUN_DIR=$RUN_DIR "$(dirname "$0")/stop-cluster.sh"
     exit 1
 }
 

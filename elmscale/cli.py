@@ -302,9 +302,7 @@ def _check_fit_args(args, estimator):
     """The target and outputs of ``elmscale fit``, checked before any data is read."""
     supervised = estimator.__sklearn_tags__().target_tags.required
     if supervised and args.target is None:
-        empty = (
-            "; empty values mark unlabelled rows" if _takes_unlabelled(estimator) else ""
-        )
+        empty = "; empty values mark unlabelled rows" if _takes_unlabelled(estimator) else ""
         raise UsageError(
             f"{args.algorithm} needs targets: name the target column with --target COLUMN{empty}"
         )
@@ -499,8 +497,7 @@ def _add_fit_parser(sub, algorithm_help=None):
         "--param",
         action="append",
         metavar="NAME=VALUE",
-        help="estimator parameter; several may follow one -p, e.g. -p n_clusters=10 "
-        "graph=exact",
+        help="estimator parameter; several may follow one -p, e.g. -p n_clusters=10 graph=exact",
     )
     p.add_argument(
         "--target",

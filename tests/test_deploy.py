@@ -1,12 +1,15 @@
 """deploy/ as CI runs it (docker is not available there): start-cluster.sh starts a
 scheduler and two workers on loopback, example.py fits on them, stop-cluster.sh stops
-them; the same over mutual TLS with the certificates of deploy/tls/make-certs.sh."""
+them; a second start over a running cluster is refused and leaves it alone; the same over
+mutual TLS with the certificates of deploy/tls/make-certs.sh, with the dashboard kept on
+127.0.0.1; make-certs.sh writes no key where git would commit it."""
 
 import os
 import shutil
 import socket
 import subprocess
 import sys
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -55,13 +58,37 @@ def _alive(pid_file):
     return True
 
 
-def _start_run_stop(env, run_dir):
+def _pids(run_dir):
+    return [(run_dir / f"{name}.pid").read_text() for name in ("scheduler", "workers")]
+
+
+def _refused_starts(env, run_dir, other_dir):
+    """Two starts while the cluster of ``run_dir`` runs: with its RUN_DIR (another port),
+    and with another RUN_DIR on its port. Both exit 1 with a clear message and leave the
+    running cluster's processes and files as they were."""
+    before = _pids(run_dir), (run_dir / "address").read_text()
+    again = _sh(["bash", str(DEPLOY / "start-cluster.sh")], {**env, "PORT": str(_free_port())})
+    assert again.returncode == 1
+    assert "start-cluster: a cluster is already running from" in again.stderr
+    same_port = _sh(["bash", str(DEPLOY / "start-cluster.sh")], {**env, "RUN_DIR": str(other_dir)})
+    assert same_port.returncode == 1
+    assert f"start-cluster: address in use: 127.0.0.1:{env['PORT']} is taken" in same_port.stderr
+    assert not (other_dir / "scheduler.pid").exists()
+    assert (_pids(run_dir), (run_dir / "address").read_text()) == before
+    assert all(_alive(run_dir / f"{name}.pid") for name in ("scheduler", "workers"))
+
+
+def _start_run_stop(env, run_dir, other_dir=None):
     started = _sh(["bash", str(DEPLOY / "start-cluster.sh")], env)
     try:
         assert started.returncode == 0, started.stderr + started.stdout
         address = (run_dir / "address").read_text().strip()
         assert f"scheduler {address} with 2 workers ready" in started.stdout
-        assert f"dashboard http://127.0.0.1:{env['DASHBOARD_PORT']}" in started.stdout
+        link = f"http://127.0.0.1:{env['DASHBOARD_PORT']}/status"
+        assert f"dashboard {link}" in started.stdout
+        _assert_dashboard_answers(link)
+        if other_dir is not None:
+            _refused_starts(env, run_dir, other_dir)
         example = _sh([sys.executable, str(DEPLOY / "example.py"), address], env)
         assert example.returncode == 0, example.stderr
         assert "ran on 2 workers" in example.stdout
@@ -73,8 +100,16 @@ def _start_run_stop(env, run_dir):
         assert not any(_alive(p) for p in pids)
 
 
+def _assert_dashboard_answers(link):
+    """The printed dashboard link serves the dashboard (bokeh is in the cli extra)."""
+    pytest.importorskip("bokeh")
+    with urllib.request.urlopen(link, timeout=30) as page:
+        assert page.status == 200
+        assert b"Dask" in page.read()
+
+
 def test_start_example_stop_on_loopback(tmp_path):
-    address = _start_run_stop(_env(tmp_path), tmp_path)
+    address = _start_run_stop(_env(tmp_path / "a"), tmp_path / "a", other_dir=tmp_path / "b")
     assert address.startswith("tcp://127.0.0.1:")
 
 
@@ -88,7 +123,17 @@ def test_start_fails_clearly_when_the_port_is_taken(tmp_path):
         env["PORT"] = str(s.getsockname()[1])
         started = _sh(["bash", str(DEPLOY / "start-cluster.sh")], env)
     assert started.returncode == 1
-    assert "start-cluster: the scheduler" in started.stderr
+    assert f"start-cluster: address in use: 127.0.0.1:{env['PORT']} is taken" in started.stderr
+    assert not (tmp_path / "scheduler.pid").exists()
+
+
+def test_start_reports_a_scheduler_that_dies(tmp_path):
+    """A scheduler that exits at once (an unreadable TLS certificate): exit status 1, the
+    end of its log on stderr, nothing left running."""
+    env = _env(tmp_path, TLS_DIR=str(tmp_path / "no-certs"))
+    started = _sh(["bash", str(DEPLOY / "start-cluster.sh")], env)
+    assert started.returncode == 1
+    assert "start-cluster: the scheduler exited" in started.stderr
     assert not _alive(tmp_path / "scheduler.pid")
 
 
@@ -111,12 +156,21 @@ def test_tls_cluster_accepts_its_certificates_and_refuses_others(tmp_path):
         made = _sh(["bash", str(DEPLOY / "tls" / "make-certs.sh"), str(d)], os.environ)
         assert made.returncode == 0, made.stderr
     assert oct((certs / "node-key.pem").stat().st_mode & 0o777) == "0o600"
-    env = _env(tmp_path / "run", TLS_DIR=str(certs))
+    assert oct((certs / "ca-key.pem").stat().st_mode & 0o777) == "0o600"
+    # the recipe of deploy/README.md: every interface for the cluster, the dashboard local
+    env = _env(tmp_path / "run", TLS_DIR=str(certs), HOST="0.0.0.0")
     started = _sh(["bash", str(DEPLOY / "start-cluster.sh")], env)
     try:
         assert started.returncode == 0, started.stderr + started.stdout
         address = (tmp_path / "run" / "address").read_text().strip()
-        assert address.startswith("tls://127.0.0.1:")
+        assert address.startswith("tls://")
+        link = f"http://127.0.0.1:{env['DASHBOARD_PORT']}/status"
+        assert f"dashboard {link}" in started.stdout
+        _assert_dashboard_answers(link)
+        for ip in _other_addresses():
+            with socket.socket() as s, pytest.raises(OSError):
+                s.settimeout(5)
+                s.connect((ip, int(env["DASHBOARD_PORT"])))
         ok = _sh([sys.executable, "-c", CONNECT, address, str(certs), "20s"], env, timeout=60)
         assert ok.returncode == 0, ok.stderr
         assert ok.stdout.split() == ["3", "2"]
@@ -131,3 +185,37 @@ def test_tls_cluster_accepts_its_certificates_and_refuses_others(tmp_path):
         assert plain.returncode != 0
     finally:
         _sh(["bash", str(DEPLOY / "stop-cluster.sh")], env)
+
+
+def _other_addresses():
+    """This host's IPv4 addresses other than loopback."""
+    try:
+        out = subprocess.run(["hostname", "-I"], capture_output=True, text=True).stdout
+    except OSError:
+        return []
+    return [a for a in out.split() if "." in a and not a.startswith("127.")]
+
+
+@pytest.mark.skipif(
+    shutil.which("openssl") is None or shutil.which("git") is None, reason="needs openssl, git"
+)
+def test_make_certs_writes_no_key_where_git_would_commit_it(tmp_path):
+    """Inside a git work tree, make-certs.sh refuses a folder git does not ignore (nothing
+    written) and accepts an ignored one; this repository ignores the README's certs/."""
+    repo = tmp_path / "repo"
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    refused = _sh(["bash", str(DEPLOY / "tls" / "make-certs.sh"), str(repo / "keys")], os.environ)
+    assert refused.returncode == 1
+    assert "is inside the git work tree" in refused.stderr and "not ignored" in refused.stderr
+    assert not (repo / "keys").exists()
+    (repo / ".gitignore").write_text("certs/\n")
+    made = _sh(["bash", str(DEPLOY / "tls" / "make-certs.sh"), str(repo / "certs")], os.environ)
+    assert made.returncode == 0, made.stderr
+    assert (repo / "certs" / "ca-key.pem").exists()
+    status = subprocess.run(
+        ["git", "-C", str(repo), "status", "--porcelain"], capture_output=True, text=True
+    )
+    assert status.stdout.split() == ["??", ".gitignore"]
+    if (ROOT / ".git").exists():
+        ignored = subprocess.run(["git", "-C", str(ROOT), "check-ignore", "-q", "certs/ca-key.pem"])
+        assert ignored.returncode == 0

@@ -10,10 +10,26 @@
 # 127.0.0.1, this host's name and addresses, and any extra names given; every process
 # presents it and checks its peer's against ca.pem (mutual TLS). For a real deployment
 # give each host its own key and certificate signed by the same CA.
+#
+# Keys never belong in a repository: the script refuses an OUT_DIR inside a git work tree
+# unless git ignores it (this repository's .gitignore ignores certs/).
 set -euo pipefail
 OUT=${1:?usage: make-certs.sh OUT_DIR [HOSTNAME_OR_IP ...]}
 shift
 DAYS=${DAYS:-365}
+
+# the nearest existing folder of OUT tells whether it lies in a git work tree
+probe=$OUT
+while [ ! -d "$probe" ]; do probe=$(dirname "$probe"); done
+if top=$(git -C "$probe" rev-parse --show-toplevel 2>/dev/null); then
+    rel=$(realpath -m --relative-to="$top" "$OUT")
+    if ! git -C "$top" check-ignore -q "$rel/ca-key.pem"; then
+        echo "make-certs: $OUT is inside the git work tree $top and not ignored: the keys" \
+            "would be committed. Choose a folder outside it, or add it to .gitignore." >&2
+        exit 1
+    fi
+fi
+
 mkdir -p "$OUT"
 umask 077
 
