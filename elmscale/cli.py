@@ -381,11 +381,23 @@ def _fitted_labels(estimator, X, args):
     if hasattr(estimator, "labels_"):
         return estimator.labels_
     if args.target is not None:
-        return estimator.predict(X)
+        return predictions(estimator, X)
     raise UsageError(
         f"{args.algorithm} with these parameters gives no labels (e.g. n_clusters=None); "
         "drop --labels"
     )
+
+
+def predictions(model, X):
+    """``model.predict(X)``; class names held as Python objects become fixed-width strings,
+    which every output format stores."""
+    import numpy as np
+
+    labels = model.predict(X)
+    classes = getattr(model, "classes_", None)
+    if labels.dtype == object and classes is not None:
+        labels = labels.astype(np.asarray(classes).astype(str).dtype)
+    return labels
 
 
 def _embedding(estimator, X, args):
@@ -408,7 +420,7 @@ def _run_predict(args, out, err):
     with _dask(args, err) as client:
         X, _ = read_matrix(args.input, _columns(args.columns))
         with _progress(args, client, err):
-            write_array(model.predict(X), args.labels, "label")
+            write_array(predictions(model, X), args.labels, "label")
         print(f"labels: {args.labels}", file=out)
     return 0
 

@@ -8,6 +8,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 import warnings
 from pathlib import Path
 
@@ -418,3 +419,415 @@ def test_writers_keep_row_order(tmp_path, rng, ext, ndim):
     write_array(da.from_array(x, chunks=20), str(path), "label" if ndim == 1 else "e")
     got = read_labels(str(path))
     np.testing.assert_allclose(got, x, rtol=1e-15)
+
+
+# -- reading every numeric CSV; errors without worker tracebacks ------------------------------
+def _write_6g_csv(path, X):
+    """X written with '%.6g' as a numeric CSV: the first rows of column 0 are whole numbers
+    (they look integer to dask's 10-row dtype sample), decimals follow."""
+    X = X.copy()
+    X[:20, 0] = np.round(X[:20, 0])
+    header = ",".join(f"f{i}" for i in range(X.shape[1]))
+    np.savetxt(path, X, fmt="%.6g", delimiter=",", header=header, comments="")
+    return np.loadtxt(path, delimiter=",", skiprows=1)
+
+
+def test_fit_reads_a_6g_csv_whose_first_rows_look_integer(blobs, tmp_path):
+    """The CSV that dask's own dtype inference fails on fits, with the labels of the Python
+    API on the same numbers; every feature column is read as float64."""
+    import dask.array as da
+    import dask.dataframe as dd
+
+    from elmscale import USELM
+
+    path = tmp_path / "six_g.csv"
+    X = _write_6g_csv(path, blobs[0])
+    with pytest.raises(ValueError, match="Mismatched dtypes"):
+        dd.read_csv(path).compute()  # the defect this reader avoids
+    Xd, names = read_matrix(str(path))
+    assert Xd.dtype == np.float64 and names == [f"f{i}" for i in range(X.shape[1])]
+    np.testing.assert_array_equal(Xd.compute(), X)
+    status, _, err = run_cmd(
+        "fit", "us-elm", path, "-p", *FIT_PARAMS, "--labels", tmp_path / "l.npy", "-q"
+    )
+    assert status == 0, err
+    model = USELM(n_clusters=3, n_hidden=40, graph="exact", n_neighbors=5, random_state=0)
+    expected = model.fit(da.from_array(X, chunks=X.shape)).labels_.compute()
+    np.testing.assert_array_equal(np.load(tmp_path / "l.npy"), expected)
+
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _cli_process(*argv, prelude=""):
+    """``elmscale ARGV`` in a fresh interpreter running this checkout, after ``prelude``."""
+    code = f"import sys\n{prelude}\nfrom elmscale.cli import main\nsys.exit(main(sys.argv[1:]))"
+    return subprocess.run(
+        [sys.executable, "-c", code, *map(str, argv)],
+        env={**os.environ, "ELMSCALE_LOAD_PLUGINS": "", "PYTHONPATH": str(ROOT)},
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+
+
+@pytest.mark.distributed
+def test_a_failing_reading_task_is_one_short_line_without_worker_traceback(tmp_path):
+    """A value that is not a number deep in a CSV fails in a worker's reading task: with
+    --workers and -q, stderr is the one error line (no worker log, no traceback)."""
+    lines = ["a,b"] + [f"{i},{i / 7:.6g}" for i in range(50)] + ["3,not-a-number"]
+    (tmp_path / "bad.csv").write_text("\n".join(lines) + "\n")
+    proc = _cli_process(
+        "fit", "us-elm", tmp_path / "bad.csv", "--workers", 1, "-q", "-p", "n_clusters=2"
+    )
+    assert proc.returncode == 2, proc.stderr
+    (line,) = proc.stderr.splitlines()
+    assert line.startswith("error: ") and "not-a-number" in line and len(line) <= 310
+
+
+# -- optional dependencies: which extra, exit status 2 -----------------------------------------
+BLOCK = """
+import importlib.abc
+class _Missing(importlib.abc.MetaPathFinder):
+    # these modules behave as not installed (as after `pip install .` without extras)
+    def find_spec(self, name, path, target=None):
+        if name.split(".")[0] in {blocked!r}:
+            raise ModuleNotFoundError(f"No module named {{name!r}}", name=name)
+sys.meta_path.insert(0, _Missing())
+"""
+
+
+def test_without_the_cli_extra_fit_on_parquet_names_it_and_exits_2(table, tmp_path):
+    """A fresh interpreter where pandas, pyarrow, zarr, bokeh and matplotlib cannot be
+    imported: `elmscale fit us-elm data.parquet` exits 2 with one line naming
+    elmscale[cli]; .npy in and out needs no extra."""
+    X, paths = table
+    blocked = {"pandas", "pyarrow", "zarr", "bokeh", "matplotlib"}
+    prelude = BLOCK.format(blocked=blocked)
+    proc = _cli_process("fit", "us-elm", paths["parquet"], prelude=prelude)
+    assert proc.returncode == 2
+    assert proc.stderr == (
+        "error: missing pandas, needed for .parquet files: pip install 'elmscale[cli]'\n"
+    )
+    labels = tmp_path / "l.npy"
+    proc = _cli_process(
+        "fit", "us-elm", paths["npy"], "-p", *FIT_PARAMS, "--labels", labels, "-q", prelude=prelude
+    )
+    assert proc.returncode == 0, proc.stderr
+    np.testing.assert_array_equal(np.load(labels), _python_labels(X, X.shape[0]))
+
+
+@pytest.mark.parametrize(
+    "missing, argv, message",
+    [
+        ("pandas", ["{csv}"], "missing pandas, needed for .csv files: pip install 'elmscale[cli]'"),
+        ("pyarrow", ["{npy}", "--labels", "{tmp}/l.parquet"], "missing pyarrow, needed for "),
+        ("zarr", ["{npy}", "--embedding", "{tmp}/e.zarr"], "zarr, needed for .zarr files"),
+        ("matplotlib", ["{npy}", "--plot", "{tmp}/p.png"], "pip install 'elmscale[plot]'"),
+    ],
+)
+def test_each_missing_optional_module_names_its_extra(
+    table, tmp_path, monkeypatch, missing, argv, message
+):
+    """Checked before a cluster starts or data is read (hence --workers 2 costs nothing)."""
+    X, paths = table
+    monkeypatch.setitem(sys.modules, missing, None)  # `import missing` raises ImportError
+    names = {"csv": paths["csv"], "npy": paths["npy"], "tmp": tmp_path}
+    argv = [a.format(**names) for a in argv]
+    status, _, err = run_cmd("fit", "us-elm", *argv, "--workers", 2)
+    assert status == 2
+    assert err.startswith("error: ") and message in err and len(err.splitlines()) == 1
+
+
+def test_an_import_error_during_the_run_names_the_extra(table, monkeypatch):
+    """A step that imports an optional module late: exit 2 and its extra; an ImportError of
+    a module no extra installs stays an unexpected failure (exit 1)."""
+    from elmscale import _cli_io
+
+    X, paths = table
+
+    def fail(name):
+        def read(*args, **kwargs):
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+
+        return read
+
+    monkeypatch.setattr(_cli_io, "read_data", fail("pyarrow.parquet"))
+    status, _, err = run_cmd("fit", "us-elm", paths["npy"], "-q")
+    assert status == 2 and "pip install 'elmscale[cli]'" in err
+    monkeypatch.setattr(_cli_io, "read_data", fail("somethingelse"))
+    status, _, err = run_cmd("fit", "us-elm", paths["npy"], "-q")
+    assert status == 1 and "ModuleNotFoundError" in err
+
+
+# -- the dashboard -----------------------------------------------------------------------------
+@pytest.mark.distributed
+def test_the_printed_dashboard_link_serves_the_dashboard_on_loopback():
+    """--workers N: the link printed is the dashboard (bokeh installed), on 127.0.0.1."""
+    import urllib.request
+
+    pytest.importorskip("bokeh")
+    args = cli.argparse.Namespace(workers=1, scheduler=None, debug=False)
+    err = io.StringIO()
+    with cli._dask(args, err) as client:
+        link = re.search(r"dashboard (\S+)", err.getvalue()).group(1)
+        assert link == client.dashboard_link
+        assert link.startswith("http://127.0.0.1:") and link.endswith("/status")
+        with urllib.request.urlopen(link, timeout=30) as page:
+            assert page.status == 200
+
+
+def test_a_scheduler_without_bokeh_gets_no_dead_link():
+    class Client:
+        dashboard_link = "http://127.0.0.1:8787/status"
+
+    assert cli.dashboard_link(Client(), {"services": {"dashboard": 8787}}) == Client.dashboard_link
+    assert cli.dashboard_link(Client(), {"services": {}}) == (
+        "not served (the scheduler needs bokeh: pip install 'elmscale[cli]')"
+    )
+
+
+# -- the command line's shape ------------------------------------------------------------------
+def test_params_before_the_positionals_leave_them_alone(table, tmp_path):
+    X, paths = table
+    status, _, err = run_cmd(
+        "fit", "-p", *FIT_PARAMS, "us-elm", paths["npy"], "--labels", tmp_path / "l.npy", "-q"
+    )
+    assert status == 0, err
+    np.testing.assert_array_equal(np.load(tmp_path / "l.npy"), _python_labels(X, X.shape[0]))
+    assert cli.split_params(["fit", "-p", "a=1", "b=[1, 2]", "us-elm", "x.csv", "-p", "c=x"]) == [
+        "fit", "--param", "a=1", "--param", "b=[1, 2]", "us-elm", "x.csv", "--param", "c=x",
+    ]  # fmt: skip
+    # the first value is always taken (a malformed one gets its own message)
+    assert cli.split_params(["-p", "n_clusters", "us-elm"]) == ["--param", "n_clusters", "us-elm"]
+
+
+@pytest.mark.parametrize(
+    "command, option, path, message",
+    [
+        ("fit", "labels", "out.txt", "unknown extension '.txt'; expected one of .parquet"),
+        ("fit", "embedding", "out.json", "unknown extension '.json'"),
+        ("fit", "plot", "p.jpg", "unknown extension '.jpg'; expected one of .png, .pdf, .svg"),
+        ("fit", "save", "no/such/folder/m.pkl", "folder"),
+        ("predict", "labels", "no/such/folder/l.npy", "folder"),
+        ("predict", "labels", "out.txt", "unknown extension '.txt'"),
+        ("transform", "embedding", "out.json", "unknown extension '.json'"),
+    ],
+)
+def test_outputs_are_checked_before_anything_starts(
+    table, tmp_path, command, option, path, message
+):
+    """A bad output fails in well under 2 s although --workers 2 would start a cluster and
+    the input is read only after it: nothing started, nothing read."""
+    X, paths = table
+    model = tmp_path / "m.pkl"
+    cli.save_model(cli.make_estimator("us-elm", FIT_PARAMS).fit(X), model)
+    head = ["fit", "us-elm"] if command == "fit" else [command, model]
+    t0 = time.perf_counter()
+    status, _, err = run_cmd(*head, paths["npy"], f"--{option}", tmp_path / path, "--workers", 2)
+    assert time.perf_counter() - t0 < 2
+    assert status == 2 and message in err and "dask:" not in err
+
+
+@pytest.mark.parametrize(
+    "rows, message",
+    [("f0,f1\n", "has a header but no rows"), (None, "has no rows")],
+)
+def test_an_input_without_rows_says_so(tmp_path, rows, message):
+    if rows is None:
+        path = tmp_path / "empty.npy"
+        np.save(path, np.zeros((0, 3)))
+    else:
+        path = tmp_path / "header.csv"
+        path.write_text(rows)
+    status, _, err = run_cmd("fit", "us-elm", path, "-q")
+    assert status == 2 and message in err
+
+
+@pytest.mark.parametrize("n", ["0", "-1", "two"])
+def test_workers_must_be_positive(table, capsys, n):
+    X, paths = table
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["fit", "us-elm", str(paths["npy"]), "--workers", n])
+    assert exc.value.code == 2
+    assert f"--workers: expected a positive number of workers, got '{n}'" in capsys.readouterr().err
+
+
+def test_fit_algorithm_help_lists_its_parameters(capsys):
+    """`elmscale fit ALGO --help`: every parameter of every registered algorithm with its
+    default, and the first sentence of its docstring entry."""
+    from elmscale import available, make
+
+    for name in available("algorithm"):
+        with pytest.raises(SystemExit) as exc:
+            cli.main(["fit", name, "--help"])
+        assert exc.value.code == 0
+        text = capsys.readouterr().out
+        params = make(name).get_params(deep=False)
+        assert f"parameters of {name} ({type(make(name)).__name__})" in text
+        for param, default in params.items():
+            assert re.search(rf"^  {param}={re.escape(repr(default))}( |$)", text, re.M), param
+    with pytest.raises(SystemExit):
+        cli.main(["fit", "us-elm", "x.csv", "-p", "lam=1", "--help"])
+    text = capsys.readouterr().out
+    assert re.search(r"^  n_clusters=8 +Clusters found by k-means on the embedding$", text, re.M)
+    assert re.search(r"^  n_hidden=1000 +Hidden nodes n_h\.$", text, re.M)
+    with pytest.raises(SystemExit):
+        cli.main(["fit", "--help"])
+    assert "`elmscale fit ALGORITHM --help` lists" in capsys.readouterr().out
+
+
+# -- supervised fits and transform --------------------------------------------------------------
+@pytest.fixture
+def labelled_csv(blobs, tmp_path):
+    """The blobs as a CSV with a class column 'kind' (names) and 10 labelled rows per class
+    in a column 'partial' (empty elsewhere)."""
+    import pandas as pd
+
+    X, y = blobs
+    df = pd.DataFrame(X, columns=[f"f{i}" for i in range(X.shape[1])])
+    df["kind"] = np.array(["ant", "bee", "cat"])[y]
+    keep = np.concatenate([np.flatnonzero(y == c)[:10] for c in range(3)])
+    partial = np.full(len(y), np.nan)
+    partial[keep] = y[keep]
+    df["partial"] = partial
+    path = tmp_path / "labelled.csv"
+    df.to_csv(path, index=False)
+    return X, y, partial, path
+
+
+def _dask_rows(X):
+    import dask.array as da
+
+    return da.from_array(X, chunks=(X.shape[0], X.shape[1]))
+
+
+def test_elm_classifier_fits_from_the_shell_with_a_target_column(labelled_csv, tmp_path):
+    from elmscale import ELMClassifier
+
+    X, y, _, path = labelled_csv
+    cols = ",".join(f"f{i}" for i in range(X.shape[1]))
+    status, out, err = run_cmd(
+        "fit", "elm-classifier", path, "--columns", cols, "--target", "kind",
+        "-p", "n_hidden=50", "random_state=0", "--labels", tmp_path / "pred.parquet",
+        "--save", tmp_path / "m.pkl", "-q",
+    )  # fmt: skip
+    assert status == 0, err
+    model = ELMClassifier(n_hidden=50, random_state=0)
+    expected = model.fit(_dask_rows(X), np.array(["ant", "bee", "cat"])[y]).predict(X)
+    got = read_labels(tmp_path / "pred.parquet")
+    np.testing.assert_array_equal(got, expected)
+    assert (got == np.array(["ant", "bee", "cat"])[y]).mean() > 0.95
+    status, _, err = run_cmd(
+        "predict", tmp_path / "m.pkl", path, "--columns", cols, "--labels", tmp_path / "p.csv"
+    )
+    assert status == 0, err
+    np.testing.assert_array_equal(read_labels(tmp_path / "p.csv"), expected)
+
+
+def test_ss_elm_takes_empty_target_values_as_unlabelled(labelled_csv, tmp_path):
+    """--target partial: its 30 filled rows are the labels, the empty ones unlabelled rows
+    (-1 to SSELM); the labels written equal the Python API's predictions."""
+    from elmscale import SSELM
+
+    X, y, partial, path = labelled_csv
+    cols = ",".join(f"f{i}" for i in range(X.shape[1]))
+    params = ["n_hidden=50", "graph='exact'", "n_neighbors=5", "random_state=0"]
+    status, _, err = run_cmd(
+        "fit", "ss-elm", path, "--columns", cols, "--target", "partial", "-p", *params,
+        "--labels", tmp_path / "l.npy", "-q",
+    )  # fmt: skip
+    assert status == 0, err
+    y_semi = np.where(np.isnan(partial), -1.0, partial)
+    model = SSELM(n_hidden=50, graph="exact", n_neighbors=5, random_state=0)
+    model.fit(_dask_rows(X), _dask_rows(y_semi[:, None])[:, 0])
+    assert model.n_labelled_ == 30
+    np.testing.assert_array_equal(np.load(tmp_path / "l.npy"), model.predict(X))
+
+
+def test_elm_regressor_fits_a_target_position_of_an_npy(blobs, tmp_path):
+    from elmscale import ELMRegressor
+
+    X, _ = blobs
+    target = X[:, 0] * 2 - X[:, 1]
+    np.save(tmp_path / "xy.npy", np.column_stack([X[:, 1:], target]))
+    status, _, err = run_cmd(
+        "fit", "elm-regressor", tmp_path / "xy.npy", "--target", -1,
+        "-p", "n_hidden=60", "random_state=0", "--labels", tmp_path / "pred.npy", "-q",
+    )  # fmt: skip
+    assert status == 0, err
+    expected = ELMRegressor(n_hidden=60, random_state=0).fit(_dask_rows(X[:, 1:]), target)
+    np.testing.assert_allclose(np.load(tmp_path / "pred.npy"), expected.predict(X[:, 1:]))
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (
+            ["elm-classifier", "{csv}", "--target", "partial", "--columns", "f0,f1"],
+            "'partial' has 210 missing value(s)",
+        ),
+        (["elm-classifier", "{csv}", "--target", "nope"], "--target: 'nope' not in"),
+        (["elm-classifier", "{csv}", "--target", "kind", "--columns", "f0,kind"], "also a feature"),
+        (["us-elm", "{csv}", "--target", "kind"], "us-elm is unsupervised: drop --target"),
+        (["ss-elm", "{csv}"], "--target COLUMN; empty values mark unlabelled rows"),
+    ],
+)
+def test_target_errors_exit_2(labelled_csv, argv, message):
+    X, y, partial, path = labelled_csv
+    status, _, err = run_cmd("fit", *[a.format(csv=path) for a in argv], "-q")
+    assert status == 2 and message in err and len(err.splitlines()) == 1
+
+
+def test_transform_writes_the_embedding_of_new_data(table, tmp_path, rng):
+    """`elmscale transform MODEL NEW --embedding OUT` equals the saved model's transform."""
+    X, paths = table
+    model = tmp_path / "m.pkl"
+    assert run_cmd("fit", "us-elm", paths["npy"], "-p", *FIT_PARAMS, "--save", model, "-q")[0] == 0
+    new = X[:50] + rng.randn(50, X.shape[1]) * 0.1
+    np.save(tmp_path / "new.npy", new)
+    status, out, err = run_cmd(
+        "transform", model, tmp_path / "new.npy", "--embedding", tmp_path / "e.parquet", "-q"
+    )
+    assert status == 0, err and out == f"embedding: {tmp_path / 'e.parquet'}\n"
+    got = read_labels(tmp_path / "e.parquet")
+    np.testing.assert_allclose(got, cli.load_model(model).transform(new), rtol=1e-12)
+    assert got.shape == (50, 3)
+
+
+# -- progress names every stage and reaches its totals ------------------------------------------
+def _last_progress(err):
+    line = [ln for ln in err.splitlines() if ln.startswith("progress: ")][-1]
+    return {
+        stage: tuple(map(int, count.split("/")))
+        for stage, count in (part.rsplit(" ", 1) for part in line[10:].split(", "))
+    }
+
+
+def test_every_registered_algorithm_shows_named_stages_that_complete(labelled_csv, tmp_path):
+    """Fit (with --labels and --embedding where it has them) every built-in algorithm from
+    the shell: the last progress line has only stages of STAGES, each at its total."""
+    from elmscale import available, make
+    from elmscale._progress import STAGES
+
+    X, y, partial, path = labelled_csv
+    labels = {label for label, _ in STAGES}
+    cols = ",".join(f"f{i}" for i in range(X.shape[1]))
+    for name in available("algorithm"):
+        est = make(name)
+        argv = ["fit", name, path, "--labels", tmp_path / f"{name}.npy"]
+        if not est.__sklearn_tags__().target_tags.required:
+            argv += ["--columns", cols]
+        else:  # a class name, an integer class with unlabelled rows, a number
+            target = {"ss-elm": "partial", "elm-regressor": "f4"}.get(name, "kind")
+            argv += ["--columns", cols.replace(",f4", ""), "--target", target]
+        if hasattr(est, "transform"):
+            argv += ["--embedding", tmp_path / f"{name}-e.npy"]
+        small = {"n_hidden": 40, "n_clusters": 3, "random_state": 0}
+        argv += ["-p", *(f"{k}={v}" for k, v in small.items() if k in est.get_params())]
+        status, _, err = run_cmd(*argv)
+        assert status == 0, err
+        counts = _last_progress(err)
+        assert set(counts) <= labels, (name, counts)
+        assert all(done == total for done, total in counts.values()), (name, counts)
