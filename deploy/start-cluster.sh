@@ -118,7 +118,7 @@ with Client(address, timeout=f"{timeout}s", security=security) as client:
     port = info.get("services", {}).get("dashboard")
     host = address.split("://")[1].rsplit(":", 1)[0] if dash_host == "0.0.0.0" else dash_host
     dashboard = f"http://{host}:{port}/status" if port else \
-        "not served (pip install bokeh on the scheduler)"
+        "not served (the scheduler needs bokeh: pip install 'elmscale[cli]')"
     print(f"scheduler {address} with {len(info['workers'])} workers ready")
     print(f"dashboard {dashboard}")
 PY
