@@ -225,7 +225,6 @@ def _target(values, name, unlabelled, dtype):
     """A block of the target column as ``dtype``, missing values -1 when ``unlabelled``."""
     values = np.asarray(values)
     missing = np.isnan(values) if values.dtype.kind == "f" else _isna(values)
-    values = values.astype(dtype)
     if missing.any():
         if not unlabelled:
             raise ValueError(
@@ -234,7 +233,7 @@ def _target(values, name, unlabelled, dtype):
             )
         values = values.copy()
         values[missing] = -1
-    return values
+    return values.astype(dtype)
 
 
 def _isna(values):
@@ -287,7 +286,7 @@ def _positions(option, columns, width):
     return [i % width for i in idx]
 
 
-def one_line(exc, limit=300):
+def one_line(exc, limit=500):
     """An exception's message on one line, at most ``limit`` characters."""
     text = " ".join(str(exc).split())
     return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -483,7 +483,7 @@ def test_a_failing_reading_task_is_one_short_line_without_worker_traceback(tmp_p
     )
     assert proc.returncode == 2, proc.stderr
     (line,) = proc.stderr.splitlines()
-    assert line.startswith("error: ") and "not-a-number" in line and len(line) <= 310
+    assert line.startswith("error: ") and "not-a-number" in line and len(line) <= 510
 
 
 # -- optional dependencies: which extra, exit status 2 -----------------------------------------
@@ -744,6 +744,31 @@ def test_ss_elm_takes_empty_target_values_as_unlabelled(labelled_csv, tmp_path):
     model.fit(_dask_rows(X), _dask_rows(y_semi[:, None])[:, 0])
     assert model.n_labelled_ == 30
     np.testing.assert_array_equal(np.load(tmp_path / "l.npy"), model.predict(X))
+
+
+def test_ss_elm_reads_null_targets_of_a_parquet_as_unlabelled(blobs, tmp_path):
+    """Parquet with a nullable string target (class names, nulls for unlabelled rows): the
+    labels written equal SSELM's on the same targets with -1 for the nulls."""
+    import pandas as pd
+
+    from elmscale import SSELM
+
+    X, y = blobs
+    names = np.array(["ant", "bee", "cat"], dtype=object)[y]
+    names[np.arange(len(y)) % 6 != 0] = -1
+    df = pd.DataFrame(X, columns=[f"f{i}" for i in range(X.shape[1])])
+    df["kind"] = pd.array([None if v == -1 else v for v in names], dtype="string")
+    df.to_parquet(tmp_path / "t.parquet")
+    params = ["n_hidden=50", "graph='exact'", "n_neighbors=5", "random_state=0"]
+    status, _, err = run_cmd(
+        "fit", "ss-elm", tmp_path / "t.parquet", "--target", "kind", "-p", *params,
+        "--labels", tmp_path / "l.parquet", "-q",
+    )  # fmt: skip
+    assert status == 0, err
+    model = SSELM(n_hidden=50, graph="exact", n_neighbors=5, random_state=0)
+    model.fit(_dask_rows(X), names)
+    assert model.n_labelled_ == 40
+    np.testing.assert_array_equal(read_labels(tmp_path / "l.parquet"), model.predict(X))
 
 
 def test_elm_regressor_fits_a_target_position_of_an_npy(blobs, tmp_path):
