@@ -308,14 +308,14 @@ def _check_fit_args(args, estimator):
         )
     if args.target is not None and not supervised:
         raise UsageError(f"{args.algorithm} is unsupervised: drop --target")
-    _check_outputs(args, labels=args.labels, embedding=args.embedding, plot=args.plot)
+    _check_files(args, labels=args.labels, embedding=args.embedding, plot=args.plot)
     if args.save:
         from ._cli_io import check_output
 
         check_output(args.save, "--save", kinds=None)
 
 
-def _check_outputs(args, **outputs):
+def _check_files(args, **outputs):
     """Input and outputs of a command, checked before a cluster starts or data is read."""
     from ._cli_io import OUTPUT_KINDS, PLOT_KINDS, check_input, check_output
 
@@ -330,12 +330,13 @@ def _run_fit(args, out, err):
 
     estimator = make_estimator(args.algorithm, args.param)
     _check_fit_args(args, estimator)
+    target = _target(args.target, args.input)
     # connect first: counting the rows of a table (its chunk sizes) runs on the cluster
     with _dask(args, err) as client:
         data = read_data(
             args.input,
             _columns(args.columns),
-            target=_target(args.target, args.input),
+            target=target,
             unlabelled=_takes_unlabelled(estimator),
         )
         X = data.X
@@ -416,7 +417,7 @@ def _run_predict(args, out, err):
     from ._cli_io import read_matrix, write_array
 
     model = load_model(args.model)
-    _check_outputs(args, labels=args.labels)
+    _check_files(args, labels=args.labels)
     with _dask(args, err) as client:
         X, _ = read_matrix(args.input, _columns(args.columns))
         with _progress(args, client, err):
@@ -431,7 +432,7 @@ def _run_transform(args, out, err):
     model = load_model(args.model)
     if not hasattr(model, "transform"):
         raise UsageError(f"{args.model!r} holds a {type(model).__name__}, which has no embedding")
-    _check_outputs(args, embedding=args.embedding)
+    _check_files(args, embedding=args.embedding)
     with _dask(args, err) as client:
         X, _ = read_matrix(args.input, _columns(args.columns))
         with _progress(args, client, err):

@@ -796,12 +796,15 @@ def test_elm_regressor_fits_a_target_position_of_an_npy(blobs, tmp_path):
         (["elm-classifier", "{csv}", "--target", "nope"], "--target: 'nope' not in"),
         (["elm-classifier", "{csv}", "--target", "kind", "--columns", "f0,kind"], "also a feature"),
         (["us-elm", "{csv}", "--target", "kind"], "us-elm is unsupervised: drop --target"),
+        (["ss-elm", "{npy}", "--target", "kind"], "a column position (an integer), got 'kind'"),
         (["ss-elm", "{csv}"], "--target COLUMN; empty values mark unlabelled rows"),
     ],
 )
-def test_target_errors_exit_2(labelled_csv, argv, message):
+def test_target_errors_exit_2(labelled_csv, tmp_path, argv, message):
     X, y, partial, path = labelled_csv
-    status, _, err = run_cmd("fit", *[a.format(csv=path) for a in argv], "-q")
+    np.save(tmp_path / "x.npy", X)
+    names = {"csv": path, "npy": tmp_path / "x.npy"}
+    status, _, err = run_cmd("fit", *[a.format(**names) for a in argv], "-q")
     assert status == 2 and message in err and len(err.splitlines()) == 1
 
 
