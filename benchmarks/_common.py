@@ -1,4 +1,4 @@
-"""Helpers shared by the benchmark scripts in this folder.
+"""Helpers shared by the benchmark scripts of every folder under ``benchmarks/``.
 
 - :func:`load_dataset` reads ``<repo>/../shared/datasets/<name>.npz`` (or a scikit-learn
   bundled set) and raises :class:`DatasetMissing` when the file is absent, so a script can
@@ -8,10 +8,12 @@
 - the environment of a timing: :func:`blas_info` (threadpoolctl), :func:`machine_info`,
   :func:`peak_memory_mb` (``resource.getrusage``);
 - timing: :func:`timed` (a context manager) and :func:`median_of_repeats`;
-- :func:`local_cluster`: the LocalCluster (processes x 1 thread) the scale benchmarks time on.
+- :func:`local_cluster`: the LocalCluster (processes x 1 thread) the scale benchmarks time on;
+- :func:`results_file`: a path in ``benchmarks/results/``, where raw results go (git ignores it).
 
-Import it from a script in this folder with ``from _common import ...`` (scripts are run as
-``python benchmarks/<script>.py``, which puts this folder on ``sys.path``).
+Import it from any script with ``from benchmarks._common import ...``: the scripts are run from
+the repository root as modules (``python -m benchmarks.scale.bench_graph``), which puts the root
+on ``sys.path``.
 """
 
 import contextlib
@@ -28,6 +30,8 @@ import numpy as np
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DATASETS_DIR = REPO_ROOT.parent / "shared" / "datasets"
+#: where the scripts write their raw results (ignored by git)
+RESULTS_DIR = Path(__file__).resolve().parent / "results"
 SKLEARN_SETS = ("iris", "wine", "digits", "breast_cancer")
 
 
@@ -195,8 +199,20 @@ def utc_now():
 
 
 def command_line():
-    """How this script was invoked, for the results file."""
+    """How this script was invoked, for the results file: ``python -m benchmarks.<folder>.<script>
+    ...`` for a script of this folder, else the script's path relative to the repository."""
+    script = Path(sys.argv[0]).resolve()
+    if script.is_relative_to(REPO_ROOT) and script.suffix == ".py":
+        module = ".".join(script.relative_to(REPO_ROOT).with_suffix("").parts)
+        return " ".join(["python -m", module] + sys.argv[1:])
     return "python " + " ".join([os.path.relpath(sys.argv[0], REPO_ROOT)] + sys.argv[1:])
+
+
+def results_file(name):
+    """``benchmarks/results/<name>``, the folder created if needed: the default place of a
+    script's raw results, which git ignores (RESULTS.md quotes what they showed)."""
+    RESULTS_DIR.mkdir(parents=True, exist_ok=True)
+    return RESULTS_DIR / name
 
 
 def peak_memory_mb(children=False):

@@ -1,21 +1,15 @@
-"""The SS-ELM benchmark's graph-setting grammar and global input maps (benchmarks/bench_sselm.py):
-the Table II numbers in benchmarks/RESULTS.md depend on them."""
+"""The SS-ELM benchmark's graph-setting grammar and global input maps
+(benchmarks/paper/bench_sselm.py): the Table II numbers in benchmarks/RESULTS.md depend on them."""
 
-import importlib.util
-from pathlib import Path
+import importlib
 
 import numpy as np
 import pytest
 
-_PATH = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_sselm.py"
-
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("bench_sselm", _PATH)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return importlib.import_module("benchmarks.paper.bench_sselm")
 
 
 def test_parse_graph_defaults_and_fixed_sigma(bench):

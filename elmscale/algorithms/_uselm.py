@@ -120,7 +120,7 @@ class USELM(ClusterMixin, EmbeddingFeaturesOutMixin, TransformerMixin, BaseELM):
 
     ``row_normalize=True`` is the default because, chosen on all benchmark sets but one, it
     scored better on the left-out set on most sets, which a wider grid over the hidden layer,
-    lam and n_components did not (benchmarks/bench_quality.py, RESULTS.md "Quality without
+    lam and n_components did not (benchmarks/quality/bench_quality.py, RESULTS.md "Quality without
     labels"). The other levers stay options for data like MNIST, where they help.
 
     References

@@ -1,0 +1,1 @@
+"""Reproductions of the papers' tables, one script per estimator."""

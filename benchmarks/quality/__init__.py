@@ -1,0 +1,1 @@
+"""Quality without labels: the estimators against their peers, assignment studies, revisions."""

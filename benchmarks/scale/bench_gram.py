@@ -1,0 +1,513 @@
+"""The Gram pass (H^T H and H^T L H) against its same-run floor, with a per-task profile.
+
+    python -m benchmarks.scale.bench_gram --n 1000000                  # 1M x 50, n_hidden 1000
+    python -m benchmarks.scale.bench_gram --n 300000 --baseline-rev main  # against main's gram.py
+    python -m benchmarks.scale.bench_gram --n 1000000 --graph standin  # the graph to time on
+    python -m benchmarks.scale.bench_gram --n 1000000 --kmeans --baseline-rev main  # k-means
+
+What it does, on a LocalCluster of 2 worker processes x 1 thread:
+
+1. data: the 50-d Gaussian mixture of ``_mixture.py`` generated on the workers (or read with
+   ``--input parquet:PATH`` / ``--input zarr:PATH``, see bench_uselm_scale.py --write), in row
+   chunks of 64 MiB of float32 H (16,384 rows at n_hidden 1000);
+2. the graph, built ONCE and persisted (``knn_graph`` with the USELM defaults: 10 neighbours,
+   normalised Laplacian, min-max scaling, locality order); its time is reported cold (numba
+   compilation included for pynndescent) but is not part of the Gram timings;
+3. ``--rounds`` alternated rounds of: the floor (one streamed float32 H^T H of the same size:
+   ``hidden_stats(features, ("hth",))``, one task per chunk building H_b and its syrk) and the
+   Gram pass (``hidden_stats(features, ("hth", "htlh"), graph=graph)``), and with
+   ``--baseline-rev`` the same pass by that git revision's ``elmscale/gram.py``; the first
+   round is the cold one (worker caches of the graph blocks empty);
+4. a profile: one pass of tasks that run the Gram task's steps with timers (hidden layer,
+   syrk, sparse W H on the chunk, halo hidden rows rebuilt from X, sparse W H on the halo,
+   D H - W H, the GEMM), summed over tasks in CPU seconds; and the dask task stream of one
+   Gram pass grouped by key prefix (compute and transfer seconds per stage), from which the
+   scheduler and idle time is ``workers * wall - sum(compute)``;
+5. halo rows / N (the whole halo and the half the pass rebuilds), peak RSS of every worker and
+   of the client (whose process also runs the scheduler), with the load average.
+
+One JSON line per measurement is printed; the last line starts with ``RESULT``.
+"""
+
+import argparse
+import contextlib
+import functools
+import json
+import os
+import subprocess
+import sys
+import time
+from collections import defaultdict
+
+import numpy as np
+
+from benchmarks._common import REPO_ROOT, blas_info, machine_info, peak_memory_mb, utc_now
+from benchmarks._mixture import mixture_dask
+
+
+def _load():
+    return tuple(round(x, 2) for x in os.getloadavg())
+
+
+def _baseline_gram(rev, client, module="gram.py", package="elmscale"):
+    """``elmscale/<module>`` of git revision ``rev`` as a top-level module, imported here and
+    uploaded to the workers (``Client.upload_file``), its relative imports made absolute."""
+    import importlib
+    import tempfile
+
+    src = subprocess.run(
+        ["git", "-C", str(REPO_ROOT), "show", f"{rev}:elmscale/{module}"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    src = src.replace("from ..", "from elmscale.").replace("from .", f"from {package}.")
+    name = "_elmscale_baseline_" + module.replace("/", "_").removesuffix(".py")
+    path = os.path.join(tempfile.mkdtemp(), name + ".py")
+    with open(path, "w") as f:
+        f.write(src)
+    sys.path.insert(0, os.path.dirname(path))
+    if client is not None:
+        client.upload_file(path)
+    return importlib.import_module(name)
+
+
+def run_kmeans(args, client, X, log):
+    """Embedding + k-means as USELM does them (E = H beta persisted, then k-means with
+    n_init=10 restarts on it), alternated with ``--baseline-rev``'s cluster/_kmeans.py."""
+    from distributed import wait
+
+    from elmscale.cluster import kmeans
+    from elmscale.hidden import HiddenFeatures, RandomHiddenLayer
+
+    layer = RandomHiddenLayer.draw(X.shape[1], args.n_hidden, "sigmoid", args.seed)
+    beta = np.random.RandomState(args.seed).randn(args.n_hidden, 10) / args.n_hidden
+    features = HiddenFeatures(X, layer, cache=False)
+    variants = {"kmeans": kmeans}
+    if args.baseline_rev:
+        variants["baseline_kmeans"] = _baseline_gram(
+            args.baseline_rev, client, "cluster/_kmeans.py", "elmscale.cluster"
+        ).kmeans
+    rounds = []
+    for r in range(args.rounds):
+        times = {"load": _load()}
+        for name, fn in variants.items():
+            t0 = time.perf_counter()
+            E = features.project(beta).persist()
+            wait(E)
+            t1 = time.perf_counter()
+            _, labels, inertia, n_iter = fn(E, args.clusters, n_init=10, random_state=0)
+            labels = labels.persist()
+            wait(labels)
+            t2 = time.perf_counter()
+            times[name] = {
+                "embed_s": t1 - t0,
+                "kmeans_s": t2 - t1,
+                "total_s": t2 - t0,
+                "inertia": inertia,
+                "n_iter": n_iter,
+            }
+            del E, labels
+        rounds.append(times)
+        log(json.dumps({"round": r, **times}))
+    return rounds
+
+
+def read_input(spec):
+    """``parquet:PATH`` or ``zarr:PATH`` -> a dask array of float32 rows (all columns)."""
+    import dask.array as da
+
+    kind, _, path = spec.partition(":")
+    if kind == "parquet":
+        import dask.dataframe as dd
+
+        df = dd.read_parquet(path)
+        df = df[[c for c in df.columns if c != "y"]]
+        return df.to_dask_array(lengths=True).astype(np.float32)
+    if kind == "zarr":
+        return da.from_zarr(path).astype(np.float32)
+    raise ValueError(f"--input must be parquet:PATH or zarr:PATH, got {spec!r}")
+
+
+def _standin_block(X_block, block_info=None, *, k, k_random, n_samples, seed):
+    """k - k_random exact neighbours inside the row chunk (float32 GEMM distances), then
+    k_random uniformly random rows of the whole array (distance +inf: binary weights only)."""
+    start = block_info[0]["array-location"][0][0]
+    X = X_block.astype(np.float32)
+    n = X.shape[0]
+    k_in = k - k_random
+    idx = np.empty((n, k), dtype=np.int64)
+    dist = np.full((n, k), np.inf)
+    sq = (X * X).sum(1)
+    for lo in range(0, n, 2048):
+        d2 = sq[lo : lo + 2048, None] + sq[None, :] - 2.0 * (X[lo : lo + 2048] @ X.T)
+        d2[np.arange(d2.shape[0]), np.arange(lo, lo + d2.shape[0])] = np.inf
+        part = np.argpartition(d2, k_in, axis=1)[:, :k_in]
+        dd = np.take_along_axis(d2, part, 1)
+        order = np.argsort(dd, axis=1)
+        idx[lo : lo + 2048, :k_in] = np.take_along_axis(part, order, 1) + start
+        dist[lo : lo + 2048, :k_in] = np.sqrt(np.maximum(np.take_along_axis(dd, order, 1), 0))
+    rng = np.random.default_rng([seed, start])
+    rand = rng.integers(0, n_samples - 1, size=(n, k_random))
+    rows = np.arange(start, start + n)[:, None]
+    idx[:, k_in:] = rand + (rand >= rows)  # never the row itself
+    return np.concatenate([idx, dist.view(np.int64)], axis=1)
+
+
+def standin_knn(X, n_neighbors, *, random_state=None, k_random=5):
+    """A cheap stand-in graph for timing the Gram pass without building a real kNN graph:
+    per row, ``n_neighbors - k_random`` exact neighbours within its (locality-ordered) chunk
+    and ``k_random`` random rows anywhere, which crosses chunks as much as an ANN graph of
+    50-d data does (halo / N about 8 at 1M, pynndescent's was 8.25)."""
+    import dask.array as da
+
+    out = X.map_blocks(
+        _standin_block,
+        k=n_neighbors,
+        k_random=k_random,
+        n_samples=X.shape[0],
+        seed=int(random_state or 0),
+        dtype=np.int64,
+        chunks=(X.chunks[0], (2 * n_neighbors,)),
+        meta=np.empty((0, 0), dtype=np.int64),
+    )
+    idx = out[:, :n_neighbors]
+    dist = out[:, n_neighbors:].map_blocks(lambda a: a.view(np.float64), dtype=np.float64)
+    assert isinstance(idx, da.Array)
+    return idx, dist
+
+
+def _profiled_block(X_blocks, half, layer, *halo_X):
+    """The Gram task's steps (``gram._block_partials`` for ("hth", "htlh"), p = 1) with
+    timers; returns CPU seconds per step, the halo rows rebuilt and the nonzeros used."""
+    t = {}
+    clock = [time.perf_counter()]
+
+    def lap(name):
+        now = time.perf_counter()
+        t[name] = t.get(name, 0.0) + now - clock[0]
+        clock[0] = now
+
+    H = layer(np.concatenate(X_blocks))
+    lap("hidden")
+    (H.T @ H).astype(np.float64)
+    lap("syrk")
+    V_local, V_halo, diagonal = half
+    V_local, V_halo = V_local.astype(H.dtype), V_halo.astype(H.dtype)
+    lap("graph_cast")
+    VH = V_local @ H
+    lap("wh_local")
+    lo = 0
+    halo = np.concatenate(halo_X) if halo_X else np.zeros((0, H.shape[1]), H.dtype)
+    lap("halo_concat")
+    step = max(H.shape[0], 1)
+    for s in range(0, halo.shape[0], step):
+        piece = layer(halo[s : s + step])
+        lap("halo_hidden")
+        hi = lo + piece.shape[0]
+        VH += V_halo[:, lo:hi] @ piece
+        lo = hi
+        lap("wh_halo")
+    np.subtract(diagonal.astype(H.dtype)[:, None] * H, VH, out=VH)
+    lap("dh_minus_wh")
+    (H.T @ VH).astype(np.float64)
+    lap("gemm")
+    return t, int(halo.shape[0]), int(V_local.nnz + V_halo.nnz), int(H.shape[0])
+
+
+def profile(graph, features):
+    """One pass of :func:`_profiled_block` tasks over the same groups as the Gram pass."""
+    import dask
+
+    from elmscale import get_config, gram
+
+    X_blocks = graph.X.to_delayed().ravel()
+    lay = dask.delayed(features.layer, pure=True)
+    tasks = [
+        dask.delayed(_profiled_block)(
+            [X_blocks[b] for b in group], half, lay, *gram._group_halo(graph, group, need)
+        )
+        for group, half, need in group_patterns(graph, features, 4 * get_config()["chunk_bytes"])
+    ]
+    t0 = time.perf_counter()
+    out = dask.compute(*tasks)
+    wall = time.perf_counter() - t0
+    steps = defaultdict(float)
+    for t, *_ in out:
+        for k, v in t.items():
+            steps[k] += v
+    return {
+        "profile_cpu_s": dict(steps),
+        "profile_wall_s": wall,
+        "n_tasks": len(tasks),
+        "rows_per_task": max(o[3] for o in out),
+        "halo_rows_rebuilt": sum(o[1] for o in out),
+        "nnz_used": sum(o[2] for o in out),
+    }
+
+
+def _group_sizes(text):
+    """``--group-mb`` as a list of ints."""
+    return [int(v) for v in text.split(",")] if text else []
+
+
+def group_patterns(graph, features, group_bytes):
+    """The Gram pass's tasks for float32 H of ``group_bytes`` per task: ``(group, half,
+    need)`` per task, the half graph and halo indices delayed."""
+    import dask
+
+    from elmscale import gram
+
+    groups = gram._task_groups(features.chunks, features.layer.n_hidden, 4, group_bytes)
+    pattern = dask.delayed(gram._half_pattern, nout=2)
+    return [(g, *pattern(*[graph.blocks[b] for b in g])) for g in groups]
+
+
+def rebuilt_halo_rows(graph, features, group_bytes):
+    """Halo rows the Gram pass rebuilds from X when one task sums ``group_bytes`` of H: the
+    columns outside each group that its half graph uses."""
+    import dask
+
+    sizes = [dask.delayed(len)(need) for _, _, need in group_patterns(graph, features, group_bytes)]
+    return int(sum(dask.compute(*sizes)))
+
+
+def task_stream(client, fn):
+    """Run ``fn()`` under the task stream; seconds of compute and transfer per key prefix."""
+    from dask.utils import key_split
+    from distributed import get_task_stream
+
+    t0 = time.perf_counter()
+    with get_task_stream(client) as ts:
+        fn()
+    wall = time.perf_counter() - t0
+    compute, transfer, count = defaultdict(float), defaultdict(float), defaultdict(int)
+    for rec in ts.data:
+        name = key_split(rec["key"])
+        count[name] += 1
+        for s in rec["startstops"]:
+            if s["action"] == "compute":
+                compute[name] += s["stop"] - s["start"]
+            elif s["action"] == "transfer":
+                transfer[name] += s["stop"] - s["start"]
+    n_workers = len(client.scheduler_info()["workers"])
+    busy = sum(compute.values())
+    return {
+        "wall_s": wall,
+        "compute_s": dict(compute),
+        "transfer_s": dict(transfer),
+        "tasks": dict(count),
+        "idle_or_scheduler_s": n_workers * wall - busy,
+    }
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--n", type=int, default=1_000_000)
+    p.add_argument("--d", type=int, default=50)
+    p.add_argument("--clusters", type=int, default=10)
+    p.add_argument("--n-hidden", type=int, default=1000)
+    p.add_argument("--k", type=int, default=10)
+    p.add_argument(
+        "--graph",
+        default="pynndescent",
+        help="graph backend to time the pass on, or 'standin' (see standin_knn)",
+    )
+    p.add_argument("--chunk-mb", type=int, default=64, help="bytes of one float32 H block")
+    p.add_argument("--chunk-rows", type=int, default=None, help="overrides --chunk-mb")
+    p.add_argument(
+        "--sync",
+        action="store_true",
+        help="no cluster: dask's sync scheduler, BLAS on 1 thread, CPU seconds "
+        "reported beside wall seconds (for a shared machine)",
+    )
+    p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--worker-gb", type=float, default=8)
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument(
+        "--baseline-rev", default=None, help="also time this git revision's gram.py, alternated"
+    )
+    p.add_argument(
+        "--input", default=None, help="parquet:PATH or zarr:PATH instead of generating the mixture"
+    )
+    p.add_argument(
+        "--compare-ungrouped",
+        action="store_true",
+        help="also time the pass with one chunk per task, alternated",
+    )
+    p.add_argument(
+        "--group-mb",
+        default=None,
+        help="also time the pass with these task sizes (MiB of H per task, comma separated), "
+        "alternated, and count the halo rows each rebuilds",
+    )
+    p.add_argument(
+        "--power",
+        type=int,
+        default=1,
+        help="p of the pass's H^T L^p H (SS-ELM's default is 2); the profile covers p = 1",
+    )
+    p.add_argument("--no-profile", dest="profile", action="store_false")
+    p.add_argument(
+        "--kmeans",
+        action="store_true",
+        help="time the embedding + k-means stage instead (E = H beta, 10 columns)",
+    )
+    p.add_argument("--seed", type=int, default=0)
+    args = p.parse_args()
+
+    import dask
+    from distributed import Client, LocalCluster
+
+    import elmscale
+    from elmscale.gram import hidden_stats
+    from elmscale.graph import knn_graph
+    from elmscale.hidden import HiddenFeatures, RandomHiddenLayer, apply_scaling, fit_scaling
+
+    log = functools.partial(print, flush=True)
+    log(f"# {utc_now()} {json.dumps(machine_info())}")
+    log(f"# BLAS (client): {blas_info()}")
+    log(f"# args: {vars(args)}")
+    result = {"args": vars(args), "date": utc_now()}
+    rows = args.chunk_rows or max(1000, args.chunk_mb * 2**20 // (args.n_hidden * 4))
+    if args.sync:  # one process, one thread: CPU seconds do not depend on the machine's load
+        from threadpoolctl import threadpool_limits
+
+        cm = contextlib.ExitStack()
+        cm.enter_context(dask.config.set(scheduler="sync"))
+        cm.enter_context(threadpool_limits(1, user_api="blas"))
+        client = None
+    else:
+        cluster = LocalCluster(
+            n_workers=args.workers,
+            threads_per_worker=1,
+            dashboard_address=":0",
+            memory_limit=f"{args.worker_gb}GiB",
+        )
+        client = Client(cluster)
+        cm = contextlib.ExitStack()
+        cm.enter_context(cluster)
+        cm.enter_context(client)
+    with cm:
+        result["worker_blas"] = (
+            list(set(client.run(blas_info).values())) if client else [blas_info()]
+        )
+        baseline = _baseline_gram(args.baseline_rev, client) if args.baseline_rev else None
+        if args.input:
+            X = read_input(args.input)
+        else:
+            X = mixture_dask(args.n, args.d, args.clusters, args.seed)[0]
+        X = X.rechunk({0: rows, 1: -1}).persist()
+        dask.compute(X.sum())
+        N = X.shape[0]
+        if args.kmeans:
+            with elmscale.config_context(compute_dtype="float32"):
+                result["kmeans_rounds"] = run_kmeans(args, client, X, log)
+            log("RESULT " + json.dumps(result, default=float))
+            return
+        offset, scale = fit_scaling(X, "minmax")
+        layer = RandomHiddenLayer.draw(
+            X.shape[1], args.n_hidden, "sigmoid", args.seed, offset=offset, scale=scale
+        )
+        t0 = time.perf_counter()
+        backend = standin_knn if args.graph == "standin" else args.graph
+        graph = knn_graph(
+            X,
+            args.k,
+            backend=backend,
+            normalized=True,
+            random_state=args.seed,
+            transform=lambda A: apply_scaling(A, offset, scale),
+        )
+        result["graph_cold_s"] = time.perf_counter() - t0
+        result["n_chunks"] = len(X.chunks[0])
+        result["halo_over_n"] = graph.halo_size() / N
+        log(
+            json.dumps(
+                {
+                    "graph_cold_s": result["graph_cold_s"],
+                    "n_chunks": result["n_chunks"],
+                    "halo_over_n": result["halo_over_n"],
+                    "load": _load(),
+                }
+            )
+        )
+        features = HiddenFeatures(X, layer, cache=False)
+        with elmscale.config_context(compute_dtype="float32"):
+            runs = {
+                "floor": lambda: hidden_stats(features, ("hth",)),
+                "gram": lambda: hidden_stats(
+                    features, ("hth", "htlh"), graph=graph, laplacian_power=args.power
+                ),
+            }
+            if args.compare_ungrouped:
+                runs["gram_1chunk"] = lambda: hidden_stats(
+                    features,
+                    ("hth", "htlh"),
+                    graph=graph,
+                    group_bytes=1,
+                    laplacian_power=args.power,
+                )
+            for mb in _group_sizes(args.group_mb):
+                halo = rebuilt_halo_rows(graph, features, mb * 2**20)
+                result[f"halo_rebuilt_over_n_group{mb}"] = halo / N
+                log(json.dumps({"group_mb": mb, "halo_rebuilt_over_n": halo / N}))
+                runs[f"gram_group{mb}"] = functools.partial(
+                    hidden_stats,
+                    features,
+                    ("hth", "htlh"),
+                    graph=graph,
+                    group_bytes=mb * 2**20,
+                    laplacian_power=args.power,
+                )
+            if baseline is not None:
+                runs["baseline"] = lambda: baseline.hidden_stats(
+                    features, ("hth", "htlh"), graph=graph
+                )
+            rounds = []
+            ref = None
+            for r in range(args.rounds):
+                times = {"load": _load()}
+                for name, fn in runs.items():
+                    t0, c0 = time.perf_counter(), time.process_time()
+                    out = fn()
+                    times[name] = time.perf_counter() - t0
+                    if args.sync:
+                        times[f"{name}_cpu"] = time.process_time() - c0
+                    if name != "floor":  # every variant must give the same matrices
+                        ref = ref or out
+                        gap = max(np.abs(out[k] - ref[k]).max() / np.abs(ref[k]).max() for k in ref)
+                        times[f"{name}_rel_gap"] = float(gap)
+                times["gram_over_floor"] = times["gram"] / times["floor"]
+                if args.sync:
+                    times["gram_over_floor_cpu"] = times["gram_cpu"] / times["floor_cpu"]
+                rounds.append(times)
+                log(json.dumps({"round": r, **times}))
+            result["rounds"] = rounds
+            if args.profile and args.power == 1:
+                if client is not None:
+                    stream = task_stream(client, runs["gram"])
+                    result["task_stream"] = stream
+                    log(json.dumps({"task_stream": stream, "load": _load()}))
+                prof = profile(graph, features)
+                prof["halo_rebuilt_over_n"] = prof["halo_rows_rebuilt"] / N
+                result["profile"] = prof
+                log(json.dumps({**prof, "load": _load()}))
+        if client is not None:
+            result["worker_peak_mb"] = sorted(client.run(peak_memory_mb).values())
+        result["client_peak_mb"] = peak_memory_mb()
+    for key in [
+        k
+        for k in result["rounds"][0]
+        if k in ("floor", "gram", "baseline", "gram_1chunk")
+        or (k.startswith("gram_group") and not k.endswith("_rel_gap"))
+    ]:
+        result[f"{key}_median_s"] = float(np.median([r[key] for r in result["rounds"]]))
+    result["gram_over_floor_median"] = float(
+        np.median([r["gram_over_floor"] for r in result["rounds"]])
+    )
+    log("RESULT " + json.dumps(result, default=float))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,172 @@
+"""The kNN graph on a 2-worker LocalCluster: the distributed cell search against pynndescent.
+
+    python -m benchmarks.scale.bench_graph --data mnist subspace:200000 --backends cells pynndescent
+    python -m benchmarks.scale.bench_graph --data subspace:1000000 mixture:1000000 --rounds 1
+    python -m benchmarks.scale.bench_graph --data subspace:1000000 --workers 1 2 --backends cells
+
+What is timed is what a user runs: ``knn_graph(Xd, 10, backend=..., order=False)`` with the
+directed lists persisted on the workers (and the symmetrised graph built); with ``--order``,
+what the estimators run: ``order=True``, X and the graph blocks moved into the graph's row
+order and persisted. Each measurement
+starts a fresh LocalCluster (processes, 1 thread each), generates or loads X on the workers
+(not timed), then times a cold build (fresh worker processes: imports, numba compilation for
+pynndescent) and a warm one (the same call again). Backends alternate within each round.
+
+Recorded per run: seconds, recall@10 on 2,000 sampled rows against exact search (float64
+brute force on the cluster), bytes the workers sent each other, peak RSS of each worker,
+rows per search task and halo / N of the graph the estimators build (``order=True``).
+
+Data: ``mnist`` (../shared/datasets/mnist.npz, pixels / 255, chunks of 7,000 rows),
+``subspace:N`` (10 clusters, each on its own random 6-d affine subspace of R^50, plus noise
+0.05), ``mixture:N`` (the 50-d Gaussian mixture of bench_uselm_scale.py), chunks of 50,000.
+"""
+
+import argparse
+import json
+import resource
+import time
+
+import numpy as np
+
+from benchmarks._common import (
+    load_dataset,
+    local_cluster,
+    machine_info,
+    recall_at_k,
+    results_file,
+    utc_now,
+)
+from benchmarks._mixture import generated_dask, mixture_chunk, subspace_chunk
+
+
+def _peak_mb():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def _sent_bytes(dask_worker):
+    return dask_worker.transfer_outgoing_bytes_total
+
+
+def _data(spec, k):
+    import dask.array as da
+
+    if spec == "mnist":
+        X = load_dataset("mnist")[0].astype(np.float32) / 255
+        return da.from_array(X, chunks=(7000, X.shape[1])), "mnist"
+    kind, n = spec.split(":")
+    fn = {"subspace": subspace_chunk, "mixture": mixture_chunk}[kind]
+    X, _ = generated_dask(fn, int(n))
+    return X, spec
+
+
+def _backend(name, args):
+    if name == "cells" and (args.rows_per_cell or args.n_probes):
+        from elmscale.graph import CellSearch
+
+        kw = {}
+        if args.rows_per_cell:
+            kw["rows_per_cell"] = args.rows_per_cell
+        if args.n_probes:
+            kw["n_probes"] = args.n_probes
+        return CellSearch(**kw)
+    return name
+
+
+def one_run(spec, backend, workers, args, log):
+    import dask
+    from distributed import wait
+
+    from elmscale.graph import knn_graph
+
+    out = {
+        "data": spec,
+        "backend": backend,
+        "workers": workers,
+        "k": args.k,
+        "rows_per_cell": args.rows_per_cell,
+        "n_probes": args.n_probes,
+        "chunk_rows": args.chunk_rows,
+        "order": args.order,
+    }
+    with local_cluster(workers, args.worker_gb, dashboard_address=None) as client:
+        X, name = _data(spec, args.k)
+        if args.chunk_rows:
+            X = X.rechunk((args.chunk_rows, -1))
+        X = X.persist()
+        wait(X)
+        out["n"], out["d"], out["n_chunks"] = X.shape[0], X.shape[1], len(X.chunks[0])
+        sent0 = sum(client.run(_sent_bytes).values())
+        for seed, label in enumerate(("cold", "warm") if args.warm else ("cold",)):
+            # another seed for the warm call: pure task keys must not hit the cold result
+            t0 = time.perf_counter()
+            g = knn_graph(
+                X, args.k, backend=_backend(backend, args), order=args.order, random_state=seed
+            )
+            wait([g.indices, g.distances, *((g.X, *g.blocks) if args.order else ())])
+            out[f"{label}_s"] = time.perf_counter() - t0
+            if label == "cold":
+                out["sent_mb"] = (sum(client.run(_sent_bytes).values()) - sent0) / 1e6
+                out["worker_peak_mb"] = sorted(client.run(_peak_mb).values())
+                # with order=True the lists index the rows of g.X, X in the graph's order
+                out["recall"] = recall_at_k(g.X if args.order else X, g.indices, args.k)
+            log(f"  {name} {backend} {workers}w {label}: {out[f'{label}_s']:.1f} s")
+            del g
+        if args.halo:
+            ordered = knn_graph(
+                X, args.k, backend=_backend(backend, args), order=True, random_state=0
+            )
+            plain = knn_graph(
+                X, args.k, backend=_backend(backend, args), order=False, random_state=0
+            )
+            out["halo_over_n_ordered"] = ordered.halo_size() / X.shape[0]
+            out["halo_over_n_input_order"] = plain.halo_size() / X.shape[0]
+        out["client_peak_mb"] = _peak_mb()
+    del dask
+    return out
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--data", nargs="+", default=["mnist", "subspace:200000"])
+    p.add_argument("--backends", nargs="+", default=["cells", "pynndescent"])
+    p.add_argument("--workers", nargs="+", type=int, default=[2])
+    p.add_argument("--rounds", type=int, default=2)
+    p.add_argument("--k", type=int, default=10)
+    p.add_argument("--rows-per-cell", type=int, default=None)
+    p.add_argument("--n-probes", type=int, default=None)
+    p.add_argument("--worker-gb", type=float, default=10)
+    p.add_argument(
+        "--chunk-rows",
+        type=int,
+        default=None,
+        help="rechunk X to this many rows per chunk (default: as generated)",
+    )
+    p.add_argument(
+        "--order",
+        action="store_true",
+        help="time the graph as the estimators build it: rows in the graph's order",
+    )
+    p.add_argument("--warm", action=argparse.BooleanOptionalAction, default=True)
+    p.add_argument("--halo", action="store_true", help="also report halo / N (two more builds)")
+    p.add_argument("--out", default=str(results_file("graph.jsonl")))
+    args = p.parse_args()
+
+    def log(msg):
+        print(msg, flush=True)
+
+    info = {"date": utc_now(), "machine": machine_info()}
+    log(json.dumps(info))
+    with open(args.out, "a") as f:
+        for r in range(args.rounds):
+            for spec in args.data:
+                for workers in args.workers:
+                    for backend in args.backends if r % 2 == 0 else args.backends[::-1]:
+                        res = one_run(spec, backend, workers, args, log)
+                        res.update(round=r, date=info["date"])
+                        log(json.dumps(res, default=float))
+                        f.write(json.dumps(res, default=float) + "\n")
+                        f.flush()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,148 @@
+"""Any estimator at scale: one cold fit on a 2-worker LocalCluster, from generated or on-disk data.
+
+    python -m benchmarks.scale.bench_scale --estimator ELMClassifier --n 1000000
+    python -m benchmarks.scale.bench_scale --estimator SSELM --n 10000000 \
+        --input parquet:/data/mix10m
+    python -m benchmarks.scale.bench_scale --estimator all --n 1000000
+
+The data is bench_uselm_scale.py's 50-d Gaussian mixture of ``--clusters`` classes, generated
+on the workers, or read from files that ``bench_uselm_scale.py --write parquet:PATH`` wrote
+(``--input``: a dask DataFrame from ``read_parquet`` handed to ``fit`` as a user would, not
+persisted, so every pass reads the files).
+
+Each estimator runs at its defaults but for ``n_clusters`` (the mixture's), ``random_state``
+and ``--n-hidden`` where given (1000 for US-ELM, SS-ELM and ELMClassifier by default, the
+estimator's own default for the others). What is fitted and scored:
+
+- clusterers (USELM, ELMJEC, EMMC, TUMKELM): ``fit(X)``, ACC of ``labels_`` (Hungarian-matched);
+- SSELM: ``fit(X, y)`` with 1 % of the rows labelled (chosen from the data by a hash-like
+  rule, see ``_labelled``) and the rest ``-1``, accuracy
+  of ``predict(X)`` on the unlabelled rows;
+- ELMClassifier: ``fit(X, y)`` on every row, accuracy of ``predict(X)`` on the same rows.
+
+Each fit runs in its own fresh cluster (cold: imports and any compilation included). Reported:
+wall time of the fit, the estimator's stage times (``timings_``), the score and its time, peak
+RSS of every worker and of the client (whose process also runs the scheduler), load average.
+One JSON line per estimator.
+"""
+
+import argparse
+import functools
+import json
+import os
+import time
+
+import numpy as np
+
+from benchmarks._common import (
+    blas_info,
+    clustering_accuracy,
+    local_cluster,
+    machine_info,
+    peak_memory_mb,
+    utc_now,
+)
+from benchmarks._mixture import mixture_dask
+from benchmarks.scale.bench_uselm_scale import read_input
+
+ESTIMATORS = ("USELM", "SSELM", "ELMClassifier", "ELMJEC", "EMMC", "TUMKELM")
+WIDE = ("USELM", "SSELM", "ELMClassifier")  # n_hidden 1000 by default, as the issue states
+
+
+def make_estimator(name, args):
+    import elmscale
+
+    params = {"random_state": args.seed}
+    if name not in ("SSELM", "ELMClassifier"):
+        params["n_clusters"] = args.clusters
+    n_hidden = args.n_hidden or (1000 if name in WIDE else None)
+    if n_hidden and name != "TUMKELM":  # TUMK-ELM has kernels, not a hidden layer
+        params["n_hidden"] = n_hidden
+    if name == "TUMKELM":
+        params["mode"] = "scalable"
+    return getattr(elmscale, name)(**params)
+
+
+def _labelled(first_feature):
+    """The 1 % of rows SS-ELM sees labelled, chosen from the data alone (so the same rows
+    whether X is generated, a dask array or a DataFrame read from disk): those whose first
+    feature has 0 in its 1e6-th place modulo 100. The labels go to ``fit`` as NumPy: a
+    Series masked lazily from the same frame as X (``y.where(...)``) fails in dask's
+    scheduler with a KeyError."""
+    return (abs(first_feature) * 1e6).astype("int64") % 100 == 0
+
+
+def run_one(name, args, log):
+    import dask
+
+    import elmscale
+
+    out = {"estimator": name, "n": args.n, "input": args.input or "generated"}
+    with local_cluster(args.workers, args.worker_gb) as client:
+        if args.input:
+            Xd, yd = read_input(args.input)
+        else:
+            Xd, yd = mixture_dask(args.n, args.d, args.clusters, args.seed)
+            rows = args.chunk_rows
+            Xd, yd = Xd.rechunk({0: rows, 1: -1}), yd.rechunk(rows)
+            Xd, yd = dask.persist(Xd, yd)
+            dask.compute(Xd.sum())
+        y_true = np.asarray(yd.compute())
+        out["n"] = len(y_true)
+        if name == "SSELM":  # the feature that picks the labelled rows
+            first = Xd[Xd.columns[0]] if hasattr(Xd, "columns") else Xd[:, 0]
+            labelled = _labelled(np.asarray(first.compute()))
+        model = make_estimator(name, args)
+        out["params"] = {k: v for k, v in model.get_params().items() if v is not None}
+        with elmscale.config_context(compute_dtype=args.dtype):
+            t0 = time.perf_counter()
+            if name == "SSELM":
+                model.fit(Xd, np.where(labelled, y_true, -1))
+            elif name == "ELMClassifier":
+                model.fit(Xd, yd)
+            else:
+                model.fit(Xd)
+            out["fit_s"] = time.perf_counter() - t0
+            t0 = time.perf_counter()
+            if name in ("SSELM", "ELMClassifier"):
+                pred = np.asarray(dask.compute(model.predict(Xd))[0])
+                keep = ~labelled if name == "SSELM" else slice(None)
+                out["accuracy"] = float(np.mean(pred[keep] == y_true[keep]))
+            else:
+                labels = model.labels_
+                labels = np.asarray(labels.compute() if hasattr(labels, "compute") else labels)
+                out["acc"] = clustering_accuracy(y_true, labels)
+            out["score_s"] = time.perf_counter() - t0
+        out["stages_s"] = dict(getattr(model, "timings_", {}) or {})
+        out["load_avg"] = [round(x, 2) for x in os.getloadavg()]
+        out["worker_peak_mb"] = sorted(client.run(peak_memory_mb).values())
+        out["client_peak_mb"] = peak_memory_mb()
+    log(json.dumps(out, default=float))
+    return out
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--estimator", default="all", choices=ESTIMATORS + ("all",))
+    p.add_argument("--n", type=int, default=1_000_000)
+    p.add_argument("--d", type=int, default=50)
+    p.add_argument("--clusters", type=int, default=10)
+    p.add_argument("--n-hidden", type=int, default=None)
+    p.add_argument("--dtype", default="float32")
+    p.add_argument("--chunk-rows", type=int, default=16_384, help="rows per chunk (generated)")
+    p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--worker-gb", type=float, default=10)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--input", default=None, help="parquet:PATH or zarr:PATH: read X and y")
+    args = p.parse_args()
+    log = functools.partial(print, flush=True)
+    log(f"# {utc_now()} {machine_info()}")
+    log(f"# BLAS: {blas_info()}")
+    log(f"# args: {vars(args)}")
+    names = ESTIMATORS if args.estimator == "all" else (args.estimator,)
+    for name in names:
+        run_one(name, args, log)
+
+
+if __name__ == "__main__":
+    main()

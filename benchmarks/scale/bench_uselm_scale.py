@@ -1,0 +1,385 @@
+"""US-ELM at scale: elmscale on a 2-worker LocalCluster against the plain NumPy floor and peers.
+
+    python -m benchmarks.scale.bench_uselm_scale --n 1000000         # + NumPy Gram floor
+    python -m benchmarks.scale.bench_uselm_scale --n 100000 --peers  # + end-to-end peers
+    python -m benchmarks.scale.bench_uselm_scale --n 10000000 --write parquet:/data/mix10m  # once
+    python -m benchmarks.scale.bench_uselm_scale --n 10000000 --input parquet:/data/mix10m \
+        --no-floor
+
+Out-of-core input: ``--write parquet:PATH`` (or ``zarr:PATH``) generates the mixture on the
+workers and writes it to disk, one Parquet file / Zarr chunk per 64 MiB block of H (columns
+x0..x{d-1} and y; Zarr arrays X and y), then exits. ``--input parquet:PATH`` reads it back as
+a user would: ``dask.dataframe.read_parquet`` handed to ``USELM.fit`` as a dask DataFrame (or
+``dask.array.from_zarr``), not persisted, so the fit's time includes every read of the files.
+Needs pyarrow (Parquet) or zarr (the ``bench`` extra).
+
+elmscale: synthetic d-dimensional mixture generated on the workers, USELM (n_hidden=1000,
+10 neighbours, float32 blocks) fitted on the cluster; stage times from ``timings_``, peak RSS
+of each worker and of the client, ACC, recall@k of the graph against exact search on a sample.
+Floor (same process, after the cluster is closed): H = g(XA + b) held in memory, H^T H and
+H^T (L H) with scipy.sparse on the SAME symmetrised graph, single process, float32 blocks.
+Peers (--peers): the plain NumPy US-ELM end to end, scikit-learn SpectralClustering (amg),
+UMAP(10) + KMeans, KMeans.
+"""
+
+import argparse
+import functools
+import json
+import os
+import time
+
+import numpy as np
+
+from benchmarks._common import (
+    blas_info,
+    clustering_accuracy,
+    local_cluster,
+    machine_info,
+    peak_memory_mb,
+    recall_at_k,
+    utc_now,
+)
+from benchmarks._mixture import mixture_dask, mixture_numpy
+
+
+class _RSSSampler:
+    """Samples this process's RSS every ``interval`` s in a thread (the client process, which
+    also runs the LocalCluster's scheduler): ``(seconds since start, MB)`` pairs, to tell
+    which stage of a fit raised the client's memory."""
+
+    def __init__(self, interval=0.2):
+        import threading
+
+        import psutil
+
+        self._proc = psutil.Process()
+        self._interval = interval
+        self.samples = []
+        self._stop = threading.Event()
+        self._t0 = time.perf_counter()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self):
+        while not self._stop.is_set():
+            self.samples.append(
+                (time.perf_counter() - self._t0, self._proc.memory_info().rss / 2**20)
+            )
+            self._stop.wait(self._interval)
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+
+    def peak_by_stage(self, start, stages):
+        """Peak MB within each stage; ``stages`` are (name, seconds) in order from ``start``
+        (seconds since the sampler started)."""
+        out, lo = {}, start
+        for name, dt in stages:
+            hi = lo + dt
+            inside = [mb for t, mb in self.samples if lo <= t <= hi]
+            out[name] = max(inside) if inside else None
+            lo = hi
+        out["before_fit"] = max((mb for t, mb in self.samples if t < start), default=None)
+        return out
+
+
+def _output_path(spec):
+    kind, _, path = spec.partition(":")
+    if kind not in ("parquet", "zarr") or not path:
+        raise SystemExit(f"expected parquet:PATH or zarr:PATH, got {spec!r}")
+    return kind, path
+
+
+def write_input(args, log):
+    """Generate the mixture on the workers and write it in blocks of the fit's chunk size."""
+    import dask
+
+    kind, path = _output_path(args.write)
+    with local_cluster(args.workers, args.worker_gb):
+        X, y = mixture_dask(args.n, args.d, args.clusters, args.seed)
+        rows = _rows_per_chunk(args)
+        X, y = X.rechunk({0: rows, 1: -1}), y.rechunk(rows)
+        t0 = time.perf_counter()
+        if kind == "parquet":
+            import dask.array as da
+            import dask.dataframe as dd
+
+            cols = [f"x{i}" for i in range(args.d)]
+            df = dd.from_dask_array(
+                da.concatenate([X, y[:, None].astype(X.dtype)], axis=1), columns=cols + ["y"]
+            )
+            df["y"] = df["y"].astype("int64")
+            df.to_parquet(path, write_index=False)
+        else:
+            dask.compute(
+                X.to_zarr(path, component="X", overwrite=True, compute=False),
+                y.to_zarr(path, component="y", overwrite=True, compute=False),
+            )
+        log(
+            json.dumps(
+                {
+                    "written": args.write,
+                    "rows": args.n,
+                    "chunk_rows": rows,
+                    "seconds": time.perf_counter() - t0,
+                }
+            )
+        )
+
+
+def read_input(spec):
+    """``(X, y)``: X as the user hands it to ``fit`` (a dask DataFrame of the feature
+    columns, or a dask array), y as a dask Series or array (``.compute()`` gives the
+    labels); nothing is read yet."""
+    import dask.array as da
+
+    kind, path = _output_path(spec)
+    if kind == "parquet":
+        import dask.dataframe as dd
+
+        df = dd.read_parquet(path)
+        return df[[c for c in df.columns if c != "y"]], df["y"]
+    return da.from_zarr(path, component="X"), da.from_zarr(path, component="y")
+
+
+def run_elmscale(args, log):
+    import dask
+
+    import elmscale
+
+    out = {}
+    with local_cluster(args.workers, args.worker_gb) as client:
+        if args.warm:  # compile pynndescent's numba code in every worker before timing
+            t0 = time.perf_counter()
+            client.run(_warm_pynndescent)
+            out["warmup_s"] = time.perf_counter() - t0
+            log(f"workers warmed (numba compile) in {out['warmup_s']:.1f} s")
+        if args.input:
+            Xd, yd = read_input(args.input)
+        else:
+            Xd, yd = mixture_dask(args.n, args.d, args.clusters, args.seed)
+            Xd, yd = dask.persist(Xd, yd)
+            dask.compute(Xd.sum())
+        with (
+            elmscale.config_context(compute_dtype=args.dtype, chunk_bytes=args.chunk_mb * 2**20),
+            _RSSSampler() as rss,
+        ):
+            if not args.input:
+                Xd = Xd.rechunk({0: _rows_per_chunk(args)})
+                Xd = Xd.persist()
+            t0 = time.perf_counter()
+            fit_start = t0 - rss._t0
+            model = elmscale.USELM(
+                n_clusters=args.clusters,
+                n_hidden=args.n_hidden,
+                n_neighbors=args.k,
+                lam=args.lam,
+                graph=args.graph,
+                random_state=args.seed,
+            )
+            # fit as reduce + solve: the reduction keeps the graph for the halo and recall
+            reduction = model.reduce(Xd)
+            model.solve(reduction)
+            out["fit_only_s"] = time.perf_counter() - t0
+            labels = model.labels_.compute()
+            out["fit_s"] = time.perf_counter() - t0
+        out["stages_s"] = model.timings_
+        out["load_avg"] = [round(x, 2) for x in os.getloadavg()]
+        out["client_rss_mb_by_stage"] = rss.peak_by_stage(fit_start, list(model.timings_.items()))
+        out["acc"] = clustering_accuracy(np.asarray(yd.compute()), labels)
+        graph = reduction.graph
+        out["n_chunks"] = len(graph.chunks)
+        out["halo_rows"] = graph.halo_size()
+        out["recall"] = recall_at_k(graph.X, graph.indices, args.k, n_sample=1000, seed=args.seed)
+        out["worker_peak_mb"] = sorted(client.run(peak_memory_mb).values())
+        out["client_peak_mb"] = peak_memory_mb()
+        idx = np.asarray(graph.indices.compute()) if args.floor else None
+        Xo = np.asarray(graph.X.compute()) if args.floor else None
+        layer = model.hidden_layer_
+        reduction.release()
+        log(json.dumps(out, default=float))
+    return out, idx, Xo, layer
+
+
+def _rows_per_chunk(args):
+    itemsize = 4 if args.dtype == "float32" else 8
+    return max(1000, args.chunk_mb * 2**20 // (args.n_hidden * itemsize))
+
+
+def _warm_pynndescent():
+    import pynndescent
+
+    X = np.random.RandomState(0).rand(2000, 5).astype(np.float32)
+    pynndescent.NNDescent(X, n_neighbors=31, random_state=0).neighbor_graph  # noqa: B018
+
+
+def run_floor(X, idx, layer, args, log):
+    """Plain single-process NumPy/scipy: H in memory, H^T H and H^T (L H)."""
+    import scipy.sparse as sp
+
+    N, k = idx.shape
+    A = sp.csr_matrix(
+        (np.ones(N * k, dtype=np.float32), (np.repeat(np.arange(N), k), idx.ravel())), shape=(N, N)
+    )
+    W = A.maximum(A.T).tocsr()
+    d = np.asarray(W.sum(axis=1)).ravel().astype(np.float32)
+    Aw = layer.input_weights.astype(np.float32)
+    b = layer.biases.astype(np.float32)
+    Xs = ((X - layer.offset) / layer.scale).astype(np.float32)
+    times = []
+    for _ in range(args.repeats):
+        t0 = time.perf_counter()
+        H = Xs @ Aw
+        H += b
+        H *= 0.5
+        np.tanh(H, out=H)
+        H *= 0.5
+        H += 0.5
+        t_h = time.perf_counter()
+        hth = (H.T @ H).astype(np.float64)
+        t_hth = time.perf_counter()
+        LH = W @ H
+        np.subtract(d[:, None] * H, LH, out=LH)
+        htlh = (H.T @ LH).astype(np.float64)
+        t_end = time.perf_counter()
+        times.append(
+            {"hidden": t_h - t0, "hth": t_hth - t_h, "htlh": t_end - t_hth, "total": t_end - t0}
+        )
+        del H, LH, hth, htlh
+    out = {
+        "floor_runs": times,
+        "floor_median_s": float(np.median([t["total"] for t in times])),
+        "floor_peak_mb": peak_memory_mb(),
+        "floor_blas": blas_info(),
+    }
+    log(json.dumps(out, default=float))
+    return out
+
+
+def run_peers(args, log):
+    from sklearn.cluster import KMeans, SpectralClustering
+    from sklearn.preprocessing import StandardScaler
+
+    X, y = mixture_numpy(args.n, args.d, args.clusters, args.seed)
+    Xs = StandardScaler().fit_transform(X)
+    out = {}
+
+    def record(name, fn):
+        t0 = time.perf_counter()
+        try:
+            labels = fn()
+        except ImportError as exc:
+            log(f"{name}: skipped ({exc})")
+            return
+        out[name] = {"s": time.perf_counter() - t0, "acc": clustering_accuracy(y, labels)}
+        log(f"{name}: {out[name]}")
+
+    _warm_pynndescent()  # numba compile outside the timing, as for the workers
+    record("numpy_uselm", lambda: _numpy_uselm(Xs, args))
+    record("kmeans", lambda: KMeans(args.clusters, n_init=10, random_state=0).fit_predict(Xs))
+    record(
+        "spectral_amg",
+        lambda: SpectralClustering(
+            args.clusters,
+            affinity="nearest_neighbors",
+            n_neighbors=args.k,
+            eigen_solver="amg",
+            random_state=0,
+            n_jobs=2,
+        ).fit_predict(Xs),
+    )
+
+    def umap_kmeans():
+        import umap
+
+        E = umap.UMAP(n_components=10, n_neighbors=args.k, random_state=0).fit_transform(Xs)
+        return KMeans(args.clusters, n_init=10, random_state=0).fit_predict(E)
+
+    record("umap_kmeans", umap_kmeans)
+    return out
+
+
+def _numpy_uselm(Xs, args):
+    """The plain in-memory US-ELM: pynndescent graph, dense H, scipy.sparse L, eigh."""
+    import pynndescent
+    import scipy.linalg as sla
+    import scipy.sparse as sp
+    from sklearn.cluster import KMeans
+
+    N = Xs.shape[0]
+    idx, _ = pynndescent.NNDescent(Xs, n_neighbors=args.k + 1, random_state=0).neighbor_graph
+    idx = idx[:, 1:]
+    A = sp.csr_matrix(
+        (np.ones(idx.size), (np.repeat(np.arange(N), args.k), idx.ravel())), shape=(N, N)
+    )
+    W = A.maximum(A.T).tocsr()
+    L = sp.diags(np.asarray(W.sum(1)).ravel()) - W
+    rng = np.random.RandomState(0)
+    H = 1 / (
+        1
+        + np.exp(
+            -(
+                Xs @ rng.uniform(-1, 1, (Xs.shape[1], args.n_hidden))
+                + rng.uniform(-1, 1, args.n_hidden)
+            )
+        )
+    )
+    hth = H.T @ H
+    htlh = H.T @ (L @ H)
+    n = args.n_hidden
+    _, V = sla.eigh(
+        hth, np.eye(n) + args.lam * htlh, subset_by_index=[n - args.clusters - 1, n - 1]
+    )
+    V = V[:, ::-1][:, 1:]
+    E = H @ V
+    E /= np.linalg.norm(E, axis=0)
+    return KMeans(args.clusters, n_init=10, random_state=0).fit_predict(E)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--n", type=int, default=1_000_000)
+    p.add_argument("--d", type=int, default=50)
+    p.add_argument("--clusters", type=int, default=10)
+    p.add_argument("--n-hidden", type=int, default=1000)
+    p.add_argument("--k", type=int, default=10)
+    p.add_argument("--lam", type=float, default=0.01, help="USELM default")
+    p.add_argument("--graph", default="auto")
+    p.add_argument("--dtype", default="float32")
+    p.add_argument(
+        "--chunk-mb", type=int, default=64, help="bytes of one H block (library default)"
+    )
+    p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--worker-gb", type=float, default=8)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--repeats", type=int, default=3, help="floor repeats (median reported)")
+    p.add_argument("--no-floor", dest="floor", action="store_false")
+    p.add_argument("--no-warm", dest="warm", action="store_false")
+    p.add_argument("--peers", action="store_true")
+    p.add_argument("--write", default=None, help="parquet:PATH or zarr:PATH: write the data, exit")
+    p.add_argument("--input", default=None, help="parquet:PATH or zarr:PATH: read X (and y)")
+    args = p.parse_args()
+    log = functools.partial(print, flush=True)
+    log(f"# {utc_now()} {machine_info()}")
+    log(f"# BLAS: {blas_info()}")
+    log(f"# args: {vars(args)}")
+    result = {"args": vars(args)}
+    if args.write:
+        write_input(args, log)
+        return
+    ours, idx, Xo, layer = run_elmscale(args, log)
+    result["elmscale"] = ours
+    if args.floor:
+        result["floor"] = run_floor(Xo, idx, layer, args, log)
+        result["gram_over_floor"] = ours["stages_s"]["gram"] / result["floor"]["floor_median_s"]
+    if args.peers:
+        result["peers"] = run_peers(args, log)
+    log("RESULT " + json.dumps(result, default=float))
+
+
+if __name__ == "__main__":
+    main()
