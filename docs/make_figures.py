@@ -2,8 +2,8 @@
 
     python docs/make_figures.py        # writes docs/assets/quickstart.png
 
-Left: the US-ELM embedding of scikit-learn's digits (first two of ten dimensions),
-coloured by cluster; right: TUMK-ELM's loss (eq. 10) and kernel weights per iteration on
+Left: the US-ELM embedding of scikit-learn's digits (its ten dimensions projected onto the
+plane of the cluster centres), coloured by cluster; right: TUMK-ELM's loss (eq. 10) and kernel weights per iteration on
 the wine data (the paper's Fig. 4).
 """
 
