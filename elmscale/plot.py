@@ -114,9 +114,11 @@ def embedding(
     labels : array-like (n_samples,) or None
         Colours, e.g. known classes; None uses ``predict(X)`` when the model has it.
     projection : {"centres", "pca", "columns"}, default="centres"
-        ``"centres"``: onto the two leading principal directions of the colours' centres,
-        weighted by their sizes (``"pca"`` without colours); ``"pca"``: onto the points' two
-        leading principal directions; ``"columns"``: the first two embedding columns.
+        ``"centres"``: onto the two leading principal directions of the centres of the model's
+        clusters (``predict``; of the ``labels`` for a model without it), weighted by their
+        sizes, so that the plane is the same whatever the colours (``"pca"`` when there are
+        neither); ``"pca"``: onto the points' two leading principal directions;
+        ``"columns"``: the first two embedding columns.
     ax : matplotlib Axes or None
         Where to draw; None draws on a new figure.
     max_points : int or None, default=20000
@@ -141,15 +143,16 @@ def embedding(
             f"{_name(model)} has neither transform nor decision_function: no embedding to draw"
         )
     E = embed(Xs)
-    predicted = labels is None and hasattr(model, "predict")
-    if predicted:
-        colours = model.predict(Xs)
-    else:
-        colours = None if labels is None else labels[::step]
-    E, colours = dask.compute(E, colours)
+    clusters = model.predict(Xs) if hasattr(model, "predict") else None
+    predicted = labels is None and clusters is not None
+    colours = clusters if labels is None else labels[::step]
+    E, clusters, colours = dask.compute(E, clusters, colours)
     E = np.asarray(E, dtype=np.float64).reshape(E.shape[0], -1)
     colours = None if colours is None else np.asarray(colours)
-    P, (xlabel, ylabel) = project(E, colours, projection)
+    # the model's clusters place the plane (the same plane whatever the colours), else the labels
+    P, (xlabel, ylabel) = project(
+        E, colours if clusters is None else np.asarray(clusters), projection
+    )
     kw = {"s": 6, "alpha": 0.8, "linewidths": 0}
     kw.update(scatter_kw)
     if colours is not None:

@@ -122,6 +122,15 @@ def test_embedding_has_a_legend_per_cluster(blobs, uselm):
     assert ax.get_xlabel() == "between-cluster direction 1"
 
 
+def test_given_labels_colour_the_plane_of_the_models_clusters(blobs, uselm):
+    X, y = blobs
+    by_cluster = plot.embedding(uselm, X).collections[0].get_offsets()
+    _, ax = plt.subplots()
+    by_label = plot.embedding(uselm, X, labels=y[::-1], ax=ax).collections[0]
+    np.testing.assert_allclose(by_label.get_offsets(), by_cluster)
+    np.testing.assert_array_equal(by_label.get_array(), y[::-1])
+
+
 def test_embedding_of_continuous_labels_has_a_colour_bar(blobs, uselm):
     X, _ = blobs
     ax = plot.embedding(uselm, X, labels=X[:, 0])

@@ -80,7 +80,7 @@ class KNNGraphTransformer(TransformerMixin, BaseEstimator):
     data. With an exact backend both give the same graph, ties ranked by row index.
 
     NumPy (or pandas) input gives a ``scipy.sparse`` CSR matrix of shape (n_query,
-    n_samples_fit_); dask input gives a lazy dask array of the same shape, chunked like X's
+    ``n_samples_fit_``); dask input gives a lazy dask array of the same shape, chunked like X's
     rows, whose blocks are CSR matrices: ``.compute()`` stacks them into one CSR matrix and
     ``.blocks[i].compute()`` (or ``to_delayed()``) gives the rows of chunk i, for graphs too
     large for one machine. Within a row, columns are in neighbour order (nearest first), as in
@@ -153,7 +153,7 @@ class KNNGraphTransformer(TransformerMixin, BaseEstimator):
 
         Returns
         -------
-        graph : scipy.sparse CSR matrix or dask array (n_query, n_samples_fit_)
+        graph : scipy.sparse CSR matrix or dask array (n_query, ``n_samples_fit_``)
             Row i holds the ``n_neighbors`` nearest training points of X[i] (one more in
             ``mode="distance"``), nearest first.
         """
