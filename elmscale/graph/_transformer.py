@@ -16,7 +16,7 @@ from ..utils._random import draw_seed
 from ..utils._threads import blas_for_dask
 from ..utils._validation import as_row_chunked, validate_data
 from ._backends import exact_kneighbors
-from ._laplacian import resolve_backend
+from ._laplacian import graph_chunks, resolve_backend
 
 
 def _csr_rows(idx, dist, n_columns, mode):
@@ -138,6 +138,7 @@ class KNNGraphTransformer(TransformerMixin, BaseEstimator):
         return self
 
     def _fit(self, X):
+        """Validate X and keep it; returns ``(X as a row-chunked dask array, was_dask)``."""
         Xd, was_dask = validate_data(self, X, reset=True)
         self._check_size(Xd.shape[0])
         self.fit_X_ = Xd if was_dask else Xd.compute()
@@ -186,12 +187,16 @@ class KNNGraphTransformer(TransformerMixin, BaseEstimator):
             seed = self.random_state
             if seed is not None and not isinstance(seed, Integral):
                 seed = draw_seed(check_random_state(seed))
-            others, d = backend(Xd, self._n_others, random_state=seed)
+            # searched on the runs of chunks knn_graph searches on (fewer, larger exchanges)
+            Xg = Xd.rechunk({0: graph_chunks(rows)})
+            others, d = backend(Xg, self._n_others, random_state=seed)
             idx = da.concatenate([idx, others.rechunk((rows, -1))], axis=1)
             dist = da.concatenate([dist, d.rechunk((rows, -1))], axis=1)
         return self._output(idx, dist, was_dask)
 
     def _output(self, idx, dist, was_dask):
+        """The graph of the (n, k) neighbour lists: CSR blocks per row chunk, stacked into one
+        CSR matrix for NumPy input."""
         graph = da.map_blocks(
             _csr_rows,
             idx.rechunk({1: -1}),
