@@ -1,10 +1,16 @@
-"""Draw the README's picture with elmscale.plot (run from the repository root):
+"""Draw the README's and the user guide's pictures with elmscale.plot (run from the repository
+root):
 
-    python docs/make_figures.py        # writes docs/assets/quickstart.png
+    python docs/make_figures.py        # writes docs/assets/quickstart.png and
+                                       # docs/assets/mnist10k_embedding.png
 
-Left: the US-ELM embedding of scikit-learn's digits (first two of ten dimensions),
-coloured by cluster; right: TUMK-ELM's loss (eq. 10) and kernel weights per iteration on
-the wine data (the paper's Fig. 4).
+quickstart.png, left: the US-ELM embedding of scikit-learn's digits (its ten dimensions
+projected onto the plane of the cluster centres), coloured by cluster; right: TUMK-ELM's loss
+(eq. 10) and kernel weights per iteration on the wine data (the paper's Fig. 4).
+
+mnist10k_embedding.png: USELM(n_clusters=10, random_state=0) on the first 10,000 MNIST digits
+(pixels / 255), coloured by cluster and by the true digit. It needs
+``../shared/datasets/mnist.npz`` (arrays X, y) and is skipped without it.
 """
 
 from pathlib import Path
@@ -13,14 +19,23 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
 from sklearn.datasets import load_digits, load_wine  # noqa: E402
 
 import elmscale  # noqa: E402
 from elmscale import plot  # noqa: E402
 
-OUT = Path(__file__).parent / "assets" / "quickstart.png"
+ASSETS = Path(__file__).parent / "assets"
+MNIST = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "mnist.npz"
 
-if __name__ == "__main__":
+
+def save(fig, name):
+    ASSETS.mkdir(parents=True, exist_ok=True)
+    fig.savefig(ASSETS / name, dpi=100)
+    print(f"wrote {ASSETS / name}")
+
+
+def quickstart():
     X, _ = load_digits(return_X_y=True)
     uselm = elmscale.USELM(n_clusters=10, random_state=0).fit(X)
     W, _ = load_wine(return_X_y=True)
@@ -30,6 +45,25 @@ if __name__ == "__main__":
     plot.embedding(uselm, X, ax=left)
     plot.history(tumk, ax=right)
     fig.tight_layout()
-    OUT.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(OUT, dpi=100)
-    print(f"wrote {OUT}")
+    save(fig, "quickstart.png")
+
+
+def mnist10k():
+    if not MNIST.exists():
+        print(f"skipped mnist10k_embedding.png: no {MNIST}")
+        return
+    with np.load(MNIST) as data:
+        X = data["X"][:10_000].astype(np.float64) / 255.0
+        y = data["y"][:10_000].astype(np.int64)
+    model = elmscale.USELM(n_clusters=10, random_state=0).fit(X)
+    fig, (left, right) = plt.subplots(1, 2, figsize=(13, 5))
+    plot.embedding(model, X, ax=left)
+    plot.embedding(model, X, labels=y, ax=right)
+    right.set_title("the same points coloured by the true digit")
+    fig.tight_layout()
+    save(fig, "mnist10k_embedding.png")
+
+
+if __name__ == "__main__":
+    quickstart()
+    mnist10k()

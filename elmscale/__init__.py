@@ -16,6 +16,7 @@ from .algorithms import (
 )
 from .base import BaseELM, Reduction
 from .exceptions import PluginLoadError, PluginLoadWarning, UnknownPluginError
+from .graph import KNNGraphTransformer
 from .hookspecs import hookimpl
 from .registry import available, get, list_plugins, load_plugins, make
 from .sweep import sweep
@@ -28,6 +29,7 @@ __all__ = [
     "ELMJEC",
     "ELMRegressor",
     "EMMC",
+    "KNNGraphTransformer",
     "PluginLoadError",
     "PluginLoadWarning",
     "Reduction",

@@ -3,8 +3,8 @@
 Each function takes a fitted estimator, draws on ``ax`` (a new figure's axes when None) and
 returns the matplotlib Axes, as scikit-learn's ``Display.plot`` does:
 
-- :func:`embedding`: the first two embedding columns as a scatter coloured by cluster (the
-  US-ELM paper's embeddings);
+- :func:`embedding`: the embedding projected to the plane that separates its clusters, a
+  scatter coloured by cluster with a legend (the US-ELM paper's embeddings);
 - :func:`history`: the objective or loss per iteration (ELM-JEC Fig. 1, EMMC's label
   changes) and, for TUMK-ELM, the kernel weights per iteration (Fig. 4);
 - :func:`timings`: wall seconds per fit stage (``timings_``).
@@ -15,7 +15,7 @@ the client.
 
 import numpy as np
 
-__all__ = ["embedding", "history", "timings"]
+__all__ = ["embedding", "history", "project", "timings"]
 
 
 def _axes(ax):
@@ -36,19 +36,91 @@ def _every(n, max_points):
     return max(1, -(-n // max_points)) if max_points else 1
 
 
-def embedding(model, X, *, labels=None, ax=None, max_points=20_000, **scatter_kw):
-    """Scatter the first two embedding columns of X, coloured by ``labels`` (default: the
-    model's clusters of X, ``predict(X)``).
+PROJECTIONS = ("centres", "pca", "columns")
+#: at most this many distinct integer labels get a legend (more: a colour bar)
+LEGEND_MAX = 20
+
+
+def _principal_directions(A, weights=None, n=2):
+    """The n leading principal directions (columns) of the rows of A, weighted."""
+    w = np.ones(len(A)) if weights is None else np.asarray(weights, dtype=np.float64)
+    centred = A - (w @ A) / w.sum()
+    _, _, vt = np.linalg.svd(centred * np.sqrt(w)[:, None], full_matrices=False)
+    return vt[:n].T
+
+
+def project(E, colours, projection):
+    """The embedding E (n, d) in 2-D and the axis names.
+
+    ``"centres"``: onto the two leading principal directions of the centres of the points of
+    each colour, weighted by their counts (the plane that spreads the clusters apart most;
+    with two clusters, the second direction is the points' leading principal direction
+    orthogonal to the first); ``"pca"``: onto the points' two leading principal directions;
+    ``"columns"``: the first two columns.
+    """
+    if E.shape[1] <= 2 or projection == "columns":
+        E = E if E.shape[1] >= 2 else np.column_stack([E[:, 0], np.zeros(len(E))])
+        return E[:, :2], ("embedding 1", "embedding 2")
+    if projection == "centres" and colours is not None:
+        values, inverse, counts = np.unique(colours, return_inverse=True, return_counts=True)
+        if len(values) > 1:
+            centres = np.zeros((len(values), E.shape[1]))
+            np.add.at(centres, inverse, E)
+            centres /= counts[:, None]
+            V = _principal_directions(centres, counts, n=min(2, len(values) - 1))
+            if V.shape[1] < 2:  # two clusters: the spread of the points orthogonal to it
+                rest = E - np.outer(E @ V[:, 0], V[:, 0])
+                V = np.column_stack([V, _principal_directions(rest, n=1)])
+            return E @ V, ("between-cluster direction 1", "between-cluster direction 2")
+    return E @ _principal_directions(E), ("principal direction 1", "principal direction 2")
+
+
+def _colour_key(ax, points, colours, title):
+    """A legend with one entry per label when there are few integer labels, else a colour
+    bar."""
+    values = np.unique(colours)
+    if np.issubdtype(values.dtype, np.integer) and len(values) <= LEGEND_MAX:
+        handles, _ = points.legend_elements(num=list(values))
+        names = [str(v) for v in values]
+        ax.legend(
+            handles,
+            names,
+            title=title,
+            loc="center left",
+            bbox_to_anchor=(1.0, 0.5),
+            fontsize="small",
+            markerscale=1.5,
+        )
+    else:
+        ax.figure.colorbar(points, ax=ax, label=title)
+
+
+def embedding(
+    model, X, *, labels=None, projection="centres", ax=None, max_points=20_000, **scatter_kw
+):
+    """Scatter the embedding of X in 2-D, coloured by ``labels`` (default: the model's
+    clusters of X, ``predict(X)``), with a legend (or a colour bar for many labels).
+
+    An embedding has more columns than two (``n_components``, often as many as clusters),
+    and its first two rarely separate the clusters. The default projection shows the plane
+    in which the clusters' centres are furthest apart.
 
     Parameters
     ----------
-    model : fitted estimator with ``transform`` (USELM, ELMJEC, TUMKELM, ...) or
-        ``decision_function`` (EMMC)
+    model : fitted estimator
+        With ``transform`` (USELM, ELMJEC, TUMKELM, ...) or ``decision_function`` (EMMC).
     X : array-like or dask array (n_samples, n_features)
         Points to embed (the training data or new points).
     labels : array-like (n_samples,) or None
         Colours, e.g. known classes; None uses ``predict(X)`` when the model has it.
+    projection : {"centres", "pca", "columns"}, default="centres"
+        ``"centres"``: onto the two leading principal directions of the centres of the model's
+        clusters (``predict``; of the ``labels`` for a model without it), weighted by their
+        sizes, so that the plane is the same whatever the colours (``"pca"`` when there are
+        neither); ``"pca"``: onto the points' two leading principal directions;
+        ``"columns"``: the first two embedding columns.
     ax : matplotlib Axes or None
+        Where to draw; None draws on a new figure.
     max_points : int or None, default=20000
         Draw every k-th row so at most this many points are drawn (None: all).
     **scatter_kw
@@ -60,6 +132,8 @@ def embedding(model, X, *, labels=None, ax=None, max_points=20_000, **scatter_kw
     """
     import dask
 
+    if projection not in PROJECTIONS:
+        raise ValueError(f"projection must be one of {PROJECTIONS}, got {projection!r}")
     ax = _axes(ax)
     step = _every(X.shape[0], max_points)
     Xs = X[::step]
@@ -69,22 +143,27 @@ def embedding(model, X, *, labels=None, ax=None, max_points=20_000, **scatter_kw
             f"{_name(model)} has neither transform nor decision_function: no embedding to draw"
         )
     E = embed(Xs)
-    if labels is None and hasattr(model, "predict"):
-        colours = model.predict(Xs)
-    else:
-        colours = None if labels is None else labels[::step]
-    E, colours = dask.compute(E, colours)
-    E = np.asarray(E, dtype=np.float64)
-    if E.ndim == 1 or E.shape[1] == 1:
-        E = np.column_stack([E.ravel(), np.zeros(E.shape[0])])
+    clusters = model.predict(Xs) if hasattr(model, "predict") else None
+    predicted = labels is None and clusters is not None
+    colours = clusters if labels is None else labels[::step]
+    E, clusters, colours = dask.compute(E, clusters, colours)
+    E = np.asarray(E, dtype=np.float64).reshape(E.shape[0], -1)
+    colours = None if colours is None else np.asarray(colours)
+    # the model's clusters place the plane (the same plane whatever the colours), else the labels
+    P, (xlabel, ylabel) = project(
+        E, colours if clusters is None else np.asarray(clusters), projection
+    )
     kw = {"s": 6, "alpha": 0.8, "linewidths": 0}
     kw.update(scatter_kw)
     if colours is not None:
-        kw.setdefault("cmap", "tab10")
-        kw["c"] = np.asarray(colours)
-    ax.scatter(E[:, 0], E[:, 1], **kw)
-    ax.set_xlabel("embedding 1")
-    ax.set_ylabel("embedding 2")
+        n_colours = len(np.unique(colours))
+        kw.setdefault("cmap", "tab10" if n_colours <= 10 else "tab20" if n_colours <= 20 else None)
+        kw["c"] = colours
+    points = ax.scatter(P[:, 0], P[:, 1], **kw)
+    if colours is not None:
+        _colour_key(ax, points, colours, "cluster" if predicted else "label")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
     shown = f"{E.shape[0]:,} of {X.shape[0]:,} points" if step > 1 else f"{E.shape[0]:,} points"
     ax.set_title(f"{_name(model)} embedding ({shown})")
     return ax

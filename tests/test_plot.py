@@ -26,7 +26,7 @@ def uselm(blobs):
 
 def test_embedding_draws_the_transform_coloured_by_predict(blobs, uselm):
     X, y = blobs
-    ax = plot.embedding(uselm, X)
+    ax = plot.embedding(uselm, X, projection="columns")
     (points,) = ax.collections
     np.testing.assert_allclose(points.get_offsets(), uselm.transform(X)[:, :2])
     np.testing.assert_array_equal(points.get_array(), uselm.predict(X))
@@ -38,7 +38,14 @@ def test_embedding_with_given_labels_subsampled_on_given_axes(blobs, uselm):
 
     X, y = blobs
     _, ax0 = plt.subplots()
-    ax = plot.embedding(uselm, da.from_array(X, chunks=(70, 5)), labels=y, ax=ax0, max_points=100)
+    ax = plot.embedding(
+        uselm,
+        da.from_array(X, chunks=(70, 5)),
+        labels=y,
+        ax=ax0,
+        max_points=100,
+        projection="columns",
+    )
     assert ax is ax0
     (points,) = ax.collections
     np.testing.assert_allclose(points.get_offsets(), uselm.transform(X[::3])[:, :2])
@@ -49,8 +56,91 @@ def test_embedding_with_given_labels_subsampled_on_given_axes(blobs, uselm):
 def test_embedding_of_emmc_uses_its_outputs(blobs):
     X, _ = blobs
     model = EMMC(n_clusters=3, n_hidden=30, random_state=0).fit(X)
-    ax = plot.embedding(model, X)
+    ax = plot.embedding(model, X, projection="columns")
     np.testing.assert_allclose(ax.collections[0].get_offsets(), model.decision_function(X)[:, :2])
+
+
+class _Hidden:
+    """A stand-in model whose 8-column embedding hides 4 well-separated blobs in columns
+    3-8: its first two columns are noise of the same spread for every blob."""
+
+    def __init__(self, seed):
+        from sklearn.datasets import make_blobs
+
+        rng = np.random.RandomState(seed)
+        Z, self.y = make_blobs(
+            400, n_features=6, centers=4, center_box=(-20, 20), random_state=seed
+        )
+        self.E = np.column_stack([rng.normal(scale=5.0, size=(400, 2)), Z])
+
+    def transform(self, X):
+        return self.E[X[:, 0].astype(int)]
+
+    def predict(self, X):
+        return self.y[X[:, 0].astype(int)]
+
+
+def _separation(P, y):
+    """Smallest distance between two blobs' 2-D centres over the largest blob spread."""
+    centres = np.array([P[y == c].mean(axis=0) for c in np.unique(y)])
+    spread = max(
+        np.linalg.norm(P[y == c] - centres[i], axis=1).std()
+        + np.linalg.norm(P[y == c] - centres[i], axis=1).mean()
+        for i, c in enumerate(np.unique(y))
+    )
+    gaps = np.linalg.norm(centres[:, None] - centres[None], axis=2)
+    return gaps[np.triu_indices(len(centres), 1)].min() / spread
+
+
+@pytest.mark.parametrize("projection", ["centres", "pca"])
+def test_projection_separates_blobs_the_first_columns_hide(global_seed, projection):
+    model = _Hidden(global_seed)
+    X = np.arange(400, dtype=float)[:, None]
+    separated = plot.embedding(model, X, projection=projection).collections[0].get_offsets()
+    hidden = plot.embedding(model, X, projection="columns").collections[0].get_offsets()
+    assert _separation(np.asarray(separated), model.y) > 2
+    assert _separation(np.asarray(hidden), model.y) < 1
+
+
+def test_centres_projection_spreads_two_clusters_on_two_axes(global_seed):
+    """With two clusters the centres span one direction; the second is the points' spread."""
+    from elmscale.plot import project
+
+    model = _Hidden(global_seed)
+    E, y = model.E, (model.y > 1).astype(int)
+    P, names = project(E, y, "centres")
+    assert P.shape == (400, 2) and np.linalg.matrix_rank(P) == 2
+    assert names[0] == "between-cluster direction 1"
+
+
+def test_embedding_has_a_legend_per_cluster(blobs, uselm):
+    X, _ = blobs
+    ax = plot.embedding(uselm, X)
+    legend = ax.get_legend()
+    assert legend.get_title().get_text() == "cluster"
+    assert [t.get_text() for t in legend.get_texts()] == ["0", "1", "2"]
+    assert ax.get_xlabel() == "between-cluster direction 1"
+
+
+def test_given_labels_colour_the_plane_of_the_models_clusters(blobs, uselm):
+    X, y = blobs
+    by_cluster = plot.embedding(uselm, X).collections[0].get_offsets()
+    _, ax = plt.subplots()
+    by_label = plot.embedding(uselm, X, labels=y[::-1], ax=ax).collections[0]
+    np.testing.assert_allclose(by_label.get_offsets(), by_cluster)
+    np.testing.assert_array_equal(by_label.get_array(), y[::-1])
+
+
+def test_embedding_of_continuous_labels_has_a_colour_bar(blobs, uselm):
+    X, _ = blobs
+    ax = plot.embedding(uselm, X, labels=X[:, 0])
+    assert ax.get_legend() is None
+    assert len(ax.figure.axes) == 2  # the scatter's and the colour bar's
+
+
+def test_embedding_rejects_an_unknown_projection(blobs, uselm):
+    with pytest.raises(ValueError, match="projection must be one of"):
+        plot.embedding(uselm, blobs[0], projection="tsne")
 
 
 def test_history_of_elmjec_plots_objective_per_iteration(blobs):

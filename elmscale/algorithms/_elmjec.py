@@ -265,23 +265,23 @@ class ELMJEC(ClusterMixin, EmbeddingFeaturesOutMixin, TransformerMixin, BaseELM)
     hidden_layer_ : RandomHiddenLayer
     hidden_mean_ : ndarray (n_hidden,)
         mu = H^T 1 / N, the centring of the hidden layer.
-    output_weights_ : ndarray (n_hidden, n_components_)
+    output_weights_ : ndarray (n_hidden, ``n_components_``)
         beta.
-    eigenvalues_ : ndarray (n_components_,)
+    eigenvalues_ : ndarray (``n_components_``,)
         Eigenvalues of H~^T M H~ kept (descending); their sum is the objective.
     n_components_ : int
         Columns actually kept (<= n_components, see Notes).
-    embedding_ : ndarray or dask array (n_samples, n_components_)
+    embedding_ : ndarray or dask array (n_samples, ``n_components_``)
         E = H~ beta for the final beta.
     labels_ : ndarray or dask array (n_samples,)
         The final partition F.
-    cluster_centers_ : ndarray (n_clusters, n_components_)
+    cluster_centers_ : ndarray (n_clusters, ``n_components_``)
         G^T: the mean of E over each cluster of F (zero for an empty cluster).
     objective_ : float
         Eq. 6 at the end.
     n_iter_ : int
         Update iterations run (Step 5 of Algorithm 1).
-    history_ : dict of ndarray, each of length n_iter_ + 1
+    history_ : dict of ndarray, each of length ``n_iter_`` + 1
         Row 0 is the initialisation, row t iteration t. ``objective`` (eq. 6 after the beta
         update), ``kmeans_objective`` (inertia of the accepted k-means run),
         ``baseline_kmeans_objective`` (of the run started from G), ``accepted``
@@ -314,7 +314,7 @@ class ELMJEC(ClusterMixin, EmbeddingFeaturesOutMixin, TransformerMixin, BaseELM)
     H, H^T 1 and H^T L H (computed once per fit), one eigendecomposition of H~^T H~ on the
     client (O(n_hidden^3)); then per iteration one pass for the n_hidden x n_clusters matrix
     H^T F, the top n_components eigenpairs of an r x r matrix (only those are computed), and
-    two k-means runs on the N x n_components_ embedding (the one from G, and the restarts,
+    two k-means runs on the N x ``n_components_`` embedding (the one from G, and the restarts,
     which ``elmscale.cluster.kmeans`` seeds on a sample before Lloyd passes on the cluster
     for dask input). Client memory is O(n_hidden^2).
     ``lam``, ``gamma``, ``n_components`` and ``max_iter`` do not enter the reduction

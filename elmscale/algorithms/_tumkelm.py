@@ -221,9 +221,9 @@ class TUMKELM(ClusterMixin, EmbeddingFeaturesOutMixin, TransformerMixin, BaseELM
     kernel_weights_raw_ : ndarray (p,)
         The unconstrained ridge solution (eq. 8) projected to ``kernel_weights_`` (with
         ``select="lowest_loss"`` returning the first iteration: the initial weights).
-    history_ : ndarray (n_iter_,)
+    history_ : ndarray (``n_iter_``,)
         Loss (eq. 10) of each iteration's assignment under that iteration's K^ (Fig. 4).
-    weights_history_ : ndarray (n_iter_, p)
+    weights_history_ : ndarray (``n_iter_``, p)
         mu used in each iteration.
     loss_ : float
         The loss of the returned iteration (the last with ``select="last"``).

@@ -3,13 +3,16 @@
 from ._backends import exact_knn, nndescent_knn
 from ._cell_search import CellSearch
 from ._laplacian import WEIGHTS, GraphBlock, KNNGraph, knn_graph, resolve_backend
+from ._transformer import KNNGraphTransformer, knn_arrays
 
 __all__ = [
     "WEIGHTS",
     "CellSearch",
     "GraphBlock",
     "KNNGraph",
+    "KNNGraphTransformer",
     "exact_knn",
+    "knn_arrays",
     "knn_graph",
     "nndescent_knn",
     "resolve_backend",

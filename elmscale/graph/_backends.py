@@ -21,10 +21,13 @@ def _check_k(X, n_neighbors):
 
 
 def _block_candidates(Xq, Xr, q_start, r_start, k):
-    """The k nearest rows of Xr for each row of Xq: (global ids, squared distances)."""
+    """The k nearest rows of Xr for each row of Xq: (global ids, squared distances). With
+    ``q_start`` None the queries are other points than the reference rows (negative ids: no
+    reference row is excluded as the query itself)."""
+    n = Xq.shape[0]
     return block_topk(
         Xq,
-        np.arange(q_start, q_start + Xq.shape[0]),
+        -1 - np.arange(n) if q_start is None else np.arange(q_start, q_start + n),
         Xr,
         np.arange(r_start, r_start + Xr.shape[0]),
         k,
@@ -47,18 +50,28 @@ def exact_knn(X, n_neighbors, *, random_state=None):
     backends. Neighbours are ranked by (exact float64 distance, global index), so the result
     does not depend on the chunking (:mod:`elmscale.graph._select`)."""
     _check_k(X, n_neighbors)
-    starts = np.concatenate([[0], np.cumsum(X.chunks[0])])
-    blocks = X.to_delayed(optimize_graph=False).ravel()
+    return exact_kneighbors(X, X, n_neighbors, same=True)
+
+
+def exact_kneighbors(Xq, Xr, n_neighbors, *, same=False):
+    """Exact kNN of the rows of Xq among the rows of Xr (both row-chunked dask arrays), by
+    blocked brute force as :func:`exact_knn`: ``(indices, distances)`` chunked like Xq's rows,
+    indices into Xr, nearest first. ``same`` says Xq is Xr, whose rows then exclude
+    themselves; otherwise a query row equal to a reference row finds it at distance 0."""
+    q_starts = np.concatenate([[0], np.cumsum(Xq.chunks[0])])
+    r_starts = np.concatenate([[0], np.cumsum(Xr.chunks[0])])
+    r_blocks = Xr.to_delayed(optimize_graph=False).ravel()
     idx_blocks, dist_blocks = [], []
-    for b, Xb in enumerate(blocks):
+    for b, Xb in enumerate(Xq.to_delayed(optimize_graph=False).ravel()):
+        q_start = int(q_starts[b]) if same else None
         cands = [
             dask.delayed(_block_candidates, pure=True, nout=2)(
-                Xb, Xs, int(starts[b]), int(starts[s]), n_neighbors
+                Xb, Xs, q_start, int(r_starts[s]), n_neighbors
             )
-            for s, Xs in enumerate(blocks)
+            for s, Xs in enumerate(r_blocks)
         ]
         merged = dask.delayed(_merge_candidates, pure=True, nout=2)(n_neighbors, *cands)
-        n = X.chunks[0][b]
+        n = Xq.chunks[0][b]
         idx_blocks.append(da.from_delayed(merged[0], (n, n_neighbors), dtype=np.int64))
         dist_blocks.append(da.from_delayed(merged[1], (n, n_neighbors), dtype=np.float64))
     return da.concatenate(idx_blocks), da.concatenate(dist_blocks)

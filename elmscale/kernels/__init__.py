@@ -17,19 +17,18 @@ scalable TUMK-ELM needs (sums of products of two kernels, same-cluster sums, dia
 leading eigenvectors of a weighted sum) has a closed form in ``alpha`` and a small Gram of the
 ``Phi``'s, so nothing N x N is ever formed. The built-in factors:
 
-=========================== ===================================== =======================
-factor                      K is represented as                    used for
-=========================== ===================================== =======================
-:class:`ExplicitFactor`     Phi = phi(X), exact                     linear; polynomial when
-                                                                    C(d + degree, degree)
-                                                                    <= m
-:class:`NystromFactor`      Phi = K(X, L) U S^-1/2 (landmarks L)    default otherwise
+============================ ====================================== ==========================
+factor                       K is represented as                    used for
+============================ ====================================== ==========================
+:class:`ExplicitFactor`      Phi = phi(X), exact                    linear; polynomial when
+                                                                    C(d + degree, degree) <= m
+:class:`NystromFactor`       Phi = K(X, L) U S^-1/2 (landmarks L)   default otherwise
 :class:`RandomFourierFactor` Phi = sqrt(2/m) cos(X Omega + b)       Gaussian, ``method="rff"``
-:class:`IdentityFactor`     alpha I (no Phi), closed form           Gaussian so narrow that
+:class:`IdentityFactor`      alpha I (no Phi), closed form          Gaussian so narrow that
                                                                     K ~ I
-:class:`ConstantFactor`     c 1 1^T (Phi = sqrt(c) 1), closed form  Gaussian so wide that
+:class:`ConstantFactor`      c 1 1^T (Phi = sqrt(c) 1), closed form Gaussian so wide that
                                                                     K ~ 1 1^T
-=========================== ===================================== =======================
+============================ ====================================== ==========================
 
 A third-party kernel (a string or histogram kernel, say) only has to implement ``__call__``:
 the default :meth:`Kernel.factor` is Nystrom on the landmark sample, which needs nothing else.

@@ -1,0 +1,146 @@
+"""KNNGraphTransformer: elmscale's kNN graph in KNeighborsTransformer's form, for other
+libraries."""
+
+import dask
+import dask.array as da
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from sklearn.cluster import HDBSCAN, SpectralClustering
+from sklearn.datasets import load_digits, make_blobs
+from sklearn.metrics import adjusted_rand_score
+from sklearn.metrics.cluster import contingency_matrix
+from sklearn.neighbors import KNeighborsTransformer
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+import elmscale
+from elmscale.graph import KNNGraphTransformer, knn_arrays, knn_graph
+
+
+def _assert_same_graph(G, S):
+    """Same rows, same columns in the same (neighbour) order, same values."""
+    assert sp.issparse(G) and G.format == "csr" and G.shape == S.shape
+    np.testing.assert_array_equal(G.indptr, S.indptr)
+    np.testing.assert_array_equal(G.indices, S.indices)
+    np.testing.assert_allclose(G.data, S.data, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("mode", ["distance", "connectivity"])
+@pytest.mark.parametrize("k", [1, 7])
+def test_equals_kneighbors_transformer(blobs, mode, k):
+    """fit_transform and fit().transform() give scikit-learn's own graph, entry for entry
+    (the point itself first, at distance 0, then its neighbours nearest first)."""
+    X, _ = blobs
+    S = KNeighborsTransformer(n_neighbors=k, mode=mode).fit_transform(X)
+    _assert_same_graph(KNNGraphTransformer(n_neighbors=k, mode=mode).fit_transform(X), S)
+    _assert_same_graph(KNNGraphTransformer(n_neighbors=k, mode=mode).fit(X).transform(X), S)
+
+
+def test_transform_of_new_points_searches_the_training_data(blobs):
+    X, _ = blobs
+    train, new = X[:200], X[200:]
+    S = KNeighborsTransformer(n_neighbors=6).fit(train).transform(new)
+    G = KNNGraphTransformer(n_neighbors=6).fit(train).transform(new)
+    assert G.shape == (40, 200)
+    _assert_same_graph(G, S)
+
+
+@pytest.mark.parametrize("backend", ["exact", "cells"])
+def test_graph_is_knn_graph_indices(blobs_dask, backend):
+    """The rows hold the point itself, then exactly knn_graph's directed lists (the graph the
+    estimators build), on the same data and seed."""
+    Xd, _ = blobs_dask
+    k = 8
+    G = KNNGraphTransformer(n_neighbors=k, graph=backend, random_state=3).fit_transform(Xd)
+    assert isinstance(G, da.Array) and G.chunks[0] == Xd.chunks[0]
+    assert all(sp.issparse(G.blocks[i].compute()) for i in range(G.numblocks[0]))
+    ref = knn_graph(Xd, k, backend=backend, random_state=3, order=False)
+    indices, distances = knn_arrays(G.compute())
+    np.testing.assert_array_equal(indices[:, 0], np.arange(Xd.shape[0]))
+    np.testing.assert_array_equal(indices[:, 1:], ref.indices.compute())
+    np.testing.assert_allclose(distances[:, 1:], ref.distances.compute())
+
+
+@pytest.mark.distributed
+def test_on_a_distributed_cluster_the_graph_is_the_same(dask_client, blobs, blobs_dask):
+    """Built by the workers of a multi-process LocalCluster, the graph is the in-process one."""
+    X, _ = blobs
+    Xd, _ = blobs_dask
+    G = KNNGraphTransformer(n_neighbors=6, graph="cells", random_state=0).fit_transform(Xd)
+    local = KNNGraphTransformer(n_neighbors=6, graph="cells", random_state=0)
+    with dask.config.set(scheduler="sync"):
+        expected = local.fit_transform(Xd).compute()
+    _assert_same_graph(G.compute(), expected)
+
+
+def test_dask_input_gives_lazy_blocks_equal_to_numpy(blobs, blobs_dask):
+    X, _ = blobs
+    Xd, _ = blobs_dask
+    G = KNNGraphTransformer(n_neighbors=5).fit(Xd).transform(Xd[:100])
+    assert isinstance(G, da.Array) and G.shape == (100, 240)
+    _assert_same_graph(G.compute(), KNNGraphTransformer(n_neighbors=5).fit(X).transform(X[:100]))
+
+
+def test_spectral_clustering_matches_scikit_learns_on_digits():
+    """SpectralClustering on the precomputed graph finds the partition of scikit-learn's own
+    10-NN SpectralClustering (which builds the graph itself), point for point. The cluster
+    numbers may differ: digits' integer pixels tie many distances, and tied neighbours are
+    ordered differently (as they are between scikit-learn's two paths)."""
+    X, _ = load_digits(return_X_y=True)
+    ours = SpectralClustering(
+        n_clusters=10, affinity="precomputed_nearest_neighbors", n_neighbors=10, random_state=0
+    ).fit_predict(KNNGraphTransformer(n_neighbors=10, graph="exact").fit_transform(X))
+    theirs = SpectralClustering(
+        n_clusters=10, affinity="nearest_neighbors", n_neighbors=10, random_state=0
+    ).fit_predict(X)
+    table = contingency_matrix(ours, theirs)
+    assert table.shape == (10, 10)
+    assert ((table > 0).sum(axis=0) == 1).all() and ((table > 0).sum(axis=1) == 1).all()
+
+
+def test_hdbscan_on_the_graph_agrees_with_hdbscan_on_the_data():
+    """HDBSCAN on the sparse graph (made symmetric, and connected: HDBSCAN refuses a
+    disconnected one) finds nearly the clusters it finds from all pairwise distances."""
+    X, _ = make_blobs(600, centers=[(0, 0), (5, 0), (0, 5)], random_state=0)
+    G = KNNGraphTransformer(n_neighbors=15).fit_transform(X)
+    # HDBSCAN wants symmetric distances: the union of both directions' edges
+    ours = HDBSCAN(metric="precomputed", min_samples=5, copy=True).fit_predict(G.maximum(G.T))
+    dense = HDBSCAN(min_samples=5, copy=True).fit_predict(X)
+    assert adjusted_rand_score(ours, dense) > 0.85
+
+
+def test_knn_arrays_feed_umap(blobs):
+    umap = pytest.importorskip("umap")
+    X, _ = blobs
+    indices, distances = knn_arrays(KNNGraphTransformer(n_neighbors=9).fit_transform(X))
+    assert indices.shape == (240, 10)
+    with pytest.warns(UserWarning, match="knn_search_index"):
+        model = umap.UMAP(
+            n_neighbors=10, precomputed_knn=(indices, distances, None), random_state=0, n_jobs=1
+        ).fit(X)
+    np.testing.assert_array_equal(model._knn_indices, indices)
+    assert model.embedding_.shape == (240, 2)
+
+
+def test_knn_arrays_needs_rows_of_equal_length():
+    with pytest.raises(ValueError, match="same number of entries in every row"):
+        knn_arrays(sp.csr_matrix(np.eye(3) + np.eye(3, k=1)))
+
+
+def test_bad_input_is_named(blobs):
+    X, _ = blobs
+    with pytest.raises(ValueError, match="n_neighbors=240 with mode='distance'"):
+        KNNGraphTransformer(n_neighbors=240).fit(X)
+    with pytest.raises(ValueError, match="'mode' parameter"):
+        KNNGraphTransformer(mode="weights").fit(X)
+    with pytest.raises(ValueError, match="'graph' parameter .* registered graph name"):
+        KNNGraphTransformer(graph="nope").fit_transform(X)
+
+
+def test_exported_from_the_package():
+    assert elmscale.KNNGraphTransformer is KNNGraphTransformer
+
+
+@parametrize_with_checks([KNNGraphTransformer(n_neighbors=3)])
+def test_sklearn_contract(estimator, check):
+    check(estimator)
