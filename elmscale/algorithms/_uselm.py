@@ -13,12 +13,20 @@ from sklearn.utils.validation import check_is_fitted
 from ..base import BaseELM
 from ..cluster import kmeans
 from ..gram import hidden_stats
+from ..graph import retained_variance, smoothed_graph
 from ..solvers import sign_flip, uselm_dual, uselm_primal
 from ..utils._random import draw_seed
 from ._embedding import nearest_center, unit_rows
 from ._output import EmbeddingFeaturesOutMixin, negative_sse
 
 logger = logging.getLogger(__name__)
+
+#: ``smoothing="auto"`` filters the inputs of data sets of at least this many rows ...
+SMOOTHING_MIN_SAMPLES = 1000
+#: ... with this many lazy random-walk steps, ...
+SMOOTHING_STEPS = 8
+#: ... unless the filtered rows keep less than this share of the variance (no filtering then)
+SMOOTHING_MIN_VARIANCE = 0.25
 
 
 def uselm_embedding(hth, htlh, lam, n_components):
@@ -65,6 +73,19 @@ class USELM(ClusterMixin, EmbeddingFeaturesOutMixin, TransformerMixin, BaseELM):
         of benchmarks/RESULTS.md.
     rbf_width : float > 0, default=1.0
         Width of those nodes in units of the median pairwise distance m.
+    smoothing : int >= 0 or "auto", default="auto"
+        Steps t of the graph filter applied to the rows of X before the hidden layer: each
+        row is replaced by ``((I + P) / 2)^t x``, P the kNN graph's weights with rows scaled
+        to sum to one (each step averages a row with the mean of its neighbours; see
+        :func:`elmscale.graph.smooth_rows`). The filtered rows vary slowly along the graph,
+        so the hidden layer's span holds the graph's smooth directions, which eq. 20 then
+        finds. "auto" takes 8 steps from 1,000 samples on and none below, where a
+        neighbourhood is a large part of a cluster; the choice was made leaving one data set
+        out (benchmarks/RESULTS.md, "Quality without labels"). The embedding of the fit
+        (``embedding_``, ``labels_``) is that of the filtered rows; ``transform`` and
+        ``predict`` apply ``h(x) beta`` to the rows they are given, unfiltered (new points
+        have no place in the training graph), so on the training rows they approximate
+        ``embedding_`` and ``labels_`` when ``smoothing`` > 0.
     graph : "auto", str or callable, default="auto"
         kNN backend (``elmscale.available("graph")``). "auto" takes "exact" up to 10,000
         samples (faster and exact there) and "cells", the distributed search, above.
@@ -99,6 +120,8 @@ class USELM(ClusterMixin, EmbeddingFeaturesOutMixin, TransformerMixin, BaseELM):
         beta.
     eigenvalues_ : ndarray (n_components,)
         gamma of the kept eigenvectors.
+    smoothing_steps_ : int
+        Steps of the graph filter applied to X (``smoothing`` resolved).
     embedding_ : ndarray or dask array (n_samples, n_components)
     labels_ : ndarray or dask array (n_samples,)
     cluster_centers_ : ndarray (n_clusters, n_components)
@@ -149,6 +172,7 @@ class USELM(ClusterMixin, EmbeddingFeaturesOutMixin, TransformerMixin, BaseELM):
         "solver": [StrOptions({"auto", "primal", "dual"})],
         "rbf_fraction": [Interval(Real, 0, 1, closed="both")],
         "rbf_width": [Interval(Real, 0, None, closed="neither")],
+        "smoothing": [Interval(Integral, 0, None, closed="left"), StrOptions({"auto"})],
         "row_normalize": ["boolean"],
         "n_init": [Interval(Integral, 1, None, closed="left")],
     }
@@ -157,6 +181,7 @@ class USELM(ClusterMixin, EmbeddingFeaturesOutMixin, TransformerMixin, BaseELM):
         "activation",
         "rbf_fraction",
         "rbf_width",
+        "smoothing",
         "graph",
         "n_neighbors",
         "weights",
@@ -178,6 +203,7 @@ class USELM(ClusterMixin, EmbeddingFeaturesOutMixin, TransformerMixin, BaseELM):
         activation="sigmoid",
         rbf_fraction=0.0,
         rbf_width=1.0,
+        smoothing="auto",
         graph="auto",
         n_neighbors=10,
         weights="binary",
@@ -197,6 +223,7 @@ class USELM(ClusterMixin, EmbeddingFeaturesOutMixin, TransformerMixin, BaseELM):
         self.activation = activation
         self.rbf_fraction = rbf_fraction
         self.rbf_width = rbf_width
+        self.smoothing = smoothing
         self.graph = graph
         self.n_neighbors = n_neighbors
         self.weights = weights
@@ -225,12 +252,35 @@ class USELM(ClusterMixin, EmbeddingFeaturesOutMixin, TransformerMixin, BaseELM):
                 f"n_components={self._n_components} must be smaller than n_samples={N}"
             )
         self._solver = self.resolve_solver(N)
+        if self.smoothing == "auto":
+            self._smoothing = SMOOTHING_STEPS if N >= SMOOTHING_MIN_SAMPLES else 0
+        else:
+            self._smoothing = self.smoothing
 
     def reduce_hidden(self, reduction, y):
-        """The kNN graph, then H^T H and H^T L H in one pass (primal), or H and the dense
-        Laplacian (dual, n_hidden > n_samples: both are no larger than H^T H would be)."""
+        """The kNN graph, the graph-filtered rows (``smoothing``), then H^T H and H^T L H in
+        one pass (primal), or H and the dense Laplacian (dual, n_hidden > n_samples: both
+        are no larger than H^T H would be)."""
         graph = reduction.graph = self.build_graph(reduction.X, reduction.rng)
         self.lap("graph")
+        steps = self._smoothing
+        if steps:
+            graph_f, X_f = smoothed_graph(graph, steps)
+            kept = retained_variance(reduction.X, X_f, self.hidden_layer_.scale)
+            if self.smoothing == "auto" and kept < SMOOTHING_MIN_VARIANCE:
+                logger.info(
+                    "smoothing: %d steps keep %.3f of the variance (< %g): rows not filtered",
+                    steps,
+                    kept,
+                    SMOOTHING_MIN_VARIANCE,
+                )
+                steps = 0
+            else:
+                logger.info("smoothing: %d steps keep %.3f of the variance", steps, kept)
+                graph = graph_f
+                reduction.features = self.hidden_features(X_f)
+            self.lap("smoothing")
+        reduction.fitted["smoothing_steps_"] = steps
         features = reduction.features
         if self._solver == "primal":
             reduction.stats = hidden_stats(features, ("hth", "htlh"), graph=graph)

@@ -3,6 +3,7 @@
 from ._backends import exact_knn, nndescent_knn
 from ._cell_search import CellSearch
 from ._laplacian import WEIGHTS, GraphBlock, KNNGraph, knn_graph, resolve_backend
+from ._smoothing import retained_variance, smooth_rows, smoothed_graph
 from ._transformer import KNNGraphTransformer, knn_arrays
 
 __all__ = [
@@ -16,4 +17,7 @@ __all__ = [
     "knn_graph",
     "nndescent_knn",
     "resolve_backend",
+    "retained_variance",
+    "smooth_rows",
+    "smoothed_graph",
 ]

@@ -280,3 +280,47 @@ def test_unit_rows_numpy_and_dask_agree_and_keep_zero_rows():
     E = np.array([[3.0, 4.0], [0.0, 0.0], [-1.0, 0.0]])
     np.testing.assert_allclose(unit_rows(E), [[0.6, 0.8], [0, 0], [-1, 0]])
     np.testing.assert_allclose(unit_rows(da.from_array(E, chunks=(2, 2))).compute(), unit_rows(E))
+
+
+def test_smoothing_solves_eq20_on_the_filtered_rows(rng):
+    """smoothing=t: the embedding is eq. 20 solved densely on H of ((I + P) / 2)^t X (P the
+    graph's row-normalised W), for NumPy input and for dask input in uneven chunks alike."""
+    from sklearn.datasets import make_blobs
+
+    X, _ = make_blobs(400, n_features=5, centers=3, random_state=4)
+    params = dict(n_components=2, scaling=None, normalized=False, smoothing=3)
+    m = _model(**params).fit(X)
+    assert m.smoothing_steps_ == 3
+    L = knn_laplacian(X, 8)
+    W = np.diag(np.diag(L)) - L
+    P = W / W.sum(1, keepdims=True)
+    Xf = X
+    for _ in range(3):
+        Xf = 0.5 * (Xf + P @ Xf)
+    H = hidden(Xf, m.hidden_layer_)
+    mu, V = sla.eigh(H.T @ H, np.eye(60) + 0.1 * H.T @ L @ H)
+    V = V[:, ::-1][:, 1:3]
+    V /= np.linalg.norm(H @ V, axis=0)
+    E = H @ V
+    for j in range(2):  # same column up to sign
+        c = abs(E[:, j] @ m.embedding_[:, j])
+        assert c == pytest.approx(1, abs=1e-8)
+    md = _model(**params).fit(da.from_array(X, chunks=((90, 150, 160), (5,))))
+    np.testing.assert_allclose(np.asarray(md.embedding_), m.embedding_, atol=1e-10)
+    # transform applies h(x) beta to the rows it is given, unfiltered
+    np.testing.assert_allclose(m.transform(X), hidden(X, m.hidden_layer_) @ m.output_weights_)
+
+
+def test_auto_smoothing_follows_size_and_retained_variance():
+    """ "auto" filters from 1,000 rows on, unless the filter would keep less than a quarter of
+    the variance (noise-like neighbourhoods); an explicit step count is always taken."""
+    from sklearn.datasets import make_blobs
+
+    structured, _ = make_blobs(1200, n_features=5, centers=4, random_state=0)
+    noise = np.random.default_rng(0).standard_normal((1200, 30))
+    assert _model().fit(structured).smoothing_steps_ == 8
+    assert _model().fit(structured[:999]).smoothing_steps_ == 0
+    assert _model().fit(noise).smoothing_steps_ == 0
+    assert _model(smoothing=2).fit(noise).smoothing_steps_ == 2
+    with pytest.raises(ValueError, match="smoothing"):
+        _model(smoothing=-1).fit(structured)

@@ -1,0 +1,76 @@
+"""The graph filter ((I + P) / 2)^t X: equal to a dense NumPy product, in any chunking and row
+order, and its variance share equal to NumPy's."""
+
+import dask.array as da
+import numpy as np
+import pytest
+
+from elmscale.graph import knn_graph, retained_variance, smooth_rows, smoothed_graph
+
+
+def _dense_filter(graph, X, steps):
+    """((I + P) / 2)^steps X with P the graph's W (from its Laplacian) scaled to unit row sums."""
+    L = graph.laplacian().toarray()
+    W = np.diag(np.diag(L)) - L
+    np.fill_diagonal(W, 0.0)
+    sums = W.sum(1)
+    P = np.where(sums[:, None] > 0, W / np.where(sums > 0, sums, 1)[:, None], np.eye(len(W)))
+    for _ in range(steps):
+        X = 0.5 * (X + P @ X)
+    return X
+
+
+@pytest.fixture
+def mixture():
+    from sklearn.datasets import make_blobs
+
+    X, _ = make_blobs(1500, n_features=4, centers=4, random_state=3)
+    return X
+
+
+@pytest.mark.parametrize("normalized", [False, True])
+@pytest.mark.parametrize("order", [False, True])
+def test_filter_equals_dense_product_in_any_row_order(mixture, order, normalized):
+    Xd = da.from_array(mixture, chunks=(200, 4))
+    graph = knn_graph(Xd, 6, backend="cells", order=order, normalized=normalized, random_state=0)
+    Xg = graph.X.compute()
+    Z = smooth_rows(graph, 3)
+    assert Z.chunks == graph.X.chunks
+    np.testing.assert_allclose(Z.compute(), _dense_filter(graph, Xg, 3), rtol=1e-12, atol=1e-12)
+    # in the input's order: the filtered row of each input row, wherever the graph put it
+    graph_f, X_f = smoothed_graph(graph, 3)
+    assert X_f.chunks == Xd.chunks
+    expected = np.empty_like(mixture)
+    positions = np.arange(len(mixture))
+    if graph.order is not None:
+        positions = graph.order.apply(da.from_array(positions, chunks=Xd.chunks[0])).compute()
+    expected[positions] = _dense_filter(graph, Xg, 3)
+    np.testing.assert_allclose(X_f.compute(), expected, rtol=1e-12, atol=1e-12)
+    np.testing.assert_array_equal(graph_f.X.compute(), Z.compute())
+    assert graph_f.source_name == X_f.name and graph_f.blocks is graph.blocks
+    assert graph.X.name != graph_f.X.name  # the input graph is left as it was
+
+
+def test_zero_steps_and_constant_rows(mixture):
+    Xd = da.from_array(mixture, chunks=(500, 4))
+    graph = knn_graph(Xd, 6, backend="exact")
+    np.testing.assert_array_equal(smooth_rows(graph, 0).compute(), mixture)
+    ones = da.ones_like(Xd)  # averaging keeps constants exactly
+    np.testing.assert_allclose(smooth_rows(graph, 4, ones).compute(), 1.0, rtol=1e-14)
+
+
+def test_retained_variance_equals_numpy(mixture):
+    Xd = da.from_array(mixture, chunks=(500, 4))
+    graph = knn_graph(Xd, 6, backend="exact")
+    Z = smooth_rows(graph, 2)
+    scale = np.array([1.0, 2.0, 0.5, 3.0])
+    expected = (Z.compute().var(0) / scale**2).sum() / (mixture.var(0) / scale**2).sum()
+    assert retained_variance(Xd, Z, scale) == pytest.approx(expected, rel=1e-12)
+    assert 0 < expected < 1
+
+
+@pytest.mark.parametrize("steps", [-1, 1.5, True, "2"])
+def test_bad_steps_are_refused(mixture, steps):
+    graph = knn_graph(da.from_array(mixture, chunks=(500, 4)), 6, backend="exact")
+    with pytest.raises((TypeError, ValueError), match="steps must be an integer >= 0"):
+        smooth_rows(graph, steps)
