@@ -19,8 +19,16 @@ import threading
 
 import numpy as np
 
-#: query rows per distance block: bounds a block to QUERY_ROWS x n_reference values
-QUERY_ROWS = 256
+#: values per block of the product: bounds a block's temporaries (the product, its mask) and,
+#: against few reference rows, spreads the per-block bookkeeping over many query rows
+BLOCK_VALUES = 1 << 20
+
+
+def _query_rows(n_reference):
+    """Query rows per block of the product against ``n_reference`` rows."""
+    return max(1, BLOCK_VALUES // max(n_reference, 1))
+
+
 #: columns whose k-th smallest value gives each row's first, cheap threshold
 SUBSAMPLE_COLUMNS = 256
 
@@ -83,13 +91,9 @@ class Operands:
         self.dtype = dtype
 
     def take(self, rows):
-        """These rows (an index array or a slice) as Operands of the same dtype."""
-        out = object.__new__(Operands)
-        out.rows, out.sq, out.query, out.reference = (
-            a[rows] for a in (self.rows, self.sq, self.query, self.reference)
-        )
-        out.d, out.dtype = self.d, self.dtype
-        return out
+        """These rows (an index array or a slice): an object with the same attributes, each
+        sliced when first read (a kernel reads only the forms it uses)."""
+        return _Taken(self, rows)
 
     def error_bound(self, rows=None, ref_sq_max=None):
         """Per query row: the bound ``tau`` against references of norm up to ``ref_sq_max``
@@ -114,8 +118,9 @@ def proposals(Q, R, q_ids, r_ids, m, bound=None):
         return cols, g
     sorted_ids = np.sort(r_ids)
     r_order = np.argsort(r_ids, kind="stable")
-    for lo in range(0, nq, QUERY_ROWS):
-        hi = min(lo + QUERY_ROWS, nq)
+    step = _query_rows(nr)
+    for lo in range(0, nq, step):
+        hi = min(lo + step, nq)
         c, gg = _proposals(
             Q[lo:hi],
             R,
@@ -128,6 +133,21 @@ def proposals(Q, R, q_ids, r_ids, m, bound=None):
         cols[lo:hi, : c.shape[1]] = c
         g[lo:hi, : c.shape[1]] = gg
     return cols, g
+
+
+class _Taken:
+    """Some rows of an :class:`Operands` (see :meth:`Operands.take`)."""
+
+    def __init__(self, operands, rows):
+        self._of, self._sel = operands, rows
+        self.d, self.dtype = operands.d, operands.dtype
+
+    def __getattr__(self, name):  # rows, sq, query, reference: sliced once, on first use
+        if name not in ("rows", "sq", "query", "reference"):
+            raise AttributeError(name)
+        value = getattr(self._of, name)[self._sel]
+        setattr(self, name, value)
+        return value
 
 
 def propose(Q, R, q_ids, r_ids, m, bound=None):
@@ -224,8 +244,9 @@ def within_limits(Q, R, q_ids, r_ids, limits):
     is left out. What :func:`decide`'s ``fallback`` needs: every row that can tie across a
     block's cut, and no more."""
     found = []
-    for lo in range(0, Q.shape[0], QUERY_ROWS):
-        hi = min(lo + QUERY_ROWS, Q.shape[0])
+    step = _query_rows(R.shape[0])
+    for lo in range(0, Q.shape[0], step):
+        hi = min(lo + step, Q.shape[0])
         G = np.matmul(Q[lo:hi], R.T, out=_buffer("G", (hi - lo, R.shape[0]), Q.dtype))
         keep = np.less_equal(G, limits[lo:hi].astype(G.dtype)[:, None])
         keep &= r_ids[None, :] != q_ids[lo:hi, None]
