@@ -9,7 +9,7 @@ pytest.importorskip("faiss")
 import dask  # noqa: E402
 import dask.array as da  # noqa: E402
 import numpy as np  # noqa: E402
-from elmscale.graph import CellSearch, knn_graph  # noqa: E402
+from elmscale.graph import CellSearch, Operands, knn_graph  # noqa: E402
 from elmscale.registry import Registry  # noqa: E402
 from elmscale.testing import check_graph_backend  # noqa: E402
 from sklearn.datasets import load_digits, make_blobs  # noqa: E402
@@ -105,8 +105,6 @@ def test_symmetrised_graph_equals_the_built_in_one(blobs_dup):
 
 
 def _operands(X, center):
-    from elmscale.graph._select import Operands
-
     return Operands(X, center, np.float32)
 
 
@@ -151,10 +149,21 @@ def test_kernel_with_fewer_references_than_m():
     np.testing.assert_allclose(np.sort(g[:, :3], axis=1)[0], [27, 108, 243], rtol=1e-6)
 
 
+def test_faiss_runs_on_one_thread_after_a_search():
+    import faiss
+    from threadpoolctl import threadpool_info
+
+    X = np.ones((3, 2), dtype=np.float32)
+    Q = _operands(X, X.mean(axis=0))
+    propose(Q, Q, np.arange(3), np.arange(3), 2)
+    assert faiss.omp_get_max_threads() == 1
+    assert faiss.cvar.distance_compute_blas_threshold == elmscale_faiss.BLAS_THRESHOLD
+    bundled = [i for i in threadpool_info() if i["user_api"] == "blas" and "faiss" in i["filepath"]]
+    assert all(i["num_threads"] == 1 for i in bundled)
+
+
 def test_kernel_rejects_float64_rows():
     X = np.ones((3, 2))
-    from elmscale.graph._select import Operands
-
     Q = Operands(X, X.mean(axis=0), np.float64)
     with pytest.raises(TypeError, match="float32"):
         propose(Q, Q, np.arange(3), np.arange(3), 2)

@@ -10,6 +10,7 @@ kernel's, neighbour for neighbour and tie for tie.
 import faiss
 import numpy as np
 from elmscale.graph import CellSearch
+from threadpoolctl import ThreadpoolController
 
 #: query rows from which faiss uses BLAS for L2 search; its default (128,000) sends cell-sized
 #: blocks to a scalar loop
@@ -17,12 +18,23 @@ BLAS_THRESHOLD = 20
 
 
 def configure():
-    """One OpenMP thread per call (dask already runs one task per worker thread: more would
-    oversubscribe the cores) and BLAS for cell-sized blocks. Both are faiss's process-wide
-    settings."""
+    """One thread per call (dask already runs one task per worker thread: more would
+    oversubscribe the cores) and BLAS for cell-sized blocks. These are process-wide faiss
+    settings: its OpenMP threads, its L2 search's BLAS threshold, and the thread count of the
+    OpenBLAS that faiss-cpu's wheels bundle (loaded with faiss, so a BLAS limit set before,
+    such as elmscale's per-task one, does not reach it)."""
+    global _blas_pinned
+    faiss.cvar.distance_compute_blas_threshold = BLAS_THRESHOLD
     if faiss.omp_get_max_threads() != 1:
         faiss.omp_set_num_threads(1)
-    faiss.cvar.distance_compute_blas_threshold = BLAS_THRESHOLD
+    if not _blas_pinned:
+        for lib in ThreadpoolController().lib_controllers:
+            if lib.user_api == "blas" and "faiss" in lib.filepath:
+                lib.set_num_threads(1)
+        _blas_pinned = True
+
+
+_blas_pinned = False
 
 
 def propose(Q, R, q_ids, r_ids, m, bound=None):
