@@ -86,7 +86,13 @@ def _env():
 
 @pytest.fixture(scope="module")
 def installed():
-    """Both distributions pip-installed (editable, no dependencies) for this module; a file
+    """Both distributions pip-installed (editable, no dependencies) for this module."""
+    yield from pip_installed(PACKAGES)
+
+
+def pip_installed(packages):
+    """A fixture's body: the distributions ``packages`` ({name: path}) pip-installed
+    (editable, no dependencies) until it resumes, those it installed then uninstalled; a file
     lock keeps two concurrent runs on one environment from uninstalling under each other."""
     import fcntl
     import tempfile
@@ -94,25 +100,25 @@ def installed():
     lock = open(Path(tempfile.gettempdir()) / "elmscale-integration-plugins.lock", "w")
     fcntl.flock(lock, fcntl.LOCK_EX)
     try:
-        yield from _install()
+        yield from _install(packages)
     finally:
         fcntl.flock(lock, fcntl.LOCK_UN)
         lock.close()
 
 
-def _install():
+def _install(packages):
     try:
         probe = _pip("--version", timeout=30)
     except (OSError, subprocess.TimeoutExpired) as exc:
         pytest.skip(f"pip cannot run: {exc}")
     if probe.returncode != 0:
         pytest.skip(f"pip cannot run: {probe.stderr.strip()[-300:]}")
-    ours = [name for name in PACKAGES if not _installed(name)]
+    ours = [name for name in packages if not _installed(name)]
     args = ["install", "--no-deps", "--quiet"]
     if _can_build_offline():
         args.append("--no-build-isolation")
     for name in ours:
-        args += ["-e", str(PACKAGES[name])]
+        args += ["-e", str(packages[name])]
     if ours:
         try:
             proc = _pip(*args)
@@ -132,7 +138,7 @@ def _install():
             _pip("uninstall", "-y", *ours)
 
 
-def _python(code, **env):
+def run_python(code, **env):
     proc = subprocess.run(
         [sys.executable, "-c", textwrap.dedent(code)],
         capture_output=True,
@@ -174,7 +180,7 @@ print(json.dumps({
 
 
 def test_installed_plugin_is_discovered_and_the_broken_one_reported(installed):
-    out = _python(DISCOVER)
+    out = run_python(DISCOVER)
     assert out["warnings"] == [BROKEN_WARNING]
     assert out["failures"] == [
         [
@@ -237,7 +243,7 @@ print(json.dumps(out))
 
 
 def test_switches_and_cli_with_installed_entry_points(installed):
-    out = _python(SWITCHES)
+    out = run_python(SWITCHES)
     for case in ("disable", "only"):
         assert out[case]["warnings"] == [], case
         assert {"c-elm", "us-elm"} <= set(out[case]["algorithms"]), case

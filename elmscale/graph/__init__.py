@@ -3,6 +3,7 @@
 from ._backends import exact_knn, nndescent_knn
 from ._cell_search import CellSearch
 from ._laplacian import WEIGHTS, GraphBlock, KNNGraph, knn_graph, resolve_backend
+from ._select import Operands, propose
 from ._smoothing import retained_variance, smooth_rows, smoothed_graph
 from ._transformer import KNNGraphTransformer, knn_arrays
 
@@ -12,10 +13,12 @@ __all__ = [
     "GraphBlock",
     "KNNGraph",
     "KNNGraphTransformer",
+    "Operands",
     "exact_knn",
     "knn_arrays",
     "knn_graph",
     "nndescent_knn",
+    "propose",
     "resolve_backend",
     "retained_variance",
     "smooth_rows",

@@ -36,7 +36,7 @@ from ._select import (
     Operands,
     decide,
     exact_sq_distances,
-    proposals,
+    propose,
     topk_exact,
     topk_of_pairs,
     within_limits,
@@ -94,12 +94,13 @@ def _cell_runs(table):
             yield c, rows, cols
 
 
-def _search_chunk(k, n_probes, cell_start, lo, X, original, probes, *pieces):
+def _search_chunk(kernel, k, n_probes, cell_start, lo, X, original, probes, *pieces):
     """The k nearest neighbours of this ordered chunk's rows among their probed cells:
     (ordered positions, original indices, distances), each (n, k).
 
     Each query is searched in its own cell first; the (k + 1)-th proposal found there then
-    bounds what the other probed cells are asked to propose.
+    bounds what the other probed cells are asked to propose. ``kernel`` proposes
+    (:class:`CellSearch`).
     """
     n = X.shape[0]
     probes = effective_probes(probes, np.diff(cell_start), n_probes, k)
@@ -119,16 +120,16 @@ def _search_chunk(k, n_probes, cell_start, lo, X, original, probes, *pieces):
     g = np.full((n, M, k + 1), np.inf)
     span = {}  # cell -> its rows [r0, r1) in the task's table
 
-    def propose(slots, bound):
+    def propose_in(slots, bound):
         """Each cell of these probe slots proposes k + 1 candidates to its queries."""
         slots = np.asarray(slots, dtype=np.int64)
         for c, q, j in _cell_runs(probes[:, slots]):
             if c not in span:
                 span[c] = tuple(np.searchsorted(db_pos, cell_start[c : c + 2]))
             r0, r1 = span[c]
-            cols, gc = proposals(
-                Q.query[q],
-                R.reference[r0:r1],
+            cols, gc = kernel(
+                Q.take(q),
+                R.take(slice(r0, r1)),
                 original[q],
                 db_orig[r0:r1],
                 k + 1,
@@ -173,9 +174,9 @@ def _search_chunk(k, n_probes, cell_start, lo, X, original, probes, *pieces):
             fallback,
         )
 
-    propose([0], None)
+    propose_in([0], None)
     # the own cell's (k + 1)-th proposal (+ 2 tau) bounds what another cell can add
-    propose(list(range(1, M)), g[:, 0].max(axis=1) + 2 * tau)
+    propose_in(list(range(1, M)), g[:, 0].max(axis=1) + 2 * tau)
     ids, d2 = rank(M)
     # original indices -> ordered positions, through the task's own table
     by_orig = np.argsort(db_orig)
@@ -283,6 +284,19 @@ class CellSearch:
         Rounds of neighbours-of-neighbours after the cell search (:meth:`refine`), each
         comparing every row with its neighbours' k neighbours; they lift recall where cells
         cut many neighbourhoods (high intrinsic dimension) for about ``k^2 * d`` work per row.
+    kernel : callable, optional
+        The in-cell search kernel, ``kernel(Q, R, q_ids, r_ids, m, bound) -> (cols, g)``;
+        default the built-in NumPy one (:func:`elmscale.graph._select.propose`). ``Q`` and
+        ``R`` are :class:`~elmscale.graph._select.Operands` of query and reference rows
+        (``Q.rows``, ``R.rows``: centred float32 rows), ``q_ids`` and ``r_ids`` their global
+        ids. For each query it returns the m references of smallest proposed squared
+        distance, only those at most ``bound[i]`` when ``bound`` is given (then maybe
+        fewer), never the reference with the query's own id: ``cols`` (nq, m) int64
+        positions in R padded with -1, ``g`` (nq, m) float64 proposed squared distances
+        padded with inf. Any float32 product of the centred rows keeps the proposals within
+        the error bound the selection assumes; exact distances and global indices then
+        decide, so every such kernel gives the same graph. It must pickle (the workers
+        receive it), e.g. a module-level function of an installed package.
 
     Notes
     -----
@@ -297,7 +311,7 @@ class CellSearch:
     #: this backend provides its own locality order (see :func:`elmscale.graph.knn_graph`)
     provides_order = True
 
-    def __init__(self, rows_per_cell=500, n_probes=6, n_refine=0):
+    def __init__(self, rows_per_cell=500, n_probes=6, n_refine=0, kernel=None):
         for name, value, low in (
             ("rows_per_cell", rows_per_cell, 1),
             ("n_probes", n_probes, 1),
@@ -312,11 +326,15 @@ class CellSearch:
         self.rows_per_cell = int(rows_per_cell)
         self.n_probes = int(n_probes)
         self.n_refine = int(n_refine)
+        if kernel is not None and not callable(kernel):
+            raise TypeError(f"kernel must be a callable or None, got {type(kernel).__name__}")
+        self.kernel = kernel
 
     def __repr__(self):
+        kernel = "" if self.kernel is None else f", kernel={self.kernel!r}"
         return (
             f"CellSearch(rows_per_cell={self.rows_per_cell}, n_probes={self.n_probes}, "
-            f"n_refine={self.n_refine})"
+            f"n_refine={self.n_refine}{kernel})"
         )
 
     def __call__(self, X, n_neighbors, *, random_state=None):
@@ -458,6 +476,7 @@ class CellSearch:
             out = task(
                 "search",
                 _search_chunk,
+                propose if self.kernel is None else self.kernel,
                 k,
                 self.n_probes,
                 part.cell_start,

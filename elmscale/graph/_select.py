@@ -19,8 +19,16 @@ import threading
 
 import numpy as np
 
-#: query rows per distance block: bounds a block to QUERY_ROWS x n_reference values
-QUERY_ROWS = 256
+#: values per block of the product: bounds a block's temporaries (the product, its mask) and,
+#: against few reference rows, spreads the per-block bookkeeping over many query rows
+BLOCK_VALUES = 1 << 20
+
+
+def _query_rows(n_reference):
+    """Query rows per block of the product against ``n_reference`` rows."""
+    return max(1, BLOCK_VALUES // max(n_reference, 1))
+
+
 #: columns whose k-th smallest value gives each row's first, cheap threshold
 SUBSAMPLE_COLUMNS = 256
 
@@ -63,11 +71,13 @@ class Operands:
     """Rows prepared once for many products: centred on ``center`` (distances are translation
     invariant, and small norms keep the product's rounding small), cast to ``dtype`` and
     augmented so that one product gives squared distances:
-    ``[a, 1, |a|^2] . [-2 b, |b|^2, 1] = |a - b|^2``."""
+    ``[a, 1, |a|^2] . [-2 b, |b|^2, 1] = |a - b|^2``. ``rows`` keeps the centred rows
+    themselves, for a kernel that computes the distances its own way."""
 
     def __init__(self, X, center, dtype):
         work = np.result_type(X.dtype, np.float32)
         A = np.subtract(X, center, dtype=work).astype(dtype, copy=False)
+        self.rows = A
         self.sq = np.einsum("ij,ij->i", A, A)
         self.query = np.empty((A.shape[0], A.shape[1] + 2), dtype=dtype)
         self.query[:, :-2] = A
@@ -79,6 +89,11 @@ class Operands:
         self.reference[:, -1] = 1
         self.d = A.shape[1]
         self.dtype = dtype
+
+    def take(self, rows):
+        """These rows (an index array or a slice): an object with the same attributes, each
+        sliced when first read (a kernel reads only the forms it uses)."""
+        return _Taken(self, rows)
 
     def error_bound(self, rows=None, ref_sq_max=None):
         """Per query row: the bound ``tau`` against references of norm up to ``ref_sq_max``
@@ -103,8 +118,9 @@ def proposals(Q, R, q_ids, r_ids, m, bound=None):
         return cols, g
     sorted_ids = np.sort(r_ids)
     r_order = np.argsort(r_ids, kind="stable")
-    for lo in range(0, nq, QUERY_ROWS):
-        hi = min(lo + QUERY_ROWS, nq)
+    step = _query_rows(nr)
+    for lo in range(0, nq, step):
+        hi = min(lo + step, nq)
         c, gg = _proposals(
             Q[lo:hi],
             R,
@@ -117,6 +133,28 @@ def proposals(Q, R, q_ids, r_ids, m, bound=None):
         cols[lo:hi, : c.shape[1]] = c
         g[lo:hi, : c.shape[1]] = gg
     return cols, g
+
+
+class _Taken:
+    """Some rows of an :class:`Operands` (see :meth:`Operands.take`)."""
+
+    def __init__(self, operands, rows):
+        self._of, self._sel = operands, rows
+        self.d, self.dtype = operands.d, operands.dtype
+
+    def __getattr__(self, name):  # rows, sq, query, reference: sliced once, on first use
+        if name not in ("rows", "sq", "query", "reference"):
+            raise AttributeError(name)
+        value = getattr(self._of, name)[self._sel]
+        setattr(self, name, value)
+        return value
+
+
+def propose(Q, R, q_ids, r_ids, m, bound=None):
+    """The built-in in-cell kernel: :func:`proposals` from the augmented rows of the
+    :class:`Operands` ``Q`` and ``R`` (the protocol is :class:`~elmscale.graph.CellSearch`'s
+    ``kernel``)."""
+    return proposals(Q.query, R.reference, q_ids, r_ids, m, bound)
 
 
 _workspace = threading.local()
@@ -152,19 +190,52 @@ def _proposals(Q, R, q_ids, sorted_ids, r_order, m, bound):
         bound = np.partition(G[:, :s], m - 1, axis=1)[:, m - 1]
     below = np.less_equal(G, bound.astype(G.dtype)[:, None], out=_buffer("mask", G.shape, bool))
     flat = np.flatnonzero(below)
-    rows, cols = np.divmod(flat, nr)  # row-major: grouped by row
+    rows = flat // nr  # row-major: grouped by row
+    cols, values = flat - rows * nr, G.ravel()[flat]
     counts = np.bincount(rows, minlength=nq)
-    width = max(int(counts.max(initial=0)), 1)
-    rank = np.arange(len(rows)) - (np.cumsum(counts) - counts)[rows]
-    padded_g = np.full((nq, max(width, m)), np.inf, dtype=G.dtype)
-    padded_c = np.full((nq, max(width, m)), -1, dtype=np.int64)
-    padded_g[rows, rank] = G.ravel()[flat]
-    padded_c[rows, rank] = cols
+    width = max(int(counts.max(initial=0)), m)
+    slot = (rows, np.arange(len(rows)) - (np.cumsum(counts) - counts)[rows])
+    if G.dtype == np.float32:  # one partition of packed (value, column) keys
+        keys = np.full((nq, width), _PAD, dtype=np.uint64)
+        keys[slot] = _order_keys(values, cols)
+        if width > m:
+            keys.partition(m - 1, axis=1)
+        return _unpack_keys(keys[:, :m])
+    padded_g = np.full((nq, width), np.inf, dtype=G.dtype)
+    padded_c = np.full((nq, width), -1, dtype=np.int64)
+    padded_g[slot], padded_c[slot] = values, cols
     if width > m:
         top = np.argpartition(padded_g, m - 1, axis=1)[:, :m]
         padded_c = np.take_along_axis(padded_c, top, axis=1)
         padded_g = np.take_along_axis(padded_g, top, axis=1)
     return padded_c[:, :m], padded_g[:, :m].astype(np.float64)
+
+
+#: the key of an empty slot: after every real key
+_PAD = np.iinfo(np.uint64).max
+_LOW = np.uint64(0xFFFFFFFF)
+_SIGN = np.uint32(0x80000000)
+
+
+def _order_keys(values, cols):
+    """uint64 keys ordered as (float32 value, column < 2^32): the value's bits, made to sort as
+    unsigned integers (flip every bit of a negative, the sign bit of a positive), above the
+    column, so that one integer partition selects values and their columns at once."""
+    u = values.view(np.uint32)
+    u = u ^ ((np.uint32(0) - (u >> np.uint32(31))) | _SIGN)
+    return (u.astype(np.uint64) << np.uint64(32)) | cols.astype(np.uint64)
+
+
+def _unpack_keys(keys):
+    """``(cols, values)`` of :func:`_order_keys`' keys, (-1, inf) for padding."""
+    pad = keys == _PAD
+    cols = (keys & _LOW).astype(np.int64)
+    u = (keys >> np.uint64(32)).astype(np.uint32)
+    u = np.where(u & _SIGN, u ^ _SIGN, ~u)
+    values = u.view(np.float32).astype(np.float64)
+    cols[pad] = -1
+    values[pad] = np.inf
+    return cols, values
 
 
 def within_limits(Q, R, q_ids, r_ids, limits):
@@ -173,8 +244,9 @@ def within_limits(Q, R, q_ids, r_ids, limits):
     is left out. What :func:`decide`'s ``fallback`` needs: every row that can tie across a
     block's cut, and no more."""
     found = []
-    for lo in range(0, Q.shape[0], QUERY_ROWS):
-        hi = min(lo + QUERY_ROWS, Q.shape[0])
+    step = _query_rows(R.shape[0])
+    for lo in range(0, Q.shape[0], step):
+        hi = min(lo + step, Q.shape[0])
         G = np.matmul(Q[lo:hi], R.T, out=_buffer("G", (hi - lo, R.shape[0]), Q.dtype))
         keep = np.less_equal(G, limits[lo:hi].astype(G.dtype)[:, None])
         keep &= r_ids[None, :] != q_ids[lo:hi, None]
