@@ -4,9 +4,9 @@ import logging
 from numbers import Integral, Real
 
 import dask
+import dask.array as da
 import numpy as np
 from sklearn.base import ClusterMixin, TransformerMixin
-from sklearn.cluster import KMeans
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
@@ -309,18 +309,18 @@ class USELM(ClusterMixin, EmbeddingFeaturesOutMixin, TransformerMixin, BaseELM):
         self.lap("embed_cluster")
 
     def _cluster(self, E, was_dask, rng):
+        """k-means on the embedding's rows (unit length with ``row_normalize``): one path,
+        :func:`elmscale.cluster.kmeans`, for NumPy and dask input alike, so both give the
+        same labels (its result does not depend on the chunking)."""
         seed = draw_seed(rng)
         if self.row_normalize:
             E = unit_rows(E)
-        if was_dask:
-            centers, labels, inertia, _ = kmeans(
-                E, self.n_clusters, n_init=self.n_init, random_state=seed
-            )
-            self.labels_ = labels.persist()
-        else:  # the embedding is on the client already: scikit-learn's k-means
-            km = KMeans(self.n_clusters, n_init=self.n_init, random_state=seed).fit(E)
-            centers, inertia = km.cluster_centers_, km.inertia_
-            self.labels_ = km.labels_.astype(np.int64)
+        if not was_dask:
+            E = da.from_array(E, chunks=(max(E.shape[0], 1), E.shape[1]))
+        centers, labels, inertia, _ = kmeans(
+            E, self.n_clusters, n_init=self.n_init, random_state=seed
+        )
+        self.labels_ = labels.persist() if was_dask else labels.compute()
         self.cluster_centers_ = centers
         self.inertia_ = inertia
 
