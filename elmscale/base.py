@@ -42,8 +42,6 @@ class Reduction:
         Whether the user passed dask input (N-row results are then lazy dask arrays).
     features : elmscale.hidden.HiddenFeatures
         H of X, lazy or cached on the workers.
-    hidden_layer : RandomHiddenLayer
-        The drawn hidden layer (also the estimator's ``hidden_layer_``).
     rng : numpy.random.RandomState
         The estimator's random state while :meth:`BaseELM.reduce_hidden` runs; solves start
         from a copy of its state at the end of the reduction (:meth:`random_state`).
@@ -76,10 +74,6 @@ class Reduction:
         self.timings = {}
         self.n_solves = 1
         self._rng_state = None
-
-    @property
-    def hidden_layer(self):
-        return None if self.features is None else self.features.layer
 
     @property
     def n_samples(self):
@@ -327,10 +321,6 @@ class BaseELM(DaskStateMixin, BaseEstimator):
         exact search up to 10,000 rows, the distributed cell search above); an integer seed
         for an approximate backend is drawn from ``rng``."""
         n_neighbors = self.n_neighbors if n_neighbors is None else n_neighbors
-        if n_neighbors >= Xd.shape[0]:
-            raise ValueError(
-                f"n_neighbors={n_neighbors} must be smaller than n_samples={Xd.shape[0]}"
-            )
         layer = self.hidden_layer_
         return knn_graph(
             Xd,

@@ -21,7 +21,7 @@ from ..gram import hidden_stats
 from ..solvers import sign_flip
 from ..sweep import sweep
 from ..utils._random import draw_seed
-from ._embedding import nearest_center
+from ._embedding import nearest_center, resolve_n_components
 from ._output import EmbeddingFeaturesOutMixin, negative_sse
 
 logger = logging.getLogger(__name__)
@@ -404,16 +404,9 @@ class ELMJEC(ClusterMixin, EmbeddingFeaturesOutMixin, TransformerMixin, BaseELM)
     # -- fit -------------------------------------------------------------------------------
     def check_params_vs_input(self, Xd):
         super().check_params_vs_input(Xd)
-        N = Xd.shape[0]
-        self._n_components = self.n_clusters if self.n_components == "auto" else self.n_components
-        if self._n_components >= N:
-            raise ValueError(
-                f"n_components={self._n_components} must be smaller than n_samples={N}"
-            )
-        if self._n_components >= self.n_hidden:
-            raise ValueError(
-                f"n_components={self._n_components} must be smaller than n_hidden={self.n_hidden}"
-            )
+        self._n_components = resolve_n_components(
+            self.n_components, self.n_clusters, Xd.shape[0], self.n_hidden
+        )
 
     def reduce_hidden(self, reduction, y):
         """The graph, the fixed Grams (one pass) and the initial partition: everything that

@@ -15,7 +15,7 @@ from ..cluster import kmeans
 from ..gram import hidden_stats
 from ..solvers import sign_flip, uselm_dual, uselm_primal
 from ..utils._random import draw_seed
-from ._embedding import nearest_center, unit_rows
+from ._embedding import nearest_center, resolve_n_components, unit_rows
 from ._output import EmbeddingFeaturesOutMixin, negative_sse
 
 logger = logging.getLogger(__name__)
@@ -212,18 +212,8 @@ class USELM(ClusterMixin, EmbeddingFeaturesOutMixin, TransformerMixin, BaseELM):
     def check_params_vs_input(self, Xd):
         super().check_params_vs_input(Xd)
         N = Xd.shape[0]
-        if self.n_components == "auto":
-            self._n_components = self.n_clusters if self.n_clusters is not None else 2
-        else:
-            self._n_components = self.n_components
-        if self._n_components >= self.n_hidden:
-            raise ValueError(
-                f"n_components={self._n_components} must be smaller than n_hidden={self.n_hidden}"
-            )
-        if self._n_components >= N:
-            raise ValueError(
-                f"n_components={self._n_components} must be smaller than n_samples={N}"
-            )
+        auto = self.n_clusters if self.n_clusters is not None else 2
+        self._n_components = resolve_n_components(self.n_components, auto, N, self.n_hidden)
         self._solver = self.resolve_solver(N)
 
     def reduce_hidden(self, reduction, y):

@@ -13,10 +13,11 @@ from ._select import block_topk, merge_topk
 logger = logging.getLogger(__name__)
 
 
-def _check_k(X, n_neighbors):
+def check_n_neighbors(X, n_neighbors):
+    """The one check of k against the data, shared by the graph and its backends."""
     if not 1 <= n_neighbors < X.shape[0]:
         raise ValueError(
-            f"n_neighbors must be in [1, n_samples - 1] = [1, {X.shape[0] - 1}], got {n_neighbors}"
+            f"n_neighbors={n_neighbors} must be in [1, n_samples - 1] = [1, {X.shape[0] - 1}]"
         )
 
 
@@ -46,7 +47,7 @@ def exact_knn(X, n_neighbors, *, random_state=None):
     query block. O(N^2 d) work: for small data and as the reference for approximate
     backends. Neighbours are ranked by (exact float64 distance, global index), so the result
     does not depend on the chunking (:mod:`elmscale.graph._select`)."""
-    _check_k(X, n_neighbors)
+    check_n_neighbors(X, n_neighbors)
     starts = np.concatenate([[0], np.cumsum(X.chunks[0])])
     blocks = X.to_delayed(optimize_graph=False).ravel()
     idx_blocks, dist_blocks = [], []
@@ -101,7 +102,7 @@ def nndescent_knn(X, n_neighbors, *, random_state=None):
     ``max(2 k, 30)`` neighbours and the k best are kept: recall of NN-descent grows quickly
     with the size of its lists.
     """
-    _check_k(X, n_neighbors)
+    check_n_neighbors(X, n_neighbors)
     n_build = min(max(2 * n_neighbors, 30), X.shape[0] - 2)
     n_build = max(n_build, n_neighbors)
     seed = None if random_state is None else int(random_state)

@@ -30,6 +30,7 @@ import dask
 import dask.array as da
 import numpy as np
 
+from ._backends import check_n_neighbors
 from ._cells import assign_cells, fit_cells, sample_rows
 from ._ordering import order_by_cells
 from ._select import (
@@ -47,13 +48,6 @@ logger = logging.getLogger(__name__)
 
 #: cells beyond ``n_probes`` each row keeps in reserve, for probes of cells too small for k
 EXTRA_PROBES = 3
-
-
-def _check_k(X, n_neighbors):
-    if not 1 <= n_neighbors < X.shape[0]:
-        raise ValueError(
-            f"n_neighbors must be in [1, n_samples - 1] = [1, {X.shape[0] - 1}], got {n_neighbors}"
-        )
 
 
 def effective_probes(probes, sizes, n_probes, k):
@@ -321,7 +315,7 @@ class CellSearch:
 
     def __call__(self, X, n_neighbors, *, random_state=None):
         """``(indices, distances)`` in X's row order, chunked like X (the backend protocol)."""
-        _check_k(X, n_neighbors)
+        check_n_neighbors(X, n_neighbors)
         part = self.partition(X, random_state=random_state)
         pos, orig, dist = self.search(part, part.order.apply(X), n_neighbors)
         back = part.order.inverse(part.original)

@@ -19,6 +19,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .. import registry
+from ._backends import check_n_neighbors
 from ._ordering import locality_order, merge_chunks
 
 logger = logging.getLogger(__name__)
@@ -261,13 +262,6 @@ class KNNGraph:
         or in rows of ``L^j H`` for every product ``L (L^j H)`` of a power p > 2)."""
         return int(self.halo_counts.sum())
 
-    def n_connected_components(self):
-        """Connected components of W, counted on the client from the gathered graph (N k
-        integers): call it on small graphs only."""
-        from scipy.sparse.csgraph import connected_components
-
-        return connected_components(self.laplacian(), directed=False)[0]
-
     def laplacian(self):
         """The whole Laplacian as a scipy CSR matrix, gathered to the client. For tests and
         small data only."""
@@ -343,10 +337,7 @@ def knn_graph(
         raise ValueError(f"sigma must be a positive float or None, got {sigma!r}")
     if order not in ("auto", True, False):
         raise ValueError(f"order must be 'auto', True or False, got {order!r}")
-    if not 1 <= n_neighbors < X.shape[0]:
-        raise ValueError(
-            f"n_neighbors must be in [1, n_samples - 1] = [1, {X.shape[0] - 1}], got {n_neighbors}"
-        )
+    check_n_neighbors(X, n_neighbors)
     backend_fn = registry.resolve("graph", resolve_backend(backend, X.shape[0]), "graph")
     source_name = X.name
     transform = transform or (lambda A: A)

@@ -1,10 +1,11 @@
 """The random hidden layer, its activations and input scaling."""
 
 from ._activations import activation, gaussian, identity, relu, sigmoid, tanh
-from ._layer import RandomHiddenLayer
+from ._layer import BlockLayer, RandomHiddenLayer
 from ._scaling import apply_scaling, fit_scaling
 
 __all__ = [
+    "BlockLayer",
     "RandomHiddenLayer",
     "activation",
     "apply_scaling",

@@ -13,7 +13,33 @@ from ._scaling import apply_scaling
 logger = logging.getLogger(__name__)
 
 
-class RandomHiddenLayer:
+class BlockLayer:
+    """A hidden layer as elmscale uses it: a small picklable callable mapping a NumPy block of
+    X's rows to its rows of H (``n_hidden`` columns), so that any worker builds any block of
+    H from the matching block of X. Subclasses give ``__call__``, ``n_hidden`` and, when H's
+    dtype is not X's, ``output_dtype``."""
+
+    def output_dtype(self, dtype):
+        """The dtype of H for X of ``dtype``: X's own."""
+        return np.dtype(dtype)
+
+    def transform(self, X):
+        """H for a whole dask array (lazy, chunked like X's rows) or a NumPy array."""
+        if not isinstance(X, da.Array):
+            return self(X)
+        dtype = self.output_dtype(X.dtype)
+        layer = dask.delayed(self, pure=True)  # ship the layer once, not once per block
+        return X.map_blocks(
+            _apply_layer,
+            layer,
+            dtype=dtype,
+            token="elmscale-hidden",
+            chunks=(X.chunks[0], (self.n_hidden,)),
+            meta=np.empty((0, 0), dtype=dtype),
+        )
+
+
+class RandomHiddenLayer(BlockLayer):
     """The ELM hidden layer ``H = g(Z)`` on (optionally scaled) inputs.
 
     Additive nodes: ``Z = X' A + b`` (US-ELM eq. 1); RBF nodes: ``Z_ij = b_j ||x'_i - a_j||``
@@ -107,20 +133,6 @@ class RandomHiddenLayer:
         if H.dtype != dtype:
             H = H.astype(dtype)
         return H
-
-    def transform(self, X):
-        """H for a whole dask array (lazy, chunked like X's rows) or a NumPy array."""
-        if isinstance(X, da.Array):
-            layer = dask.delayed(self, pure=True)  # ship the weights once, not once per block
-            return X.map_blocks(
-                _apply_layer,
-                layer,
-                dtype=X.dtype,
-                token="elmscale-hidden",
-                chunks=(X.chunks[0], (self.n_hidden,)),
-                meta=np.empty((0, 0), dtype=X.dtype),
-            )
-        return self(X)
 
     def __repr__(self):
         name = getattr(self.activation, "__name__", repr(self.activation))

@@ -55,12 +55,6 @@ def tree_sum(parts, fan_in=8, prefix=None):
     return _tree(parts, fan_in, add, "tree_sum")
 
 
-def tree_sum_now(parts, fan_in=8):
-    """:func:`tree_sum` on concrete partial sums, in-process: the same additions in the same
-    order, so the result is bit for bit the one the delayed tree gives."""
-    return _tree(parts, fan_in, _add, "tree_sum_now")
-
-
 def frame_to_array(frame):
     """A dask DataFrame or Series as a dask array with known row chunks, one block per
     partition.
