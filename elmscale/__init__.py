@@ -22,6 +22,16 @@ from .sweep import sweep
 
 __version__ = "0.1.0"
 
+
+def __getattr__(name):
+    # elmscale.testing is for plugin authors' tests: imported on first use, not with elmscale
+    if name == "testing":
+        import importlib
+
+        return importlib.import_module(".testing", __name__)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 __all__ = [
     "BaseELM",
     "ELMClassifier",

@@ -18,11 +18,12 @@ from ..base import BaseELM
 from ..cluster import kmeans
 from ..exceptions import ElmscaleWarning
 from ..gram import hidden_stats
+from ..mixins import EmbeddingFeaturesOutMixin, GraphMixin
 from ..solvers import sign_flip
 from ..sweep import sweep
 from ..utils._random import draw_seed
 from ._embedding import nearest_center, resolve_n_components
-from ._output import EmbeddingFeaturesOutMixin, negative_sse
+from ._output import negative_sse
 
 logger = logging.getLogger(__name__)
 
@@ -213,7 +214,7 @@ def _changed_from_table(table, n_clusters):
     return int(table.sum() - table[rows, cols].sum())
 
 
-class ELMJEC(ClusterMixin, EmbeddingFeaturesOutMixin, TransformerMixin, BaseELM):
+class ELMJEC(GraphMixin, ClusterMixin, EmbeddingFeaturesOutMixin, TransformerMixin, BaseELM):
     """Extreme Learning Machine for joint embedding and clustering (Liu et al. 2017).
 
     Finds an embedding ``E = H~ beta`` of the centred hidden-layer output
@@ -340,7 +341,7 @@ class ELMJEC(ClusterMixin, EmbeddingFeaturesOutMixin, TransformerMixin, BaseELM)
 
     _parameter_constraints = {
         **BaseELM._parameter_constraints,
-        **BaseELM._graph_constraints,
+        **GraphMixin._graph_constraints,
         "n_clusters": [Interval(Integral, 1, None, closed="left")],
         "n_components": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"})],
         "lam": [Interval(Real, 0, None, closed="neither")],

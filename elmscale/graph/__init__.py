@@ -2,9 +2,17 @@
 
 from ._backends import exact_knn, nndescent_knn
 from ._cell_search import CellSearch
-from ._laplacian import WEIGHTS, GraphBlock, KNNGraph, knn_graph, resolve_backend
+from ._laplacian import (
+    BUILTIN_BACKENDS,
+    WEIGHTS,
+    GraphBlock,
+    KNNGraph,
+    knn_graph,
+    resolve_backend,
+)
 
 __all__ = [
+    "BUILTIN_BACKENDS",
     "WEIGHTS",
     "CellSearch",
     "GraphBlock",

@@ -18,8 +18,9 @@ import dask
 import numpy as np
 import scipy.sparse as sp
 
-from .. import registry
-from ._backends import check_n_neighbors
+from ..exceptions import UnknownPluginError
+from ._backends import check_n_neighbors, exact_knn, nndescent_knn
+from ._cell_search import CellSearch
 from ._ordering import locality_order, merge_chunks
 
 logger = logging.getLogger(__name__)
@@ -287,6 +288,26 @@ def resolve_backend(backend, n_samples):
     return backend
 
 
+#: The built-in backends by name (an estimator resolves its ``graph`` in the plugin registry,
+#: where these are registered too, with any plugin's, and passes the callable down).
+BUILTIN_BACKENDS = {"exact": exact_knn, "cells": CellSearch(), "pynndescent": nndescent_knn}
+
+
+def backend_callable(backend, n_samples):
+    """A backend callable as is; ``"auto"`` or a name of :data:`BUILTIN_BACKENDS` as its
+    callable."""
+    backend = resolve_backend(backend, n_samples)
+    if not isinstance(backend, str):
+        return backend
+    if backend not in BUILTIN_BACKENDS:
+        raise UnknownPluginError(
+            f"backend={backend!r} is not a built-in graph backend; available: "
+            f"{', '.join(sorted(BUILTIN_BACKENDS))} (for a plugin's, pass the callable "
+            f"elmscale.get('graph', {backend!r}))"
+        )
+    return BUILTIN_BACKENDS[backend]
+
+
 def knn_graph(
     X,
     n_neighbors=10,
@@ -308,9 +329,10 @@ def knn_graph(
     n_neighbors : int
         k of the kNN graph, before symmetrisation.
     backend : "auto", str or callable, default="auto"
-        A registered graph backend (``elmscale.available("graph")``) or a callable with the
-        same protocol. "auto" takes "exact" up to 10,000 rows and "cells" (the distributed
-        search, :class:`~elmscale.graph.CellSearch`) above.
+        A graph backend callable (``elmscale.get("graph", name)`` for a registered one) or
+        the name of a built-in one (:data:`BUILTIN_BACKENDS`). "auto" takes "exact" up to
+        10,000 rows and "cells" (the distributed search, :class:`~elmscale.graph.CellSearch`)
+        above.
     weights : {"binary", "heat"}
         1 on every edge, or ``exp(-||xi - xj||^2 / (2 sigma^2))``.
     sigma : float or None
@@ -338,7 +360,7 @@ def knn_graph(
     if order not in ("auto", True, False):
         raise ValueError(f"order must be 'auto', True or False, got {order!r}")
     check_n_neighbors(X, n_neighbors)
-    backend_fn = registry.resolve("graph", resolve_backend(backend, X.shape[0]), "graph")
+    backend_fn = backend_callable(backend, X.shape[0])
     source_name = X.name
     transform = transform or (lambda A: A)
     outer_chunks = tuple(X.chunks[0])

@@ -7,7 +7,7 @@ import dask.array as da
 import numpy as np
 from sklearn.utils import check_random_state
 
-from .. import registry
+from ._activations import resolve_activation
 from ._scaling import apply_scaling
 
 logger = logging.getLogger(__name__)
@@ -56,6 +56,23 @@ class RandomHiddenLayer(BlockLayer):
         An activation as registered through ``register_activations``.
     offset, scale : ndarray of shape (n_features,) or None
         Input scaling applied before the layer.
+
+    Attributes
+    ----------
+    input_weights : ndarray of shape (n_features, n_hidden), float64
+        A: one column per node, in the scaled input space. For RBF nodes, the centres a_j.
+    biases : ndarray of shape (n_hidden,), float64
+        b: the additive nodes' offsets, or the RBF nodes' inverse widths.
+    activation : callable
+        g, applied in place to a block of pre-activations; its ``node`` attribute
+        (``"additive"`` or ``"rbf"``) says how Z is formed.
+    offset, scale : ndarray of shape (n_features,) or None
+        The input scaling ``X' = (X - offset) / scale`` (None: X is used as it is); an
+        estimator's ``scaled(X)`` applies the same.
+    node : str
+        ``"additive"``, ``"rbf"``, or ``"mixed"`` for a :class:`MixedHiddenLayer`.
+    n_features, n_hidden : int
+        The shape of A.
     """
 
     def __init__(self, input_weights, biases, activation, *, offset=None, scale=None):
@@ -80,11 +97,10 @@ class RandomHiddenLayer(BlockLayer):
     ):
         """Draw A and b uniformly from (-1, 1) (RBF widths b from (0, 1) / sqrt(n_features)).
 
-        ``activation`` is a registered name or an activation callable.
+        ``activation`` is an activation callable or the name of a built-in one
+        (:data:`~elmscale.hidden.BUILTIN_ACTIVATIONS`).
         """
-        func = registry.resolve("activation", activation, "activation")
-        if not callable(func):
-            raise TypeError(f"activation must be a registered name or a callable, got {func!r}")
+        func = resolve_activation(activation)
         rng = check_random_state(random_state)
         A = rng.uniform(-1.0, 1.0, size=(n_features, n_hidden))
         if getattr(func, "node", "additive") == "rbf":
