@@ -1,10 +1,20 @@
-"""Small helpers on top of dask.delayed.
+"""Small helpers on top of dask.delayed, and the one rule for naming elmscale's tasks.
 
-Tasks that elmscale submits carry a key prefix naming their stage (``elmscale-gram-...``,
-``elmscale-hidden-...``, ``elmscale-kmeans-...``, ``elmscale-embed-...``), so that the dashboard,
-``Client.get_task_stream`` and progress displays, which group keys by ``key_split``, tell the
-stages of a fit apart.
+Every task elmscale submits has the key ``elmscale-<stage>-<suffix>``: ``elmscale-graph-...``
+(the kNN graph), ``elmscale-gram-...`` (the Gram pass), ``elmscale-hidden-...``,
+``elmscale-kmeans-...``, ``elmscale-embed-...``, so that the dashboard,
+``Client.get_task_stream`` and the progress display, which group keys by ``key_split``, tell
+the stages of a fit apart. The suffix is chosen by what the result is:
+
+- :func:`named`: a hash of the function and its inputs, as a pure delayed call's token. Equal
+  calls share a key; use it for results computed within one ``compute``.
+- :func:`task`: unique per call. Use it for results that are persisted and may be built
+  again (a graph built twice): with hashed keys the second build could hand the scheduler
+  keys that the first build's results, still being released, are about to drop, and lose
+  them.
 """
+
+import uuid
 
 import dask
 from dask.base import tokenize
@@ -33,6 +43,16 @@ def named(func, prefix, *, nout=None):
         return wrapped(*args, dask_key_name=key, **kwargs)
 
     return call
+
+
+def task_name(prefix):
+    """A fresh key ``<prefix>-<unique>``."""
+    return f"{prefix}-{uuid.uuid4().hex}"
+
+
+def task(prefix, fn, *args):
+    """``fn(*args)`` as a delayed call keyed ``<prefix>-<unique>`` (see the module docstring)."""
+    return dask.delayed(fn, pure=False)(*args, dask_key_name=task_name(prefix))
 
 
 def _tree(parts, fan_in, add, name):
