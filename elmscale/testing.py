@@ -264,6 +264,38 @@ def _check_factor(label, kernel, X, rtol):
     return f
 
 
+def _kernel_instance(kernel, params):
+    """A registered name or a class built with ``params``, or an instance as it is."""
+    obj = _resolve("kernel", kernel)
+    if isinstance(obj, type):
+        try:
+            return obj(**(params or {}))
+        except Exception as exc:  # noqa: BLE001
+            _fail(
+                f"kernel {_label(obj)}",
+                f"could not be built with {params or {}}: {type(exc).__name__}: {exc}",
+            )
+    if params:
+        raise TypeError("params is for a kernel class or registered name; got an instance")
+    return obj
+
+
+def _check_shared_distances(label, kernel, X, Y, K, factor):
+    """A kernel declaring ``shares_distances`` gives the same blocks and factor with a
+    DistanceCache, read or filled."""
+    from .kernels import DistanceCache
+
+    cache = DistanceCache()
+    for _ in range(2):  # the second call reads the cache
+        if not np.array_equal(kernel(X, Y, distances=cache), K):
+            _fail(label, "kernel(X, Y, distances=cache) differs from kernel(X, Y)")
+    shared = _factor_of_all_rows(kernel, X, distances=cache)
+    if type(shared) is not type(factor) or not np.array_equal(
+        shared.features(X), factor.features(X)
+    ):
+        _fail(label, "factor(..., distances=cache) differs from factor(...)")
+
+
 def check_kernel(
     kernel, *, params=None, reference=None, n_samples=40, n_features=3, rtol=1e-8, random_state=0
 ):
@@ -284,20 +316,7 @@ def check_kernel(
     blocks and factors with a :class:`~elmscale.kernels.DistanceCache`. Kernel and factor
     must pickle with cloudpickle, since workers receive them inside the task graph.
     """
-    from .kernels import DistanceCache
-
-    obj = _resolve("kernel", kernel)
-    if isinstance(obj, type):
-        try:
-            obj = obj(**(params or {}))
-        except Exception as exc:  # noqa: BLE001
-            _fail(
-                f"kernel {_label(obj)}",
-                f"could not be built with {params or {}}: {type(exc).__name__}: {exc}",
-            )
-    elif params:
-        raise TypeError("params is for a kernel class or registered name; got an instance")
-    kernel = obj
+    kernel = _kernel_instance(kernel, params)
     label = f"kernel {kernel!r}"
     if not callable(kernel):
         _fail(label, f"must be callable as kernel(X, Y), got {type(kernel).__name__}")
@@ -349,15 +368,7 @@ def check_kernel(
         )
     factor = _check_factor(label, kernel, X, rtol)
     if getattr(kernel, "shares_distances", False):
-        cache = DistanceCache()
-        for _ in range(2):  # the second call reads the cache
-            if not np.array_equal(kernel(X, Y, distances=cache), K):
-                _fail(label, "kernel(X, Y, distances=cache) differs from kernel(X, Y)")
-        shared = _factor_of_all_rows(kernel, X, distances=cache)
-        if type(shared) is not type(factor) or not np.array_equal(
-            shared.features(X), factor.features(X)
-        ):
-            _fail(label, "factor(..., distances=cache) differs from factor(...)")
+        _check_shared_distances(label, kernel, X, Y, K, factor)
     _check_picklable(label, kernel)
     _check_picklable(f"{label} factor", factor)
     import cloudpickle

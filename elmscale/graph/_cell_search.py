@@ -99,11 +99,7 @@ def _search_chunk(k, n_probes, cell_start, lo, X, original, probes, *pieces):
     probes = effective_probes(probes, np.diff(cell_start), n_probes, k)
     probes = probes[:, : max(int((probes >= 0).sum(axis=1).max(initial=0)), 1)]
     M = probes.shape[1]
-    db_pos = np.concatenate([np.arange(lo, lo + n)] + [p[0] for p in pieces])
-    db_X = np.concatenate([X] + [p[1] for p in pieces])
-    db_orig = np.concatenate([original] + [p[2] for p in pieces]).astype(np.int64)
-    sort = np.argsort(db_pos, kind="stable")
-    db_pos, db_X, db_orig = db_pos[sort], db_X[sort], db_orig[sort]
+    db_pos, db_X, db_orig = _task_table(lo, X, original, pieces)
     original = np.asarray(original, dtype=np.int64)
     # one centring for the task: every query's error bound then holds for all its cells
     center = db_X.mean(axis=0, dtype=np.result_type(db_X.dtype, np.float32))
@@ -171,11 +167,24 @@ def _search_chunk(k, n_probes, cell_start, lo, X, original, probes, *pieces):
     # the own cell's (k + 1)-th proposal (+ 2 tau) bounds what another cell can add
     propose(list(range(1, M)), g[:, 0].max(axis=1) + 2 * tau)
     ids, d2 = rank(M)
-    # original indices -> ordered positions, through the task's own table
+    return _positions(db_pos, db_orig, ids), ids, np.sqrt(d2)
+
+
+def _task_table(lo, X, original, pieces):
+    """A search task's rows, its chunk's and the probed cells' rows from other chunks
+    (``pieces``), sorted by ordered position: ``(positions, rows of X, original indices)``."""
+    db_pos = np.concatenate([np.arange(lo, lo + X.shape[0])] + [p[0] for p in pieces])
+    db_X = np.concatenate([X] + [p[1] for p in pieces])
+    db_orig = np.concatenate([original] + [p[2] for p in pieces]).astype(np.int64)
+    sort = np.argsort(db_pos, kind="stable")
+    return db_pos[sort], db_X[sort], db_orig[sort]
+
+
+def _positions(db_pos, db_orig, ids):
+    """Original indices -> ordered positions, through the task's own table."""
     by_orig = np.argsort(db_orig)
     at = np.searchsorted(db_orig[by_orig], ids)
-    pos = db_pos[by_orig[np.minimum(at, len(db_orig) - 1)]]
-    return pos, ids, np.sqrt(d2)
+    return db_pos[by_orig[np.minimum(at, len(db_orig) - 1)]]
 
 
 def _outside(positions, lo, hi):

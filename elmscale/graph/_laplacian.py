@@ -349,7 +349,7 @@ class KNNGraph:
         return (
             f"KNNGraph(n_samples={self.n_samples}, n_chunks={len(self.chunks)}, "
             f"n_neighbors={self.n_neighbors}, weights={self.weights!r}, "
-            f"normalized={self.normalized})"
+            f"normalized={self.normalized}, ordered={self.order is not None})"
         )
 
 
@@ -433,13 +433,7 @@ def knn_graph(
     -------
     KNNGraph
     """
-    if weights not in WEIGHTS:
-        raise ValueError(f"weights must be one of {WEIGHTS}, got {weights!r}")
-    if sigma is not None and not sigma > 0:
-        raise ValueError(f"sigma must be a positive float or None, got {sigma!r}")
-    if order not in ("auto", True, False):
-        raise ValueError(f"order must be 'auto', True or False, got {order!r}")
-    check_n_neighbors(X, n_neighbors)
+    _check_graph_params(X, n_neighbors, weights, sigma, order)
     backend_fn = backend_callable(backend, X.shape[0])
     source_name, outer_chunks = X.name, tuple(X.chunks[0])
     X = X.rechunk({0: graph_chunks(outer_chunks)})
@@ -470,14 +464,18 @@ def knn_graph(
         order=row_order,
         source_name=source_name,
     )
-    logger.info(
-        "kNN graph: %d rows in %d chunks (%s), %d halo rows in all",
-        graph.n_samples,
-        len(graph.chunks),
-        "locality-ordered" if row_order is not None else "input order",
-        graph.halo_size(),
-    )
+    logger.info("kNN graph: %r, %d halo rows in all", graph, graph.halo_size())
     return graph
+
+
+def _check_graph_params(X, n_neighbors, weights, sigma, order):
+    if weights not in WEIGHTS:
+        raise ValueError(f"weights must be one of {WEIGHTS}, got {weights!r}")
+    if sigma is not None and not sigma > 0:
+        raise ValueError(f"sigma must be a positive float or None, got {sigma!r}")
+    if order not in ("auto", True, False):
+        raise ValueError(f"order must be 'auto', True or False, got {order!r}")
+    check_n_neighbors(X, n_neighbors)
 
 
 def _search(X, backend_fn, n_neighbors, transform, order, random_state):
