@@ -4,6 +4,7 @@ public API only fits like the built-ins, and the example plugin elmscale-celm is
 import ast
 import logging
 import re
+import subprocess
 import sys
 import types
 from numbers import Real
@@ -18,10 +19,12 @@ from sklearn.utils.validation import check_is_fitted
 import elmscale
 from elmscale.algorithms import elm_output_weights
 from elmscale.gram import hidden_stats
+from elmscale.hidden import MixedHiddenLayer, RandomHiddenLayer
+from elmscale.mixins import DataNodesMixin, GraphMixin
 from elmscale.testing import check_algorithm
 from elmscale.validation import Interval
 
-from ._reference import elm_ridge, hidden
+from ._reference import elm_ridge, hidden, knn_laplacian
 from .test_threads import _blas_threads, _recording_activation
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -136,6 +139,75 @@ def test_predictions_computed_again_meet_no_run_spec_collision(blobs, dask_clien
         scheduler_log.removeHandler(records)
         scheduler_log.setLevel(level)
     assert not [m for m in records.messages if "run_spec" in m]
+
+
+class GraphEmbedding(GraphMixin, elmscale.BaseELM):
+    """A plugin that declares the graph parameters through the mixin and reduces H^T L H."""
+
+    _parameter_constraints = {
+        **elmscale.BaseELM._parameter_constraints,
+        **GraphMixin._graph_constraints,
+    }
+
+    def __init__(
+        self,
+        n_hidden=20,
+        *,
+        activation="tanh",
+        scaling=None,
+        graph="auto",
+        n_neighbors=6,
+        weights="heat",
+        sigma=None,
+        normalized=False,
+        cache=False,
+        random_state=None,
+    ):
+        self.n_hidden, self.activation, self.scaling = n_hidden, activation, scaling
+        self.graph, self.n_neighbors, self.weights = graph, n_neighbors, weights
+        self.sigma, self.normalized = sigma, normalized
+        self.cache, self.random_state = cache, random_state
+
+    def reduce_hidden(self, reduction, y):
+        reduction.graph = self.build_graph(reduction.X, reduction.rng)
+        reduction.stats = hidden_stats(reduction.features, ("htlh",), graph=reduction.graph)
+
+    def solve_reduced(self, reduction, rng):
+        self.htlh_ = reduction.stats["htlh"]
+
+
+@pytest.mark.parametrize("normalized", [False, True])
+def test_graph_mixin_gives_a_plugin_the_graph_term_of_dense_numpy(blobs, normalized):
+    X, _ = blobs
+    model = GraphEmbedding(normalized=normalized, random_state=0).fit(X)
+    H = hidden(X, model.hidden_layer_)
+    L = knn_laplacian(X, 6, weights="heat", normalized=normalized)
+    np.testing.assert_allclose(model.htlh_, H.T @ L @ H, rtol=1e-8, atol=1e-8)
+    with pytest.raises(ValueError, match="weights"):
+        GraphEmbedding(weights="gauss").fit(X)
+
+
+def test_data_nodes_come_with_the_mixin_only(blobs):
+    """BaseELM draws Gaussian data nodes only for an estimator with DataNodesMixin."""
+    X, y = blobs
+    plain = RidgeELM(random_state=0).fit(X, y.astype(float))
+    assert type(plain.hidden_layer_) is RandomHiddenLayer
+    mixed = elmscale.USELM(3, n_hidden=20, rbf_fraction=0.5, graph="exact", random_state=0)
+    layer = mixed.fit(X).hidden_layer_
+    assert isinstance(mixed, DataNodesMixin) and isinstance(layer, MixedHiddenLayer)
+    assert [p.n_hidden for p in layer.parts] == [10, 10]
+
+
+def test_elmscale_testing_is_an_attribute_loaded_on_first_use():
+    code = (
+        "import sys, elmscale\n"
+        "assert 'elmscale.testing' not in sys.modules\n"
+        "assert elmscale.testing.check_algorithm is not None\n"
+        "import elmscale.testing as t\n"
+        "assert t is elmscale.testing\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
 
 
 def test_check_algorithm_accepts_a_complete_reduce_params_list():
