@@ -4,11 +4,11 @@ the row itself excluded, nearest first."""
 
 import logging
 
-import dask
 import dask.array as da
 import numpy as np
 
 from ._select import block_topk, merge_topk
+from ._tasks import task
 
 logger = logging.getLogger(__name__)
 
@@ -53,12 +53,19 @@ def exact_knn(X, n_neighbors, *, random_state=None):
     idx_blocks, dist_blocks = [], []
     for b, Xb in enumerate(blocks):
         cands = [
-            dask.delayed(_block_candidates, pure=True, nout=2)(
-                Xb, Xs, int(starts[b]), int(starts[s]), n_neighbors
+            task(
+                "exact",
+                _block_candidates,
+                Xb,
+                Xs,
+                int(starts[b]),
+                int(starts[s]),
+                n_neighbors,
+                nout=2,
             )
             for s, Xs in enumerate(blocks)
         ]
-        merged = dask.delayed(_merge_candidates, pure=True, nout=2)(n_neighbors, *cands)
+        merged = task("exact-merge", _merge_candidates, n_neighbors, *cands, nout=2)
         n = X.chunks[0][b]
         idx_blocks.append(da.from_delayed(merged[0], (n, n_neighbors), dtype=np.int64))
         dist_blocks.append(da.from_delayed(merged[1], (n, n_neighbors), dtype=np.float64))
@@ -106,9 +113,8 @@ def nndescent_knn(X, n_neighbors, *, random_state=None):
     n_build = min(max(2 * n_neighbors, 30), X.shape[0] - 2)
     n_build = max(n_build, n_neighbors)
     seed = None if random_state is None else int(random_state)
-    graph = dask.delayed(_nndescent_graph, pure=True, nout=2)(
-        X.to_delayed(optimize_graph=False).ravel().tolist(), n_neighbors, n_build, seed
-    )
+    blocks = X.to_delayed(optimize_graph=False).ravel().tolist()
+    graph = task("nndescent", _nndescent_graph, blocks, n_neighbors, n_build, seed, nout=2)
     N = X.shape[0]
     idx = da.from_delayed(graph[0], (N, n_neighbors), dtype=np.int64)
     dist = da.from_delayed(graph[1], (N, n_neighbors), dtype=np.float64)

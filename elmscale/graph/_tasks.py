@@ -15,9 +15,9 @@ def task_name(stage):
     return _dask.task_name(f"{PREFIX}-{stage}")
 
 
-def task(stage, fn, *args):
+def task(stage, fn, *args, nout=None):
     """``fn(*args)`` as a delayed call keyed ``elmscale-graph-<stage>-<unique>``."""
-    return _dask.task(f"{PREFIX}-{stage}", fn, *args)
+    return _dask.task(f"{PREFIX}-{stage}", fn, *args, nout=nout)
 
 
 def row_numbers(chunks):

@@ -50,9 +50,9 @@ def task_name(prefix):
     return f"{prefix}-{uuid.uuid4().hex}"
 
 
-def task(prefix, fn, *args):
+def task(prefix, fn, *args, nout=None):
     """``fn(*args)`` as a delayed call keyed ``<prefix>-<unique>`` (see the module docstring)."""
-    return dask.delayed(fn, pure=False)(*args, dask_key_name=task_name(prefix))
+    return dask.delayed(fn, pure=False, nout=nout)(*args, dask_key_name=task_name(prefix))
 
 
 def _tree(parts, fan_in, add, name):
