@@ -16,12 +16,22 @@ from .algorithms import (
 )
 from .base import BaseELM, Reduction
 from .exceptions import PluginLoadError, PluginLoadWarning, UnknownPluginError
-from .graph import KNNGraphTransformer
 from .hookspecs import hookimpl
+from .neighbors import KNNGraphTransformer
 from .registry import available, get, list_plugins, load_plugins, make
 from .sweep import sweep
 
 __version__ = "0.1.0"
+
+
+def __getattr__(name):
+    # elmscale.testing is for plugin authors' tests: imported on first use, not with elmscale
+    if name == "testing":
+        import importlib
+
+        return importlib.import_module(".testing", __name__)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "BaseELM",

@@ -375,16 +375,3 @@ class _NpyTarget:
         out = np.load(self.path, mmap_mode="r+")
         out[region] = block
         out.flush()
-
-
-def read_labels(path):
-    """A written labels file back as a NumPy array (for tests and small outputs)."""
-    kind = _kind(path, OUTPUT_KINDS, "labels")
-    if kind == ".npy":
-        return np.load(path)
-    if kind == ".zarr":
-        return da.from_zarr(path).compute()
-    import pandas as pd
-
-    df = pd.read_csv(path) if kind == ".csv" else pd.read_parquet(path)
-    return df.iloc[:, 0].to_numpy() if df.shape[1] == 1 else df.to_numpy()

@@ -11,22 +11,26 @@ what :func:`elmscale.sweep` does.
 
 import logging
 import time
-from numbers import Integral, Real
+from numbers import Integral
 
 import dask.array as da
 import numpy as np
 from sklearn.base import BaseEstimator, _fit_context
 from sklearn.utils import check_random_state
-from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
-from .graph import WEIGHTS, knn_graph
-from .hidden import HiddenFeatures, apply_scaling, draw_mixed_layer, fit_scaling
-from .utils._constraints import Registered
+from . import registry
+from .hidden import (
+    HiddenFeatures,
+    apply_scaling,
+    draw_mixed_layer,
+    fit_scaling,
+    project_rows,
+)
 from .utils._persistence import DaskStateMixin
-from .utils._random import draw_seed
 from .utils._threads import blas_for_dask
 from .utils._validation import validate_data
+from .validation import Interval, Registered, StrOptions
 
 logger = logging.getLogger(__name__)
 
@@ -42,8 +46,6 @@ class Reduction:
         Whether the user passed dask input (N-row results are then lazy dask arrays).
     features : elmscale.hidden.HiddenFeatures
         H of X, lazy or cached on the workers.
-    hidden_layer : RandomHiddenLayer
-        The drawn hidden layer (also the estimator's ``hidden_layer_``).
     rng : numpy.random.RandomState
         The estimator's random state while :meth:`BaseELM.reduce_hidden` runs; solves start
         from a copy of its state at the end of the reduction (:meth:`random_state`).
@@ -76,10 +78,6 @@ class Reduction:
         self.timings = {}
         self.n_solves = 1
         self._rng_state = None
-
-    @property
-    def hidden_layer(self):
-        return None if self.features is None else self.features.layer
 
     @property
     def n_samples(self):
@@ -151,14 +149,6 @@ class BaseELM(DaskStateMixin, BaseEstimator):
         "scaling": [StrOptions({"standard", "minmax"}), None],
         "cache": [StrOptions({"auto"}), "boolean"],
         "random_state": ["random_state"],
-    }
-    #: Constraints of the kNN graph parameters, for estimators that build a graph.
-    _graph_constraints = {
-        "graph": [StrOptions({"auto"}), Registered("graph"), callable],
-        "n_neighbors": [Interval(Integral, 1, None, closed="left")],
-        "weights": [StrOptions(set(WEIGHTS))],
-        "sigma": [Interval(Real, 0, None, closed="neither"), None],
-        "normalized": ["boolean"],
     }
     #: Parameters the reduction depends on; None: all of them.
     reduce_params = None
@@ -276,8 +266,8 @@ class BaseELM(DaskStateMixin, BaseEstimator):
     def check_params_vs_input(self, Xd):
         """Checks of parameters against the data, run by ``reduce`` and again by ``solve``
         (where resolved values such as ``self._n_components`` belong): ``n_clusters``, when
-        the estimator has it, must not exceed the number of samples. Subclasses extend it."""
-        n_clusters = getattr(self, "n_clusters", None)
+        ``__init__`` has it, must not exceed the number of samples. Subclasses extend it."""
+        n_clusters = self.get_params(deep=False).get("n_clusters")
         if n_clusters is not None and n_clusters > Xd.shape[0]:
             raise ValueError(f"n_clusters={n_clusters} must be <= n_samples={Xd.shape[0]}")
 
@@ -291,22 +281,26 @@ class BaseELM(DaskStateMixin, BaseEstimator):
     def draw_hidden_layer(self, Xd, rng):
         """Fit the input scaling (one pass), then draw A and b on the client from ``rng``.
 
-        An estimator with the parameters ``rbf_fraction`` and ``rbf_width`` gets
-        ``round(rbf_fraction * n_hidden)`` Gaussian nodes centred on data rows after the
-        ``activation`` nodes (:func:`elmscale.hidden.draw_mixed_layer`). Sets and returns
-        ``hidden_layer_``."""
+        ``activation`` is resolved in the plugin registry here, once. The layer has
+        ``n_hidden`` nodes of ``activation`` and, after them, the Gaussian nodes centred on
+        data rows that :meth:`data_node_params` asks for (none, unless the estimator uses
+        :class:`elmscale.mixins.DataNodesMixin`). Sets and returns ``hidden_layer_``."""
         offset, scale = fit_scaling(Xd, self.scaling)
         self.hidden_layer_ = draw_mixed_layer(
             Xd,
             self.n_hidden,
-            self.activation,
-            getattr(self, "rbf_fraction", 0.0),
-            getattr(self, "rbf_width", 1.0),
+            registry.resolve("activation", self.activation, "activation"),
+            *self.data_node_params(),
             rng,
             offset=offset,
             scale=scale,
         )
         return self.hidden_layer_
+
+    def data_node_params(self):
+        """``(rbf_fraction, rbf_width)`` of the Gaussian nodes centred on data rows that
+        :meth:`draw_hidden_layer` adds: none here."""
+        return 0.0, 1.0
 
     def hidden_features(self, Xd, *, cache=None):
         """H of Xd through ``hidden_layer_``, lazy or cached on the workers (``cache``, by
@@ -314,35 +308,27 @@ class BaseELM(DaskStateMixin, BaseEstimator):
         pass ``cache=False``: caching would compute H at once, outside the caller's
         compute."""
         if cache is None:
-            cache = getattr(self, "cache", False)
+            cache = self.cache
         return HiddenFeatures(Xd, self.hidden_layer_, cache=cache)
+
+    def project(self, Xd, weights, *, scaled_input=False):
+        """``h(x) @ weights`` for the rows x of Xd, or ``x' @ weights`` of the scaled inputs
+        x' with ``scaled_input``, as a lazy dask array chunked like Xd's rows: what a
+        ``predict`` or ``transform`` returns (through :meth:`as_output`).
+
+        Each task builds its block and multiplies it, and equal calls give equal task keys
+        (:func:`elmscale.hidden.project_rows`), so predictions computed again and again on a
+        distributed cluster do not meet the scheduler's "Detected different run_spec"
+        warning that an expression such as ``self.scaled(Xd) @ weights`` can raise."""
+        layer = self.hidden_layer_
+        if scaled_input:
+            layer = _Scaling(layer.offset, layer.scale)
+        return project_rows(Xd, layer, weights)
 
     def scaled(self, Xd):
         """Xd in the hidden layer's scaled input space (lazy)."""
         layer = self.hidden_layer_
         return apply_scaling(Xd, layer.offset, layer.scale)
-
-    def build_graph(self, Xd, rng, *, n_neighbors=None, order="auto"):
-        """The kNN graph of the scaled rows of Xd from the graph parameters (``graph="auto"``:
-        exact search up to 10,000 rows, the distributed cell search above); an integer seed
-        for an approximate backend is drawn from ``rng``."""
-        n_neighbors = self.n_neighbors if n_neighbors is None else n_neighbors
-        if n_neighbors >= Xd.shape[0]:
-            raise ValueError(
-                f"n_neighbors={n_neighbors} must be smaller than n_samples={Xd.shape[0]}"
-            )
-        layer = self.hidden_layer_
-        return knn_graph(
-            Xd,
-            n_neighbors,
-            backend=self.graph,
-            weights=self.weights,
-            sigma=self.sigma,
-            normalized=self.normalized,
-            random_state=draw_seed(rng),
-            order=order,
-            transform=lambda A: apply_scaling(A, layer.offset, layer.scale),
-        )
 
     @staticmethod
     def as_output(result, was_dask):
@@ -375,6 +361,17 @@ class BaseELM(DaskStateMixin, BaseEstimator):
         tags = super().__sklearn_tags__()
         tags.input_tags.allow_nan = False
         return tags
+
+
+class _Scaling:
+    """The input scaling as a layer for :func:`elmscale.hidden.project_rows`: small and
+    picklable, unlike the estimator's bound ``scaled``."""
+
+    def __init__(self, offset, scale):
+        self.offset, self.scale = offset, scale
+
+    def __call__(self, X_block):
+        return apply_scaling(X_block, self.offset, self.scale)
 
 
 def _differ(a, b):

@@ -52,6 +52,20 @@ from .utils._dask import named, tree_sum
 logger = logging.getLogger(__name__)
 
 TERMS = ("count", "colsum", "hth", "hty", "htf", "sizes", "htlh")
+#: the prefix of the Gram pass's task keys
+PREFIX = "elmscale-gram"
+
+
+def _add_halo_products(VZ, V_halo, halo_pieces):
+    """``VZ += V_halo [piece_1; piece_2; ...]``, one slice of V_halo's columns per piece."""
+    lo = 0
+    for piece in halo_pieces:
+        hi = lo + piece.shape[0]
+        VZ += V_halo[:, lo:hi] @ piece
+        lo = hi
+    if lo != V_halo.shape[1]:
+        raise ValueError(f"halo pieces hold {lo} rows, the graph block needs {V_halo.shape[1]}")
+    return VZ
 
 
 def _laplacian_rows(graph_block, Z, halo_pieces):
@@ -61,14 +75,7 @@ def _laplacian_rows(graph_block, Z, halo_pieces):
     Z_j shipped from other chunks, or hidden rows rebuilt from X (:func:`_rebuilt_halo`).
     """
     W_local, W_halo = graph_block.split(Z.dtype)
-    LZ = W_local @ Z
-    lo = 0
-    for piece in halo_pieces:
-        hi = lo + piece.shape[0]
-        LZ += W_halo[:, lo:hi] @ piece
-        lo = hi
-    if lo != W_halo.shape[1]:
-        raise ValueError(f"halo pieces hold {lo} rows, the graph block needs {W_halo.shape[1]}")
+    LZ = _add_halo_products(W_local @ Z, W_halo, halo_pieces)
     LZ *= -1
     LZ += graph_block.diagonal.astype(Z.dtype)[:, None] * Z
     return LZ
@@ -85,74 +92,18 @@ def _rebuilt_halo(halo_X, layer, step):
         yield layer(halo[lo : lo + step])
 
 
-def _half_pattern(*blocks, half=True):
-    """The half graph of consecutive graph blocks (one task's rows), float64:
-    ``((V_local, V_halo, diagonal), need)``.
-
-    V holds each off-diagonal edge {i, j} of W once, in row i when ``(i < j) xor (i + j odd)``
-    (else in row j), with twice its weight, and the diagonal as it is: ``V + V^T = 2 W`` off
-    the diagonal, so ``H^T W H = sym(H^T V H)``. Columns inside the blocks' rows go to
-    ``V_local``; the others to ``V_halo``, whose columns are ``need``, the sorted global
-    indices of the halo rows V uses (about half of the blocks' halo). ``half=False``: V is
-    the blocks' rows of W itself (every edge, its own weight), for products that need whole
-    rows of ``W H`` (``L H`` with p = 2)."""
-    start, stop = blocks[0].start, blocks[-1].stop
-    rows, cols, data = [], [], []
-    for blk in blocks:
-        n = blk.stop - blk.start
-        W = blk.W.tocoo()
-        c = W.col.astype(np.int64)
-        inside = c < n
-        gj = np.empty_like(c)
-        gj[inside] = c[inside] + blk.start
-        gj[~inside] = blk.halo[c[~inside] - n]
-        rows.append(W.row.astype(np.int64) + (blk.start - start))
-        cols.append(gj)
-        data.append(W.data.astype(np.float64))
-    r, gj, w = np.concatenate(rows), np.concatenate(cols), np.concatenate(data)
-    gi = r + start
-    if half:
-        off = gi != gj
-        keep = ~off | ((gi < gj) ^ ((gi + gj) % 2 == 1))
-        w = np.where(off, 2.0, 1.0)[keep] * w[keep]
-        r, gj = r[keep], gj[keep]
-    n = stop - start
-    local = (gj >= start) & (gj < stop)
-    V_local = sp.csr_matrix((w[local], (r[local], gj[local] - start)), shape=(n, n))
-    need, col = np.unique(gj[~local], return_inverse=True)
-    V_halo = sp.csr_matrix((w[~local], (r[~local], col.ravel())), shape=(n, len(need)))
-    diagonal = np.concatenate([blk.diagonal for blk in blocks])
-    return (V_local, V_halo, diagonal), need
-
-
-def _take_needed(X_block, need, s_start, s_stop):
-    """Rows of source chunk [s_start, s_stop) among the global indices ``need`` (sorted)."""
-    lo, hi = np.searchsorted(need, [s_start, s_stop])
-    return X_block[need[lo:hi] - s_start]
-
-
 def _pattern_rows(H, pattern, halo_X, layer):
     """``D_g H_g - V_g [H_g; H_halo]`` for one task's rows g and a pattern of
-    :func:`_half_pattern`; the halo's hidden rows are rebuilt from X one slice of ``len(H)``
-    rows at a time. With the whole pattern (``half=False``) these are the rows of ``L H``."""
+    :meth:`KNNGraph.group_pattern <elmscale.graph.KNNGraph.group_pattern>`; the halo's hidden
+    rows are rebuilt from X one slice of ``len(H)`` rows at a time. With the whole pattern
+    (``half=False``) these are the rows of ``L H``; with the half pattern, ``H_g^T`` times
+    them is the task's share of ``H^T L H`` before the symmetrisation."""
     V_local, V_halo, diagonal = pattern
     V_local, V_halo = V_local.astype(H.dtype), V_halo.astype(H.dtype)
-    VH = V_local @ H
-    lo = 0
-    for piece in _rebuilt_halo(halo_X, layer, max(H.shape[0], 1)):
-        hi = lo + piece.shape[0]
-        VH += V_halo[:, lo:hi] @ piece
-        lo = hi
-    if lo != V_halo.shape[1]:
-        raise ValueError(f"halo pieces hold {lo} rows, the graph block needs {V_halo.shape[1]}")
+    halo = _rebuilt_halo(halo_X, layer, max(H.shape[0], 1))
+    VH = _add_halo_products(V_local @ H, V_halo, halo)
     np.subtract(diagonal.astype(H.dtype)[:, None] * H, VH, out=VH)
     return VH
-
-
-def _half_graph_term(H, half, halo_X, layer):
-    """``H_g^T (D_g H_g - V_g [H_g; H_halo])``: one task's share of ``H^T L H`` before the
-    symmetrisation (see :func:`_half_pattern`)."""
-    return H.T @ _pattern_rows(H, half, halo_X, layer)
 
 
 def _task_groups(chunks, n_hidden, itemsize, group_bytes):
@@ -169,15 +120,6 @@ def _task_groups(chunks, n_hidden, itemsize, group_bytes):
         rows += n
     groups.append(cur)
     return groups
-
-
-def _group_halo(graph, group, need):
-    """Delayed pieces of X's rows that a group's half graph uses, one per source chunk."""
-    X_blocks = graph.X.to_delayed().ravel()
-    starts = graph.starts
-    sources = sorted(set().union(*(graph.halo_sources[b] for b in group)) - set(group))
-    take = named(_take_needed, "elmscale-gram-halo")
-    return [take(X_blocks[s], need, int(starts[s]), int(starts[s + 1])) for s in sources]
 
 
 def _first_power_block(H, graph_block, layer, *halo_X):
@@ -202,27 +144,20 @@ def laplacian_power_rows(graph, H_blocks, layer, q, *, n_hidden, dtype):
     if q < 1:
         raise ValueError(f"q must be >= 1, got {q!r}")
     nb = len(graph.chunks)
-    n_h = int(n_hidden)
+    first = named(_first_power_block, f"{PREFIX}-power")
+    following = named(_next_power_block, f"{PREFIX}-power")
     Z = None
     for j in range(1, q + 1):
         if j == 1:
-            blocks = [
-                dask.delayed(_first_power_block, pure=True)(
-                    H_blocks[b], graph.blocks[b], layer, *graph.halo_rows(b)
-                )
-                for b in range(nb)
-            ]
+            halos = [graph.halo_rows(b, prefix=PREFIX) for b in range(nb)]
+            blocks = [first(H_blocks[b], graph.blocks[b], layer, *halos[b]) for b in range(nb)]
         else:
             Z_blocks = Z.to_delayed().ravel()
-            blocks = [
-                dask.delayed(_next_power_block, pure=True)(
-                    Z_blocks[b], graph.blocks[b], *graph.halo_rows(b, Z)
-                )
-                for b in range(nb)
-            ]
+            halos = [graph.halo_rows(b, Z, prefix=PREFIX) for b in range(nb)]
+            blocks = [following(Z_blocks[b], graph.blocks[b], *halos[b]) for b in range(nb)]
         Z = da.concatenate(
             [
-                da.from_delayed(blk, shape=(n, n_h), dtype=dtype)
+                da.from_delayed(blk, shape=(n, int(n_hidden)), dtype=dtype)
                 for blk, n in zip(blocks, graph.chunks, strict=True)
             ]
         ).persist()
@@ -235,76 +170,95 @@ def _stack(parts):
     return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
 
-def _block_partials(
-    H,
-    terms,
-    *,
-    Y=None,
-    weight=None,
-    labels=None,
-    n_labels=None,
-    graph_block=None,
-    half=None,
-    halo_X=None,
-    layer=None,
-    power=1,
-    Z=None,
-    halo_Z=None,
-    build=False,
-):
+# -- the terms of one task's rows: term(H, rows) -> float64 partial sum ------------------------
+def _count(H, rows):
+    w = rows["weight"]
+    return np.float64(H.shape[0] if w is None else w.sum(dtype=np.float64))
+
+
+def _colsum(H, rows):
+    w = rows["weight"]
+    if w is None:
+        return H.sum(axis=0, dtype=np.float64)
+    return (w.astype(H.dtype) @ H).astype(np.float64)
+
+
+def _hth(H, rows):
+    w = rows["weight"]
+    if w is None:
+        return (H.T @ H).astype(np.float64)  # one buffer twice: BLAS syrk
+    Hw = H * np.sqrt(w).astype(H.dtype)[:, None]
+    return (Hw.T @ Hw).astype(np.float64)
+
+
+def _hty(H, rows):
+    Yc = rows["Y"].astype(H.dtype, copy=False)
+    if rows["weight"] is not None:
+        Yc = Yc * rows["weight"].astype(H.dtype)[:, None]
+    return (H.T @ Yc).astype(np.float64)
+
+
+def _labelled(rows):
+    lab = np.asarray(rows["labels"]).ravel()
+    keep = lab >= 0
+    return lab, keep
+
+
+def _htf(H, rows):
+    lab, keep = _labelled(rows)
+    F = sp.csr_matrix(
+        (np.ones(keep.sum(), dtype=H.dtype), (lab[keep], np.flatnonzero(keep))),
+        shape=(rows["n_labels"], H.shape[0]),
+    )
+    return np.asarray(F @ H, dtype=np.float64).T
+
+
+def _sizes(H, rows):
+    lab, keep = _labelled(rows)
+    return np.bincount(lab[keep], minlength=rows["n_labels"]).astype(np.float64)
+
+
+def _htlh(H, rows):
+    """p = 1: the task's half of the graph term; p = 2: its rows of L H from the whole
+    pattern; p > 2: from its block of ``Z_q = L^q H`` (and, odd p, Z_q's halo rows)."""
+    g, layer = rows["graph"], rows["layer"]
+    power = g["power"]
+    if power == 1:
+        return (H.T @ _pattern_rows(H, g["pattern"], g["halo_X"], layer)).astype(np.float64)
+    if power == 2:
+        LH = _pattern_rows(H, g["pattern"], g["halo_X"], layer)
+        return (LH.T @ LH).astype(np.float64)
+    Z = g["Z"]
+    if power % 2 == 0:  # H^T L^2q H = Z_q^T Z_q
+        return (Z.T @ Z).astype(np.float64)
+    return (Z.T @ _laplacian_rows(g["graph_block"], Z, g["halo_Z"])).astype(np.float64)
+
+
+_TERM_SUMS = {
+    "count": _count,
+    "colsum": _colsum,
+    "hth": _hth,
+    "hty": _hty,
+    "htf": _htf,
+    "sizes": _sizes,
+    "htlh": _htlh,
+}
+
+
+def _block_partials(H, terms, inputs, layer, build):
     """Partial sums of the requested terms over one task's rows (all float64).
 
-    ``H``, ``Y``, ``weight`` and ``labels`` are lists of the blocks of consecutive row
-    chunks, stacked here. ``build``: ``H`` holds blocks of X and the task builds their
-    hidden rows with ``layer`` (H never leaves the task). For ``htlh`` with p = 1 the task
-    sums its half of the graph term (``half`` from :func:`_half_pattern`,
-    :func:`_half_graph_term`), with p = 2 it builds its rows of L H from H, the whole pattern
-    (``half`` with ``half=False``) and the X halo; for p > 2 it gets the block of
-    ``Z_q = L^q H`` (p = 2q or 2q + 1) and, for odd p, the halo rows of Z_q."""
-    H, Y, weight, labels = (_stack(a) for a in (H, Y, weight, labels))
+    ``H`` and ``inputs``' ``Y``, ``weight`` and ``labels`` are lists of the blocks of
+    consecutive row chunks, stacked here; ``inputs`` also holds ``n_labels`` and, for
+    ``htlh``, ``graph`` (the power and what :func:`_htlh` multiplies by). ``build``: ``H``
+    holds blocks of X and the task builds their hidden rows with ``layer`` (H never leaves
+    the task)."""
+    H = _stack(H)
     if build:
         H = layer(H)
-    out = {}
-    f64 = np.float64
-    if "count" in terms:
-        out["count"] = f64(H.shape[0] if weight is None else weight.sum(dtype=f64))
-    if "colsum" in terms:
-        out["colsum"] = (
-            H.sum(axis=0, dtype=f64) if weight is None else (weight.astype(H.dtype) @ H).astype(f64)
-        )
-    if "hth" in terms:
-        if weight is None:
-            out["hth"] = (H.T @ H).astype(f64)  # one buffer twice: BLAS syrk
-        else:
-            Hw = H * np.sqrt(weight).astype(H.dtype)[:, None]
-            out["hth"] = (Hw.T @ Hw).astype(f64)
-    if "hty" in terms:
-        Yc = Y.astype(H.dtype, copy=False)
-        if weight is not None:
-            Yc = Yc * weight.astype(H.dtype)[:, None]
-        out["hty"] = (H.T @ Yc).astype(f64)
-    if "htf" in terms or "sizes" in terms:
-        lab = np.asarray(labels).ravel()
-        keep = lab >= 0
-        F = sp.csr_matrix(
-            (np.ones(keep.sum(), dtype=H.dtype), (lab[keep], np.flatnonzero(keep))),
-            shape=(n_labels, H.shape[0]),
-        )
-        if "htf" in terms:
-            out["htf"] = np.asarray(F @ H, dtype=f64).T
-        if "sizes" in terms:
-            out["sizes"] = np.bincount(lab[keep], minlength=n_labels).astype(f64)
-    if "htlh" in terms:
-        if power == 1:
-            out["htlh"] = _half_graph_term(H, half, halo_X, layer).astype(f64)
-        elif power == 2:  # the task's rows of L H, from the whole pattern of its rows of W
-            LH = _pattern_rows(H, half, halo_X, layer)
-            out["htlh"] = (LH.T @ LH).astype(f64)
-        elif power % 2 == 0:  # H^T L^2q H = Z_q^T Z_q
-            out["htlh"] = (Z.T @ Z).astype(f64)
-        else:  # H^T L^(2q+1) H = Z_q^T (L Z_q)
-            out["htlh"] = (Z.T @ _laplacian_rows(graph_block, Z, halo_Z)).astype(f64)
-    return out
+    rows = {name: _stack(inputs.get(name)) for name in ("Y", "weight", "labels")}
+    rows.update(n_labels=inputs.get("n_labels"), graph=inputs.get("graph"), layer=layer)
+    return {term: _TERM_SUMS[term](H, rows) for term in TERMS if term in terms}
 
 
 def _apply_layer(X_block, layer):
@@ -318,12 +272,12 @@ def _finish(total):
 
 
 def _pick(blocks, group):
-    return [blocks[b] for b in group]
+    return None if blocks is None else [blocks[b] for b in group]
 
 
 def _blocks_of(array, n_chunks, name):
     if array is None:
-        return [None] * n_chunks
+        return None
     blocks = array.to_delayed()
     blocks = blocks.ravel().tolist()
     if len(blocks) != n_chunks:
@@ -379,13 +333,50 @@ def hidden_stats(
     -------
     dict of str to ndarray (float64)
     """
+    terms, power = _check_request(features, terms, Y, labels, n_labels, graph, laplacian_power)
+    if group_bytes is None:
+        group_bytes = 4 * get_config()["chunk_bytes"]
+    nb = len(features.chunks)
+    layer = dask.delayed(features.layer, pure=True)
+    sources, build = _sources(features, graph)
+    if graph is not None:  # a locality-ordered graph: every row-aligned input goes there too
+        Y, sample_weight, labels = (graph.in_graph_order(a) for a in (Y, sample_weight, labels))
+    inputs = {
+        "Y": _blocks_of(Y, nb, "Y"),
+        "weight": _blocks_of(sample_weight, nb, "sample_weight"),
+        "labels": _blocks_of(labels, nb, "labels"),
+    }
+    Z = None
+    if "htlh" in terms and power > 2:
+        sources, Z = _power_rows(features, graph, sources, build, layer, power)
+        build = False
+        groups = [[b] for b in range(nb)]  # one block of the persisted Z_q per task
+    else:
+        itemsize = np.dtype(features.X.dtype).itemsize
+        groups = _task_groups(features.chunks, features.layer.n_hidden, itemsize, group_bytes)
+    block_task = named(_block_partials, f"{PREFIX}-block")
+    parts = []
+    for group in groups:
+        task_inputs = {name: _pick(blocks, group) for name, blocks in inputs.items()}
+        task_inputs["n_labels"] = n_labels
+        if "htlh" in terms:
+            task_inputs["graph"] = _graph_inputs(graph, group, power, Z)
+        parts.append(block_task(_pick(sources, group), terms, task_inputs, layer, build))
+    total = named(_finish, f"{PREFIX}-finish")(
+        tree_sum(parts, fan_in=fan_in, prefix=f"{PREFIX}-sum")
+    )
+    return dask.compute(total)[0] if compute else total
+
+
+def _check_request(features, terms, Y, labels, n_labels, graph, laplacian_power):
+    """The terms as a tuple and the power as an int, or a ValueError naming what is wrong."""
     terms = tuple(terms)
     unknown = set(terms) - set(TERMS)
     if unknown:
         raise ValueError(f"unknown terms {sorted(unknown)}; choose from {TERMS}")
     if "htlh" in terms and graph is None:
         raise ValueError("term 'htlh' needs a graph")
-    if graph is not None and graph.source_name != features.X.name:
+    if graph is not None and not graph.built_on(features.X):
         # the graph term rebuilds halo rows from the graph's X with features.layer: a graph
         # built on another array (e.g. pre-scaled X) would silently give a wrong H^T L H
         raise ValueError(
@@ -402,77 +393,59 @@ def hidden_stats(
         or laplacian_power < 1
     ):
         raise ValueError(f"laplacian_power must be an integer >= 1, got {laplacian_power!r}")
-    laplacian_power = int(laplacian_power)
-    if group_bytes is None:
-        group_bytes = 4 * get_config()["chunk_bytes"]
-    nb = len(features.chunks)
-    layer = dask.delayed(features.layer, pure=True)
+    return terms, int(laplacian_power)
+
+
+def _sources(features, graph):
+    """What each task reads: ``(blocks, build)``, X's blocks in the graph's row order or
+    their own (``build``: the task builds H from them), or the cached blocks of H."""
     if graph is not None and graph.order is not None:
-        # the graph was built on locality-ordered rows: move every row-aligned input there
-        sources, build = graph.X.to_delayed().ravel().tolist(), True
-        Y, sample_weight, labels = (graph.order.apply(a) for a in (Y, sample_weight, labels))
-    elif features.cached:
-        sources, build = features.blocks(), False
-    else:  # each task builds its own H block: H_b is never stored or moved
-        sources, build = features.X.to_delayed().ravel().tolist(), True
-    Y_blocks = _blocks_of(Y, nb, "Y")
-    w_blocks = _blocks_of(sample_weight, nb, "sample_weight")
-    lab_blocks = _blocks_of(labels, nb, "labels")
-    Z = Z_blocks = None
-    if "htlh" in terms and laplacian_power > 2:
-        q = laplacian_power // 2
-        n_h = features.layer.n_hidden
-        itemsize = np.dtype(features.X.dtype).itemsize
-        shipped = (laplacian_power - 1) // 2
-        logger.info(
-            "H^T L^%d H: building L^%d H (%d x %d, %.1f MB) on the cluster; %d "
-            "product(s) ship %d halo rows of it, n_hidden=%d wide (%.1f MB each)",
-            laplacian_power,
-            q,
-            graph.n_samples,
-            n_h,
-            graph.n_samples * n_h * itemsize / 1e6,
-            shipped,
-            graph.halo_size(),
-            n_h,
-            graph.halo_size() * n_h * itemsize / 1e6,
-        )
-        hidden = named(_apply_layer, "elmscale-hidden")
-        H_blocks = [hidden(blk, layer) for blk in sources] if build else sources
-        Z = laplacian_power_rows(graph, H_blocks, layer, q, n_hidden=n_h, dtype=features.X.dtype)
-        Z_blocks = Z.to_delayed().ravel()
-        sources, build = H_blocks, False
-    block_task = named(_block_partials, "elmscale-gram-block")
-    if "htlh" in terms and laplacian_power > 2:
-        groups = [[b] for b in range(nb)]  # one block of the persisted Z_q per task
-    else:
-        itemsize = np.dtype(features.X.dtype).itemsize
-        groups = _task_groups(features.chunks, features.layer.n_hidden, itemsize, group_bytes)
-    pattern = named(_half_pattern, "elmscale-gram-pattern", nout=2)
-    parts = []
-    for group in groups:
-        kwargs = dict(
-            Y=_pick(Y_blocks, group),
-            weight=_pick(w_blocks, group),
-            labels=_pick(lab_blocks, group),
-            n_labels=n_labels,
-            power=laplacian_power,
-            layer=layer,
-            build=build,
-        )
-        if "htlh" in terms and laplacian_power <= 2:
-            # p = 1 sums half of the edges (H^T W H is symmetric); L H (p = 2) needs them all
-            half, need = pattern(*[graph.blocks[b] for b in group], half=laplacian_power == 1)
-            kwargs.update(half=half, halo_X=_group_halo(graph, group, need))
-        elif "htlh" in terms:
-            b = group[0]
-            kwargs.update(
-                graph_block=graph.blocks[b],
-                Z=Z_blocks[b],
-                halo_Z=graph.halo_rows(b, Z) if laplacian_power % 2 else None,
-            )
-        parts.append(block_task(_pick(sources, group), terms, **kwargs))
-    total = named(_finish, "elmscale-gram-finish")(
-        tree_sum(parts, fan_in=fan_in, prefix="elmscale-gram-sum")
+        return graph.row_blocks(), True
+    if features.cached:
+        return features.blocks(), False
+    return features.X.to_delayed().ravel().tolist(), True  # H_b is never stored or moved
+
+
+def _power_rows(features, graph, sources, build, layer, power):
+    """For p > 2: the blocks of H each task reads and ``Z_q = L^q H``, q = floor(p / 2),
+    persisted on the cluster (what it ships is logged)."""
+    q = power // 2
+    n_h = features.layer.n_hidden
+    itemsize = np.dtype(features.X.dtype).itemsize
+    logger.info(
+        "H^T L^%d H: building L^%d H (%d x %d, %.1f MB) on the cluster; %d "
+        "product(s) ship %d halo rows of it, n_hidden=%d wide (%.1f MB each)",
+        power,
+        q,
+        graph.n_samples,
+        n_h,
+        graph.n_samples * n_h * itemsize / 1e6,
+        (power - 1) // 2,
+        graph.halo_size(),
+        n_h,
+        graph.halo_size() * n_h * itemsize / 1e6,
     )
-    return dask.compute(total)[0] if compute else total
+    hidden = named(_apply_layer, "elmscale-hidden")
+    H_blocks = [hidden(blk, layer) for blk in sources] if build else sources
+    Z = laplacian_power_rows(graph, H_blocks, layer, q, n_hidden=n_h, dtype=features.X.dtype)
+    return H_blocks, Z
+
+
+def _graph_inputs(graph, group, power, Z):
+    """What a task's graph term multiplies by: for p <= 2 the pattern of its rows of W
+    (half of the edges for p = 1, as H^T W H is symmetric; all of them for L H) and the X
+    rows of its halo; for p > 2 its block of Z_q and, odd p, Z_q's halo rows."""
+    if power <= 2:
+        pattern, need = graph.group_pattern(group, half=power == 1, prefix=PREFIX)
+        return {
+            "power": power,
+            "pattern": pattern,
+            "halo_X": graph.group_halo(group, need, prefix=PREFIX),
+        }
+    b = group[0]
+    return {
+        "power": power,
+        "graph_block": graph.blocks[b],
+        "Z": Z.to_delayed().ravel()[b],
+        "halo_Z": graph.halo_rows(b, Z, prefix=PREFIX) if power % 2 else None,
+    }

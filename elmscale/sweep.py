@@ -61,17 +61,8 @@ def sweep(estimator, X, grid, y=None, *, scoring=None, errors="raise"):
     models = [clone(estimator).set_params(**setting) for setting in settings]
     for model in models:  # every setting is checked before any data is read
         model._validate_params()
-    groups = []  # (key, indices of the models that share it)
-    for i, model in enumerate(models):
-        key = model.reduce_key()
-        for other, members in groups:
-            if not any(_differ(key[n], other[n]) for n in key):
-                members.append(i)
-                break
-        else:
-            groups.append((key, [i]))
     results = [None] * len(models)
-    for _, members in groups:
+    for members in _reduction_groups(models):
         reduction = models[members[0]].reduce(X, y)
         reduction.n_solves = len(members)
         try:
@@ -87,6 +78,20 @@ def sweep(estimator, X, grid, y=None, *, scoring=None, errors="raise"):
         finally:
             reduction.release()
     return list(zip(settings, results, strict=True))
+
+
+def _reduction_groups(models):
+    """The models' indices, grouped by equal ``reduce_key`` (first appearance first)."""
+    groups = []  # (key, indices of the models that share it)
+    for i, model in enumerate(models):
+        key = model.reduce_key()
+        for other, members in groups:
+            if not any(_differ(key[n], other[n]) for n in key):
+                members.append(i)
+                break
+        else:
+            groups.append((key, [i]))
+    return [members for _, members in groups]
 
 
 __all__ = ["sweep"]

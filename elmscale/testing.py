@@ -264,6 +264,38 @@ def _check_factor(label, kernel, X, rtol):
     return f
 
 
+def _kernel_instance(kernel, params):
+    """A registered name or a class built with ``params``, or an instance as it is."""
+    obj = _resolve("kernel", kernel)
+    if isinstance(obj, type):
+        try:
+            return obj(**(params or {}))
+        except Exception as exc:  # noqa: BLE001
+            _fail(
+                f"kernel {_label(obj)}",
+                f"could not be built with {params or {}}: {type(exc).__name__}: {exc}",
+            )
+    if params:
+        raise TypeError("params is for a kernel class or registered name; got an instance")
+    return obj
+
+
+def _check_shared_distances(label, kernel, X, Y, K, factor):
+    """A kernel declaring ``shares_distances`` gives the same blocks and factor with a
+    DistanceCache, read or filled."""
+    from .kernels import DistanceCache
+
+    cache = DistanceCache()
+    for _ in range(2):  # the second call reads the cache
+        if not np.array_equal(kernel(X, Y, distances=cache), K):
+            _fail(label, "kernel(X, Y, distances=cache) differs from kernel(X, Y)")
+    shared = _factor_of_all_rows(kernel, X, distances=cache)
+    if type(shared) is not type(factor) or not np.array_equal(
+        shared.features(X), factor.features(X)
+    ):
+        _fail(label, "factor(..., distances=cache) differs from factor(...)")
+
+
 def check_kernel(
     kernel, *, params=None, reference=None, n_samples=40, n_features=3, rtol=1e-8, random_state=0
 ):
@@ -284,20 +316,7 @@ def check_kernel(
     blocks and factors with a :class:`~elmscale.kernels.DistanceCache`. Kernel and factor
     must pickle with cloudpickle, since workers receive them inside the task graph.
     """
-    from .kernels import DistanceCache
-
-    obj = _resolve("kernel", kernel)
-    if isinstance(obj, type):
-        try:
-            obj = obj(**(params or {}))
-        except Exception as exc:  # noqa: BLE001
-            _fail(
-                f"kernel {_label(obj)}",
-                f"could not be built with {params or {}}: {type(exc).__name__}: {exc}",
-            )
-    elif params:
-        raise TypeError("params is for a kernel class or registered name; got an instance")
-    kernel = obj
+    kernel = _kernel_instance(kernel, params)
     label = f"kernel {kernel!r}"
     if not callable(kernel):
         _fail(label, f"must be callable as kernel(X, Y), got {type(kernel).__name__}")
@@ -349,15 +368,7 @@ def check_kernel(
         )
     factor = _check_factor(label, kernel, X, rtol)
     if getattr(kernel, "shares_distances", False):
-        cache = DistanceCache()
-        for _ in range(2):  # the second call reads the cache
-            if not np.array_equal(kernel(X, Y, distances=cache), K):
-                _fail(label, "kernel(X, Y, distances=cache) differs from kernel(X, Y)")
-        shared = _factor_of_all_rows(kernel, X, distances=cache)
-        if type(shared) is not type(factor) or not np.array_equal(
-            shared.features(X), factor.features(X)
-        ):
-            _fail(label, "factor(..., distances=cache) differs from factor(...)")
+        _check_shared_distances(label, kernel, X, Y, K, factor)
     _check_picklable(label, kernel)
     _check_picklable(f"{label} factor", factor)
     import cloudpickle
@@ -413,7 +424,17 @@ def _sklearn_basics(name, estimator, skip_checks):
             ) from exc
 
 
-def check_algorithm(cls, *, params=None, X=None, y=None, sklearn_checks=True, skip_checks=()):
+def check_algorithm(
+    cls,
+    *,
+    params=None,
+    X=None,
+    y=None,
+    sklearn_checks=True,
+    skip_checks=(),
+    reduce_checks=True,
+    sweep_values=None,
+):
     """Check the algorithm protocol of ``register_algorithms``.
 
     ``cls`` (a class or a registered name) must be a scikit-learn estimator class:
@@ -426,6 +447,13 @@ def check_algorithm(cls, *, params=None, X=None, y=None, sklearn_checks=True, sk
     ``SKLEARN_CHECKS``; name any that cannot apply in ``skip_checks``, e.g.
     ``"check_dont_overwrite_parameters"``, which sets ``n_clusters=1``).
 
+    With ``reduce_checks``, an estimator written on :class:`elmscale.BaseELM` with a
+    ``reduce_params`` list must declare in it every parameter its ``reduce_hidden`` reads:
+    for each other parameter, a second value is taken from ``sweep_values`` (a dict) or
+    from its ``_parameter_constraints`` (the other boolean, another string option, a
+    number moved within its interval), and re-solving one reduction with it
+    (:func:`elmscale.sweep`) must give the fitted attributes of a fresh fit with it.
+
     ``params`` override small, fast settings (``n_clusters=3``, ``n_hidden=40``,
     ``graph="exact"``, ... for the parameters the class has); ``X`` defaults to 90 points in
     4-D in 3 blobs; pass ``y`` (or ``y="blobs"``, the blob labels) for supervised and
@@ -435,6 +463,20 @@ def check_algorithm(cls, *, params=None, X=None, y=None, sklearn_checks=True, sk
 
     cls = _resolve("algorithm", cls)
     label = f"algorithm {_label(cls)}"
+    est, fast = _check_construction(label, cls, params)
+    X, y = _default_data(X, y)
+    _check_fit(label, est, fast, X, y)
+    _check_predictions(label, est, X, y)
+    if reduce_checks:
+        _check_reduce_params(label, est, X, y, sweep_values or {})
+    if sklearn_checks:
+        _sklearn_basics(_label(cls), clone(est), skip_checks)
+
+
+def _check_construction(label, cls, params):
+    """Build ``cls`` with the fast settings; check ``__init__``, ``get_params`` and clone."""
+    from sklearn.base import clone
+
     if not isinstance(cls, type):
         _fail(label, f"must be a class, got {type(cls).__name__}")
     for method in ("get_params", "set_params", "fit"):
@@ -464,21 +506,33 @@ def check_algorithm(cls, *, params=None, X=None, y=None, sklearn_checks=True, sk
     extra = sorted(set(vars(est)) - set(names))
     if extra:
         _fail(label, f"__init__ must only store its arguments; it also set {extra}")
-    twin = clone(est)
-    if twin.get_params(deep=False).keys() != got.keys():
+    if clone(est).get_params(deep=False).keys() != got.keys():
         _fail(label, "clone() did not reproduce the parameters")
+    return est, fast
 
+
+def _default_data(X, y):
+    """90 points in 4-D in 3 blobs unless X is given; ``y="blobs"`` their labels."""
     if X is None:
         rng = np.random.RandomState(0)
         centres = np.array([[0, 0, 0, 0], [6, 6, 0, 0], [0, 6, 6, 0]], dtype=float)
         X = np.repeat(centres, 30, axis=0) + rng.standard_normal((90, 4))
         if isinstance(y, str) and y == "blobs":
             y = np.repeat(np.arange(3), 30)
-    X = np.asarray(X, dtype=np.float64)
+    return np.asarray(X, dtype=np.float64), y
+
+
+def _fit(est, X, y):
+    return est.fit(X) if y is None else est.fit(X, y)
+
+
+def _check_fit(label, est, fast, X, y):
+    """``fit`` returns self, leaves X and the parameters alone, sets ``n_features_in_`` and
+    only public attributes ending in ``_``."""
     X_before = X.copy()
-    n = X.shape[0]
+    got = est.get_params(deep=False)
     before = set(vars(est))
-    fitted = est.fit(X) if y is None else est.fit(X, y)
+    fitted = _fit(est, X, y)
     if fitted is not est:
         _fail(label, f"fit() must return self, got {type(fitted).__name__}")
     if not np.array_equal(X, X_before):
@@ -498,6 +552,14 @@ def check_algorithm(cls, *, params=None, X=None, y=None, sklearn_checks=True, sk
         est.get_params(deep=False)[k] is not got[k] for k in fast
     ):
         _fail(label, "fit() changed the estimator's parameters")
+
+
+def _check_predictions(label, est, X, y):
+    """One row per sample from ``labels_``, ``predict`` and ``transform``, NumPy for NumPy
+    and dask for dask; a ValueError for the wrong number of features."""
+    from sklearn.base import clone
+
+    n = X.shape[0]
     if hasattr(est, "labels_"):
         _check_rows(label, "labels_", est.labels_, n, np.ndarray)
     X_dask = da.from_array(X, chunks=((30, 35, 25), (X.shape[1],)))
@@ -518,11 +580,91 @@ def check_algorithm(cls, *, params=None, X=None, y=None, sklearn_checks=True, sk
             )
         else:
             _fail(label, f"{method}() accepted X with the wrong number of features")
-    dask_fit = clone(est).fit(X_dask) if y is None else clone(est).fit(X_dask, y)
+    dask_fit = _fit(clone(est), X_dask, y)
     if hasattr(dask_fit, "labels_"):
         _check_rows(label, "labels_ after fit(dask)", dask_fit.labels_, n, da.Array)
-    if sklearn_checks:
-        _sklearn_basics(_label(cls), clone(est), skip_checks)
+
+
+_NO_VALUE = object()
+
+
+def _check_reduce_params(label, est, X, y, sweep_values):
+    """Every parameter outside ``reduce_params``, changed and re-solved on one reduction,
+    gives what a fresh fit gives."""
+    from sklearn.base import clone
+
+    from .base import BaseELM
+    from .sweep import sweep
+
+    if not isinstance(est, BaseELM) or est.reduce_params is None:
+        return
+    params = est.get_params(deep=False)
+    unknown = sorted(set(est.reduce_params) - set(params))
+    if unknown:
+        _fail(label, f"reduce_params names {unknown}, which are not parameters")
+    for name in sorted(set(params) - set(est.reduce_params)):
+        other = sweep_values.get(name, _other_value(type(est), name, params[name]))
+        if other is _NO_VALUE:
+            continue
+        try:
+            fresh = _fit(clone(est).set_params(**{name: other}), X, y)
+        except ValueError:  # not a setting these data allow
+            continue
+        resolved = sweep(clone(est), X, {name: [params[name], other]}, y)[1][1]
+        differs = _differing_attributes(fresh, resolved)
+        if differs:
+            _fail(
+                label,
+                f"{name}={other!r} re-solved on a reduction made with {name}="
+                f"{params[name]!r} (elmscale.sweep) gives other {differs} than a fresh fit: "
+                f"{name} is not in reduce_params, but reduce_hidden reads it",
+            )
+
+
+def _other_value(cls, name, value):
+    """A second valid value of a parameter from its constraints, or ``_NO_VALUE``."""
+    from numbers import Integral, Real
+
+    from .validation import Interval, StrOptions
+
+    for constraint in getattr(cls, "_parameter_constraints", {}).get(name, ()):
+        if constraint == "boolean" and isinstance(value, bool):
+            return not value
+        if isinstance(constraint, StrOptions) and isinstance(value, str):
+            others = sorted(constraint.options - {value})
+            if value in constraint.options and others:
+                return others[0]
+        if isinstance(constraint, Interval) and isinstance(value, Real | Integral):
+            if isinstance(value, bool):
+                continue
+            for candidate in (value * 2, value + 1, value / 2, value - 1, 1):
+                if constraint.type is Integral:
+                    candidate = int(candidate)
+                if candidate != value and constraint.is_satisfied_by(candidate):
+                    return candidate
+    return _NO_VALUE
+
+
+def _differing_attributes(a, b):
+    """Names of the fitted array and number attributes that differ between two fits."""
+    names = sorted(
+        n
+        for n in set(vars(a)) & set(vars(b))
+        if n.endswith("_") and not n.startswith("_") and n != "timings_"
+    )
+    differs = []
+    for n in names:
+        va, vb = getattr(a, n), getattr(b, n)
+        if isinstance(va, da.Array | np.ndarray | float | int | np.number):
+            va, vb = np.asarray(va), np.asarray(vb)
+            if va.shape != vb.shape:
+                differs.append(n)
+            elif va.dtype.kind in "biuf" and vb.dtype.kind in "biuf":
+                if not np.allclose(va, vb, rtol=1e-6, atol=1e-9, equal_nan=True):
+                    differs.append(n)
+            elif not np.array_equal(va, vb):
+                differs.append(n)
+    return differs
 
 
 def _check_rows(label, what, value, n, kind):

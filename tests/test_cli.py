@@ -193,7 +193,23 @@ def test_console_script_runs_in_a_fresh_interpreter():
 
 
 # -- elmscale fit / predict ---------------------------------------------------------------------
-from elmscale._cli_io import read_labels, read_matrix, write_array  # noqa: E402
+from elmscale._cli_io import read_matrix, write_array  # noqa: E402
+
+
+def read_labels(path):
+    """A written labels file back as a NumPy array."""
+    path = str(path)
+    if path.endswith(".npy"):
+        return np.load(path)
+    if path.endswith(".zarr"):
+        import dask.array as da
+
+        return da.from_zarr(path).compute()
+    import pandas as pd
+
+    df = pd.read_csv(path) if path.endswith(".csv") else pd.read_parquet(path)
+    return df.iloc[:, 0].to_numpy() if df.shape[1] == 1 else df.to_numpy()
+
 
 FIT_PARAMS = ["n_clusters=3", "n_hidden=40", "graph=exact", "n_neighbors=5", "random_state=0"]
 

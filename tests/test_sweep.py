@@ -153,7 +153,7 @@ def test_solve_checks_the_reduction(blobs):
     with pytest.raises(TypeError, match="reduction must be a Reduction"):
         model.solve({"hth": None})
     fitted = clone(model).set_params(lam=1.0).solve(reduction)
-    assert fitted.n_features_in_ == X.shape[1] and fitted.hidden_layer_ is reduction.hidden_layer
+    assert fitted.n_features_in_ == X.shape[1] and fitted.hidden_layer_ is reduction.features.layer
     assert list(fitted.timings_) == ["hidden", "graph", "gram", "solve", "embed_cluster"]
     # solving twice from one reduction draws the same k-means seed both times
     again = clone(model).set_params(lam=1.0).solve(reduction)

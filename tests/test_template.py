@@ -2,6 +2,9 @@
 public API only fits like the built-ins, and the example plugin elmscale-celm is such a file."""
 
 import ast
+import logging
+import re
+import subprocess
 import sys
 import types
 from numbers import Real
@@ -11,15 +14,17 @@ import dask
 import numpy as np
 import pytest
 from sklearn.base import RegressorMixin
-from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import check_is_fitted
 
 import elmscale
 from elmscale.algorithms import elm_output_weights
 from elmscale.gram import hidden_stats
+from elmscale.hidden import MixedHiddenLayer, RandomHiddenLayer
+from elmscale.mixins import DataNodesMixin, GraphMixin
 from elmscale.testing import check_algorithm
+from elmscale.validation import Interval
 
-from ._reference import elm_ridge, hidden
+from ._reference import elm_ridge, hidden, knn_laplacian
 from .test_threads import _blas_threads, _recording_activation
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -86,6 +91,150 @@ def test_a_one_file_algorithm_equals_dense_numpy_and_sweeps(blobs):
     np.testing.assert_array_equal(fits[1][1].output_weights_, model.output_weights_)
 
 
+def test_project_is_the_dense_product_with_the_same_keys_every_call(blobs):
+    X, y = blobs
+    model = RidgeELM(random_state=0).fit(X, y.astype(float))
+    Xd = dask.array.from_array(X, chunks=(70, X.shape[1]))
+    W = np.random.RandomState(1).standard_normal((model.n_hidden, 3))
+    first, again = model.project(Xd, W), model.project(Xd, W.copy())
+    assert first.name == again.name and first.name.startswith("elmscale-embed-")
+    assert dict(first.dask).keys() == dict(again.dask).keys()
+    np.testing.assert_allclose(first.compute(), hidden(X, model.hidden_layer_) @ W, rtol=1e-10)
+    V = W[: X.shape[1]]
+    layer = model.hidden_layer_
+    np.testing.assert_allclose(
+        model.project(Xd, V, scaled_input=True).compute(),
+        ((X - layer.offset) / layer.scale) @ V,
+        rtol=1e-10,
+    )
+    assert model.project(Xd, V, scaled_input=True).name != model.project(Xd, V).name
+
+
+class _Records(logging.Handler):
+    def __init__(self):
+        super().__init__(logging.DEBUG)
+        self.messages = []
+
+    def emit(self, record):
+        self.messages.append(record.getMessage())
+
+
+@pytest.mark.distributed
+def test_predictions_computed_again_meet_no_run_spec_collision(blobs, dask_client):
+    """A plugin's predict through ``project``, computed while an earlier result is still
+    held on the cluster, resubmits the same tasks under the same keys."""
+    X, y = blobs
+    model = RidgeELM(random_state=0).fit(X, y.astype(float))
+    Xd = dask.array.from_array(X, chunks=(70, X.shape[1]))
+    records = _Records()
+    scheduler_log = logging.getLogger("distributed.scheduler")
+    scheduler_log.addHandler(records)
+    level = scheduler_log.level
+    scheduler_log.setLevel(logging.DEBUG)
+    try:
+        held = model.project(Xd, model.output_weights_).persist()
+        again = model.project(Xd, model.output_weights_).compute()
+        np.testing.assert_array_equal(held.compute(), again)
+    finally:
+        scheduler_log.removeHandler(records)
+        scheduler_log.setLevel(level)
+    assert not [m for m in records.messages if "run_spec" in m]
+
+
+class GraphEmbedding(GraphMixin, elmscale.BaseELM):
+    """A plugin that declares the graph parameters through the mixin and reduces H^T L H."""
+
+    _parameter_constraints = {
+        **elmscale.BaseELM._parameter_constraints,
+        **GraphMixin._graph_constraints,
+    }
+
+    def __init__(
+        self,
+        n_hidden=20,
+        *,
+        activation="tanh",
+        scaling=None,
+        graph="auto",
+        n_neighbors=6,
+        weights="heat",
+        sigma=None,
+        normalized=False,
+        cache=False,
+        random_state=None,
+    ):
+        self.n_hidden, self.activation, self.scaling = n_hidden, activation, scaling
+        self.graph, self.n_neighbors, self.weights = graph, n_neighbors, weights
+        self.sigma, self.normalized = sigma, normalized
+        self.cache, self.random_state = cache, random_state
+
+    def reduce_hidden(self, reduction, y):
+        reduction.graph = self.build_graph(reduction.X, reduction.rng)
+        reduction.stats = hidden_stats(reduction.features, ("htlh",), graph=reduction.graph)
+
+    def solve_reduced(self, reduction, rng):
+        self.htlh_ = reduction.stats["htlh"]
+
+
+@pytest.mark.parametrize("normalized", [False, True])
+def test_graph_mixin_gives_a_plugin_the_graph_term_of_dense_numpy(blobs, normalized):
+    X, _ = blobs
+    model = GraphEmbedding(normalized=normalized, random_state=0).fit(X)
+    H = hidden(X, model.hidden_layer_)
+    L = knn_laplacian(X, 6, weights="heat", normalized=normalized)
+    np.testing.assert_allclose(model.htlh_, H.T @ L @ H, rtol=1e-8, atol=1e-8)
+    with pytest.raises(ValueError, match="weights"):
+        GraphEmbedding(weights="gauss").fit(X)
+
+
+def test_data_nodes_come_with_the_mixin_only(blobs):
+    """BaseELM draws Gaussian data nodes only for an estimator with DataNodesMixin."""
+    X, y = blobs
+    plain = RidgeELM(random_state=0).fit(X, y.astype(float))
+    assert type(plain.hidden_layer_) is RandomHiddenLayer
+    mixed = elmscale.USELM(3, n_hidden=20, rbf_fraction=0.5, graph="exact", random_state=0)
+    layer = mixed.fit(X).hidden_layer_
+    assert isinstance(mixed, DataNodesMixin) and isinstance(layer, MixedHiddenLayer)
+    assert [p.n_hidden for p in layer.parts] == [10, 10]
+
+
+def test_elmscale_testing_is_an_attribute_loaded_on_first_use():
+    code = (
+        "import sys, elmscale\n"
+        "assert 'elmscale.testing' not in sys.modules\n"
+        "assert elmscale.testing.check_algorithm is not None\n"
+        "import elmscale.testing as t\n"
+        "assert t is elmscale.testing\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_check_algorithm_accepts_a_complete_reduce_params_list():
+    check_algorithm(RidgeELM, y="blobs", sklearn_checks=False)
+
+
+class LeakyRidgeELM(RidgeELM):
+    """Its reduce_hidden reads C, which reduce_params leaves out: a sweep over C would
+    re-solve with the targets scaled by the first setting's C."""
+
+    def reduce_hidden(self, reduction, y):
+        super().reduce_hidden(reduction, np.asarray(y, dtype=float) * self.C)
+
+
+def test_check_algorithm_fails_when_reduce_params_misses_what_reduce_hidden_reads():
+    with pytest.raises(AssertionError, match="C is not in reduce_params, but reduce_hidden"):
+        check_algorithm(LeakyRidgeELM, y="blobs", sklearn_checks=False)
+    # listing it makes the same estimator pass
+    fixed = type(
+        "FixedRidgeELM", (LeakyRidgeELM,), {"reduce_params": (*RidgeELM.reduce_params, "C")}
+    )
+    check_algorithm(fixed, y="blobs", sklearn_checks=False)
+    # and values given for the sweep are the ones tried
+    with pytest.raises(AssertionError, match=r"C=5\.0 re-solved"):
+        check_algorithm(LeakyRidgeELM, y="blobs", sklearn_checks=False, sweep_values={"C": 5.0})
+
+
 def test_the_readme_plugin_example_fits_sweeps_and_passes_the_contract(blobs, monkeypatch):
     """The algorithm of the README's plugin section, executed as written (as a module, so
     that its estimator pickles)."""
@@ -144,8 +293,13 @@ def celm(monkeypatch):
 
 def _private_elmscale_imports(path):
     """(line, imported path) of every import of a private elmscale module or name."""
+    return _private_imports(path.read_text(), ("elmscale",), str(path))
+
+
+def _private_imports(source, packages, filename="<source>"):
+    """(line, imported path) of every import of a private module or name of ``packages``."""
     found = []
-    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+    for node in ast.walk(ast.parse(source, filename=filename)):
         if isinstance(node, ast.Import):
             names = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
@@ -154,7 +308,7 @@ def _private_elmscale_imports(path):
             continue
         for name in names:
             parts = name.split(".")
-            if parts[0] == "elmscale" and any(p.startswith("_") for p in parts[1:]):
+            if parts[0] in packages and any(p.startswith("_") for p in parts[1:]):
                 found.append((node.lineno, name))
     return found
 
@@ -187,8 +341,6 @@ def _private_elmscale_attributes(path):
 # gram.py, the one place outside the package that reads its private helpers
 WHITE_BOX = {
     ("bench_gram.py", "gram._task_groups"),
-    ("bench_gram.py", "gram._half_pattern"),
-    ("bench_gram.py", "gram._group_halo"),
 }
 
 
@@ -222,6 +374,35 @@ def test_private_import_finder_finds_private_imports(tmp_path):
         (1, "elmscale._config"),
         (2, "elmscale.base._Clock"),
         (3, "elmscale.utils._random.draw_seed"),
+    ]
+
+
+def _readme_python_blocks():
+    readme = (ROOT / "README.md").read_text()
+    return re.findall(r"```python\n(.*?)```", readme, flags=re.S)
+
+
+def test_readme_and_plugins_import_nothing_private_from_elmscale_or_sklearn():
+    """What a plugin author copies (the README's code, plugins/) builds on public names only."""
+    blocks = _readme_python_blocks()
+    assert any("class YourELM" in b for b in blocks)
+    for i, block in enumerate(blocks):
+        assert _private_imports(block, ("elmscale", "sklearn"), f"README block {i}") == [], block
+    files = sorted((ROOT / "plugins").rglob("*.py"))
+    assert len(files) >= 5
+    for path in files:
+        assert _private_imports(path.read_text(), ("elmscale", "sklearn"), str(path)) == [], path
+
+
+def test_private_import_finder_checks_sklearn_when_asked():
+    src = (
+        "from sklearn.utils._param_validation import Interval\n"
+        "import sklearn._config\nfrom sklearn.base import ClusterMixin\n"
+        "from elmscale.validation import Interval\n"
+    )
+    assert _private_imports(src, ("elmscale", "sklearn")) == [
+        (1, "sklearn.utils._param_validation.Interval"),
+        (2, "sklearn._config"),
     ]
 
 

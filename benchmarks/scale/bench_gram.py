@@ -219,13 +219,13 @@ def profile(graph, features):
     """One pass of :func:`_profiled_block` tasks over the same groups as the Gram pass."""
     import dask
 
-    from elmscale import get_config, gram
+    from elmscale import get_config
 
     X_blocks = graph.X.to_delayed().ravel()
     lay = dask.delayed(features.layer, pure=True)
     tasks = [
         dask.delayed(_profiled_block)(
-            [X_blocks[b] for b in group], half, lay, *gram._group_halo(graph, group, need)
+            [X_blocks[b] for b in group], half, lay, *graph.group_halo(group, need)
         )
         for group, half, need in group_patterns(graph, features, 4 * get_config()["chunk_bytes"])
     ]
@@ -254,13 +254,11 @@ def _group_sizes(text):
 def group_patterns(graph, features, group_bytes):
     """The Gram pass's tasks for float32 H of ``group_bytes`` per task: ``(group, half,
     need)`` per task, the half graph and halo indices delayed."""
-    import dask
 
     from elmscale import gram
 
     groups = gram._task_groups(features.chunks, features.layer.n_hidden, 4, group_bytes)
-    pattern = dask.delayed(gram._half_pattern, nout=2)
-    return [(g, *pattern(*[graph.blocks[b] for b in g])) for g in groups]
+    return [(g, *graph.group_pattern(g)) for g in groups]
 
 
 def rebuilt_halo_rows(graph, features, group_bytes):

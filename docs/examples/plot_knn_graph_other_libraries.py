@@ -16,7 +16,7 @@ from sklearn.cluster import HDBSCAN, SpectralClustering
 from sklearn.datasets import load_digits
 from sklearn.metrics import adjusted_rand_score
 
-from elmscale.graph import KNNGraphTransformer, knn_arrays
+from elmscale.neighbors import KNNGraphTransformer, knn_arrays
 
 X, y = load_digits(return_X_y=True)
 G = KNNGraphTransformer(n_neighbors=10).fit_transform(X)
@@ -53,7 +53,7 @@ print(f"against the digits, clustered points: ARI {agreement:.3f}")
 # %%
 # UMAP
 # ----
-# umap-learn takes the neighbour lists as arrays: :func:`~elmscale.graph.knn_arrays` reads them
+# umap-learn takes the neighbour lists as arrays: :func:`~elmscale.neighbors.knn_arrays` reads them
 # off the graph (11 columns: the point and its 10 neighbours, as UMAP's own search gives them).
 # Without a search index UMAP warns that ``transform`` of new points is unavailable.
 import umap  # noqa: E402

@@ -182,7 +182,7 @@ class _OutputWeightsMixin:
         check_is_fitted(self, "output_weights_")
         Xd, was_dask = self.validate_X(X, reset=False)
         # one pass, nothing to reuse: never cache H at prediction time
-        out = self.hidden_features(Xd, cache=False).project(self.output_weights_)
+        out = self.project(Xd, self.output_weights_)
         return out, was_dask
 
 

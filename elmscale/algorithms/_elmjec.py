@@ -18,11 +18,12 @@ from ..base import BaseELM
 from ..cluster import kmeans
 from ..exceptions import ElmscaleWarning
 from ..gram import hidden_stats
+from ..mixins import EmbeddingFeaturesOutMixin, GraphMixin
 from ..solvers import sign_flip
 from ..sweep import sweep
 from ..utils._random import draw_seed
-from ._embedding import nearest_center
-from ._output import EmbeddingFeaturesOutMixin, negative_sse
+from ._embedding import nearest_center, resolve_n_components
+from ._output import negative_sse
 
 logger = logging.getLogger(__name__)
 
@@ -213,7 +214,7 @@ def _changed_from_table(table, n_clusters):
     return int(table.sum() - table[rows, cols].sum())
 
 
-class ELMJEC(ClusterMixin, EmbeddingFeaturesOutMixin, TransformerMixin, BaseELM):
+class ELMJEC(GraphMixin, ClusterMixin, EmbeddingFeaturesOutMixin, TransformerMixin, BaseELM):
     """Extreme Learning Machine for joint embedding and clustering (Liu et al. 2017).
 
     Finds an embedding ``E = H~ beta`` of the centred hidden-layer output
@@ -340,7 +341,7 @@ class ELMJEC(ClusterMixin, EmbeddingFeaturesOutMixin, TransformerMixin, BaseELM)
 
     _parameter_constraints = {
         **BaseELM._parameter_constraints,
-        **BaseELM._graph_constraints,
+        **GraphMixin._graph_constraints,
         "n_clusters": [Interval(Integral, 1, None, closed="left")],
         "n_components": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"})],
         "lam": [Interval(Real, 0, None, closed="neither")],
@@ -404,16 +405,9 @@ class ELMJEC(ClusterMixin, EmbeddingFeaturesOutMixin, TransformerMixin, BaseELM)
     # -- fit -------------------------------------------------------------------------------
     def check_params_vs_input(self, Xd):
         super().check_params_vs_input(Xd)
-        N = Xd.shape[0]
-        self._n_components = self.n_clusters if self.n_components == "auto" else self.n_components
-        if self._n_components >= N:
-            raise ValueError(
-                f"n_components={self._n_components} must be smaller than n_samples={N}"
-            )
-        if self._n_components >= self.n_hidden:
-            raise ValueError(
-                f"n_components={self._n_components} must be smaller than n_hidden={self.n_hidden}"
-            )
+        self._n_components = resolve_n_components(
+            self.n_components, self.n_clusters, Xd.shape[0], self.n_hidden
+        )
 
     def reduce_hidden(self, reduction, y):
         """The graph, the fixed Grams (one pass) and the initial partition: everything that
@@ -467,16 +461,7 @@ class ELMJEC(ClusterMixin, EmbeddingFeaturesOutMixin, TransformerMixin, BaseELM)
         E = self._embed(features, red.mean, beta).persist()
         for it in range(1, self.max_iter + 1):
             n_iter = it
-            seed = draw_seed(rng)
-            _, lab_b, in_b, _ = kmeans(E, c, init=G.T, max_iter=KMEANS_MAX_ITER)
-            new, inertia, accepted = lab_b, in_b, "baseline"
-            if self.n_restarts > 0:
-                _, lab_r, in_r, _ = kmeans(
-                    E, c, n_init=self.n_restarts, max_iter=KMEANS_MAX_ITER, random_state=seed
-                )
-                if in_r < in_b:
-                    new, inertia, accepted = lab_r, in_r, "restart"
-            new = new.persist()
+            new, inertia, in_b, accepted = self._assign(E, G, draw_seed(rng))
             stats, table = dask.compute(
                 hidden_stats(features, ("htf", "sizes"), labels=new, n_labels=c, compute=False),
                 _contingency(labels, new, c),
@@ -500,22 +485,7 @@ class ELMJEC(ClusterMixin, EmbeddingFeaturesOutMixin, TransformerMixin, BaseELM)
                 accepted,
                 changed,
             )
-        if fewest < n_o:
-            warnings.warn(
-                f"H~^T M H~ had only {fewest} positive eigenvalue(s) for lam={lam!r}, "
-                f"gamma={gamma!r}: kept {fewest} < n_components={n_o} components (null-space "
-                "directions would give all-zero embedding columns; for lam > 1 at most "
-                f"n_clusters - 1 = {c - 1} can be positive). See ELMJEC's Notes.",
-                FewerComponentsWarning,
-                stacklevel=6,
-            )
-        if not converged and self.max_iter > 0:
-            warnings.warn(
-                f"ELM-JEC did not converge: the partition still changed after "
-                f"max_iter={self.max_iter} iterations",
-                ConvergenceWarning,
-                stacklevel=6,
-            )
+        self._warn(fewest, converged)
         self.hidden_mean_ = red.mean
         self.rank_ = red.rank_
         self.output_weights_ = beta
@@ -533,6 +503,41 @@ class ELMJEC(ClusterMixin, EmbeddingFeaturesOutMixin, TransformerMixin, BaseELM)
             self.labels_ = labels
         else:
             self.embedding_, self.labels_ = dask.compute(E, labels)
+
+    def _assign(self, E, G, seed):
+        """One k-means step on the embedding: from the centres G (the baseline) and, with
+        ``n_restarts``, from fresh starts, keeping the lower inertia: ``(labels, inertia,
+        baseline inertia, "baseline" or "restart")``."""
+        c = self.n_clusters
+        _, lab_b, in_b, _ = kmeans(E, c, init=G.T, max_iter=KMEANS_MAX_ITER)
+        new, inertia, accepted = lab_b, in_b, "baseline"
+        if self.n_restarts > 0:
+            _, lab_r, in_r, _ = kmeans(
+                E, c, n_init=self.n_restarts, max_iter=KMEANS_MAX_ITER, random_state=seed
+            )
+            if in_r < in_b:
+                new, inertia, accepted = lab_r, in_r, "restart"
+        return new.persist(), inertia, in_b, accepted
+
+    def _warn(self, fewest, converged):
+        """The solve's warnings: fewer components kept than asked, no convergence."""
+        n_o, c = self._n_components, self.n_clusters
+        if fewest < n_o:
+            warnings.warn(
+                f"H~^T M H~ had only {fewest} positive eigenvalue(s) for lam={float(self.lam)!r}, "
+                f"gamma={float(self.gamma)!r}: kept {fewest} < n_components={n_o} components "
+                "(null-space directions would give all-zero embedding columns; for lam > 1 at "
+                f"most n_clusters - 1 = {c - 1} can be positive). See ELMJEC's Notes.",
+                FewerComponentsWarning,
+                stacklevel=7,
+            )
+        if not converged and self.max_iter > 0:
+            warnings.warn(
+                f"ELM-JEC did not converge: the partition still changed after "
+                f"max_iter={self.max_iter} iterations",
+                ConvergenceWarning,
+                stacklevel=7,
+            )
 
     @staticmethod
     def _embed(features, mean, beta):

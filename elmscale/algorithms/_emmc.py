@@ -33,6 +33,7 @@ from sklearn.utils.validation import check_is_fitted
 from ..base import BaseELM
 from ..cluster import kmeans
 from ..gram import hidden_stats
+from ..mixins import DataNodesMixin
 from ..solvers import sign_flip
 from ..sweep import sweep
 from ..utils._dask import tree_sum
@@ -305,7 +306,7 @@ def balance_labels(F, labels, sizes, tol, output, *, max_gather=65536):
 
 
 # -- the estimator ------------------------------------------------------------------------
-class EMMC(ClusterMixin, BaseELM):
+class EMMC(DataNodesMixin, ClusterMixin, BaseELM):
     """Extreme maximum margin clustering: alternate an ELM fit to the current labels and a
     relabelling by the ELM's outputs, under a class-balance constraint (Zhang et al. 2013,
     Algorithm 1).
@@ -432,8 +433,7 @@ default="elm-kmeans"
         "init": [StrOptions(set(INITS)), "array-like"],
         "n_init": [Interval(Integral, 1, None, closed="left")],
         "max_iter": [Interval(Integral, 1, None, closed="left")],
-        "rbf_fraction": [Interval(Real, 0, 1, closed="both")],
-        "rbf_width": [Interval(Real, 0, None, closed="neither")],
+        **DataNodesMixin._data_node_constraints,
     }
 
     def __init__(
@@ -607,15 +607,13 @@ default="elm-kmeans"
         """The ELM outputs ``h(x) beta`` (n_samples x n_outputs)."""
         check_is_fitted(self, "output_weights_")
         Xd, was_dask = self.validate_X(X, reset=False)
-        return self.as_output(
-            self.hidden_features(Xd, cache=False).project(self.output_weights_), was_dask
-        )
+        return self.as_output(self.project(Xd, self.output_weights_), was_dask)
 
     def predict(self, X):
         """Clusters of X from the ELM outputs (the relabelling rule, without balancing)."""
         check_is_fitted(self, "output_weights_")
         Xd, was_dask = self.validate_X(X, reset=False)
-        F = self.hidden_features(Xd, cache=False).project(self.output_weights_)
+        F = self.project(Xd, self.output_weights_)
         labels = F.map_blocks(
             _relabel_block,
             self.n_clusters,

@@ -1,15 +1,8 @@
-"""scikit-learn's output API shared by the clusterers: output feature names (so that
-``set_output(transform="pandas")`` works) and ``score``."""
+"""``score`` of the clusterers (their output feature names, so that
+``set_output(transform="pandas")`` works, come from :mod:`elmscale.mixins`)."""
 
 import dask.array as da
 import numpy as np
-from sklearn.base import ClassNamePrefixFeaturesOutMixin
-
-
-class EmbeddingFeaturesOutMixin(ClassNamePrefixFeaturesOutMixin):
-    """``get_feature_names_out`` for an embedding: ``"<classname>0"``, ``"<classname>1"``...,
-    one per column of ``transform``'s output, whose width the estimator gives as the
-    property ``_n_features_out``."""
 
 
 def negative_sse(E, centers, labels=None):

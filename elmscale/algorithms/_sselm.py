@@ -13,6 +13,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 
 from ..base import BaseELM
 from ..gram import hidden_stats
+from ..mixins import GraphMixin
 from ..solvers import ridge_solve
 from ._elm import _ClassifierOutputsMixin, _one_hot, _take_weight, encode_targets
 
@@ -79,7 +80,7 @@ def _unlabelled(block):
     return np.zeros(block.shape, dtype=bool)
 
 
-class SSELM(_ClassifierOutputsMixin, ClassifierMixin, BaseELM):
+class SSELM(GraphMixin, _ClassifierOutputsMixin, ClassifierMixin, BaseELM):
     """Semi-supervised Extreme Learning Machine (Huang et al. 2014, Algorithm 1).
 
     ``fit(X, y)`` takes labels with ``-1`` for unlabelled rows (scikit-learn's
@@ -185,7 +186,7 @@ class SSELM(_ClassifierOutputsMixin, ClassifierMixin, BaseELM):
 
     _parameter_constraints = {
         **BaseELM._parameter_constraints,
-        **BaseELM._graph_constraints,
+        **GraphMixin._graph_constraints,
         "C0": [Interval(Real, 0, None, closed="neither")],
         "lam": [Interval(Real, 0, None, closed="left")],
         "laplacian_power": [Interval(Integral, 1, None, closed="left")],

@@ -54,12 +54,13 @@ from ..cluster import kmeans
 from ..exceptions import UnknownPluginError
 from ..hidden import HiddenFeatures, apply_scaling, fit_scaling
 from ..kernels import FactorLayer, Kernel, paper_kernels
+from ..mixins import EmbeddingFeaturesOutMixin
 from ..solvers import ridge_solve
 from ..utils._random import draw_seed
 from ..utils._threads import blas_threads
 from ..utils._validation import row_chunks, validate_data
 from ._embedding import unit_rows
-from ._output import EmbeddingFeaturesOutMixin, negative_sse
+from ._output import negative_sse
 from ._tumkelm_exact import (
     DenseKernels,
     exact_combined,

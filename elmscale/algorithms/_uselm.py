@@ -14,10 +14,11 @@ from ..base import BaseELM
 from ..cluster import kmeans
 from ..gram import hidden_stats
 from ..graph import retained_variance, smoothed_graph
+from ..mixins import DataNodesMixin, EmbeddingFeaturesOutMixin, GraphMixin
 from ..solvers import sign_flip, uselm_dual, uselm_primal
 from ..utils._random import draw_seed
-from ._embedding import nearest_center, unit_rows
-from ._output import EmbeddingFeaturesOutMixin, negative_sse
+from ._embedding import nearest_center, resolve_n_components, unit_rows
+from ._output import negative_sse
 
 logger = logging.getLogger(__name__)
 
@@ -38,7 +39,9 @@ def uselm_embedding(hth, htlh, lam, n_components):
     return uselm_primal(hth, htlh, lam, n_components)
 
 
-class USELM(ClusterMixin, EmbeddingFeaturesOutMixin, TransformerMixin, BaseELM):
+class USELM(
+    GraphMixin, DataNodesMixin, ClusterMixin, EmbeddingFeaturesOutMixin, TransformerMixin, BaseELM
+):
     """Unsupervised Extreme Learning Machine: spectral embedding through a random hidden
     layer, then k-means (Huang et al. 2014, Algorithm 2).
 
@@ -165,13 +168,12 @@ class USELM(ClusterMixin, EmbeddingFeaturesOutMixin, TransformerMixin, BaseELM):
 
     _parameter_constraints = {
         **BaseELM._parameter_constraints,
-        **BaseELM._graph_constraints,
+        **GraphMixin._graph_constraints,
         "n_clusters": [Interval(Integral, 1, None, closed="left"), None],
         "n_components": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"})],
         "lam": [Interval(Real, 0, None, closed="left")],
         "solver": [StrOptions({"auto", "primal", "dual"})],
-        "rbf_fraction": [Interval(Real, 0, 1, closed="both")],
-        "rbf_width": [Interval(Real, 0, None, closed="neither")],
+        **DataNodesMixin._data_node_constraints,
         "smoothing": [Interval(Integral, 0, None, closed="left"), StrOptions({"auto"})],
         "row_normalize": ["boolean"],
         "n_init": [Interval(Integral, 1, None, closed="left")],
@@ -239,18 +241,8 @@ class USELM(ClusterMixin, EmbeddingFeaturesOutMixin, TransformerMixin, BaseELM):
     def check_params_vs_input(self, Xd):
         super().check_params_vs_input(Xd)
         N = Xd.shape[0]
-        if self.n_components == "auto":
-            self._n_components = self.n_clusters if self.n_clusters is not None else 2
-        else:
-            self._n_components = self.n_components
-        if self._n_components >= self.n_hidden:
-            raise ValueError(
-                f"n_components={self._n_components} must be smaller than n_hidden={self.n_hidden}"
-            )
-        if self._n_components >= N:
-            raise ValueError(
-                f"n_components={self._n_components} must be smaller than n_samples={N}"
-            )
+        auto = self.n_clusters if self.n_clusters is not None else 2
+        self._n_components = resolve_n_components(self.n_components, auto, N, self.n_hidden)
         self._solver = self.resolve_solver(N)
         if self.smoothing == "auto":
             self._smoothing = SMOOTHING_STEPS if N >= SMOOTHING_MIN_SAMPLES else 0
@@ -328,14 +320,14 @@ class USELM(ClusterMixin, EmbeddingFeaturesOutMixin, TransformerMixin, BaseELM):
         """Embed X (seen or unseen points): ``E = h(x) beta``."""
         check_is_fitted(self, "output_weights_")
         Xd, was_dask = self.validate_X(X, reset=False)
-        E = self.hidden_features(Xd, cache=False).project(self.output_weights_)
+        E = self.project(Xd, self.output_weights_)
         return self.as_output(E, was_dask)
 
     def predict(self, X):
         """Index of the nearest cluster centre in the embedding."""
         check_is_fitted(self, "cluster_centers_")
         Xd, was_dask = self.validate_X(X, reset=False)
-        E = self.hidden_features(Xd, cache=False).project(self.output_weights_)
+        E = self.project(Xd, self.output_weights_)
         if self.row_normalize:
             E = unit_rows(E)
         centers = self.cluster_centers_

@@ -132,25 +132,47 @@ def kmeans(
         Eb.nbytes / 1e6,
     )
     blocks = Eb.to_delayed(optimize_graph=False).ravel().tolist()
+    starts = _starts(Eb, n_clusters, n_init, init, init_sample, rng)
+    centers, n_iter = _lloyd(blocks, starts, N, max_iter, tol)
+    best = _best_restart(blocks, centers)
+    best_centers = centers[best]
+    labels, inertia = _final_labels(blocks, best_centers, Eb.chunks[0], E.chunks[0])
+    logger.info(
+        "k-means: best of %d restarts, inertia %.6g after %d iterations",
+        len(centers),
+        inertia,
+        n_iter[best],
+    )
+    return best_centers, labels, inertia, int(n_iter[best])
+
+
+def _starts(Eb, n_clusters, n_init, init, init_sample, rng):
+    """The starting centres, (n_starts, n_clusters, n_features): ``init``, or the best of
+    scikit-learn's k-means++ starts on a sample of rows."""
     if init is not None:
         starts = np.asarray(init, dtype=np.float64)
-        starts = starts[None] if starts.ndim == 2 else starts
-    else:
-        sample = _draw_sample(Eb, init_sample, rng)
-        if sample.shape[0] < n_clusters:
-            raise ValueError(f"n_clusters={n_clusters} is larger than n_samples={N}")
-        km = KMeans(n_clusters, n_init=n_init, random_state=rng.randint(2**31 - 1)).fit(sample)
-        starts = km.cluster_centers_[None]
+        return starts[None] if starts.ndim == 2 else starts
+    sample = _draw_sample(Eb, init_sample, rng)
+    if sample.shape[0] < n_clusters:
+        raise ValueError(f"n_clusters={n_clusters} is larger than n_samples={Eb.shape[0]}")
+    km = KMeans(n_clusters, n_init=n_init, random_state=rng.randint(2**31 - 1)).fit(sample)
+    return km.cluster_centers_[None]
+
+
+def _pass(blocks, centers):
+    """One pass of every restart's partial sums over the blocks, reduced."""
     partials = named(_lloyd_partials, "elmscale-kmeans-lloyd")
-    centers = starts
+    c = dask.delayed(centers, pure=True)
+    return dask.compute(tree_sum([partials(b, c) for b in blocks], prefix="elmscale-kmeans-sum"))[0]
+
+
+def _lloyd(blocks, centers, N, max_iter, tol):
+    """Lloyd iterations of all restarts together: ``(centers, n_iter)``."""
     active = np.ones(len(centers), dtype=bool)
     n_iter = np.zeros(len(centers), dtype=int)
     var = None
     for _ in range(max_iter):
-        c = dask.delayed(centers, pure=True)
-        total = dask.compute(
-            tree_sum([partials(b, c) for b in blocks], prefix="elmscale-kmeans-sum")
-        )[0]
+        total = _pass(blocks, centers)
         counts = total["counts"]
         new = np.where(
             counts[:, :, None] > 0, total["sums"] / np.maximum(counts, 1)[:, :, None], centers
@@ -164,35 +186,31 @@ def kmeans(
         active &= shift > tol * var
         if not active.any():
             break
-    if len(centers) > 1:  # the restarts' inertias for the final centres, in one more pass
-        c = dask.delayed(centers, pure=True)
-        inertias = dask.compute(
-            tree_sum([partials(b, c) for b in blocks], prefix="elmscale-kmeans-sum")
-        )[0]["inertia"]
-        best = int(np.argmin(inertias))
-    else:
-        best = 0
-    best_centers = centers[best]
-    # one pass: the labels (kept in memory) and the inertia of the final centres
+    return centers, n_iter
+
+
+def _best_restart(blocks, centers):
+    """The restart of least inertia, from one more pass (none for a single start)."""
+    if len(centers) == 1:
+        return 0
+    return int(np.argmin(_pass(blocks, centers)["inertia"]))
+
+
+def _final_labels(blocks, centers, block_chunks, chunks):
+    """One pass: the labels (kept in memory, chunked like ``chunks``) and the inertia."""
     final = named(_final_block, "elmscale-kmeans-labels", nout=2)
-    c = dask.delayed(best_centers, pure=True)
+    c = dask.delayed(centers, pure=True)
     parts = dask.persist(*[final(b, c) for b in blocks])
     inertia = float(sum(dask.compute(*[p[1] for p in parts])))
     labels = da.concatenate(
         [
             da.from_delayed(p[0], (n,), dtype=np.int64)
-            for p, n in zip(parts, Eb.chunks[0], strict=True)
+            for p, n in zip(parts, block_chunks, strict=True)
         ]
     )
-    if labels.chunks[0] != E.chunks[0]:
-        labels = labels.rechunk({0: E.chunks[0]})
-    logger.info(
-        "k-means: best of %d restarts, inertia %.6g after %d iterations",
-        len(centers),
-        inertia,
-        n_iter[best],
-    )
-    return best_centers, labels, inertia, int(n_iter[best])
+    if labels.chunks[0] != chunks:
+        labels = labels.rechunk({0: chunks})
+    return labels, inertia
 
 
 __all__ = ["block_rows", "kmeans"]

@@ -4,19 +4,20 @@ the row itself excluded, nearest first."""
 
 import logging
 
-import dask
 import dask.array as da
 import numpy as np
 
 from ._select import block_topk, merge_topk
+from ._tasks import task
 
 logger = logging.getLogger(__name__)
 
 
-def _check_k(X, n_neighbors):
+def check_n_neighbors(X, n_neighbors):
+    """The one check of k against the data, shared by the graph and its backends."""
     if not 1 <= n_neighbors < X.shape[0]:
         raise ValueError(
-            f"n_neighbors must be in [1, n_samples - 1] = [1, {X.shape[0] - 1}], got {n_neighbors}"
+            f"n_neighbors={n_neighbors} must be in [1, n_samples - 1] = [1, {X.shape[0] - 1}]"
         )
 
 
@@ -49,7 +50,7 @@ def exact_knn(X, n_neighbors, *, random_state=None):
     query block. O(N^2 d) work: for small data and as the reference for approximate
     backends. Neighbours are ranked by (exact float64 distance, global index), so the result
     does not depend on the chunking (:mod:`elmscale.graph._select`)."""
-    _check_k(X, n_neighbors)
+    check_n_neighbors(X, n_neighbors)
     return exact_kneighbors(X, X, n_neighbors, same=True)
 
 
@@ -65,12 +66,19 @@ def exact_kneighbors(Xq, Xr, n_neighbors, *, same=False):
     for b, Xb in enumerate(Xq.to_delayed(optimize_graph=False).ravel()):
         q_start = int(q_starts[b]) if same else None
         cands = [
-            dask.delayed(_block_candidates, pure=True, nout=2)(
-                Xb, Xs, q_start, int(r_starts[s]), n_neighbors
+            task(
+                "exact",
+                _block_candidates,
+                Xb,
+                Xs,
+                q_start,
+                int(r_starts[s]),
+                n_neighbors,
+                nout=2,
             )
             for s, Xs in enumerate(r_blocks)
         ]
-        merged = dask.delayed(_merge_candidates, pure=True, nout=2)(n_neighbors, *cands)
+        merged = task("exact-merge", _merge_candidates, n_neighbors, *cands, nout=2)
         n = Xq.chunks[0][b]
         idx_blocks.append(da.from_delayed(merged[0], (n, n_neighbors), dtype=np.int64))
         dist_blocks.append(da.from_delayed(merged[1], (n, n_neighbors), dtype=np.float64))
@@ -114,13 +122,12 @@ def nndescent_knn(X, n_neighbors, *, random_state=None):
     ``max(2 k, 30)`` neighbours and the k best are kept: recall of NN-descent grows quickly
     with the size of its lists.
     """
-    _check_k(X, n_neighbors)
+    check_n_neighbors(X, n_neighbors)
     n_build = min(max(2 * n_neighbors, 30), X.shape[0] - 2)
     n_build = max(n_build, n_neighbors)
     seed = None if random_state is None else int(random_state)
-    graph = dask.delayed(_nndescent_graph, pure=True, nout=2)(
-        X.to_delayed(optimize_graph=False).ravel().tolist(), n_neighbors, n_build, seed
-    )
+    blocks = X.to_delayed(optimize_graph=False).ravel().tolist()
+    graph = task("nndescent", _nndescent_graph, blocks, n_neighbors, n_build, seed, nout=2)
     N = X.shape[0]
     idx = da.from_delayed(graph[0], (N, n_neighbors), dtype=np.int64)
     dist = da.from_delayed(graph[1], (N, n_neighbors), dtype=np.float64)

@@ -30,6 +30,7 @@ import dask
 import dask.array as da
 import numpy as np
 
+from ._backends import check_n_neighbors
 from ._cells import assign_cells, fit_cells, sample_rows
 from ._ordering import order_by_cells
 from ._select import (
@@ -47,13 +48,6 @@ logger = logging.getLogger(__name__)
 
 #: cells beyond ``n_probes`` each row keeps in reserve, for probes of cells too small for k
 EXTRA_PROBES = 3
-
-
-def _check_k(X, n_neighbors):
-    if not 1 <= n_neighbors < X.shape[0]:
-        raise ValueError(
-            f"n_neighbors must be in [1, n_samples - 1] = [1, {X.shape[0] - 1}], got {n_neighbors}"
-        )
 
 
 def effective_probes(probes, sizes, n_probes, k):
@@ -106,11 +100,7 @@ def _search_chunk(kernel, k, n_probes, cell_start, lo, X, original, probes, *pie
     probes = effective_probes(probes, np.diff(cell_start), n_probes, k)
     probes = probes[:, : max(int((probes >= 0).sum(axis=1).max(initial=0)), 1)]
     M = probes.shape[1]
-    db_pos = np.concatenate([np.arange(lo, lo + n)] + [p[0] for p in pieces])
-    db_X = np.concatenate([X] + [p[1] for p in pieces])
-    db_orig = np.concatenate([original] + [p[2] for p in pieces]).astype(np.int64)
-    sort = np.argsort(db_pos, kind="stable")
-    db_pos, db_X, db_orig = db_pos[sort], db_X[sort], db_orig[sort]
+    db_pos, db_X, db_orig = _task_table(lo, X, original, pieces)
     original = np.asarray(original, dtype=np.int64)
     # one centring for the task: every query's error bound then holds for all its cells
     center = db_X.mean(axis=0, dtype=np.result_type(db_X.dtype, np.float32))
@@ -147,22 +137,7 @@ def _search_chunk(kernel, k, n_probes, cell_start, lo, X, original, probes, *pie
             return exact_sq_distances(X, rows, db_X, flat_where[rows, pos])
 
         def fallback(rows, limits):
-            # queries whose proposals may have cut a tie: every row of their probed cells
-            # whose proposed distance is within the margin, one product per cell
-            found = []
-            for c, j, _ in _cell_runs(table[rows]):
-                r0, r1 = span[c]
-                qi, ci = within_limits(
-                    Q.query[rows[j]],
-                    R.reference[r0:r1],
-                    original[rows[j]],
-                    db_orig[r0:r1],
-                    limits[j],
-                )
-                found.append((j[qi], ci + r0))
-            jj, cc = (np.concatenate(f) for f in zip(*found, strict=True))
-            e = exact_sq_distances(X, rows[jj], db_X, cc)
-            return topk_of_pairs(k, len(rows), jj, db_orig[cc], e)
+            return _fallback(k, X, Q, R, original, db_X, db_orig, span, table, rows, limits)
 
         ids = np.where(flat_where >= 0, db_orig[np.maximum(flat_where, 0)], -1)
         return decide(
@@ -178,11 +153,43 @@ def _search_chunk(kernel, k, n_probes, cell_start, lo, X, original, probes, *pie
     # the own cell's (k + 1)-th proposal (+ 2 tau) bounds what another cell can add
     propose_in(list(range(1, M)), g[:, 0].max(axis=1) + 2 * tau)
     ids, d2 = rank(M)
-    # original indices -> ordered positions, through the task's own table
+    return _positions(db_pos, db_orig, ids), ids, np.sqrt(d2)
+
+
+def _fallback(k, X, Q, R, original, db_X, db_orig, span, table, rows, limits):
+    """Queries whose proposals may have cut a tie: every row of their probed cells whose
+    proposed distance is within the margin, one product per cell, ranked exactly."""
+    found = []
+    for c, j, _ in _cell_runs(table[rows]):
+        r0, r1 = span[c]
+        qi, ci = within_limits(
+            Q.query[rows[j]],
+            R.reference[r0:r1],
+            original[rows[j]],
+            db_orig[r0:r1],
+            limits[j],
+        )
+        found.append((j[qi], ci + r0))
+    jj, cc = (np.concatenate(f) for f in zip(*found, strict=True))
+    e = exact_sq_distances(X, rows[jj], db_X, cc)
+    return topk_of_pairs(k, len(rows), jj, db_orig[cc], e)
+
+
+def _task_table(lo, X, original, pieces):
+    """A search task's rows, its chunk's and the probed cells' rows from other chunks
+    (``pieces``), sorted by ordered position: ``(positions, rows of X, original indices)``."""
+    db_pos = np.concatenate([np.arange(lo, lo + X.shape[0])] + [p[0] for p in pieces])
+    db_X = np.concatenate([X] + [p[1] for p in pieces])
+    db_orig = np.concatenate([original] + [p[2] for p in pieces]).astype(np.int64)
+    sort = np.argsort(db_pos, kind="stable")
+    return db_pos[sort], db_X[sort], db_orig[sort]
+
+
+def _positions(db_pos, db_orig, ids):
+    """Original indices -> ordered positions, through the task's own table."""
     by_orig = np.argsort(db_orig)
     at = np.searchsorted(db_orig[by_orig], ids)
-    pos = db_pos[by_orig[np.minimum(at, len(db_orig) - 1)]]
-    return pos, ids, np.sqrt(d2)
+    return db_pos[by_orig[np.minimum(at, len(db_orig) - 1)]]
 
 
 def _outside(positions, lo, hi):
@@ -339,7 +346,7 @@ class CellSearch:
 
     def __call__(self, X, n_neighbors, *, random_state=None):
         """``(indices, distances)`` in X's row order, chunked like X (the backend protocol)."""
-        _check_k(X, n_neighbors)
+        check_n_neighbors(X, n_neighbors)
         part = self.partition(X, random_state=random_state)
         pos, orig, dist = self.search(part, part.order.apply(X), n_neighbors)
         back = part.order.inverse(part.original)

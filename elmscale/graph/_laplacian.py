@@ -18,8 +18,13 @@ import dask
 import numpy as np
 import scipy.sparse as sp
 
-from .. import registry
+from ..exceptions import UnknownPluginError
+from ..utils._dask import named
+from ._backends import check_n_neighbors, exact_knn, nndescent_knn
+from ._cell_search import CellSearch
 from ._ordering import locality_order, merge_chunks
+from ._patterns import group_pattern
+from ._tasks import PREFIX, task
 
 logger = logging.getLogger(__name__)
 
@@ -181,15 +186,15 @@ def _halo_counts(block, starts):
 def _halo_sources(blocks, starts):
     """The (blocks x chunks) table of halo rows each block takes from each chunk, and for
     each block the chunks it takes any from."""
-    counts = np.array(
-        dask.compute(*[dask.delayed(_halo_counts, pure=True)(blk, starts) for blk in blocks])
-    )
+    halo_counts = named(_halo_counts, f"{PREFIX}-halo-counts")
+    counts = np.array(dask.compute(*[halo_counts(blk, starts) for blk in blocks]))
     return counts, [np.flatnonzero(row).tolist() for row in counts]
 
 
-def _take_rows(array_block, block, s_start, s_stop):
-    """Rows of a source chunk that are in ``block``'s halo."""
-    h = block.halo
+def _take_rows(array_block, rows, s_start, s_stop):
+    """The rows of source chunk [s_start, s_stop) among the sorted global indices ``rows``
+    (a ``GraphBlock``: its halo)."""
+    h = getattr(rows, "halo", rows)
     lo, hi = np.searchsorted(h, [s_start, s_stop])
     return array_block[h[lo:hi] - s_start]
 
@@ -214,21 +219,62 @@ class KNNGraph:
     """A symmetrised kNN graph over the rows of a row-chunked dask array, with its Laplacian
     ``L = D - W`` or, when ``normalized``, ``I - D^-1/2 W D^-1/2``.
 
-    Built by :func:`knn_graph`. ``blocks`` holds one persisted ``GraphBlock`` per row chunk
-    of X (delayed objects or futures, never gathered to the client); ``halo_sources[b]``
-    lists the chunks that hold chunk b's halo rows.
+    Built by :func:`knn_graph`. The graph owns its row order, its halo and the patterns a
+    Gram pass multiplies by: :func:`elmscale.gram.hidden_stats` asks it for blocks
+    (:meth:`row_blocks`, :meth:`in_graph_order`, :meth:`group_pattern`, :meth:`group_halo`,
+    :meth:`halo_rows`) and reads nothing else.
+
+    Parameters
+    ----------
+    blocks : list of delayed GraphBlock
+        One persisted block per row chunk of X (delayed objects or futures, never gathered
+        to the client).
+    X : dask array
+        The data in the graph's row order, chunked like the blocks.
+    n_neighbors, weights, normalized, sigma
+        As given to :func:`knn_graph` (``sigma``: the heat-kernel width used, or None).
+    indices, distances : dask arrays (n_samples, n_neighbors) or None
+        The directed kNN lists, in the graph's row order.
+    order : RowOrder or None
+        The locality order the rows were put in (None: X's own order).
+    source_name : str or None
+        The name of the dask array the graph was built for (default ``X.name``).
+
+    Attributes
+    ----------
+    chunks : tuple of int
+        The row chunks, X's.
+    halo_counts : ndarray (n_chunks, n_chunks)
+        Halo rows each block takes from each chunk.
+    halo_sources : list of list of int
+        For each block, the chunks that hold its halo rows.
     """
 
     def __init__(
-        self, blocks, chunks, halo_sources, *, n_neighbors, weights, normalized, sigma=None
+        self,
+        blocks,
+        X,
+        *,
+        n_neighbors,
+        weights,
+        normalized,
+        sigma=None,
+        indices=None,
+        distances=None,
+        order=None,
+        source_name=None,
     ):
-        self.blocks = blocks
-        self.chunks = tuple(chunks)
-        self.halo_sources = halo_sources
+        self.blocks = list(blocks)
+        self.X = X
+        self.chunks = tuple(X.chunks[0])
         self.n_neighbors = n_neighbors
         self.weights = weights
         self.normalized = normalized
         self.sigma = sigma
+        self.indices, self.distances = indices, distances
+        self.order = order
+        self.source_name = X.name if source_name is None else source_name
+        self.halo_counts, self.halo_sources = _halo_sources(self.blocks, self.starts)
 
     @property
     def n_samples(self):
@@ -238,7 +284,37 @@ class KNNGraph:
     def starts(self):
         return np.concatenate([[0], np.cumsum(self.chunks)]).astype(np.int64)
 
-    def halo_rows(self, b, array=None):
+    def built_on(self, X):
+        """Whether the graph was built for the dask array X (by name: the same array)."""
+        return self.source_name == X.name
+
+    def in_graph_order(self, array):
+        """A row-aligned dask array (or None) moved to the graph's row order."""
+        if array is None or self.order is None:
+            return array
+        return self.order.apply(array)
+
+    def row_blocks(self):
+        """One delayed block of X per row chunk, in the graph's row order."""
+        return self.X.to_delayed().ravel().tolist()
+
+    def group_pattern(self, group, *, half=True, prefix=PREFIX):
+        """The pattern of W that one task multiplies on the consecutive chunks ``group``:
+        delayed ``(pattern, need)`` (:func:`~elmscale.graph._patterns.group_pattern`),
+        keyed ``<prefix>-pattern-<token>``."""
+        pattern = named(group_pattern, f"{prefix}-pattern", nout=2)
+        return pattern(*[self.blocks[b] for b in group], half=half)
+
+    def group_halo(self, group, need, *, prefix=PREFIX):
+        """Delayed pieces of X's rows ``need`` (sorted global indices outside ``group``),
+        one per chunk that holds any, keyed ``<prefix>-halo-<token>``."""
+        X_blocks = self.X.to_delayed().ravel()
+        starts = self.starts
+        sources = sorted(set().union(*(self.halo_sources[b] for b in group)) - set(group))
+        take = named(_take_rows, f"{prefix}-halo")
+        return [take(X_blocks[s], need, int(starts[s]), int(starts[s + 1])) for s in sources]
+
+    def halo_rows(self, b, array=None, *, prefix=PREFIX):
         """Delayed pieces of ``array``'s rows for chunk b's halo, in halo order, one per
         source chunk. ``array`` (default: the graph's X) must be row-chunked like the graph
         and in its row order, e.g. a product ``L Z`` built block by block on the graph."""
@@ -247,26 +323,18 @@ class KNNGraph:
             raise ValueError(
                 f"array must be chunked like the graph's rows {self.chunks}, got {array.chunks[0]}"
             )
-        blocks = array.to_delayed(optimize_graph=False).ravel()
-        starts = self.starts
-        return [
-            dask.delayed(_take_rows, pure=True)(
-                blocks[s], self.blocks[b], int(starts[s]), int(starts[s + 1])
-            )
-            for s in self.halo_sources[b]
-        ]
+        return _halo_pieces(
+            array.to_delayed(optimize_graph=False).ravel(),
+            self.blocks[b],
+            self.halo_sources[b],
+            self.starts,
+            f"{prefix}-halo",
+        )
 
     def halo_size(self):
         """Total number of halo rows over all chunks (what a Gram pass ships, in rows of X,
         or in rows of ``L^j H`` for every product ``L (L^j H)`` of a power p > 2)."""
         return int(self.halo_counts.sum())
-
-    def n_connected_components(self):
-        """Connected components of W, counted on the client from the gathered graph (N k
-        integers): call it on small graphs only."""
-        from scipy.sparse.csgraph import connected_components
-
-        return connected_components(self.laplacian(), directed=False)[0]
 
     def laplacian(self):
         """The whole Laplacian as a scipy CSR matrix, gathered to the client. For tests and
@@ -281,8 +349,15 @@ class KNNGraph:
         return (
             f"KNNGraph(n_samples={self.n_samples}, n_chunks={len(self.chunks)}, "
             f"n_neighbors={self.n_neighbors}, weights={self.weights!r}, "
-            f"normalized={self.normalized})"
+            f"normalized={self.normalized}, ordered={self.order is not None})"
         )
+
+
+def _halo_pieces(array_blocks, block, sources, starts, prefix):
+    """The rows of ``array_blocks`` that ``block`` (delayed) has in its halo, one delayed
+    piece per source chunk."""
+    take = named(_take_rows, prefix)
+    return [take(array_blocks[s], block, int(starts[s]), int(starts[s + 1])) for s in sources]
 
 
 def resolve_backend(backend, n_samples):
@@ -291,6 +366,26 @@ def resolve_backend(backend, n_samples):
     if isinstance(backend, str) and backend == "auto":
         return "exact" if n_samples <= EXACT_MAX_SAMPLES else "cells"
     return backend
+
+
+#: The built-in backends by name (an estimator resolves its ``graph`` in the plugin registry,
+#: where these are registered too, with any plugin's, and passes the callable down).
+BUILTIN_BACKENDS = {"exact": exact_knn, "cells": CellSearch(), "pynndescent": nndescent_knn}
+
+
+def backend_callable(backend, n_samples):
+    """A backend callable as is; ``"auto"`` or a name of :data:`BUILTIN_BACKENDS` as its
+    callable."""
+    backend = resolve_backend(backend, n_samples)
+    if not isinstance(backend, str):
+        return backend
+    if backend not in BUILTIN_BACKENDS:
+        raise UnknownPluginError(
+            f"backend={backend!r} is not a built-in graph backend; available: "
+            f"{', '.join(sorted(BUILTIN_BACKENDS))} (for a plugin's, pass the callable "
+            f"elmscale.get('graph', {backend!r}))"
+        )
+    return BUILTIN_BACKENDS[backend]
 
 
 def knn_graph(
@@ -314,9 +409,10 @@ def knn_graph(
     n_neighbors : int
         k of the kNN graph, before symmetrisation.
     backend : "auto", str or callable, default="auto"
-        A registered graph backend (``elmscale.available("graph")``) or a callable with the
-        same protocol. "auto" takes "exact" up to 10,000 rows and "cells" (the distributed
-        search, :class:`~elmscale.graph.CellSearch`) above.
+        A graph backend callable (``elmscale.get("graph", name)`` for a registered one) or
+        the name of a built-in one (:data:`BUILTIN_BACKENDS`). "auto" takes "exact" up to
+        10,000 rows and "cells" (the distributed search, :class:`~elmscale.graph.CellSearch`)
+        above.
     weights : {"binary", "heat"}
         1 on every edge, or ``exp(-||xi - xj||^2 / (2 sigma^2))``.
     sigma : float or None
@@ -337,24 +433,54 @@ def knn_graph(
     -------
     KNNGraph
     """
+    _check_graph_params(X, n_neighbors, weights, sigma, order)
+    backend_fn = backend_callable(backend, X.shape[0])
+    source_name, outer_chunks = X.name, tuple(X.chunks[0])
+    X = X.rechunk({0: graph_chunks(outer_chunks)})
+    if order == "auto":
+        order = len(X.chunks[0]) > 1 and X.shape[0] > ORDER_MIN_SAMPLES
+    X, idx, dist, row_order = _search(
+        X, backend_fn, n_neighbors, transform or (lambda A: A), order, random_state
+    )
+    sigma_value = _heat_width(dist, weights, sigma)
+    starts = np.concatenate([[0], np.cumsum(X.chunks[0])]).astype(np.int64)
+    blocks = _symmetrise(idx, dist, starts, weights, sigma_value)
+    if normalized:
+        blocks = _normalise(blocks, starts)
+    if tuple(X.chunks[0]) != outer_chunks:
+        blocks = _split_back(blocks, starts, outer_chunks)
+        X, idx, dist = dask.persist(*(a.rechunk({0: outer_chunks}) for a in (X, idx, dist)))
+        if row_order is not None:
+            row_order = row_order.with_outer_chunks(outer_chunks)
+    graph = KNNGraph(
+        blocks,
+        X,
+        n_neighbors=n_neighbors,
+        weights=weights,
+        normalized=normalized,
+        sigma=sigma_value,
+        indices=idx,
+        distances=dist,
+        order=row_order,
+        source_name=source_name,
+    )
+    logger.info("kNN graph: %r, %d halo rows in all", graph, graph.halo_size())
+    return graph
+
+
+def _check_graph_params(X, n_neighbors, weights, sigma, order):
     if weights not in WEIGHTS:
         raise ValueError(f"weights must be one of {WEIGHTS}, got {weights!r}")
     if sigma is not None and not sigma > 0:
         raise ValueError(f"sigma must be a positive float or None, got {sigma!r}")
     if order not in ("auto", True, False):
         raise ValueError(f"order must be 'auto', True or False, got {order!r}")
-    if not 1 <= n_neighbors < X.shape[0]:
-        raise ValueError(
-            f"n_neighbors must be in [1, n_samples - 1] = [1, {X.shape[0] - 1}], got {n_neighbors}"
-        )
-    backend_fn = registry.resolve("graph", resolve_backend(backend, X.shape[0]), "graph")
-    source_name = X.name
-    transform = transform or (lambda A: A)
-    outer_chunks = tuple(X.chunks[0])
-    X = X.rechunk({0: graph_chunks(outer_chunks)})
-    nb = len(X.chunks[0])
-    if order == "auto":
-        order = nb > 1 and X.shape[0] > ORDER_MIN_SAMPLES
+    check_n_neighbors(X, n_neighbors)
+
+
+def _search(X, backend_fn, n_neighbors, transform, order, random_state):
+    """The search stage: X in the graph's row order (locality-sorted when ``order``) and its
+    directed kNN lists, persisted and chunked like it: ``(X, idx, dist, row_order)``."""
     row_order = part = None
     if order:
         if getattr(backend_fn, "provides_order", False):
@@ -364,9 +490,7 @@ def knn_graph(
         else:
             row_order = locality_order(transform(X), random_state=random_state or 0)
         X = row_order.apply(X).persist()
-    if row_order is None:
-        idx, dist = backend_fn(transform(X), n_neighbors, random_state=random_state)
-    elif part is not None:
+    if part is not None:
         idx, _, dist = backend_fn.search(part, transform(X), n_neighbors)
     else:
         idx, dist = backend_fn(transform(X), n_neighbors, random_state=random_state)
@@ -374,91 +498,76 @@ def knn_graph(
         idx = idx.rechunk((X.chunks[0], -1))
         dist = dist.rechunk((X.chunks[0], -1))
     idx, dist = dask.persist(idx, dist)
-    starts = np.concatenate([[0], np.cumsum(X.chunks[0])]).astype(np.int64)
+    return X, idx, dist, row_order
+
+
+def _heat_width(dist, weights, sigma):
+    """The weight stage's one number: the heat kernel's width, by default the mean distance
+    to the k nearest neighbours (None for binary weights without a sigma)."""
+    if weights == "heat" and sigma is None:
+        return float(dist.mean().compute())
+    return sigma
+
+
+def _symmetrise(idx, dist, starts, weights, sigma):
+    """The symmetrise and weight stages: each chunk's rows of the "or"-symmetrised,
+    weighted W, from its own edges and the reverse edges other chunks hold (only the chunk
+    pairs with edges between them get shuffle tasks). Persisted blocks."""
+    nb = len(starts) - 1
     idx_blocks = idx.to_delayed(optimize_graph=False).ravel()
     dist_blocks = dist.to_delayed(optimize_graph=False).ravel()
-    # edges[s, b]: edges from chunk s into chunk b; only those pairs get shuffle tasks
-    edges = np.array(
-        dask.compute(*[dask.delayed(_edge_counts, pure=True)(blk, starts) for blk in idx_blocks])
-    )
-    if weights == "heat" and sigma is None:
-        sigma_value = float(dist.mean().compute())
-    else:
-        sigma_value = sigma
+    counts = named(_edge_counts, f"{PREFIX}-edge-counts")
+    edges = np.array(dask.compute(*[counts(blk, starts) for blk in idx_blocks]))
+    reverse_edges = named(_reverse_edges, f"{PREFIX}-reverse")
     blocks = []
     for b in range(nb):
         lo, hi = int(starts[b]), int(starts[b + 1])
         reverse = [
-            (
-                int(starts[s]),
-                dask.delayed(_reverse_edges, pure=True)(idx_blocks[s], dist_blocks[s], lo, hi),
-            )
+            (int(starts[s]), reverse_edges(idx_blocks[s], dist_blocks[s], lo, hi))
             for s in range(nb)
             if edges[s, b] > 0  # s == b: reverse of in-chunk edges
         ]
         blocks.append(
-            dask.delayed(_assemble_block, pure=True)(
-                idx_blocks[b], dist_blocks[b], lo, hi, weights, sigma_value, *reverse
+            task(
+                "block",
+                _assemble_block,
+                idx_blocks[b],
+                dist_blocks[b],
+                lo,
+                hi,
+                weights,
+                sigma,
+                *reverse,
             )
         )
-    blocks = list(dask.persist(*blocks))
-    counts, halo_sources = _halo_sources(blocks, starts)
-    if normalized:
-        degrees = [dask.delayed(_degree_of, pure=True)(blk) for blk in blocks]
-        blocks = list(
-            dask.persist(
-                *[
-                    dask.delayed(_normalise_block, pure=True)(
-                        blocks[b],
-                        *[
-                            dask.delayed(_take_rows, pure=True)(
-                                degrees[s], blocks[b], int(starts[s]), int(starts[s + 1])
-                            )
-                            for s in halo_sources[b]
-                        ],
-                    )
-                    for b in range(nb)
-                ]
-            )
+    return list(dask.persist(*blocks))
+
+
+def _normalise(blocks, starts):
+    """The normalise stage: ``D^-1/2 W D^-1/2``, each block taking its halo's degrees from
+    the chunks that hold them. Persisted blocks."""
+    _, sources = _halo_sources(blocks, starts)
+    degree_of = named(_degree_of, f"{PREFIX}-degree")
+    degrees = [degree_of(blk) for blk in blocks]
+    normalised = [
+        task(
+            "normalise",
+            _normalise_block,
+            blocks[b],
+            *_halo_pieces(degrees, blocks[b], sources[b], starts, f"{PREFIX}-halo-degree"),
         )
-    if tuple(X.chunks[0]) != outer_chunks:
-        # back to X's own chunks, each a slice of one graph chunk: nothing moves
-        coarse_starts = starts
-        starts = np.concatenate([[0], np.cumsum(outer_chunks)]).astype(np.int64)
-        owner = np.searchsorted(coarse_starts, starts[:-1], side="right") - 1
-        blocks = list(
-            dask.persist(
-                *[
-                    dask.delayed(_split_block, pure=True)(
-                        blocks[owner[b]], int(starts[b]), int(starts[b + 1])
-                    )
-                    for b in range(len(outer_chunks))
-                ]
-            )
-        )
-        X, idx, dist = dask.persist(*(a.rechunk({0: outer_chunks}) for a in (X, idx, dist)))
-        if row_order is not None:
-            row_order = row_order.with_outer_chunks(outer_chunks)
-        counts, halo_sources = _halo_sources(blocks, starts)
-    graph = KNNGraph(
-        blocks,
-        X.chunks[0],
-        halo_sources,
-        n_neighbors=n_neighbors,
-        weights=weights,
-        normalized=normalized,
-        sigma=sigma_value,
-    )
-    graph.halo_counts = counts
-    graph.X = X
-    graph.source_name = source_name  # the array it was built for (checked by hidden_stats)
-    graph.indices, graph.distances = idx, dist  # directed kNN lists, in the graph's row order
-    graph.order = row_order
-    logger.info(
-        "kNN graph: %d rows in %d chunks (%s), %d halo rows in all",
-        graph.n_samples,
-        nb,
-        "locality-ordered" if row_order is not None else "input order",
-        int(counts.sum()),
-    )
-    return graph
+        for b in range(len(blocks))
+    ]
+    return list(dask.persist(*normalised))
+
+
+def _split_back(blocks, starts, outer_chunks):
+    """The split-back stage: the blocks of the (coarser) graph chunks cut back to X's own
+    chunks, each a slice of one graph chunk, so that nothing moves. Persisted blocks."""
+    outer = np.concatenate([[0], np.cumsum(outer_chunks)]).astype(np.int64)
+    owner = np.searchsorted(starts, outer[:-1], side="right") - 1
+    split = [
+        task("split", _split_block, blocks[owner[b]], int(outer[b]), int(outer[b + 1]))
+        for b in range(len(outer_chunks))
+    ]
+    return list(dask.persist(*split))

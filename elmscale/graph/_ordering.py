@@ -4,7 +4,7 @@ With rows in arbitrary order almost every neighbour of a chunk's rows lives in a
 and each Gram task would rebuild ~k times its own number of hidden rows for its "halo".
 Sorting rows by their coarse cell (:mod:`elmscale.graph._cells`, cells numbered so that
 nearby cells are consecutive) puts most neighbours in the same chunk, so the halo shrinks to
-the cells' borders (DESIGN.md, section 3). The distributed kNN search uses the same cells, so
+the cells' borders. The distributed kNN search uses the same cells, so
 one assignment serves both.
 
 The permutation is applied on the cluster: per chunk, each row's destination is computed from

@@ -1,27 +1,23 @@
-"""Named graph tasks: every task key starts with ``elmscale-graph-<stage>-`` so that the
-dashboard and progress displays tell the graph's stages apart.
+"""The graph's tasks: :func:`task` keys them ``elmscale-graph-<stage>-<unique>``, by the
+naming rule of :mod:`elmscale.utils._dask` (unique keys: the graph's intermediate results are
+persisted, and a graph may be built again while an earlier build's are released)."""
 
-Keys are unique per call rather than hashes of the inputs. A graph build persists
-intermediate results; with content-hashed keys, building the same graph again could hand the
-scheduler keys that the previous build's results, still being garbage-collected, are about
-to release, and the new build would lose them.
-"""
-
-import uuid
-
-import dask
 import dask.array as da
 import numpy as np
+
+from ..utils import _dask
+
+PREFIX = "elmscale-graph"
 
 
 def task_name(stage):
     """A fresh key name for a graph stage."""
-    return f"elmscale-graph-{stage}-{uuid.uuid4().hex}"
+    return _dask.task_name(f"{PREFIX}-{stage}")
 
 
-def task(stage, fn, *args):
+def task(stage, fn, *args, nout=None):
     """``fn(*args)`` as a delayed call keyed ``elmscale-graph-<stage>-<unique>``."""
-    return dask.delayed(fn, pure=False)(*args, dask_key_name=task_name(stage))
+    return _dask.task(f"{PREFIX}-{stage}", fn, *args, nout=nout)
 
 
 def row_numbers(chunks):

@@ -1,10 +1,20 @@
 """The random hidden layer, its activations and input scaling."""
 
-from ._activations import activation, gaussian, identity, relu, sigmoid, tanh
-from ._layer import RandomHiddenLayer
+from ._activations import (
+    BUILTIN_ACTIVATIONS,
+    activation,
+    gaussian,
+    identity,
+    relu,
+    sigmoid,
+    tanh,
+)
+from ._layer import BlockLayer, RandomHiddenLayer
 from ._scaling import apply_scaling, fit_scaling
 
 __all__ = [
+    "BUILTIN_ACTIVATIONS",
+    "BlockLayer",
     "RandomHiddenLayer",
     "activation",
     "apply_scaling",
@@ -17,7 +27,7 @@ __all__ = [
 ]
 
 from ._data_nodes import MixedHiddenLayer, draw_data_rbf, draw_mixed_layer  # noqa: E402
-from ._features import CACHE_OPTIONS, HiddenFeatures  # noqa: E402
+from ._features import CACHE_OPTIONS, HiddenFeatures, project_rows  # noqa: E402
 
 __all__ += [
     "CACHE_OPTIONS",
@@ -25,4 +35,5 @@ __all__ += [
     "MixedHiddenLayer",
     "draw_data_rbf",
     "draw_mixed_layer",
+    "project_rows",
 ]

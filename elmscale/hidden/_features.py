@@ -86,23 +86,44 @@ class HiddenFeatures:
         A cached H not built yet is built and kept for later passes; with ``reuse=False``
         (no later pass will read it) each task builds its block of H and projects it instead,
         so H is never held."""
-        beta = np.asarray(beta)
-        beta_d = dask.delayed(beta.astype(self.X.dtype), pure=True)
-        kwargs = dict(
-            dtype=self.X.dtype,
-            token="elmscale-embed",
-            chunks=(self.chunks, (beta.shape[1],)),
-            meta=np.empty((0, 0), dtype=self.X.dtype),
-        )
         if self.cached and (reuse or self.materialized):
-            return self.H.map_blocks(_matmul, beta_d, **kwargs)
-        # one task per chunk builds H_b and projects it: the block never leaves the task
-        layer = dask.delayed(self.layer, pure=True)
-        return self.X.map_blocks(_project, layer, beta_d, **kwargs)
+            return _map_rows(self.H, _matmul, np.asarray(beta), self.X.dtype)
+        return project_rows(self.X, self.layer, beta)
 
     def release(self):
         """Drop the cached blocks from worker memory."""
         self._H = None
+
+
+def project_rows(X, layer, weights):
+    """``layer(X) @ weights`` as a lazy dask array chunked like X's rows, in X's dtype.
+
+    One task per row chunk builds its block of ``layer(X)`` and multiplies it, so the block
+    never leaves the task. ``layer`` is any callable on a NumPy block of rows (a hidden
+    layer, or the input scaling for a linear map of the scaled inputs); it and ``weights``
+    enter the task graph once each as pure delayed objects, and the keys
+    (``elmscale-embed-<token>``) hash them. Calling it twice with the same arguments gives
+    the same keys for the same tasks, which is what a predict or transform computed again and
+    again on a distributed cluster needs: an expression such as ``scaled(X) @ beta`` embeds
+    the arrays in each task, and can hand the scheduler one key with two different task
+    specifications ("Detected different run_spec for key").
+    """
+    weights = np.asarray(weights)
+    return _map_rows(X, _project, weights, X.dtype, dask.delayed(layer, pure=True))
+
+
+def _map_rows(A, func, weights, dtype, *layer):
+    """``func(A_block, *layer, weights)`` per row chunk, keyed ``elmscale-embed-<token>``."""
+    weights_d = dask.delayed(weights.astype(dtype), pure=True)
+    return A.map_blocks(
+        func,
+        *layer,
+        weights_d,
+        dtype=dtype,
+        token="elmscale-embed",
+        chunks=(A.chunks[0], (weights.shape[1],)),
+        meta=np.empty((0, 0), dtype=dtype),
+    )
 
 
 def _matmul(H_block, beta):
@@ -113,4 +134,4 @@ def _project(X_block, layer, beta):
     return layer(X_block) @ beta
 
 
-__all__ = ["CACHE_OPTIONS", "HiddenFeatures"]
+__all__ = ["CACHE_OPTIONS", "HiddenFeatures", "project_rows"]

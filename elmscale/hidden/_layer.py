@@ -7,13 +7,39 @@ import dask.array as da
 import numpy as np
 from sklearn.utils import check_random_state
 
-from .. import registry
+from ._activations import resolve_activation
 from ._scaling import apply_scaling
 
 logger = logging.getLogger(__name__)
 
 
-class RandomHiddenLayer:
+class BlockLayer:
+    """A hidden layer as elmscale uses it: a small picklable callable mapping a NumPy block of
+    X's rows to its rows of H (``n_hidden`` columns), so that any worker builds any block of
+    H from the matching block of X. Subclasses give ``__call__``, ``n_hidden`` and, when H's
+    dtype is not X's, ``output_dtype``."""
+
+    def output_dtype(self, dtype):
+        """The dtype of H for X of ``dtype``: X's own."""
+        return np.dtype(dtype)
+
+    def transform(self, X):
+        """H for a whole dask array (lazy, chunked like X's rows) or a NumPy array."""
+        if not isinstance(X, da.Array):
+            return self(X)
+        dtype = self.output_dtype(X.dtype)
+        layer = dask.delayed(self, pure=True)  # ship the layer once, not once per block
+        return X.map_blocks(
+            _apply_layer,
+            layer,
+            dtype=dtype,
+            token="elmscale-hidden",
+            chunks=(X.chunks[0], (self.n_hidden,)),
+            meta=np.empty((0, 0), dtype=dtype),
+        )
+
+
+class RandomHiddenLayer(BlockLayer):
     """The ELM hidden layer ``H = g(Z)`` on (optionally scaled) inputs.
 
     Additive nodes: ``Z = X' A + b`` (US-ELM eq. 1); RBF nodes: ``Z_ij = b_j ||x'_i - a_j||``
@@ -30,6 +56,23 @@ class RandomHiddenLayer:
         An activation as registered through ``register_activations``.
     offset, scale : ndarray of shape (n_features,) or None
         Input scaling applied before the layer.
+
+    Attributes
+    ----------
+    input_weights : ndarray of shape (n_features, n_hidden), float64
+        A: one column per node, in the scaled input space. For RBF nodes, the centres a_j.
+    biases : ndarray of shape (n_hidden,), float64
+        b: the additive nodes' offsets, or the RBF nodes' inverse widths.
+    activation : callable
+        g, applied in place to a block of pre-activations; its ``node`` attribute
+        (``"additive"`` or ``"rbf"``) says how Z is formed.
+    offset, scale : ndarray of shape (n_features,) or None
+        The input scaling ``X' = (X - offset) / scale`` (None: X is used as it is); an
+        estimator's ``scaled(X)`` applies the same.
+    node : str
+        ``"additive"``, ``"rbf"``, or ``"mixed"`` for a :class:`MixedHiddenLayer`.
+    n_features, n_hidden : int
+        The shape of A.
     """
 
     def __init__(self, input_weights, biases, activation, *, offset=None, scale=None):
@@ -54,11 +97,10 @@ class RandomHiddenLayer:
     ):
         """Draw A and b uniformly from (-1, 1) (RBF widths b from (0, 1) / sqrt(n_features)).
 
-        ``activation`` is a registered name or an activation callable.
+        ``activation`` is an activation callable or the name of a built-in one
+        (:data:`~elmscale.hidden.BUILTIN_ACTIVATIONS`).
         """
-        func = registry.resolve("activation", activation, "activation")
-        if not callable(func):
-            raise TypeError(f"activation must be a registered name or a callable, got {func!r}")
+        func = resolve_activation(activation)
         rng = check_random_state(random_state)
         A = rng.uniform(-1.0, 1.0, size=(n_features, n_hidden))
         if getattr(func, "node", "additive") == "rbf":
@@ -107,20 +149,6 @@ class RandomHiddenLayer:
         if H.dtype != dtype:
             H = H.astype(dtype)
         return H
-
-    def transform(self, X):
-        """H for a whole dask array (lazy, chunked like X's rows) or a NumPy array."""
-        if isinstance(X, da.Array):
-            layer = dask.delayed(self, pure=True)  # ship the weights once, not once per block
-            return X.map_blocks(
-                _apply_layer,
-                layer,
-                dtype=X.dtype,
-                token="elmscale-hidden",
-                chunks=(X.chunks[0], (self.n_hidden,)),
-                meta=np.empty((0, 0), dtype=X.dtype),
-            )
-        return self(X)
 
     def __repr__(self):
         name = getattr(self.activation, "__name__", repr(self.activation))

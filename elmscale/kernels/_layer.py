@@ -1,14 +1,13 @@
 """Kernel factors as a hidden layer: the rows of ``[Phi | A | 1]`` from the rows of X."""
 
-import dask
-import dask.array as da
 import numpy as np
 
+from ..hidden import BlockLayer
 from ._distances import DistanceCache
 from ._factors import KernelFactor
 
 
-class FactorLayer:
+class FactorLayer(BlockLayer):
     """The hidden layer of the scalable multiple-kernel methods: ``H = [Phi | A | 1]``.
 
     ``Phi = [Phi_1 .. Phi_p]`` stacks the factors' features (N x M), ``A`` holds the
@@ -75,24 +74,10 @@ class FactorLayer:
             "offsets": self.offsets.copy(),
         }
 
-    def transform(self, X):
-        """H for a whole dask array (lazy, chunked like X's rows) or a NumPy array."""
-        if isinstance(X, da.Array):
-            layer = dask.delayed(self, pure=True)
-            return X.map_blocks(
-                _apply,
-                layer,
-                dtype=np.float64,
-                token="elmscale-hidden",
-                chunks=(X.chunks[0], (self.n_hidden,)),
-                meta=np.empty((0, 0), dtype=np.float64),
-            )
-        return self(X)
+    def output_dtype(self, dtype):
+        """H is float64 whatever X's dtype."""
+        return np.dtype(np.float64)
 
     def __repr__(self):
         kinds = ", ".join(f"{f.kind}({f.n_components})" for f in self.factors)
         return f"FactorLayer({kinds})"
-
-
-def _apply(X_block, layer):
-    return layer(X_block)

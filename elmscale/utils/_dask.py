@@ -1,10 +1,20 @@
-"""Small helpers on top of dask.delayed.
+"""Small helpers on top of dask.delayed, and the one rule for naming elmscale's tasks.
 
-Tasks that elmscale submits carry a key prefix naming their stage (``elmscale-gram-...``,
-``elmscale-hidden-...``, ``elmscale-kmeans-...``, ``elmscale-embed-...``), so that the dashboard,
-``Client.get_task_stream`` and progress displays, which group keys by ``key_split``, tell the
-stages of a fit apart.
+Every task elmscale submits has the key ``elmscale-<stage>-<suffix>``: ``elmscale-graph-...``
+(the kNN graph), ``elmscale-gram-...`` (the Gram pass), ``elmscale-hidden-...``,
+``elmscale-kmeans-...``, ``elmscale-embed-...``, so that the dashboard,
+``Client.get_task_stream`` and the progress display, which group keys by ``key_split``, tell
+the stages of a fit apart. The suffix is chosen by what the result is:
+
+- :func:`named`: a hash of the function and its inputs, as a pure delayed call's token. Equal
+  calls share a key; use it for results computed within one ``compute``.
+- :func:`task`: unique per call. Use it for results that are persisted and may be built
+  again (a graph built twice): with hashed keys the second build could hand the scheduler
+  keys that the first build's results, still being released, are about to drop, and lose
+  them.
 """
+
+import uuid
 
 import dask
 from dask.base import tokenize
@@ -35,6 +45,16 @@ def named(func, prefix, *, nout=None):
     return call
 
 
+def task_name(prefix):
+    """A fresh key ``<prefix>-<unique>``."""
+    return f"{prefix}-{uuid.uuid4().hex}"
+
+
+def task(prefix, fn, *args, nout=None):
+    """``fn(*args)`` as a delayed call keyed ``<prefix>-<unique>`` (see the module docstring)."""
+    return dask.delayed(fn, pure=False, nout=nout)(*args, dask_key_name=task_name(prefix))
+
+
 def _tree(parts, fan_in, add, name):
     """Sum ``parts`` in groups of ``fan_in``, level by level, with ``add(*group)``."""
     parts = list(parts)
@@ -53,12 +73,6 @@ def tree_sum(parts, fan_in=8, prefix=None):
     ``prefix`` names the summing tasks (``<prefix>-<token>``)."""
     add = dask.delayed(_add, pure=True) if prefix is None else named(_add, prefix)
     return _tree(parts, fan_in, add, "tree_sum")
-
-
-def tree_sum_now(parts, fan_in=8):
-    """:func:`tree_sum` on concrete partial sums, in-process: the same additions in the same
-    order, so the result is bit for bit the one the delayed tree gives."""
-    return _tree(parts, fan_in, _add, "tree_sum_now")
 
 
 def frame_to_array(frame):

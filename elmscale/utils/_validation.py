@@ -68,19 +68,7 @@ def as_row_chunked(X, *, n_hidden=1000, name="X", dtype=None, check_finite=True,
     if kind not in "biuf":
         raise TypeError(f"{name} must hold numbers (bool, int or float), got dtype {X.dtype}")
     if was_dask:
-        if any(np.isnan(c) for c in X.chunks[0]):
-            raise ValueError(
-                f"{name} has unknown chunk sizes; call "
-                f"{name}.compute_chunk_sizes() (or pass lengths=True when "
-                "converting a DataFrame) first"
-            )
-        if len(X.chunks[1]) > 1:
-            raise ValueError(
-                f"{name} is chunked along the feature axis "
-                f"({len(X.chunks[1])} column blocks {X.chunks[1]}); elmscale "
-                "needs whole rows in every block: pass "
-                f"{name}.rechunk({{1: -1}})"
-            )
+        _check_dask_chunks(X, name)
     _reject(
         X.shape[0] < 1,
         f"{name} is empty: 0 sample(s) (shape={tuple(X.shape)}) while a minimum of 1 is required.",
@@ -103,6 +91,23 @@ def as_row_chunked(X, *, n_hidden=1000, name="X", dtype=None, check_finite=True,
     if Xd.dtype != dtype:
         Xd = Xd.astype(dtype)
     return Xd, was_dask
+
+
+def _check_dask_chunks(X, name):
+    """Known row chunks and one block along the feature axis, or a ValueError saying how."""
+    if any(np.isnan(c) for c in X.chunks[0]):
+        raise ValueError(
+            f"{name} has unknown chunk sizes; call "
+            f"{name}.compute_chunk_sizes() (or pass lengths=True when "
+            "converting a DataFrame) first"
+        )
+    if len(X.chunks[1]) > 1:
+        raise ValueError(
+            f"{name} is chunked along the feature axis "
+            f"({len(X.chunks[1])} column blocks {X.chunks[1]}); elmscale "
+            "needs whole rows in every block: pass "
+            f"{name}.rechunk({{1: -1}})"
+        )
 
 
 def _to_array(X, name):

@@ -308,7 +308,7 @@ def test_registered_as_plugin():
         (dict(gamma="big"), r"'gamma' parameter of ELMJEC must be a float"),
         (dict(n_clusters=500), "n_clusters=500 must be <= n_samples=210"),
         (dict(n_components=40), "n_components=40 must be smaller than n_hidden=40"),
-        (dict(n_neighbors=210), "n_neighbors=210 must be smaller than n_samples=210"),
+        (dict(n_neighbors=210), r"n_neighbors=210 must be in \[1, n_samples - 1\]"),
         (dict(n_restarts=-1), "n_restarts"),
         (dict(max_iter=1.5), "max_iter"),
         (dict(activation="sigmod"), "activation.*sigmoid"),

@@ -150,7 +150,7 @@ def test_nan_in_dask_input_is_reported_at_compute(blobs):
     [
         (dict(n_clusters=500), "n_clusters=500 must be <= n_samples=240"),
         (dict(n_components=60), "n_components=60 must be smaller than n_hidden=60"),
-        (dict(n_neighbors=240), "n_neighbors=240 must be smaller than n_samples=240"),
+        (dict(n_neighbors=240), r"n_neighbors=240 must be in \[1, n_samples - 1\]"),
         (dict(activation="sigmod"), "activation.*sigmoid"),
         (dict(graph="annoy"), "graph.*exact.*pynndescent"),
         (dict(lam=-1.0), "lam"),

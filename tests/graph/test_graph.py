@@ -8,7 +8,7 @@ from sklearn.neighbors import NearestNeighbors
 
 from elmscale import available, get
 from elmscale.exceptions import UnknownPluginError
-from elmscale.graph import knn_graph
+from elmscale.graph import KNNGraph, knn_graph
 
 from .._reference import knn_laplacian
 
@@ -71,7 +71,7 @@ def test_halo_counts_only_cross_chunk_neighbours(rng):
 
 def test_graph_parameter_errors(rng):
     Xd = da.from_array(rng.randn(20, 2), chunks=(10, 2))
-    with pytest.raises(ValueError, match="n_neighbors must be in"):
+    with pytest.raises(ValueError, match=r"n_neighbors=\d+ must be in"):
         knn_graph(Xd, 20, backend="exact")
     with pytest.raises(ValueError, match="weights must be one of"):
         knn_graph(Xd, 3, backend="exact", weights="gauss")
@@ -146,3 +146,36 @@ def test_graph_built_on_joined_chunks_is_split_back_to_x_chunks(rng, order, norm
             np.testing.assert_array_equal(g.X.compute(), X[ids.compute()])
             back = g.order.inverse(ids).apply(ids)
             np.testing.assert_array_equal(back.compute(), np.arange(2400))
+
+
+@pytest.mark.parametrize("normalized", [False, True])
+def test_graph_blocks_are_persisted_under_unique_graph_keys(rng, normalized):
+    """Every persisted block is keyed ``elmscale-graph-<stage>-...`` (progress files it under
+    the graph), and a second build of the same graph gets keys of its own. Chunks of 20 rows
+    are merged for the build and split back, so every stage runs."""
+    Xd = da.from_array(rng.randn(300, 3), chunks=(20, 3))
+    first = knn_graph(Xd, 5, backend="exact", normalized=normalized)
+    second = knn_graph(Xd, 5, backend="exact", normalized=normalized)
+    keys = [blk.key for blk in first.blocks]
+    assert len(keys) == len(Xd.chunks[0]) and len(set(keys)) == len(keys)
+    assert all(k.startswith("elmscale-graph-split-") for k in keys)
+    assert not set(keys) & {blk.key for blk in second.blocks}
+    np.testing.assert_array_equal(first.laplacian().toarray(), second.laplacian().toarray())
+
+
+def test_the_constructor_makes_a_complete_graph(rng):
+    Xd = da.from_array(rng.randn(200, 3), chunks=(50, 3))
+    built = knn_graph(Xd, 5, backend="exact", weights="heat")
+    again = KNNGraph(
+        built.blocks,
+        built.X,
+        n_neighbors=5,
+        weights="heat",
+        normalized=False,
+        sigma=built.sigma,
+    )
+    np.testing.assert_array_equal(again.halo_counts, built.halo_counts)
+    assert again.halo_sources == built.halo_sources and again.chunks == built.chunks
+    assert again.built_on(built.X) and not again.built_on(Xd + 1)
+    assert again.order is None and again.in_graph_order(Xd) is Xd
+    np.testing.assert_array_equal(again.laplacian().toarray(), built.laplacian().toarray())

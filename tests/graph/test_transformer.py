@@ -14,7 +14,8 @@ from sklearn.neighbors import KNeighborsTransformer
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 import elmscale
-from elmscale.graph import KNNGraphTransformer, knn_arrays, knn_graph
+from elmscale.graph import knn_graph
+from elmscale.neighbors import KNNGraphTransformer, knn_arrays
 
 
 def _assert_same_graph(G, S):

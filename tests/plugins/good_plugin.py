@@ -33,7 +33,7 @@ class ToyELMKMeans(ClusterMixin, BaseEstimator):
         self.hidden_layer_ = RandomHiddenLayer.draw(
             Xd.shape[1],
             self.n_hidden,
-            self.activation,
+            elmscale.registry.resolve("activation", self.activation, "activation"),
             self.random_state,
             offset=offset,
             scale=scale,

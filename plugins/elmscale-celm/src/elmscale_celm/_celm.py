@@ -15,8 +15,8 @@ import numpy as np
 from elmscale import BaseELM
 from elmscale.cluster import kmeans
 from elmscale.utils import draw_seed
+from elmscale.validation import Interval
 from sklearn.base import ClusterMixin, TransformerMixin
-from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import check_is_fitted
 
 

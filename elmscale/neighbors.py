@@ -8,15 +8,14 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator, TransformerMixin, _fit_context
 from sklearn.utils import check_random_state
-from sklearn.utils._param_validation import Interval, StrOptions
 
-from .. import registry
-from ..utils._constraints import Registered
-from ..utils._random import draw_seed
-from ..utils._threads import blas_for_dask
-from ..utils._validation import as_row_chunked, validate_data
-from ._backends import exact_kneighbors
-from ._laplacian import graph_chunks, resolve_backend
+from . import registry
+from .graph._backends import exact_kneighbors
+from .graph._laplacian import graph_chunks, resolve_backend
+from .utils._random import draw_seed
+from .utils._threads import blas_for_dask
+from .utils._validation import as_row_chunked, validate_data
+from .validation import Interval, Registered, StrOptions
 
 
 def _csr_rows(idx, dist, n_columns, mode):
@@ -39,7 +38,7 @@ class KNNGraphTransformer(TransformerMixin, BaseEstimator):
     accepts that transformer's output: ``SpectralClustering(affinity=
     "precomputed_nearest_neighbors")``, ``HDBSCAN(metric="precomputed")``,
     ``Isomap(metric="precomputed")``, ``TSNE(metric="precomputed")``, or umap-learn's
-    ``precomputed_knn`` (see :func:`~elmscale.graph.knn_arrays`).
+    ``precomputed_knn`` (see :func:`~elmscale.neighbors.knn_arrays`).
 
     Parameters
     ----------
@@ -245,3 +244,6 @@ def knn_arrays(graph):
         )
     k = int(counts[0])
     return graph.indices.reshape(-1, k).astype(np.int64), graph.data.reshape(-1, k)
+
+
+__all__ = ["KNNGraphTransformer", "knn_arrays"]

@@ -1,0 +1,90 @@
+"""Mixins that give an estimator written on :class:`elmscale.BaseELM` a group of parameters
+with the steps that read them.
+
+BaseELM itself reads only its own parameters (``n_hidden``, ``activation``, ``scaling``,
+``cache``, ``random_state``, listed in ``BaseELM._parameter_constraints``) and checks
+``n_clusters <= n_samples`` when ``__init__`` has an ``n_clusters``. Every other parameter a
+step of the template reads comes with a mixin, which declares its constraints (merge them
+into ``_parameter_constraints``) and the step:
+
+- :class:`GraphMixin`: ``graph``, ``n_neighbors``, ``weights``, ``sigma``, ``normalized``,
+  read by ``build_graph``;
+- :class:`DataNodesMixin`: ``rbf_fraction``, ``rbf_width``, read by ``draw_hidden_layer``
+  through ``data_node_params``.
+
+:class:`EmbeddingFeaturesOutMixin` gives an embedding's ``get_feature_names_out`` (and with it
+``set_output``). Put the mixins left of ``BaseELM`` in the class's bases.
+"""
+
+from numbers import Integral, Real
+
+from sklearn.base import ClassNamePrefixFeaturesOutMixin
+
+from . import registry
+from .graph import WEIGHTS, knn_graph, resolve_backend
+from .hidden import apply_scaling
+from .utils._random import draw_seed
+from .validation import Interval, Registered, StrOptions
+
+
+class EmbeddingFeaturesOutMixin(ClassNamePrefixFeaturesOutMixin):
+    """``get_feature_names_out`` for an embedding: ``"<classname>0"``, ``"<classname>1"``...,
+    one per column of ``transform``'s output, whose width the estimator gives as the
+    property ``_n_features_out``."""
+
+
+class GraphMixin:
+    """The kNN graph parameters and :meth:`build_graph`.
+
+    ``graph`` ("auto", a registered graph backend or a callable), ``n_neighbors``,
+    ``weights`` ("binary" or "heat"), ``sigma`` (heat-kernel width or None) and
+    ``normalized`` (the normalised Laplacian), as in :func:`elmscale.graph.knn_graph`.
+    """
+
+    #: Constraints of the graph parameters: merge them into ``_parameter_constraints``.
+    _graph_constraints = {
+        "graph": [StrOptions({"auto"}), Registered("graph"), callable],
+        "n_neighbors": [Interval(Integral, 1, None, closed="left")],
+        "weights": [StrOptions(set(WEIGHTS))],
+        "sigma": [Interval(Real, 0, None, closed="neither"), None],
+        "normalized": ["boolean"],
+    }
+
+    def build_graph(self, Xd, rng, *, n_neighbors=None, order="auto"):
+        """The kNN graph of the scaled rows of Xd from the graph parameters (``graph="auto"``:
+        exact search up to 10,000 rows, the distributed cell search above, resolved here in
+        the plugin registry); an integer seed for an approximate backend is drawn from
+        ``rng``."""
+        n_neighbors = self.n_neighbors if n_neighbors is None else n_neighbors
+        name = resolve_backend(self.graph, Xd.shape[0])
+        layer = self.hidden_layer_
+        return knn_graph(
+            Xd,
+            n_neighbors,
+            backend=registry.resolve("graph", name, "graph"),
+            weights=self.weights,
+            sigma=self.sigma,
+            normalized=self.normalized,
+            random_state=draw_seed(rng),
+            order=order,
+            transform=lambda A: apply_scaling(A, layer.offset, layer.scale),
+        )
+
+
+class DataNodesMixin:
+    """Gaussian hidden nodes centred on data rows: ``round(rbf_fraction * n_hidden)`` of the
+    ``n_hidden`` nodes, of width ``rbf_width`` times the median distance between the centres
+    (:func:`elmscale.hidden.draw_mixed_layer`)."""
+
+    #: Constraints of the data-node parameters: merge them into ``_parameter_constraints``.
+    _data_node_constraints = {
+        "rbf_fraction": [Interval(Real, 0, 1, closed="both")],
+        "rbf_width": [Interval(Real, 0, None, closed="neither")],
+    }
+
+    def data_node_params(self):
+        """``(rbf_fraction, rbf_width)``, read by ``BaseELM.draw_hidden_layer``."""
+        return self.rbf_fraction, self.rbf_width
+
+
+__all__ = ["DataNodesMixin", "EmbeddingFeaturesOutMixin", "GraphMixin"]

@@ -1,0 +1,71 @@
+"""Parameter constraints for estimators written on :class:`elmscale.BaseELM`.
+
+An estimator lists its parameters in ``_parameter_constraints`` as scikit-learn does; the
+constraint types are re-exported here so that a plugin does not import them from
+scikit-learn's private ``sklearn.utils._param_validation``::
+
+    from numbers import Integral, Real
+    from elmscale.validation import Interval, StrOptions
+
+    _parameter_constraints = {
+        **elmscale.BaseELM._parameter_constraints,
+        "n_clusters": [Interval(Integral, 1, None, closed="left")],
+        "solver": [StrOptions({"auto", "primal", "dual"})],
+        "activation": [Registered("activation"), callable],
+    }
+
+Besides types and these classes, a constraint may be one of scikit-learn's strings:
+``"boolean"``, ``"random_state"``, ``"array-like"``, ``"sparse matrix"``, ``callable`` or
+None. :class:`Registered` accepts a name of the plugin registry.
+"""
+
+from sklearn.utils._param_validation import (
+    HasMethods,
+    Hidden,
+    Interval,
+    InvalidParameterError,
+    Options,
+    RealNotInt,
+    StrOptions,
+)
+
+from . import registry
+
+
+class Registered(StrOptions):
+    """A name registered for ``kind``; the error message lists what is installed."""
+
+    def __init__(self, kind):
+        self.kind = kind
+        super().__init__(set())
+
+    @property
+    def options(self):
+        if getattr(self, "_initialised", False):
+            return set(registry.available(self.kind))
+        self._initialised = True  # StrOptions.__init__ reads it once: no registry at import
+        return set()
+
+    @options.setter
+    def options(self, value):  # StrOptions.__init__ assigns it; the registry is the truth
+        pass
+
+    def is_satisfied_by(self, val):
+        return isinstance(val, str) and val in self.options
+
+    def __str__(self):
+        return (
+            f"a registered {self.kind} name among {sorted(self.options)} (run `elmscale plugins`)"
+        )
+
+
+__all__ = [
+    "HasMethods",
+    "Hidden",
+    "Interval",
+    "InvalidParameterError",
+    "Options",
+    "RealNotInt",
+    "Registered",
+    "StrOptions",
+]

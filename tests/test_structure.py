@@ -1,0 +1,118 @@
+"""The package's shape, read from its source with ast: data flows one way (the graph, the
+hidden layer and the utilities import nothing above them), functions stay short, and the
+Gram pass asks the graph for what it needs through public names."""
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "elmscale"
+LOWER = ("graph", "hidden", "utils")
+ABOVE = ("elmscale.registry", "elmscale.base", "elmscale.algorithms")
+MAX_FUNCTION_LINES = 80
+
+
+def _module_name(path):
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imported_modules(source, module, is_package=False):
+    """Every module (and ``module.name``) an import in ``source`` names, made absolute."""
+    package = module if is_package else module.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                prefix = ".".join(base + ([node.module] if node.module else []))
+            else:
+                prefix = node.module
+            found.add(prefix)
+            found |= {f"{prefix}.{alias.name}" for alias in node.names}
+    return found
+
+
+def _reaches_above(names):
+    return sorted(n for n in names if any(n == a or n.startswith(a + ".") for a in ABOVE))
+
+
+@pytest.mark.parametrize("folder", LOWER)
+def test_lower_packages_import_nothing_above_them(folder):
+    files = sorted((PACKAGE / folder).glob("*.py"))
+    assert files
+    for path in files:
+        names = imported_modules(
+            path.read_text(), _module_name(path), is_package=path.name == "__init__.py"
+        )
+        assert _reaches_above(names) == [], path
+
+
+def test_the_import_reader_sees_relative_and_lazy_imports():
+    src = (
+        "from .. import registry\nfrom ..base import BaseELM\nimport numpy\n"
+        "def f():\n    from ..algorithms._uselm import USELM\n"
+        "from ._layer import RandomHiddenLayer\n"
+    )
+    names = imported_modules(src, "elmscale.hidden._x")
+    assert _reaches_above(names) == [
+        "elmscale.algorithms._uselm",
+        "elmscale.algorithms._uselm.USELM",
+        "elmscale.base",
+        "elmscale.base.BaseELM",
+        "elmscale.registry",
+    ]
+    assert "elmscale.hidden._layer.RandomHiddenLayer" in names
+
+
+def long_functions(source, limit=MAX_FUNCTION_LINES):
+    """(name, first line, lines) of every function longer than ``limit`` lines."""
+    return [
+        (node.name, node.lineno, node.end_lineno - node.lineno + 1)
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+        and node.end_lineno - node.lineno + 1 > limit
+    ]
+
+
+def test_no_function_is_longer_than_80_lines():
+    files = sorted(PACKAGE.rglob("*.py"))
+    assert len(files) > 50
+    too_long = {str(p.relative_to(PACKAGE)): long_functions(p.read_text()) for p in files}
+    assert {k: v for k, v in too_long.items() if v} == {}
+
+
+def test_the_length_reader_counts_nested_and_decorated_functions():
+    lines = ["class A:", "    @staticmethod", "    def f():"]
+    src = "\n".join(lines + [f"        x{i} = {i}" for i in range(80)]) + "\n"
+    assert long_functions(src) == [("f", 3, 81)]
+    assert long_functions(src, limit=81) == []
+
+
+def private_graph_names(source):
+    """Private names of elmscale.graph that ``source`` (a module of elmscale) imports or reads
+    from an object as an attribute."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom) and node.module and "graph" in node.module:
+            parts = node.module.split(".") + [alias.name for alias in node.names]
+            found += [p for p in parts if p.startswith("_")]
+        elif isinstance(node, ast.Attribute):
+            if node.attr.startswith("_") and not node.attr.startswith("__"):
+                found.append(node.attr)
+    return found
+
+
+def test_gram_uses_only_public_names_of_the_graph():
+    assert private_graph_names((PACKAGE / "gram.py").read_text()) == []
+
+
+def test_the_private_name_reader_finds_them():
+    src = (
+        "from .graph._patterns import group_pattern\nfrom .graph import _take_rows\n"
+        "graph._split\ngraph.blocks\n"
+    )
+    assert private_graph_names(src) == ["_patterns", "_take_rows", "_split"]
