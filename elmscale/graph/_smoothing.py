@@ -28,23 +28,24 @@ from ._tasks import row_numbers, task
 def _smooth_block(X_block, graph_block, *halo_pieces):
     """One lazy random-walk step on chunk b's rows: ``(X_b + P_b [X_b; X_halo]) / 2``.
 
-    Rows without edges keep their values (P acts as the identity on them)."""
+    The chunk's rows and its halo rows are stacked once, so the step is one sparse product
+    over the block's columns. Rows without edges keep their values (P acts as the identity
+    on them)."""
     X_block = np.asarray(X_block)
     dtype = X_block.dtype if X_block.dtype in (np.float32, np.float64) else np.float64
     Xb = X_block.astype(dtype, copy=False)
-    W_local, W_halo = graph_block.split(dtype)
-    WX = W_local @ Xb
-    lo = 0
-    for piece in halo_pieces:
-        hi = lo + piece.shape[0]
-        WX += W_halo[:, lo:hi] @ np.asarray(piece, dtype=dtype)
-        lo = hi
-    if lo != W_halo.shape[1]:
-        raise ValueError(f"halo pieces hold {lo} rows, the graph block needs {W_halo.shape[1]}")
-    row_sums = np.asarray(W_local.sum(axis=1)).ravel() + np.asarray(W_halo.sum(axis=1)).ravel()
+    W = graph_block.W
+    n_halo = sum(piece.shape[0] for piece in halo_pieces)
+    if W.shape[1] != Xb.shape[0] + n_halo:
+        raise ValueError(
+            f"halo pieces hold {n_halo} rows, the graph block needs {W.shape[1] - Xb.shape[0]}"
+        )
+    stacked = np.concatenate([Xb, *halo_pieces]).astype(dtype, copy=False)
+    WX = W.astype(dtype, copy=False) @ stacked
+    row_sums = np.asarray(W.sum(axis=1)).ravel()
     isolated = row_sums <= 0
     row_sums[isolated] = 1.0
-    WX /= row_sums[:, None]
+    WX /= row_sums.astype(dtype)[:, None]
     WX[isolated] = Xb[isolated]
     WX += Xb
     WX *= 0.5
@@ -108,8 +109,8 @@ def retained_variance(X, X_filtered, scale=None):
     constant X)."""
     w = 1.0 if scale is None else 1.0 / np.square(np.asarray(scale, dtype=np.float64))
     before, after = dask.compute(
-        (X.astype(np.float64).var(axis=0) * w).sum(),
-        (X_filtered.astype(np.float64).var(axis=0) * w).sum(),
+        (X.var(axis=0, dtype=np.float64) * w).sum(),
+        (X_filtered.var(axis=0, dtype=np.float64) * w).sum(),
     )
     return float(after / before) if before > 0 else 1.0
 
