@@ -88,7 +88,7 @@ class KNNGraphTransformer(TransformerMixin, BaseEstimator):
     Examples
     --------
     >>> from sklearn.datasets import make_blobs
-    >>> from elmscale.graph import KNNGraphTransformer
+    >>> from elmscale.neighbors import KNNGraphTransformer
     >>> X, _ = make_blobs(200, centers=3, random_state=0)
     >>> G = KNNGraphTransformer(n_neighbors=10).fit_transform(X)
     >>> G.shape, G.nnz
