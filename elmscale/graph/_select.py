@@ -71,7 +71,7 @@ class Operands:
     """Rows prepared once for many products: centred on ``center`` (distances are translation
     invariant, and small norms keep the product's rounding small), cast to ``dtype`` and
     augmented so that one product gives squared distances:
-    ``[a, 1, |a|^2] . [-2 b, |b|^2, 1] = |a - b|^2``. ``rows`` keeps the centred rows
+    ``[a, 1, |a|^2] @ [-2 b, |b|^2, 1] = |a - b|^2``. ``rows`` keeps the centred rows
     themselves, for a kernel that computes the distances its own way."""
 
     def __init__(self, X, center, dtype):
