@@ -42,7 +42,6 @@ halo before the Gram pass). A locality-ordered graph keeps the halo, and these b
 import logging
 
 import dask
-import dask.array as da
 import numpy as np
 import scipy.sparse as sp
 
@@ -143,24 +142,13 @@ def laplacian_power_rows(graph, H_blocks, layer, q, *, n_hidden, dtype):
     """
     if q < 1:
         raise ValueError(f"q must be >= 1, got {q!r}")
-    nb = len(graph.chunks)
     first = named(_first_power_block, f"{PREFIX}-power")
     following = named(_next_power_block, f"{PREFIX}-power")
-    Z = None
-    for j in range(1, q + 1):
-        if j == 1:
-            halos = [graph.halo_rows(b, prefix=PREFIX) for b in range(nb)]
-            blocks = [first(H_blocks[b], graph.blocks[b], layer, *halos[b]) for b in range(nb)]
-        else:
-            Z_blocks = Z.to_delayed().ravel()
-            halos = [graph.halo_rows(b, Z, prefix=PREFIX) for b in range(nb)]
-            blocks = [following(Z_blocks[b], graph.blocks[b], *halos[b]) for b in range(nb)]
-        Z = da.concatenate(
-            [
-                da.from_delayed(blk, shape=(n, int(n_hidden)), dtype=dtype)
-                for blk, n in zip(blocks, graph.chunks, strict=True)
-            ]
-        ).persist()
+    Z = graph.map_rows(first, H_blocks, n_hidden, dtype, args=(layer,), prefix=PREFIX)
+    for _ in range(2, q + 1):
+        Z = graph.map_rows(
+            following, Z.to_delayed().ravel(), n_hidden, dtype, halo_of=Z, prefix=PREFIX
+        )
     return Z
 
 

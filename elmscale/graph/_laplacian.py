@@ -15,6 +15,7 @@ import dataclasses
 import logging
 
 import dask
+import dask.array as da
 import numpy as np
 import scipy.sparse as sp
 
@@ -63,6 +64,17 @@ class GraphBlock:
             W = self.W.astype(dtype)
             cache[dtype] = (W[:, :n].tocsr(), W[:, n:].tocsr())
         return cache[dtype]
+
+    def random_walk(self, dtype):
+        """``(P, isolated)``: W with each row scaled to sum to one, in ``dtype``, and the rows
+        without edges (all zero in P); computed once per worker process, as ``split``."""
+        cache = self.__dict__.setdefault("_split", {})
+        if ("walk", dtype) not in cache:
+            sums = np.asarray(self.W.sum(axis=1)).ravel()
+            isolated = sums <= 0
+            scale = np.where(isolated, 0.0, 1.0 / np.where(isolated, 1.0, sums))
+            cache["walk", dtype] = ((sp.diags(scale) @ self.W).tocsr().astype(dtype), isolated)
+        return cache["walk", dtype]
 
     def __getstate__(self):
         state = self.__dict__.copy()
@@ -330,6 +342,25 @@ class KNNGraph:
             self.starts,
             f"{prefix}-halo",
         )
+
+    def map_rows(self, block_task, sources, width, dtype, *, halo_of=None, args=(), prefix=PREFIX):
+        """A persisted (n_samples x ``width``) dask array aligned with the graph's rows whose
+        block b is ``block_task(sources[b], graph block b, *args, *halo rows of halo_of)``:
+        one task per chunk of a blockwise product on the graph (``L Z``, a filter step),
+        each reading its chunk and the halo rows it needs (``halo_of``: default the graph's
+        X). ``block_task`` is a delayed-returning callable (a named or unique-keyed task)."""
+        blocks = [
+            block_task(
+                sources[b], self.blocks[b], *args, *self.halo_rows(b, halo_of, prefix=prefix)
+            )
+            for b in range(len(self.chunks))
+        ]
+        return da.concatenate(
+            [
+                da.from_delayed(blk, shape=(n, int(width)), dtype=dtype)
+                for blk, n in zip(blocks, self.chunks, strict=True)
+            ]
+        ).persist()
 
     def halo_size(self):
         """Total number of halo rows over all chunks (what a Gram pass ships, in rows of X,

@@ -17,9 +17,9 @@ pass does.
 """
 
 import copy
+import functools
 
 import dask
-import dask.array as da
 import numpy as np
 
 from ._tasks import row_numbers, task
@@ -34,22 +34,17 @@ def _smooth_block(X_block, graph_block, *halo_pieces):
     X_block = np.asarray(X_block)
     dtype = X_block.dtype if X_block.dtype in (np.float32, np.float64) else np.float64
     Xb = X_block.astype(dtype, copy=False)
-    W = graph_block.W
+    P, isolated = graph_block.random_walk(dtype)
     n_halo = sum(piece.shape[0] for piece in halo_pieces)
-    if W.shape[1] != Xb.shape[0] + n_halo:
+    if P.shape[1] != Xb.shape[0] + n_halo:
         raise ValueError(
-            f"halo pieces hold {n_halo} rows, the graph block needs {W.shape[1] - Xb.shape[0]}"
+            f"halo pieces hold {n_halo} rows, the graph block needs {P.shape[1] - Xb.shape[0]}"
         )
-    stacked = np.concatenate([Xb, *halo_pieces]).astype(dtype, copy=False)
-    WX = W.astype(dtype, copy=False) @ stacked
-    row_sums = np.asarray(W.sum(axis=1)).ravel()
-    isolated = row_sums <= 0
-    row_sums[isolated] = 1.0
-    WX /= row_sums.astype(dtype)[:, None]
-    WX[isolated] = Xb[isolated]
-    WX += Xb
-    WX *= 0.5
-    return WX
+    PX = P @ np.concatenate([Xb, *halo_pieces]).astype(dtype, copy=False)
+    PX[isolated] = Xb[isolated]
+    PX += Xb
+    PX *= 0.5
+    return PX
 
 
 def smooth_rows(graph, steps, X=None):
@@ -82,19 +77,11 @@ def smooth_rows(graph, steps, X=None):
     if len(Z.chunks[1]) > 1:
         Z = Z.rechunk({1: -1})
     dtype = Z.dtype if Z.dtype in (np.float32, np.float64) else np.dtype(np.float64)
+    step = functools.partial(task, "smooth", _smooth_block)
     for _ in range(int(steps)):
-        Z_blocks = Z.to_delayed(optimize_graph=False).ravel()
-        blocks = [
-            task("smooth", _smooth_block, Z_blocks[b], graph.blocks[b], *graph.halo_rows(b, Z))
-            for b in range(len(graph.chunks))
-        ]
-        Z = da.concatenate(
-            [
-                da.from_delayed(blk, shape=(n, Z.shape[1]), dtype=dtype)
-                for blk, n in zip(blocks, graph.chunks, strict=True)
-            ]
+        Z = graph.map_rows(
+            step, Z.to_delayed(optimize_graph=False).ravel(), Z.shape[1], dtype, halo_of=Z
         )
-        (Z,) = dask.persist(Z)
     return Z
 
 
