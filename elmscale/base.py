@@ -302,14 +302,15 @@ class BaseELM(DaskStateMixin, BaseEstimator):
         :meth:`draw_hidden_layer` adds: none here."""
         return 0.0, 1.0
 
-    def hidden_features(self, Xd, *, cache=None):
+    def hidden_features(self, Xd, *, cache=None, output_order=None):
         """H of Xd through ``hidden_layer_``, lazy or cached on the workers (``cache``, by
         default the estimator's ``cache`` parameter). Predictions make one pass over H and
         pass ``cache=False``: caching would compute H at once, outside the caller's
-        compute."""
+        compute. ``output_order`` moves projections to the input's rows when Xd is held in
+        another order (:class:`elmscale.hidden.HiddenFeatures`)."""
         if cache is None:
             cache = self.cache
-        return HiddenFeatures(Xd, self.hidden_layer_, cache=cache)
+        return HiddenFeatures(Xd, self.hidden_layer_, cache=cache, output_order=output_order)
 
     def project(self, Xd, weights, *, scaled_input=False):
         """``h(x) @ weights`` for the rows x of Xd, or ``x' @ weights`` of the scaled inputs

@@ -257,8 +257,8 @@ class USELM(
         self.lap("graph")
         steps = self._smoothing
         if steps:
-            graph_f, X_f = smoothed_graph(graph, steps)
-            kept = retained_variance(reduction.X, X_f, self.hidden_layer_.scale)
+            graph_f, to_input = smoothed_graph(graph, steps)
+            kept = retained_variance(graph.X, graph_f.X, self.hidden_layer_.scale)
             if self.smoothing == "auto" and kept < SMOOTHING_MIN_VARIANCE:
                 logger.info(
                     "smoothing: %d steps keep %.3f of the variance (< %g): rows not filtered",
@@ -270,7 +270,7 @@ class USELM(
             else:
                 logger.info("smoothing: %d steps keep %.3f of the variance", steps, kept)
                 graph = graph_f
-                reduction.features = self.hidden_features(X_f)
+                reduction.features = self.hidden_features(graph_f.X, output_order=to_input)
             self.lap("smoothing")
         reduction.fitted["smoothing_steps_"] = steps
         features = reduction.features

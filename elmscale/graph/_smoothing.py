@@ -104,23 +104,23 @@ def retained_variance(X, X_filtered, scale=None):
 
 def smoothed_graph(graph, steps):
     """The graph with its rows of X filtered ``steps`` times (:func:`smooth_rows`), and the
-    filtered rows in the input's row order: ``(graph_f, X_f)``.
+    order that takes row-aligned results back to the input's rows: ``(graph_f, to_input)``.
 
     ``graph_f`` shares the graph's blocks, halo and row order; its ``X`` holds the filtered
-    rows in the graph's order and its ``source_name`` names ``X_f``, so a Gram pass pairs it
-    with hidden features built on ``X_f``. A locality-ordered graph moves the filtered rows
-    back to the input's order (one all-to-all move of N x d numbers).
+    rows in the graph's order (its ``source_name`` names them), so hidden features built on
+    ``graph_f.X`` pair with it in a Gram pass. The filtered rows stay where the graph put
+    them: ``to_input`` (a ``RowOrder``, None when the graph keeps the input's order)
+    moves what is computed from them, e.g. an embedding n_components wide, back to the
+    input's rows, rather than moving the N x d filtered rows themselves.
     """
-    Z = smooth_rows(graph, steps)
-    if graph.order is None:
-        X_f = Z
-    else:
-        positions = graph.order.apply(row_numbers(graph.order.input_chunks))
-        (X_f,) = dask.persist(graph.order.inverse(positions).apply(Z))
     graph_f = copy.copy(graph)
-    graph_f.X = Z
-    graph_f.source_name = X_f.name
-    return graph_f, X_f
+    graph_f.X = smooth_rows(graph, steps)
+    graph_f.source_name = graph_f.X.name
+    to_input = None
+    if graph.order is not None:
+        positions = graph.order.apply(row_numbers(graph.order.input_chunks))
+        to_input = graph.order.inverse(positions)
+    return graph_f, to_input
 
 
 __all__ = ["retained_variance", "smooth_rows", "smoothed_graph"]

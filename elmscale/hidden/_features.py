@@ -35,13 +35,18 @@ class HiddenFeatures:
     in worker memory after the first use, which iterative algorithms (ELM-JEC, EMMC) pay
     back after one iteration. ``"auto"`` caches when ``N * n_hidden * itemsize`` is at most a
     quarter of the cluster's memory; the choice is logged and exposed as ``cached``.
+
+    ``output_order`` (anything with an ``apply`` method, e.g. a
+    ``RowOrder`` of :mod:`elmscale.graph`) moves every projection ``H beta`` to other rows, for X
+    held in a graph's row order whose results belong to the input's rows.
     """
 
-    def __init__(self, X, layer, cache="auto"):
+    def __init__(self, X, layer, cache="auto", *, output_order=None):
         if cache not in CACHE_OPTIONS:
             raise ValueError(f"cache must be one of {CACHE_OPTIONS}, got {cache!r}")
         self.X = X
         self.layer = layer
+        self.output_order = output_order
         nbytes = X.shape[0] * layer.n_hidden * X.dtype.itemsize
         if cache == "auto":
             cache = nbytes <= _cluster_memory() / 4
@@ -81,14 +86,17 @@ class HiddenFeatures:
         return self._H is not None
 
     def project(self, beta, *, reuse=True):
-        """``H @ beta`` (N x n_outputs) as a lazy dask array chunked like X's rows.
+        """``H @ beta`` (N x n_outputs) as a lazy dask array chunked like X's rows (in
+        ``output_order`` when given).
 
         A cached H not built yet is built and kept for later passes; with ``reuse=False``
         (no later pass will read it) each task builds its block of H and projects it instead,
         so H is never held."""
         if self.cached and (reuse or self.materialized):
-            return _map_rows(self.H, _matmul, np.asarray(beta), self.X.dtype)
-        return project_rows(self.X, self.layer, beta)
+            E = _map_rows(self.H, _matmul, np.asarray(beta), self.X.dtype)
+        else:
+            E = project_rows(self.X, self.layer, beta)
+        return E if self.output_order is None else self.output_order.apply(E)
 
     def release(self):
         """Drop the cached blocks from worker memory."""

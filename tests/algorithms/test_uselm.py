@@ -280,6 +280,26 @@ def test_unit_rows_numpy_and_dask_agree_and_keep_zero_rows():
     np.testing.assert_allclose(unit_rows(da.from_array(E, chunks=(2, 2))).compute(), unit_rows(E))
 
 
+def _dense_smoothed_embedding(X, L, layer, steps, lam, n_components):
+    """Eq. 20 solved densely on H of ((I + P) / 2)^steps X, P = W with unit row sums."""
+    W = np.diag(np.diag(L)) - L
+    np.fill_diagonal(W, 0.0)
+    P = W / W.sum(1, keepdims=True)
+    for _ in range(steps):
+        X = 0.5 * (X + P @ X)
+    H = hidden(X, layer)
+    mu, V = sla.eigh(H.T @ H, np.eye(H.shape[1]) + lam * H.T @ L @ H)
+    V = V[:, ::-1][:, 1 : n_components + 1]
+    V /= np.linalg.norm(H @ V, axis=0)
+    return H @ V
+
+
+def _assert_same_columns(E, expected):
+    for j in range(expected.shape[1]):  # same column up to sign
+        c = abs(expected[:, j] @ np.asarray(E)[:, j])
+        assert c == pytest.approx(1, abs=1e-8)
+
+
 def test_smoothing_solves_eq20_on_the_filtered_rows(rng):
     """smoothing=t: the embedding is eq. 20 solved densely on H of ((I + P) / 2)^t X (P the
     graph's row-normalised W), for NumPy input and for dask input in uneven chunks alike."""
@@ -290,23 +310,36 @@ def test_smoothing_solves_eq20_on_the_filtered_rows(rng):
     m = _model(**params).fit(X)
     assert m.smoothing_steps_ == 3
     L = knn_laplacian(X, 8)
-    W = np.diag(np.diag(L)) - L
-    P = W / W.sum(1, keepdims=True)
-    Xf = X
-    for _ in range(3):
-        Xf = 0.5 * (Xf + P @ Xf)
-    H = hidden(Xf, m.hidden_layer_)
-    mu, V = sla.eigh(H.T @ H, np.eye(60) + 0.1 * H.T @ L @ H)
-    V = V[:, ::-1][:, 1:3]
-    V /= np.linalg.norm(H @ V, axis=0)
-    E = H @ V
-    for j in range(2):  # same column up to sign
-        c = abs(E[:, j] @ m.embedding_[:, j])
-        assert c == pytest.approx(1, abs=1e-8)
+    _assert_same_columns(m.embedding_, _dense_smoothed_embedding(X, L, m.hidden_layer_, 3, 0.1, 2))
     md = _model(**params).fit(da.from_array(X, chunks=((90, 150, 160), (5,))))
     np.testing.assert_allclose(np.asarray(md.embedding_), m.embedding_, atol=1e-10)
     # transform applies h(x) beta to the rows it is given, unfiltered
     np.testing.assert_allclose(m.transform(X), hidden(X, m.hidden_layer_) @ m.output_weights_)
+
+
+def test_smoothing_on_locality_ordered_rows(monkeypatch):
+    """On a graph that holds the rows in its own locality order, the filtered rows stay in
+    that order and only the embedding moves back: row i of ``embedding_`` is still the
+    dense eq. 20 solution at input row i, and ``labels_`` follow the input's chunks."""
+    from sklearn.datasets import make_blobs
+
+    import elmscale.graph._laplacian as laplacian
+
+    monkeypatch.setattr(laplacian, "ORDER_MIN_SAMPLES", 0)
+    X, _ = make_blobs(1200, n_features=5, centers=3, random_state=4)
+    Xd = da.from_array(X, chunks=((250, 350, 300, 300), (5,)))
+    params = dict(graph="cells", n_components=2, scaling=None, normalized=False, smoothing=3)
+    m = _model(**params).fit(Xd)
+    graph = _model(**params).reduce(Xd).graph
+    assert graph.order is not None
+    positions = graph.order.apply(da.arange(1200, chunks=Xd.chunks[0])).compute()
+    assert not np.array_equal(positions, np.arange(1200))
+    L = graph.laplacian().toarray()
+    E_graph = _dense_smoothed_embedding(X[positions], L, m.hidden_layer_, 3, 0.1, 2)
+    expected = np.empty_like(E_graph)
+    expected[positions] = E_graph
+    _assert_same_columns(m.embedding_.compute(), expected)
+    assert m.embedding_.chunks[0] == m.labels_.chunks[0] == Xd.chunks[0]
 
 
 def test_auto_smoothing_follows_size_and_retained_variance():

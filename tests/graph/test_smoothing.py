@@ -38,7 +38,9 @@ def test_filter_equals_dense_product_in_any_row_order(mixture, order, normalized
     assert Z.chunks == graph.X.chunks
     np.testing.assert_allclose(Z.compute(), _dense_filter(graph, Xg, 3), rtol=1e-12, atol=1e-12)
     # in the input's order: the filtered row of each input row, wherever the graph put it
-    graph_f, X_f = smoothed_graph(graph, 3)
+    graph_f, to_input = smoothed_graph(graph, 3)
+    assert (to_input is None) == (graph.order is None)
+    X_f = graph_f.X if to_input is None else to_input.apply(graph_f.X)
     assert X_f.chunks == Xd.chunks
     expected = np.empty_like(mixture)
     positions = np.arange(len(mixture))
@@ -47,7 +49,7 @@ def test_filter_equals_dense_product_in_any_row_order(mixture, order, normalized
     expected[positions] = _dense_filter(graph, Xg, 3)
     np.testing.assert_allclose(X_f.compute(), expected, rtol=1e-12, atol=1e-12)
     np.testing.assert_array_equal(graph_f.X.compute(), Z.compute())
-    assert graph_f.source_name == X_f.name and graph_f.blocks is graph.blocks
+    assert graph_f.source_name == graph_f.X.name and graph_f.blocks is graph.blocks
     assert graph.X.name != graph_f.X.name  # the input graph is left as it was
 
 
