@@ -2,6 +2,7 @@
 
 from ._backends import exact_knn, nndescent_knn
 from ._cell_search import CellSearch
+from ._cuts import normalized_cut
 from ._laplacian import (
     BUILTIN_BACKENDS,
     WEIGHTS,
@@ -23,6 +24,7 @@ __all__ = [
     "exact_knn",
     "knn_graph",
     "nndescent_knn",
+    "normalized_cut",
     "propose",
     "resolve_backend",
     "retained_variance",

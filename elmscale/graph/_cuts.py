@@ -1,0 +1,100 @@
+"""The normalised cut of row partitions on the kNN graph, computed blockwise on the cluster.
+
+``Ncut(A_1, ..., A_k) = sum_j cut(A_j, not A_j) / vol(A_j)`` (Shi and Malik 2000): the share of
+each cluster's edge weight that leaves it, summed over the clusters. Spectral clustering
+minimises its relaxation; evaluated on partitions found by k-means in different embeddings
+of the same graph, it tells without labels which one cuts the graph where it is thin.
+
+Each graph block sums, per cluster, the weight of its rows' edges that stay inside the cluster
+and its rows' degrees; the labels and degrees of its halo rows (a few numbers per row) come
+from the chunks that hold them, as in every blockwise product on the graph.
+"""
+
+import dask
+import dask.array as da
+import numpy as np
+
+from ..utils._dask import tree_sum
+from ._tasks import task
+
+
+def _degrees(block):
+    return block.degree.astype(np.float64)
+
+
+def _cut_sums(columns, block, n_clusters, normalized, *halo_pieces):
+    """Per partition (a column of labels) and cluster: the edge weight inside the cluster
+    from this block's rows, and the block's degree in the cluster, stacked as an array
+    (2, n_partitions, n_clusters). ``columns`` holds the labels, then the degree."""
+    everything = np.concatenate([columns, *halo_pieces])
+    labels = everything[:, :-1].astype(np.int64)
+    degree = everything[:, -1]
+    n = block.stop - block.start
+    W = block.W.tocoo()
+    weights = W.data.astype(np.float64)
+    if normalized:  # W holds D^-1/2 W D^-1/2: back to the graph's own weights
+        weights = weights * np.sqrt(degree[W.row] * degree[W.col])
+    m = labels.shape[1]
+    within = np.zeros((m, n_clusters))
+    volume = np.zeros((m, n_clusters))
+    for j in range(m):
+        rows, cols = labels[W.row, j], labels[W.col, j]
+        same = rows == cols
+        within[j] = np.bincount(rows[same], weights=weights[same], minlength=n_clusters)
+        volume[j] = np.bincount(labels[:n, j], weights=degree[:n], minlength=n_clusters)
+    return np.stack([within, volume])
+
+
+def _ncut(sums):
+    within, volume = sums
+    with np.errstate(invalid="ignore", divide="ignore"):
+        share = np.where(volume > 0, (volume - within) / volume, 0.0)
+    return share.sum(axis=1)
+
+
+def normalized_cut(graph, labels, n_clusters):
+    """The normalised cut of each partition of the graph's rows.
+
+    Parameters
+    ----------
+    graph : KNNGraph
+    labels : dask array of int, (n_samples,) or (n_samples, n_partitions)
+        Cluster labels in ``[0, n_clusters)`` in the input's row order (the order of the
+        data the graph was built from), one column per partition, chunked like the input.
+    n_clusters : int
+
+    Returns
+    -------
+    ndarray (n_partitions,) of float: lower cuts fewer edges, relative to the clusters'
+    volumes. Only per-cluster sums reach the client.
+    """
+    single = labels.ndim == 1
+    labels = labels[:, None] if single else labels
+    labels = graph.in_graph_order(labels.astype(np.float64))
+    degree = da.concatenate(
+        [
+            da.from_delayed(task("degree", _degrees, blk), shape=(n,), dtype=np.float64)
+            for blk, n in zip(graph.blocks, graph.chunks, strict=True)
+        ]
+    )
+    columns = da.concatenate([labels.rechunk({0: graph.chunks}), degree[:, None]], axis=1)
+    columns = columns.rechunk({1: -1})
+    blocks = columns.to_delayed(optimize_graph=False).ravel()
+    parts = [
+        task(
+            "cut",
+            _cut_sums,
+            blocks[b],
+            graph.blocks[b],
+            int(n_clusters),
+            graph.normalized,
+            *graph.halo_rows(b, columns),
+        )
+        for b in range(len(graph.chunks))
+    ]
+    (sums,) = dask.compute(tree_sum(parts))
+    cut = _ncut(sums)
+    return cut[0] if single else cut
+
+
+__all__ = ["normalized_cut"]

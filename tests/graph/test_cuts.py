@@ -1,0 +1,45 @@
+"""The normalised cut of partitions on the graph equals a dense NumPy computation, in any
+chunking and row order, for plain and normalised graphs."""
+
+import dask.array as da
+import numpy as np
+import pytest
+
+from elmscale.graph import knn_graph, normalized_cut
+
+
+def _dense_ncut(W, labels, k):
+    Y = np.eye(k)[labels]
+    within = np.diag(Y.T @ W @ Y)
+    volume = Y.T @ W.sum(1)
+    present = volume > 0  # an empty cluster cuts nothing
+    return np.sum((volume[present] - within[present]) / volume[present])
+
+
+@pytest.fixture
+def data():
+    from sklearn.datasets import make_blobs
+
+    X, y = make_blobs(800, n_features=4, centers=4, cluster_std=3.0, random_state=3)
+    return X, y
+
+
+@pytest.mark.parametrize(("order", "normalized"), [(False, False), (True, True)])
+def test_ncut_equals_dense_in_any_row_order(data, order, normalized):
+    X, y = data
+    Xd = da.from_array(X, chunks=(150, 4))
+    graph = knn_graph(Xd, 6, backend="cells", order=order, normalized=normalized, random_state=0)
+    plain = knn_graph(Xd, 6, backend="cells", order=order, normalized=False, random_state=0)
+    L = plain.laplacian().toarray()  # D - W in the graph's row order
+    W = np.diag(np.diag(L)) - L
+    positions = np.arange(len(X))
+    if graph.order is not None:
+        positions = graph.order.apply(da.from_array(positions, chunks=Xd.chunks[0])).compute()
+    rng = np.random.default_rng(0)
+    partitions = np.stack([y, rng.integers(0, 4, len(y)), (X[:, 0] > 0).astype(int)], axis=1)
+    got = normalized_cut(graph, da.from_array(partitions, chunks=(150, 3)), 4)
+    expected = [_dense_ncut(W, partitions[positions, j], 4) for j in range(3)]
+    np.testing.assert_allclose(got, expected, rtol=1e-10)
+    assert got[0] < got[1] / 4  # the blobs cut far fewer edges than random labels
+    single = normalized_cut(graph, da.from_array(y, chunks=150), 4)
+    assert single == pytest.approx(got[0], rel=1e-12)
