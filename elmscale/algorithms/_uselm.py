@@ -1,6 +1,7 @@
 """US-ELM: unsupervised ELM (Huang, Song, Gupta and Wu 2014, Algorithm 2)."""
 
 import logging
+import math
 from numbers import Integral, Real
 
 import dask
@@ -13,7 +14,7 @@ from sklearn.utils.validation import check_is_fitted
 from ..base import BaseELM
 from ..cluster import kmeans
 from ..gram import hidden_stats
-from ..graph import retained_variance, smoothed_graph
+from ..graph import normalized_cut, retained_variance, smoothed_graph
 from ..mixins import DataNodesMixin, EmbeddingFeaturesOutMixin, GraphMixin
 from ..solvers import sign_flip, uselm_dual, uselm_primal
 from ..utils._random import draw_seed
@@ -28,6 +29,9 @@ SMOOTHING_MIN_SAMPLES = 1000
 SMOOTHING_STEPS = 8
 #: ... unless the filtered rows keep less than this share of the variance (no filtering then)
 SMOOTHING_MIN_VARIANCE = 0.25
+#: ``n_components="auto"`` clusters in n_clusters and in ceil(this * n_clusters) dimensions
+#: and keeps the partition with the lower normalised cut on the kNN graph
+WIDE_COMPONENTS_RATIO = 1.5
 
 
 def uselm_embedding(hth, htlh, lam, n_components):
@@ -56,7 +60,15 @@ class USELM(
     n_clusters : int or None, default=8
         Clusters found by k-means on the embedding; None only embeds (no ``labels_``).
     n_components : int or "auto", default="auto"
-        Embedding dimension n_o; "auto" uses n_clusters (2 when n_clusters is None).
+        Embedding dimension n_o. "auto" with ``n_clusters`` set solves eq. 20 once for
+        ``ceil(1.5 n_clusters)`` columns, runs k-means on the first ``n_clusters`` of them
+        and on all of them, and keeps the embedding whose partition has the lower
+        normalised cut on the kNN graph (:func:`elmscale.graph.normalized_cut`, the
+        objective spectral clustering relaxes; no labels). Eq. 20 finds the graph's smooth
+        directions only approximately in the span of H, and on data whose classes touch
+        (digits written alike) k-means separates them better with a few more of those
+        directions; where it does not, the cut says so. The choice is ``n_components_``.
+        "auto" without ``n_clusters`` embeds in 2 dimensions.
     n_hidden : int, default=1000
         Hidden nodes n_h.
     lam : float, default=0.01
@@ -125,6 +137,8 @@ class USELM(
         gamma of the kept eigenvectors.
     smoothing_steps_ : int
         Steps of the graph filter applied to X (``smoothing`` resolved).
+    n_components_ : int
+        Columns of the embedding (``n_components`` resolved).
     embedding_ : ndarray or dask array (n_samples, n_components)
     labels_ : ndarray or dask array (n_samples,)
     cluster_centers_ : ndarray (n_clusters, n_components)
@@ -241,13 +255,22 @@ class USELM(
     def check_params_vs_input(self, Xd):
         super().check_params_vs_input(Xd)
         N = Xd.shape[0]
-        auto = self.n_clusters if self.n_clusters is not None else 2
-        self._n_components = resolve_n_components(self.n_components, auto, N, self.n_hidden)
+        self._n_components = self._component_choices(N)[-1]
         self._solver = self.resolve_solver(N)
         if self.smoothing == "auto":
             self._smoothing = SMOOTHING_STEPS if N >= SMOOTHING_MIN_SAMPLES else 0
         else:
             self._smoothing = self.smoothing
+
+    def _component_choices(self, n_samples):
+        """The embedding dimensions to choose between: ``(n_clusters, wide)`` for "auto"
+        (the wide one kept below n_samples and n_hidden), else the one given."""
+        if self.n_components != "auto" or self.n_clusters is None:
+            auto = self.n_clusters if self.n_clusters is not None else 2
+            return (resolve_n_components(self.n_components, auto, n_samples, self.n_hidden),)
+        c = resolve_n_components("auto", self.n_clusters, n_samples, self.n_hidden)
+        wide = min(math.ceil(WIDE_COMPONENTS_RATIO * c), n_samples - 1, self.n_hidden - 1)
+        return (c, wide) if wide > c else (c,)
 
     def reduce_hidden(self, reduction, y):
         """The kNN graph, the graph-filtered rows (``smoothing``), then H^T H and H^T L H in
@@ -282,7 +305,8 @@ class USELM(
         self.lap("gram")
 
     def solve_reduced(self, reduction, rng):
-        """Solve eq. 20 (or its dual, eqs. 23-24), embed and cluster X."""
+        """Solve eq. 20 (or its dual, eqs. 23-24), embed and cluster X; with
+        ``n_components="auto"``, keep the dimension whose partition cuts the graph least."""
         stats = reduction.stats
         if self._solver == "primal":
             beta, gamma = uselm_embedding(stats["hth"], stats["htlh"], self.lam, self._n_components)
@@ -291,30 +315,42 @@ class USELM(
             U, gamma = uselm_dual(H @ H.T, stats["L"], self.lam, self._n_components)
             beta = sign_flip(H.T @ U)
         self.lap("solve")
-        self.output_weights_ = beta
-        self.eigenvalues_ = gamma
         E = reduction.features.project(beta, reuse=reduction.n_solves > 1)
         E = E.persist() if reduction.was_dask else E.compute()
-        self.embedding_ = E
+        n = self._n_components
         if self.n_clusters is not None:
-            self._cluster(E, reduction.was_dask, rng)
+            n = self._cluster(E, reduction, rng)
+        self.n_components_ = n
+        self.output_weights_ = beta[:, :n]
+        self.eigenvalues_ = gamma[:n]
+        self.embedding_ = E[:, :n] if n < E.shape[1] else E
         self.lap("embed_cluster")
 
-    def _cluster(self, E, was_dask, rng):
-        """k-means on the embedding's rows (unit length with ``row_normalize``): one path,
+    def _cluster(self, E, reduction, rng):
+        """k-means on the embedding's rows (unit length with ``row_normalize``) in each
+        dimension of :meth:`_component_choices`, all with one seed; the partition with the
+        lowest normalised cut on the graph is kept. Returns its dimension. One path,
         :func:`elmscale.cluster.kmeans`, for NumPy and dask input alike, so both give the
         same labels (its result does not depend on the chunking)."""
         seed = draw_seed(rng)
-        if self.row_normalize:
-            E = unit_rows(E)
-        if not was_dask:
-            E = da.from_array(E, chunks=(max(E.shape[0], 1), E.shape[1]))
-        centers, labels, inertia, _ = kmeans(
-            E, self.n_clusters, n_init=self.n_init, random_state=seed
-        )
-        self.labels_ = labels.persist() if was_dask else labels.compute()
+        if not reduction.was_dask:
+            E = da.from_array(E, chunks=(reduction.X.chunks[0], E.shape[1]))
+        choices = self._component_choices(reduction.n_samples)
+        fits = []
+        for n in choices:
+            En = unit_rows(E[:, :n]) if self.row_normalize else E[:, :n]
+            fits.append(kmeans(En, self.n_clusters, n_init=self.n_init, random_state=seed))
+        best = 0
+        if len(fits) > 1:
+            labels = da.stack([fit[1] for fit in fits], axis=1)
+            cuts = normalized_cut(reduction.graph, labels, self.n_clusters)
+            best = int(np.argmin(cuts))
+            logger.info("n_components: normalised cuts %s for %s", np.round(cuts, 4), choices)
+        centers, labels, inertia, _ = fits[best]
+        self.labels_ = labels.persist() if reduction.was_dask else labels.compute()
         self.cluster_centers_ = centers
         self.inertia_ = inertia
+        return choices[best]
 
     def transform(self, X):
         """Embed X (seen or unseen points): ``E = h(x) beta``."""

@@ -259,8 +259,8 @@ def test_row_normalize_runs_kmeans_on_unit_rows(blobs, as_dask, monkeypatch):
         return real(E, *a, **k)
 
     monkeypatch.setattr(mod, "kmeans", spy)
-    ref = _model().fit(X)
-    m = _model(row_normalize=True).fit(da.from_array(X, chunks=(70, 5)) if as_dask else X)
+    ref = _model(n_components=3).fit(X)
+    m = _model(n_components=3, row_normalize=True).fit(da.from_array(X, chunks=(70, 5)) if as_dask else X)
     E = np.asarray(m.embedding_)
     np.testing.assert_allclose(E, ref.embedding_, rtol=1e-7, atol=1e-9)
     U = E / np.linalg.norm(E, axis=1, keepdims=True)
@@ -371,3 +371,34 @@ def test_numpy_and_dask_input_give_identical_labels(chunks):
     np.testing.assert_array_equal(m.labels_.compute(), ref.labels_)
     np.testing.assert_allclose(m.cluster_centers_, ref.cluster_centers_, rtol=1e-9, atol=1e-12)
     np.testing.assert_array_equal(ref.predict(X), m.predict(X))
+
+
+def test_auto_components_keep_the_partition_that_cuts_the_graph_least(monkeypatch):
+    """n_components="auto": k-means in n_clusters and in ceil(1.5 n_clusters) dimensions of
+    one solve, and the labels, embedding and weights of the partition with the lower
+    normalised cut on the fit's graph; a given n_components is used as it is."""
+    from sklearn.datasets import make_blobs
+
+    from elmscale.graph import normalized_cut
+
+    X, _ = make_blobs(600, n_features=6, centers=4, cluster_std=4.0, random_state=2)
+    params = dict(n_clusters=4, n_hidden=80, random_state=0)
+    auto = USELM(**params).fit(X)
+    fixed = {n: USELM(n_components=n, **params).fit(X) for n in (4, 6)}
+    graph = USELM(**params).reduce(X).graph
+    cuts = {
+        n: normalized_cut(graph, da.from_array(m.labels_, chunks=600), 4) for n, m in fixed.items()
+    }
+    best = min(cuts, key=cuts.get)
+    assert auto.n_components_ == best and auto.embedding_.shape == (600, best)
+    np.testing.assert_array_equal(auto.labels_, fixed[best].labels_)
+    np.testing.assert_allclose(auto.embedding_, fixed[best].embedding_, atol=1e-8)
+    np.testing.assert_allclose(auto.output_weights_, fixed[best].output_weights_, atol=1e-8)
+    np.testing.assert_array_equal(auto.predict(X), fixed[best].predict(X))
+
+    def refuse(*args):
+        raise AssertionError("a given n_components is not chosen")
+
+    monkeypatch.setattr("elmscale.algorithms._uselm.normalized_cut", refuse)
+    assert USELM(n_components=6, **params).fit(X).n_components_ == 6
+    assert USELM(n_clusters=None, n_hidden=80, random_state=0).fit(X).n_components_ == 2
