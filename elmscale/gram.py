@@ -288,6 +288,7 @@ def hidden_stats(
     fan_in=8,
     group_bytes=None,
     compute=True,
+    partial_sums=None,
 ):
     """Compute several reductions of H in one pass over the data.
 
@@ -316,6 +317,11 @@ def hidden_stats(
         only across the group's border. p > 2 keeps one chunk per task.
     compute : bool
         Return NumPy arrays (True) or one delayed dict, to be computed together with other work.
+    partial_sums : object or None
+        Keeps each task's partial sums as they are computed: its ``wrap(group, part)``
+        returns the delayed partial of the consecutive row chunks ``group``, read from an
+        earlier pass or ``part`` (:meth:`elmscale.Reduction.partial_sums` gives one inside a
+        checkpointed stage, so that a pass killed midway resumes).
 
     Returns
     -------
@@ -349,7 +355,8 @@ def hidden_stats(
         task_inputs["n_labels"] = n_labels
         if "htlh" in terms:
             task_inputs["graph"] = _graph_inputs(graph, group, power, Z)
-        parts.append(block_task(_pick(sources, group), terms, task_inputs, layer, build))
+        part = block_task(_pick(sources, group), terms, task_inputs, layer, build)
+        parts.append(part if partial_sums is None else partial_sums.wrap(group, part))
     total = named(_finish, f"{PREFIX}-finish")(
         tree_sum(parts, fan_in=fan_in, prefix=f"{PREFIX}-sum")
     )

@@ -39,6 +39,20 @@ def uselm_embedding(hth, htlh, lam, n_components):
     return uselm_primal(hth, htlh, lam, n_components)
 
 
+def _smoothed(graph, steps, X, layer):
+    """The graph filter's stage: ``(graph_f, X_f, kept)``, the graph over the filtered rows,
+    the rows, and the share of X's variance they keep (:func:`elmscale.graph.smoothed_graph`,
+    :func:`elmscale.graph.retained_variance`)."""
+    graph_f, X_f = smoothed_graph(graph, steps)
+    return graph_f, X_f, retained_variance(X, X_f, layer.scale)
+
+
+def _dual_stats(features, graph):
+    """The dual problem's data, gathered: H and the dense Laplacian."""
+    H, L = dask.compute(features.H, dask.delayed(graph.laplacian)())
+    return {"H": np.asarray(H, dtype=np.float64), "L": L.toarray()}
+
+
 class USELM(
     GraphMixin, DataNodesMixin, ClusterMixin, EmbeddingFeaturesOutMixin, TransformerMixin, BaseELM
 ):
@@ -194,6 +208,7 @@ class USELM(
         "cache",
         "random_state",
     )
+    supports_checkpoint = True
 
     def __init__(
         self,
@@ -253,12 +268,15 @@ class USELM(
         """The kNN graph, the graph-filtered rows (``smoothing``), then H^T H and H^T L H in
         one pass (primal), or H and the dense Laplacian (dual, n_hidden > n_samples: both
         are no larger than H^T H would be)."""
-        graph = reduction.graph = self.build_graph(reduction.X, reduction.rng)
+        graph = reduction.graph = reduction.stage(
+            "graph", lambda: self.build_graph(reduction.X, reduction.rng)
+        )
         self.lap("graph")
         steps = self._smoothing
         if steps:
-            graph_f, X_f = smoothed_graph(graph, steps)
-            kept = retained_variance(reduction.X, X_f, self.hidden_layer_.scale)
+            graph_f, X_f, kept = reduction.stage(
+                "smoothing", lambda: _smoothed(graph, steps, reduction.X, self.hidden_layer_)
+            )
             if self.smoothing == "auto" and kept < SMOOTHING_MIN_VARIANCE:
                 logger.info(
                     "smoothing: %d steps keep %.3f of the variance (< %g): rows not filtered",
@@ -275,10 +293,14 @@ class USELM(
         reduction.fitted["smoothing_steps_"] = steps
         features = reduction.features
         if self._solver == "primal":
-            reduction.stats = hidden_stats(features, ("hth", "htlh"), graph=graph)
+            reduction.stats = reduction.stage(
+                "gram",
+                lambda: hidden_stats(
+                    features, ("hth", "htlh"), graph=graph, partial_sums=reduction.partial_sums()
+                ),
+            )
         else:
-            H, L = dask.compute(features.H, dask.delayed(graph.laplacian)())
-            reduction.stats = {"H": np.asarray(H, dtype=np.float64), "L": L.toarray()}
+            reduction.stats = reduction.stage("gram", lambda: _dual_stats(features, graph))
         self.lap("gram")
 
     def solve_reduced(self, reduction, rng):
