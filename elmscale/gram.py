@@ -318,10 +318,8 @@ def hidden_stats(
     compute : bool
         Return NumPy arrays (True) or one delayed dict, to be computed together with other work.
     partial_sums : object or None
-        Keeps each task's partial sums as they are computed: its ``wrap(group, part)``
-        returns the delayed partial of the consecutive row chunks ``group``, read from an
-        earlier pass or ``part`` (:meth:`elmscale.Reduction.partial_sums` gives one inside a
-        checkpointed stage, so that a pass killed midway resumes).
+        ``wrap(group, part)`` gives each task's delayed partial over row chunks ``group``:
+        read from an earlier pass, or ``part`` kept (:meth:`elmscale.Reduction.partial_sums`).
 
     Returns
     -------
@@ -335,11 +333,7 @@ def hidden_stats(
     sources, build = _sources(features, graph)
     if graph is not None:  # a locality-ordered graph: every row-aligned input goes there too
         Y, sample_weight, labels = (graph.in_graph_order(a) for a in (Y, sample_weight, labels))
-    inputs = {
-        "Y": _blocks_of(Y, nb, "Y"),
-        "weight": _blocks_of(sample_weight, nb, "sample_weight"),
-        "labels": _blocks_of(labels, nb, "labels"),
-    }
+    inputs = _row_inputs(nb, Y=Y, weight=sample_weight, labels=labels)
     Z = None
     if "htlh" in terms and power > 2:
         sources, Z = _power_rows(features, graph, sources, build, layer, power)
@@ -361,6 +355,12 @@ def hidden_stats(
         tree_sum(parts, fan_in=fan_in, prefix=f"{PREFIX}-sum")
     )
     return dask.compute(total)[0] if compute else total
+
+
+def _row_inputs(n_chunks, **arrays):
+    """The blocks of the row-aligned inputs (None where absent), checked against X's."""
+    names = {"weight": "sample_weight"}
+    return {k: _blocks_of(a, n_chunks, names.get(k, k)) for k, a in arrays.items()}
 
 
 def _check_request(features, terms, Y, labels, n_labels, graph, laplacian_power):

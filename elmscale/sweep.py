@@ -35,7 +35,7 @@ def sweep(estimator, X, grid, y=None, *, scoring=None, errors="raise", checkpoin
         A folder (local path or fsspec URL) that keeps the reductions
         (:mod:`elmscale.checkpoint`): a sweep run again, or a sweep after a ``fit`` of the
         estimator with the same folder, reads them instead of passing over the data. With
-        several groups, group i uses the sub-folder ``reduction-<i>``.
+        several groups, group i uses the sub-folder ``<checkpoint>/<i>``.
 
     Returns
     -------
@@ -69,9 +69,7 @@ def sweep(estimator, X, grid, y=None, *, scoring=None, errors="raise", checkpoin
     results = [None] * len(models)
     groups = _reduction_groups(models)
     for i, members in enumerate(groups):
-        where = checkpoint
-        if checkpoint is not None and len(groups) > 1:
-            where = f"{str(checkpoint).rstrip('/')}/reduction-{i}"
+        where = checkpoint if len(groups) == 1 or checkpoint is None else f"{checkpoint}/{i}"
         reduction = models[members[0]].reduce(X, y, checkpoint=where)
         reduction.n_solves = len(members)
         try:
