@@ -297,3 +297,13 @@ def test_cli_fit_resumes_with_checkpoint(mixture, tmp_path, monkeypatch):
     np.testing.assert_array_equal(np.load(tmp_path / "b.npy"), reference)
     status, err = _cli("fit", "tumk-elm", data, "--checkpoint", ckpt)
     assert status == 2 and "drop --checkpoint" in err
+
+
+def test_writing_and_resuming_bring_no_n_sized_array_to_the_client(tmp_path, no_large_compute):
+    N = 30_000
+    Xd = _dask(np.random.RandomState(0).randn(N, 3), chunks=6_000)
+    params = {"n_clusters": 3, "n_hidden": 20, "graph": "exact", "n_neighbors": 5}
+    _model(**params).fit(Xd, checkpoint=tmp_path)  # locality order, smoothing, the Gram pass
+    assert (tmp_path / "01-graph" / "graph-0" / "order").is_dir()
+    _model(**params).fit(Xd, checkpoint=tmp_path)
+    assert max(no_large_compute) <= 20_000 < N

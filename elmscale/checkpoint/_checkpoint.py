@@ -1,6 +1,7 @@
 """The checkpoint of one fit: its stages, found, checked, loaded or computed and written."""
 
 import logging
+import pickle
 import posixpath
 import re
 
@@ -39,10 +40,6 @@ class Checkpoint:
         self._seq = 0
         self._partials = None
         self._check_any()
-
-    @property
-    def url(self):
-        return self.store.url
 
     # -- stages ----------------------------------------------------------------------------
     def stage(self, name, compute, *, rng=None, key=None):
@@ -120,8 +117,6 @@ class Checkpoint:
                     self.store.remove(posixpath.join(folder, name))
 
     def _load(self, folder, manifest, rng):
-        import pickle
-
         data = self.store.read(posixpath.join(folder, "value.pkl"), manifest["value"])
         value = Decoder(self.store, self.input).decode(pickle.loads(data))
         if rng is not None:
@@ -130,8 +125,6 @@ class Checkpoint:
         return value
 
     def _save(self, folder, value, key, rng):
-        import pickle
-
         encoder = Encoder(self.store, folder, self.input.name)
         skeleton = encoder.encode(value)
         files = encoder.write()

@@ -82,7 +82,7 @@ class GraphPieces:
     array the graph was built for."""
 
     blocks: Pieces
-    X: Pieces
+    X: Pieces | None
     indices: Pieces | None
     distances: Pieces | None
     order: tuple | None  # (dest Pieces, chunks, pairs, outer_chunks)
@@ -150,7 +150,8 @@ class Encoder:
             order = (dest, list(o.chunks), [list(p) for p in o.pairs], o.outer_chunks)
         return GraphPieces(
             blocks=self.pieces(list(g.blocks), f"{folder}/blocks", "pkl"),
-            X=self.rows(g.X, f"{folder}/X"),
+            # without a row order the graph's rows are its source's: not written twice
+            X=None if g.order is None else self.rows(g.X, f"{folder}/X"),
             indices=None if g.indices is None else self.rows(g.indices, f"{folder}/indices"),
             distances=None
             if g.distances is None
@@ -215,12 +216,12 @@ class Decoder:
             name: None if p is None else p.array(self.store)
             for name, p in (("X", gp.X), ("indices", gp.indices), ("distances", gp.distances))
         }
-        X = rows["X"].persist()
+        source = self.input if gp.source == "input" else self.arrays[gp.source]
+        X = source if rows["X"] is None else rows["X"].persist()
         order = None
         if gp.order is not None:
             dest, chunks, pairs, outer = gp.order
             order = RowOrder(dask.persist(*dest.delayed(self.store)), chunks, pairs, outer)
-        source = self.input if gp.source == "input" else self.arrays[gp.source]
         return KNNGraph(
             list(dask.persist(*gp.blocks.delayed(self.store))),
             X,
