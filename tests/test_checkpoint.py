@@ -307,3 +307,18 @@ def test_writing_and_resuming_bring_no_n_sized_array_to_the_client(tmp_path, no_
     assert (tmp_path / "01-graph" / "graph-0" / "order").is_dir()
     _model(**params).fit(Xd, checkpoint=tmp_path)
     assert max(no_large_compute) <= 20_000 < N
+
+
+def test_an_fsspec_url_works_as_a_folder(mixture, monkeypatch):
+    fsspec = pytest.importorskip("fsspec")
+    url = "memory://elmscale-tests/checkpoint"
+    fs = fsspec.filesystem("memory")
+    if fs.exists(url):
+        fs.rm(url, recursive=True)
+    X = _dask(mixture[0])
+    full = _model().fit(X, checkpoint=url)
+    assert fs.exists(f"{url}/03-gram/manifest.json")
+    monkeypatch.setattr(GraphMixin, "build_graph", _raise)
+    monkeypatch.setattr(_uselm, "hidden_stats", _raise)
+    _same_fit(full, _model().fit(X, checkpoint=url))
+    fs.rm(url, recursive=True)

@@ -14,6 +14,7 @@ the N-row pieces themselves, and only the URL, file names and checksums cross th
 
 import hashlib
 import json
+import os
 import posixpath
 import uuid
 
@@ -43,7 +44,10 @@ class Store:
     """The checkpoint folder at ``url`` (a local path or an fsspec URL)."""
 
     def __init__(self, url):
-        self.url = str(url).rstrip("/") or "/"
+        url = os.fspath(url)
+        if "://" not in url:  # a local path means the same folder to workers in another cwd
+            url = os.path.abspath(url)
+        self.url = url.rstrip("/") or "/"
         self._fs = None
 
     def __getstate__(self):
