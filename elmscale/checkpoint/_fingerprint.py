@@ -88,14 +88,14 @@ def differences(stored, current):
         changed = [k for k in changed if k.startswith(("param.", "estimator"))]
     elif any(".content." not in k and k.startswith(("data.", "y.")) for k in changed):
         changed = [k for k in changed if ".content." not in k]
-    notes = []
+    notes, contents = [], {}
     for key in changed:
         old, new = stored.get(key, "absent"), current.get(key, "absent")
         head, _, rest = key.partition(".")
         if head == "param":
             notes.append(f"parameter {rest} (checkpoint: {old}, this fit: {new})")
         elif rest.startswith("content."):
-            notes.append(f"{_data_name(head)} content of row chunk {rest[8:]}")
+            contents.setdefault(head, []).append(int(rest[8:]))
         elif head in ("data", "y"):
             what = "chunking" if rest == "chunks" else rest
             notes.append(f"{_data_name(head)} {what} (checkpoint: {old}, this fit: {new})")
@@ -103,6 +103,11 @@ def differences(stored, current):
             notes.append("the random state at the start of the stage")
         else:
             notes.append(f"{key} (checkpoint: {old}, this fit: {new})")
+    for head, chunks in contents.items():
+        chunks.sort()
+        shown = ", ".join(map(str, chunks[:5])) + (", ..." if len(chunks) > 5 else "")
+        plural = "s" if len(chunks) > 1 else ""
+        notes.append(f"{_data_name(head)} content of row chunk{plural} {shown}")
     return notes
 
 
