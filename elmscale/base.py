@@ -217,7 +217,10 @@ class BaseELM(DaskStateMixin, BaseEstimator):
             )
             if checkpoint is not None:
                 reduction.checkpoint = self.open_checkpoint(checkpoint, Xd, y)
-            layer = self.draw_hidden_layer(Xd, reduction.rng)
+            # the input scaling is a pass over X: a stage (its result, the layer, is small)
+            layer = self.hidden_layer_ = reduction.stage(
+                "hidden", lambda: self.draw_hidden_layer(Xd, reduction.rng)
+            )
             reduction.features = self.hidden_features(Xd)
             for name in ("n_features_in_", "feature_names_in_"):
                 if hasattr(self, name):

@@ -81,9 +81,10 @@ def test_uselm_resumes_after_the_graph_with_the_same_result(
         m.setattr(_uselm, "hidden_stats", _raise)  # dies in the Gram pass
         with pytest.raises(Stop):
             _model().fit(X, checkpoint=tmp_path)
-    assert sorted(os.listdir(tmp_path)) == ["01-graph", "02-smoothing"]
+    assert sorted(os.listdir(tmp_path)) == ["01-hidden", "02-graph", "03-smoothing"]
     monkeypatch.setattr(GraphMixin, "build_graph", _raise)  # kept: never built again
     monkeypatch.setattr(_uselm, "smoothed_graph", _raise)
+    monkeypatch.setattr("elmscale.base.fit_scaling", _raise)  # nor the input scaling
     resumed = _model().fit(X, checkpoint=tmp_path)
     _same_fit(full, resumed)
     assert isinstance(resumed.labels_, da.Array) == as_dask
@@ -101,13 +102,13 @@ def test_a_gram_pass_killed_midway_resumes_from_its_partial_sums(mixture, tmp_pa
         _stop_after(m, gram, "_block_partials", 3)
         with pytest.raises(Stop):
             _model(smoothing=0).fit(X, checkpoint=tmp_path)
-    partials = [p for p in (tmp_path / "02-gram").iterdir() if p.name.startswith("partials-")]
+    partials = [p for p in (tmp_path / "03-gram").iterdir() if p.name.startswith("partials-")]
     assert len(partials) == 1 and len(list(partials[0].iterdir())) == 3
     count = _stop_after(monkeypatch, gram, "_block_partials", 100)
     resumed = _model(smoothing=0).fit(X, checkpoint=tmp_path)
     assert count[0] == 12 - 3  # only the tasks not written before
     _same_fit(full, resumed)
-    kept = sorted(p.name for p in (tmp_path / "02-gram").iterdir())
+    kept = sorted(p.name for p in (tmp_path / "03-gram").iterdir())
     assert kept == ["manifest.json", "value.pkl"]  # the partial sums are deleted
 
 
@@ -138,7 +139,14 @@ def test_elmjec_resumes_after_its_last_iteration(overlapping, tmp_path, monkeypa
         with pytest.raises(Stop):
             ELMJEC(**params).fit(X, checkpoint=tmp_path)
     kept = sorted(p.name for p in tmp_path.iterdir())
-    assert kept == ["01-graph", "02-gram", "03-init", "04-iteration-00001", "04-iteration-00002"]
+    assert kept == [
+        "01-hidden",
+        "02-graph",
+        "03-gram",
+        "04-init",
+        "05-iteration-00001",
+        "05-iteration-00002",
+    ]
     monkeypatch.setattr(GraphMixin, "build_graph", _raise)
     passes = _stop_after(monkeypatch, _elmjec, "hidden_stats", 100)
     count = _stop_after(monkeypatch, ELMJEC, "_assign", 100)
@@ -211,7 +219,7 @@ def test_elmjec_iterations_with_another_lam_are_refused(overlapping, tmp_path):
     more = ELMJEC(**{**params, "max_iter": 4}).fit(X, checkpoint=tmp_path)
     assert more.n_iter_ == 3
     _same_fit(ELMJEC(**{**params, "max_iter": 4}).fit(X), more)
-    assert (tmp_path / "04-iteration-00003").exists()
+    assert (tmp_path / "05-iteration-00003").exists()
 
 
 def _damage(path, how):
@@ -227,7 +235,7 @@ def _damage(path, how):
 @pytest.mark.parametrize("how", ["truncate", "flip"])
 @pytest.mark.parametrize(
     "relpath",
-    ["01-graph/manifest.json", "01-graph/value.pkl", "01-graph/graph-0/blocks/00001.pkl"],
+    ["02-graph/manifest.json", "02-graph/value.pkl", "02-graph/graph-0/blocks/00001.pkl"],
 )
 def test_a_damaged_file_is_named(mixture, tmp_path, relpath, how):
     X = _dask(mixture[0])
@@ -236,7 +244,7 @@ def test_a_damaged_file_is_named(mixture, tmp_path, relpath, how):
     with pytest.raises(CheckpointCorruptError, match="corrupt or truncated") as err:
         _model().fit(X, checkpoint=tmp_path)
     assert str(tmp_path / relpath) in str(err.value)
-    for stage in ("01-graph", "02-smoothing", "03-gram"):  # deleting the stage recovers
+    for stage in ("02-graph", "03-smoothing", "04-gram"):  # deleting the stage recovers
         if relpath.startswith(stage):
             import shutil
 
@@ -247,7 +255,7 @@ def test_a_damaged_file_is_named(mixture, tmp_path, relpath, how):
 def test_a_missing_piece_is_named(mixture, tmp_path):
     X = _dask(mixture[0])
     _model().fit(X, checkpoint=tmp_path)
-    (tmp_path / "02-smoothing" / "array-0" / "00002.npy").unlink()
+    (tmp_path / "03-smoothing" / "array-0" / "00002.npy").unlink()
     with pytest.raises(CheckpointCorruptError, match="00002.npy is missing"):
         _model().fit(X, checkpoint=tmp_path)
 
@@ -304,7 +312,7 @@ def test_writing_and_resuming_bring_no_n_sized_array_to_the_client(tmp_path, no_
     Xd = _dask(np.random.RandomState(0).randn(N, 3), chunks=6_000)
     params = {"n_clusters": 3, "n_hidden": 20, "graph": "exact", "n_neighbors": 5}
     _model(**params).fit(Xd, checkpoint=tmp_path)  # locality order, smoothing, the Gram pass
-    assert (tmp_path / "01-graph" / "graph-0" / "order").is_dir()
+    assert (tmp_path / "02-graph" / "graph-0" / "order").is_dir()
     _model(**params).fit(Xd, checkpoint=tmp_path)
     assert max(no_large_compute) <= 20_000 < N
 
@@ -317,7 +325,7 @@ def test_an_fsspec_url_works_as_a_folder(mixture, monkeypatch):
         fs.rm(url, recursive=True)
     X = _dask(mixture[0])
     full = _model().fit(X, checkpoint=url)
-    assert fs.exists(f"{url}/03-gram/manifest.json")
+    assert fs.exists(f"{url}/04-gram/manifest.json")
     monkeypatch.setattr(GraphMixin, "build_graph", _raise)
     monkeypatch.setattr(_uselm, "hidden_stats", _raise)
     _same_fit(full, _model().fit(X, checkpoint=url))

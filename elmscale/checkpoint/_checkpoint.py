@@ -20,14 +20,15 @@ _STAGE = re.compile(r"^(\d{2})-(.+)$")
 class Checkpoint:
     """The stages of one fit in the folder ``url``.
 
-    Stages are numbered in the order the fit reaches them (``01-graph``, ``02-smoothing``,
-    ``03-gram``; an iterative solve adds ``04-iteration-00001``...). Each is keyed by the
-    fit's fingerprint (``base``: estimator, data, the parameters the reduction reads) and by
-    what the stage adds (the random state at its start, an iteration's parameters).
-    :meth:`stage` loads a stage whose manifest exists and whose key matches, refuses one
-    whose key does not (:class:`CheckpointMismatchError` naming what changed), and computes
-    and writes a missing one, after deleting every stage numbered after it (their inputs are
-    being computed again: the longest prefix of complete stages is what a fit resumes from).
+    Stages are numbered in the order the fit reaches them (``01-hidden``, ``02-graph``,
+    ``03-smoothing``, ``04-gram``; an iterative solve adds ``05-iteration-00001``...). Each is
+    keyed by the fit's fingerprint (``base``: estimator, data, the parameters the reduction
+    reads) and by what the stage adds (the random state at its start, an iteration's
+    parameters). :meth:`stage` loads a stage whose manifest exists and whose key matches,
+    refuses one whose key does not (:class:`CheckpointMismatchError` naming what changed), and
+    computes and writes a missing one, after deleting every stage numbered after it (their
+    inputs are being computed again: the longest prefix of complete stages is what a fit resumes
+    from).
 
     Use :func:`open_checkpoint`, which computes the fingerprint.
     """
