@@ -183,7 +183,8 @@ class BaseELM(DaskStateMixin, BaseEstimator):
     #: Parameters the reduction depends on; None: all of them.
     reduce_params = None
     #: Whether the hooks run their passes over the data through ``Reduction.stage``, so
-    #: that ``fit(..., checkpoint=PATH)`` keeps them.
+    #: that ``fit(..., checkpoint=PATH)`` keeps them (``draw_hidden_layer``, a stage of its
+    #: own, must then set no attribute but ``hidden_layer_``).
     supports_checkpoint = False
 
     # -- the template ----------------------------------------------------------------------
