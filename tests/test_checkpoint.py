@@ -330,3 +330,17 @@ def test_an_fsspec_url_works_as_a_folder(mixture, monkeypatch):
     monkeypatch.setattr(_uselm, "hidden_stats", _raise)
     _same_fit(full, _model().fit(X, checkpoint=url))
     fs.rm(url, recursive=True)
+
+
+def test_a_damaged_partial_sum_is_named(mixture, tmp_path, monkeypatch):
+    X = _dask(mixture[0], chunks=100)
+    with monkeypatch.context() as m:
+        _stop_after(m, gram, "_block_partials", 2)
+        with pytest.raises(Stop):
+            _model(smoothing=0).fit(X, checkpoint=tmp_path)
+    (folder,) = (tmp_path / "03-gram").glob("partials-*")
+    piece = sorted(folder.iterdir())[1]
+    _damage(piece, "flip")
+    with pytest.raises(CheckpointCorruptError, match="corrupt or truncated") as err:
+        _model(smoothing=0).fit(X, checkpoint=tmp_path)
+    assert str(piece) in str(err.value)

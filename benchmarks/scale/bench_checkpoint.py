@@ -53,7 +53,7 @@ def child(args):
 
 def _kill_condition(args, folder):
     if args.kill_at == "graph":
-        return lambda: os.path.exists(os.path.join(folder, "01-graph", "manifest.json"))
+        return lambda: bool(glob.glob(os.path.join(folder, "*-graph", "manifest.json")))
     pattern = os.path.join(folder, "*-gram", "partials-*", "*.pkl")
     return lambda: len(glob.glob(pattern)) >= args.kill_partials
 
