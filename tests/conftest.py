@@ -73,35 +73,6 @@ def dask_client():
             yield client
 
 
-def _rows(obj, out):
-    """Collect the leading dimension of every array in a computed result."""
-    if isinstance(obj, dict):
-        for v in obj.values():
-            _rows(v, out)
-    elif isinstance(obj, (tuple, list)):
-        for v in obj:
-            _rows(v, out)
-    elif hasattr(obj, "shape") and len(getattr(obj, "shape", ())) > 0:
-        out.append(obj.shape[0])
-    return out
-
-
-@pytest.fixture
-def no_large_compute(monkeypatch):
-    """Records the largest number of rows any ``dask.compute`` returned to the client."""
-    seen = []
-    real = dask.base.compute
-
-    def spy(*args, **kwargs):
-        result = real(*args, **kwargs)
-        seen.extend(_rows(result, []))
-        return result
-
-    monkeypatch.setattr(dask.base, "compute", spy)
-    monkeypatch.setattr(dask, "compute", spy)
-    return seen
-
-
 @pytest.fixture
 def blobs(global_seed):
     """(X, y): 240 points in 5-d, 3 well-separated Gaussian blobs (NumPy)."""

@@ -19,6 +19,8 @@ from elmscale.algorithms import _elmjec, _uselm
 from elmscale.checkpoint import CheckpointCorruptError, CheckpointMismatchError
 from elmscale.mixins import GraphMixin
 
+from .test_no_large_compute import no_large_compute  # noqa: F401  (fixture)
+
 
 class Stop(Exception):
     """Stands for the crash of a fit."""
@@ -307,7 +309,10 @@ def test_cli_fit_resumes_with_checkpoint(mixture, tmp_path, monkeypatch):
     assert status == 2 and "drop --checkpoint" in err
 
 
-def test_writing_and_resuming_bring_no_n_sized_array_to_the_client(tmp_path, no_large_compute):
+def test_writing_and_resuming_bring_no_n_sized_array_to_the_client(
+    tmp_path,
+    no_large_compute,  # noqa: F811
+):
     N = 30_000
     Xd = _dask(np.random.RandomState(0).randn(N, 3), chunks=6_000)
     params = {"n_clusters": 3, "n_hidden": 20, "graph": "exact", "n_neighbors": 5}

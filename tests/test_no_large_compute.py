@@ -1,9 +1,40 @@
 """Nothing with N rows reaches the client during a fit on dask input."""
 
+import dask
 import dask.array as da
 import numpy as np
+import pytest
 
 import elmscale
+
+
+def _rows(obj, out):
+    """Collect the leading dimension of every array in a computed result."""
+    if isinstance(obj, dict):
+        for v in obj.values():
+            _rows(v, out)
+    elif isinstance(obj, (tuple, list)):
+        for v in obj:
+            _rows(v, out)
+    elif hasattr(obj, "shape") and len(getattr(obj, "shape", ())) > 0:
+        out.append(obj.shape[0])
+    return out
+
+
+@pytest.fixture
+def no_large_compute(monkeypatch):
+    """Records the largest number of rows any ``dask.compute`` returned to the client."""
+    seen = []
+    real = dask.base.compute
+
+    def spy(*args, **kwargs):
+        result = real(*args, **kwargs)
+        seen.extend(_rows(result, []))
+        return result
+
+    monkeypatch.setattr(dask.base, "compute", spy)
+    monkeypatch.setattr(dask, "compute", spy)
+    return seen
 
 
 def test_uselm_fit_on_dask_input_brings_back_no_n_sized_array(no_large_compute):
