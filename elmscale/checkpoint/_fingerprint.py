@@ -8,6 +8,7 @@ checkpoint can say which field changed.
 """
 
 import hashlib
+import pickle
 import types
 
 import dask
@@ -20,7 +21,10 @@ def _chunk_hash(block):
     block = np.ascontiguousarray(block)
     h = hashlib.blake2b(digest_size=16)
     h.update(f"{block.dtype.str}{block.shape}".encode())
-    h.update(memoryview(block).cast("B"))
+    if block.dtype.hasobject:  # e.g. string labels: their values, not their addresses
+        h.update(pickle.dumps(block.tolist()))
+    elif block.size:
+        h.update(memoryview(block).cast("B"))
     return h.hexdigest()
 
 
@@ -53,7 +57,7 @@ def describe(value):
     if isinstance(value, np.random.RandomState):
         return f"RandomState({state_digest(value)})"
     if isinstance(value, np.ndarray):
-        return f"array({value.shape}, {value.dtype}, {digest(np.ascontiguousarray(value))})"
+        return f"array({value.shape}, {value.dtype}, {_chunk_hash(value)})"
     if isinstance(value, (list, tuple)):
         inner = ", ".join(describe(v) for v in value)
         return f"[{inner}]" if isinstance(value, list) else f"({inner})"
