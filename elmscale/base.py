@@ -20,6 +20,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
 from . import registry
+from .checkpoint import NoIterations, open_checkpoint
 from .hidden import (
     HiddenFeatures,
     apply_scaling,
@@ -64,6 +65,8 @@ class Reduction:
     n_solves : int
         How many solves will read the reduction (:func:`elmscale.sweep` sets it): with one,
         a solve's single pass over H does not keep H on the workers for another.
+    checkpoint : elmscale.checkpoint.Checkpoint or None
+        Where :meth:`stage` keeps the reduction's stages (``fit(..., checkpoint=PATH)``).
     """
 
     def __init__(self, X, was_dask, rng, key):
@@ -77,6 +80,7 @@ class Reduction:
         self.fitted = {}
         self.timings = {}
         self.n_solves = 1
+        self.checkpoint = None
         self._rng_state = None
 
     @property
@@ -89,6 +93,32 @@ class Reduction:
         rng = np.random.RandomState()
         rng.set_state(self._rng_state)
         return rng
+
+    def stage(self, name, compute):
+        """``compute()``, the result of a stage that costs a pass over the data: loaded from
+        the checkpoint when it holds it, else computed (and written to it). The result may
+        hold small values, dask arrays and kNN graphs (:mod:`elmscale.checkpoint`); the
+        random state ``rng`` is left as the computed stage leaves it."""
+        if self.checkpoint is None:
+            return compute()
+        return self.checkpoint.stage(name, compute, rng=self.rng)
+
+    def partial_sums(self):
+        """What :func:`elmscale.gram.hidden_stats` takes as ``partial_sums`` inside
+        :meth:`stage`, so that a Gram pass killed midway resumes (None without a
+        checkpoint)."""
+        return None if self.checkpoint is None else self.checkpoint.partial_sums()
+
+    def iterations(self, name, estimator, rng):
+        """The :class:`~elmscale.checkpoint.Iterations` of ``estimator``'s iterative solve:
+        keyed by all its parameters but ``max_iter`` (raising it continues a finished
+        fit). Nothing is kept without a checkpoint, or when several solves share the
+        reduction (a sweep)."""
+        if self.checkpoint is None or self.n_solves > 1:
+            return NoIterations()
+        params = estimator.get_params(deep=False)
+        params.pop("max_iter", None)
+        return self.checkpoint.iterations(name, params, rng)
 
     def release(self):
         """Drop the cached blocks of H and the graph from worker memory."""
@@ -152,23 +182,33 @@ class BaseELM(DaskStateMixin, BaseEstimator):
     }
     #: Parameters the reduction depends on; None: all of them.
     reduce_params = None
+    #: Whether the hooks run their passes over the data through ``Reduction.stage``, so
+    #: that ``fit(..., checkpoint=PATH)`` keeps them (``draw_hidden_layer``, a stage of its
+    #: own, must then set no attribute but ``hidden_layer_``).
+    supports_checkpoint = False
 
     # -- the template ----------------------------------------------------------------------
     @_fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X, y=None):
-        """Reduce X (and y) and solve: ``self.solve(self.reduce(X, y))``. Returns self."""
-        reduction = self.reduce(X, y)
+    def fit(self, X, y=None, checkpoint=None):
+        """Reduce X (and y) and solve: ``self.solve(self.reduce(X, y))``. Returns self.
+
+        ``checkpoint`` (a folder: local path or fsspec URL shared by client and workers)
+        keeps each stage that costs a pass over the data as the fit reaches it; a fit of the
+        same data and parameters with the same folder resumes from the last complete stage
+        and gives the same result to the last bit (:mod:`elmscale.checkpoint`)."""
+        reduction = self.reduce(X, y, checkpoint=checkpoint)
         try:
             return self.solve(reduction)
         finally:
             reduction.release()
 
     @_fit_context(prefer_skip_nested_validation=True)
-    def reduce(self, X, y=None):
+    def reduce(self, X, y=None, checkpoint=None):
         """The data-dependent first half of ``fit``: validate X, draw the hidden layer and
         run the algorithm's ``reduce_hidden`` hook. Returns a :class:`Reduction`, which
         :meth:`solve` turns into a fitted estimator for any setting of the parameters not
-        in ``reduce_params``."""
+        in ``reduce_params``; its stages are kept in (or resumed from) the folder
+        ``checkpoint``, if given."""
         with blas_for_dask():
             clock = _Clock()
             Xd, was_dask = self.validate_X(X, reset=True)
@@ -176,7 +216,12 @@ class BaseELM(DaskStateMixin, BaseEstimator):
             reduction = Reduction(
                 Xd, was_dask, check_random_state(self.random_state), self.reduce_key()
             )
-            layer = self.draw_hidden_layer(Xd, reduction.rng)
+            if checkpoint is not None:
+                reduction.checkpoint = self.open_checkpoint(checkpoint, Xd, y)
+            # the input scaling is a pass over X: a stage (its result, the layer, is small)
+            layer = self.hidden_layer_ = reduction.stage(
+                "hidden", lambda: self.draw_hidden_layer(Xd, reduction.rng)
+            )
             reduction.features = self.hidden_features(Xd)
             for name in ("n_features_in_", "feature_names_in_"):
                 if hasattr(self, name):
@@ -236,6 +281,16 @@ class BaseELM(DaskStateMixin, BaseEstimator):
             ", ".join(f"{k} {v:.2f} s" for k, v in self.timings_.items()),
         )
         return self
+
+    def open_checkpoint(self, url, Xd, y):
+        """The checkpoint of a fit on Xd (and y) in the folder ``url``, keyed by the data and
+        the ``reduce_params`` values."""
+        if not self.supports_checkpoint:
+            raise ValueError(
+                f"{type(self).__name__} does not support checkpoint=: its fit keeps no "
+                "stages (see elmscale.checkpoint)"
+            )
+        return open_checkpoint(url, self, Xd, y, self.reduce_key())
 
     # -- the hooks -------------------------------------------------------------------------
     def reduce_hidden(self, reduction, y):

@@ -309,6 +309,8 @@ def _check_fit_args(args, estimator):
     if args.target is not None and not supervised:
         raise UsageError(f"{args.algorithm} is unsupervised: drop --target")
     _check_files(args, labels=args.labels, embedding=args.embedding, plot=args.plot)
+    if args.checkpoint and not getattr(estimator, "supports_checkpoint", False):
+        raise UsageError(f"{args.algorithm} keeps no checkpoint: drop --checkpoint")
     if args.save:
         from ._cli_io import check_output
 
@@ -347,7 +349,8 @@ def _run_fit(args, out, err):
         )
         t0 = time.perf_counter()
         with _progress(args, client, err):
-            estimator.fit(X) if data.y is None else estimator.fit(X, data.y)
+            kw = {} if args.checkpoint is None else {"checkpoint": args.checkpoint}
+            estimator.fit(X, **kw) if data.y is None else estimator.fit(X, data.y, **kw)
             print(f"fitted in {time.perf_counter() - t0:.1f} s", file=err)
             if args.labels:
                 write_array(_fitted_labels(estimator, X, args), args.labels, "label")
@@ -528,6 +531,12 @@ def _add_fit_parser(sub, algorithm_help=None):
     p.add_argument("--embedding", metavar="OUT", help="write the embedding")
     p.add_argument("--save", metavar="MODEL", help="save the fitted model (a pickle)")
     p.add_argument("--plot", metavar="PNG", help="draw the embedding (needs matplotlib)")
+    p.add_argument(
+        "--checkpoint",
+        metavar="DIR",
+        help="keep each costly stage of the fit in DIR (a folder or fsspec URL the workers "
+        "share); run the same command again to resume a fit that was stopped",
+    )
     return p
 
 

@@ -288,6 +288,7 @@ def hidden_stats(
     fan_in=8,
     group_bytes=None,
     compute=True,
+    partial_sums=None,
 ):
     """Compute several reductions of H in one pass over the data.
 
@@ -316,6 +317,9 @@ def hidden_stats(
         only across the group's border. p > 2 keeps one chunk per task.
     compute : bool
         Return NumPy arrays (True) or one delayed dict, to be computed together with other work.
+    partial_sums : object or None
+        ``wrap(group, part)`` gives each task's delayed partial over row chunks ``group``:
+        read from an earlier pass, or ``part`` kept (:meth:`elmscale.Reduction.partial_sums`).
 
     Returns
     -------
@@ -329,11 +333,7 @@ def hidden_stats(
     sources, build = _sources(features, graph)
     if graph is not None:  # a locality-ordered graph: every row-aligned input goes there too
         Y, sample_weight, labels = (graph.in_graph_order(a) for a in (Y, sample_weight, labels))
-    inputs = {
-        "Y": _blocks_of(Y, nb, "Y"),
-        "weight": _blocks_of(sample_weight, nb, "sample_weight"),
-        "labels": _blocks_of(labels, nb, "labels"),
-    }
+    inputs = _row_inputs(nb, Y=Y, weight=sample_weight, labels=labels)
     Z = None
     if "htlh" in terms and power > 2:
         sources, Z = _power_rows(features, graph, sources, build, layer, power)
@@ -349,11 +349,18 @@ def hidden_stats(
         task_inputs["n_labels"] = n_labels
         if "htlh" in terms:
             task_inputs["graph"] = _graph_inputs(graph, group, power, Z)
-        parts.append(block_task(_pick(sources, group), terms, task_inputs, layer, build))
+        part = block_task(_pick(sources, group), terms, task_inputs, layer, build)
+        parts.append(part if partial_sums is None else partial_sums.wrap(group, part))
     total = named(_finish, f"{PREFIX}-finish")(
         tree_sum(parts, fan_in=fan_in, prefix=f"{PREFIX}-sum")
     )
     return dask.compute(total)[0] if compute else total
+
+
+def _row_inputs(n_chunks, **arrays):
+    """The blocks of the row-aligned inputs (None where absent), checked against X's."""
+    names = {"weight": "sample_weight"}
+    return {k: _blocks_of(a, n_chunks, names.get(k, k)) for k, a in arrays.items()}
 
 
 def _check_request(features, terms, Y, labels, n_labels, graph, laplacian_power):

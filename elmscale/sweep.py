@@ -6,7 +6,7 @@ from sklearn.model_selection import ParameterGrid
 from .base import BaseELM, _differ
 
 
-def sweep(estimator, X, grid, y=None, *, scoring=None, errors="raise"):
+def sweep(estimator, X, grid, y=None, *, scoring=None, errors="raise", checkpoint=None):
     """Fit ``estimator`` for every setting of ``grid``, reducing the data once per group.
 
     The settings are grouped by the values of the estimator's ``reduce_params`` (hidden
@@ -31,6 +31,11 @@ def sweep(estimator, X, grid, y=None, *, scoring=None, errors="raise"):
     errors : {"raise", "return"}
         What a setting whose solve raises ``ValueError`` gives: the error is raised, or
         returned in place of its result.
+    checkpoint : str or None
+        A folder (local path or fsspec URL) that keeps the reductions
+        (:mod:`elmscale.checkpoint`): a sweep run again, or a sweep after a ``fit`` of the
+        estimator with the same folder, reads them instead of passing over the data. With
+        several groups, group i uses the sub-folder ``<checkpoint>/<i>``.
 
     Returns
     -------
@@ -62,8 +67,10 @@ def sweep(estimator, X, grid, y=None, *, scoring=None, errors="raise"):
     for model in models:  # every setting is checked before any data is read
         model._validate_params()
     results = [None] * len(models)
-    for members in _reduction_groups(models):
-        reduction = models[members[0]].reduce(X, y)
+    groups = _reduction_groups(models)
+    for i, members in enumerate(groups):
+        where = checkpoint if len(groups) == 1 or checkpoint is None else f"{checkpoint}/{i}"
+        reduction = models[members[0]].reduce(X, y, checkpoint=where)
         reduction.n_solves = len(members)
         try:
             for i in members:

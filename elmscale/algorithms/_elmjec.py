@@ -201,6 +201,12 @@ def _center_rows(block, shift):
     return block - shift
 
 
+def _record(history, *values):
+    """Append one iteration's values to the lists of ``history`` (keys ``HISTORY_KEYS``)."""
+    for key, val in zip(HISTORY_KEYS, values, strict=True):
+        history[key].append(val)
+
+
 def _contingency(old, new, n_clusters):
     """Lazy n_clusters^2 contingency table of two labellings (one small reduction)."""
     return da.bincount(old * n_clusters + new, minlength=n_clusters * n_clusters)
@@ -401,6 +407,7 @@ class ELMJEC(GraphMixin, ClusterMixin, EmbeddingFeaturesOutMixin, TransformerMix
         "cache",
         "random_state",
     )
+    supports_checkpoint = True
 
     # -- fit -------------------------------------------------------------------------------
     def check_params_vs_input(self, Xd):
@@ -413,9 +420,17 @@ class ELMJEC(GraphMixin, ClusterMixin, EmbeddingFeaturesOutMixin, TransformerMix
         """The graph, the fixed Grams (one pass) and the initial partition: everything that
         lam, gamma and n_components do not change."""
         Xd, features, rng = reduction.X, reduction.features, reduction.rng
-        graph = reduction.graph = self.build_graph(Xd, rng)
+        graph = reduction.graph = reduction.stage("graph", lambda: self.build_graph(Xd, rng))
         self.lap("graph")
-        stats = hidden_stats(features, ("count", "colsum", "hth", "htlh"), graph=graph)
+        stats = reduction.stage(
+            "gram",
+            lambda: hidden_stats(
+                features,
+                ("count", "colsum", "hth", "htlh"),
+                graph=graph,
+                partial_sums=reduction.partial_sums(),
+            ),
+        )
         reduced = ELMJECReduced(stats["hth"], stats["colsum"], stats["count"], stats["htlh"])
         logger.info(
             "ELM-JEC: numerical rank of the centred hidden layer %d of %d",
@@ -423,7 +438,12 @@ class ELMJEC(GraphMixin, ClusterMixin, EmbeddingFeaturesOutMixin, TransformerMix
             self.n_hidden,
         )
         self.lap("gram")
-        # Step 1: k-means on the (scaled) inputs
+        start = reduction.stage("init", lambda: self._initial_partition(Xd, features, rng))
+        reduction.stats = {"reduced": reduced, **start}
+        self.lap("init")
+
+    def _initial_partition(self, Xd, features, rng):
+        """Step 1: k-means on the (scaled) inputs, and the partition's H^T F and sizes."""
         _, labels0, _, _ = kmeans(
             self.scaled(Xd),
             self.n_clusters,
@@ -433,76 +453,58 @@ class ELMJEC(GraphMixin, ClusterMixin, EmbeddingFeaturesOutMixin, TransformerMix
         )
         labels0 = labels0.persist()
         f0 = hidden_stats(features, ("htf", "sizes"), labels=labels0, n_labels=self.n_clusters)
-        reduction.stats = {
-            "reduced": reduced,
-            "labels": labels0,
-            "htf": f0["htf"],
-            "sizes": f0["sizes"],
-        }
-        self.lap("init")
+        return {"labels": labels0, "htf": f0["htf"], "sizes": f0["sizes"]}
 
     def solve_reduced(self, reduction, rng):
-        """Algorithm 1 from the reduction, for this estimator's lam, gamma, n_components."""
+        """Algorithm 1 from the reduction, for this estimator's lam, gamma, n_components.
+        With a checkpoint, the state after each iteration (partition, its H^T F and sizes,
+        history, random state) is kept, and a fit resumes after the last one kept."""
         red, features, c = reduction.stats["reduced"], reduction.features, self.n_clusters
         lam, gamma, n_o = float(self.lam), float(self.gamma), self._n_components
-        labels, htf, sizes = (reduction.stats[k] for k in ("labels", "htf", "sizes"))
-        beta, eig, G, obj = red.solve(htf, sizes, lam, gamma, n_o)
-        hist = {key: [] for key in HISTORY_KEYS}
-
-        def record(objective, km, km_base, accepted, changed, kept):
-            for key, val in zip(
-                HISTORY_KEYS, (objective, km, km_base, accepted, changed, kept), strict=True
-            ):
-                hist[key].append(val)
-
-        record(obj, np.nan, np.nan, "", np.nan, beta.shape[1])
-        fewest = beta.shape[1]
-        n_iter, converged = 0, False
+        iterations = reduction.iterations("iteration", self, rng)
+        s = iterations.resume(self.max_iter)[1]
+        if s is None:
+            s = {k: reduction.stats[k] for k in ("labels", "htf", "sizes")}
+            s.update(history={key: [] for key in HISTORY_KEYS}, n_iter=0, converged=False)
+        beta, eig, G, obj = red.solve(s["htf"], s["sizes"], lam, gamma, n_o)
+        if s["n_iter"] == 0:
+            _record(s["history"], obj, np.nan, np.nan, "", np.nan, beta.shape[1])
         E = self._embed(features, red.mean, beta).persist()
-        for it in range(1, self.max_iter + 1):
-            n_iter = it
+        while not s["converged"] and s["n_iter"] < self.max_iter:
+            it = s["n_iter"] = s["n_iter"] + 1
             new, inertia, in_b, accepted = self._assign(E, G, draw_seed(rng))
             stats, table = dask.compute(
                 hidden_stats(features, ("htf", "sizes"), labels=new, n_labels=c, compute=False),
-                _contingency(labels, new, c),
+                _contingency(s["labels"], new, c),
             )
             changed = _changed_from_table(table, c)
             if changed == 0:  # same partition: beta and G are those of the previous step
-                record(obj, inertia, in_b, accepted, 0, beta.shape[1])
+                _record(s["history"], obj, inertia, in_b, accepted, 0, beta.shape[1])
                 logger.info("ELM-JEC iteration %d: partition unchanged, converged", it)
-                converged = True
-                break
-            labels, htf, sizes = new, stats["htf"], stats["sizes"]
-            beta, eig, G, obj = red.solve(htf, sizes, lam, gamma, n_o)
-            fewest = min(fewest, beta.shape[1])
-            record(obj, inertia, in_b, accepted, changed, beta.shape[1])
-            E = self._embed(features, red.mean, beta).persist()
-            logger.info(
-                "ELM-JEC iteration %d: objective %.6g, k-means %.6g (%s), %d labels changed",
-                it,
-                obj,
-                inertia,
-                accepted,
-                changed,
-            )
-        self._warn(fewest, converged)
-        self.hidden_mean_ = red.mean
-        self.rank_ = red.rank_
-        self.output_weights_ = beta
-        self.eigenvalues_ = eig
-        self.n_components_ = beta.shape[1]
+                s["converged"] = True
+            else:
+                s.update(labels=new, htf=stats["htf"], sizes=stats["sizes"])
+                beta, eig, G, obj = red.solve(s["htf"], s["sizes"], lam, gamma, n_o)
+                _record(s["history"], obj, inertia, in_b, accepted, changed, beta.shape[1])
+                E = self._embed(features, red.mean, beta).persist()
+                logger.info(
+                    "ELM-JEC iteration %d: objective %.6g, k-means %.6g (%s), %d labels changed",
+                    *(it, obj, inertia, accepted, changed),
+                )
+            iterations.save(it, s)
+        self._warn(min(s["history"]["n_components"]), s["converged"])
+        self.hidden_mean_, self.rank_ = red.mean, red.rank_
+        self.output_weights_, self.eigenvalues_, self.n_components_ = beta, eig, beta.shape[1]
         self.cluster_centers_ = G.T.copy()
-        self.objective_ = obj
-        self.n_iter_ = n_iter
+        self.objective_, self.n_iter_ = obj, s["n_iter"]
         self.history_ = {
             key: (np.array(val, dtype=object) if key == "accepted" else np.array(val, dtype=float))
-            for key, val in hist.items()
+            for key, val in s["history"].items()
         }
         if reduction.was_dask:
-            self.embedding_ = E
-            self.labels_ = labels
+            self.embedding_, self.labels_ = E, s["labels"]
         else:
-            self.embedding_, self.labels_ = dask.compute(E, labels)
+            self.embedding_, self.labels_ = dask.compute(E, s["labels"])
 
     def _assign(self, E, G, seed):
         """One k-means step on the embedding: from the centres G (the baseline) and, with

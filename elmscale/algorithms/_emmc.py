@@ -493,6 +493,8 @@ default="elm-kmeans"
             else ("single" if self.n_clusters == 2 else "multi")
         )
 
+    supports_checkpoint = True
+
     def _initial_labels(self, Xd, features, rng):
         k = self.n_clusters
         if not isinstance(self.init, str):
@@ -533,8 +535,19 @@ default="elm-kmeans"
         """Everything that does not depend on C: the initial labels, then H^T H and their
         H^T F in one pass."""
         features = reduction.features
-        labels = self._initial_labels(reduction.X, features, reduction.rng).persist()
-        stats = hidden_stats(features, ("hth", "htf"), labels=labels, n_labels=self.n_clusters)
+        labels = reduction.stage(
+            "init", lambda: self._initial_labels(reduction.X, features, reduction.rng).persist()
+        )
+        stats = reduction.stage(
+            "gram",
+            lambda: hidden_stats(
+                features,
+                ("hth", "htf"),
+                labels=labels,
+                n_labels=self.n_clusters,
+                partial_sums=reduction.partial_sums(),
+            ),
+        )
         reduction.stats = {"labels": labels, "hth": stats["hth"], "htf": stats["htf"]}
 
     def solve_reduced(self, reduction, rng):

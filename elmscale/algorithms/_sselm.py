@@ -242,6 +242,8 @@ class SSELM(GraphMixin, _ClassifierOutputsMixin, ClassifierMixin, BaseELM):
         "random_state",
     )
 
+    supports_checkpoint = True
+
     def reduce_key(self):
         # lam only scales the graph term, but lam=0 skips the graph and its pass
         return {**super().reduce_key(), "lam > 0": self.lam > 0}
@@ -281,23 +283,30 @@ class SSELM(GraphMixin, _ClassifierOutputsMixin, ClassifierMixin, BaseELM):
         if self.lam > 0:
             # k clipped to n_samples - 1; the dual gathers L in the rows' own order, so it
             # asks for no locality ordering
-            graph = self.build_graph(
-                Xd,
-                reduction.rng,
-                n_neighbors=min(self.n_neighbors, Xd.shape[0] - 1),
-                order=False if self._solver == "dual" else "auto",
+            graph = reduction.stage(
+                "graph",
+                lambda: self.build_graph(
+                    Xd,
+                    reduction.rng,
+                    n_neighbors=min(self.n_neighbors, Xd.shape[0] - 1),
+                    order=False if self._solver == "dual" else "auto",
+                ),
             )
         reduction.graph = graph
         features = reduction.features
         if self._solver == "primal":
             terms = ("hth", "hty") + (("htlh",) if graph is not None else ())
-            reduction.stats = hidden_stats(
-                features,
-                terms,
-                Y=Y,
-                sample_weight=weight,
-                graph=graph,
-                laplacian_power=self._laplacian_power,
+            reduction.stats = reduction.stage(
+                "gram",
+                lambda: hidden_stats(
+                    features,
+                    terms,
+                    Y=Y,
+                    sample_weight=weight,
+                    graph=graph,
+                    laplacian_power=self._laplacian_power,
+                    partial_sums=reduction.partial_sums(),
+                ),
             )
         else:  # n_hidden > N: H (N x n_hidden) and L (N x N) are small
             lap = dask.delayed(graph.laplacian)() if graph is not None else None

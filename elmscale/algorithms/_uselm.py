@@ -14,7 +14,7 @@ from sklearn.utils.validation import check_is_fitted
 from ..base import BaseELM
 from ..cluster import kmeans
 from ..gram import hidden_stats
-from ..graph import normalized_cut, retained_variance, smoothed_graph
+from ..graph import input_order, normalized_cut, retained_variance, smoothed_graph
 from ..mixins import DataNodesMixin, EmbeddingFeaturesOutMixin, GraphMixin
 from ..solvers import sign_flip, uselm_dual, uselm_primal
 from ..utils._random import draw_seed
@@ -41,6 +41,20 @@ def uselm_embedding(hth, htlh, lam, n_components):
     to sweep ``lam`` and ``n_components`` over one Gram pass. Returns ``(beta, gamma)``.
     """
     return uselm_primal(hth, htlh, lam, n_components)
+
+
+def _smoothed(graph, steps, layer):
+    """The graph filter's stage: ``(graph_f, kept)``, the graph over the filtered rows and
+    the share of X's variance they keep (:func:`elmscale.graph.smoothed_graph`,
+    :func:`elmscale.graph.retained_variance`)."""
+    graph_f = smoothed_graph(graph, steps)
+    return graph_f, retained_variance(graph.X, graph_f.X, layer.scale)
+
+
+def _dual_stats(features, graph):
+    """The dual problem's data, gathered: H and the dense Laplacian."""
+    H, L = dask.compute(features.H, dask.delayed(graph.laplacian)())
+    return {"H": np.asarray(H, dtype=np.float64), "L": L.toarray()}
 
 
 class USELM(
@@ -208,6 +222,7 @@ class USELM(
         "cache",
         "random_state",
     )
+    supports_checkpoint = True
 
     def __init__(
         self,
@@ -276,12 +291,15 @@ class USELM(
         """The kNN graph, the graph-filtered rows (``smoothing``), then H^T H and H^T L H in
         one pass (primal), or H and the dense Laplacian (dual, n_hidden > n_samples: both
         are no larger than H^T H would be)."""
-        graph = reduction.graph = self.build_graph(reduction.X, reduction.rng)
+        graph = reduction.graph = reduction.stage(
+            "graph", lambda: self.build_graph(reduction.X, reduction.rng)
+        )
         self.lap("graph")
         steps = self._smoothing
         if steps:
-            graph_f, to_input = smoothed_graph(graph, steps)
-            kept = retained_variance(graph.X, graph_f.X, self.hidden_layer_.scale)
+            graph_f, kept = reduction.stage(
+                "smoothing", lambda: _smoothed(graph, steps, self.hidden_layer_)
+            )
             if self.smoothing == "auto" and kept < SMOOTHING_MIN_VARIANCE:
                 logger.info(
                     "smoothing: %d steps keep %.3f of the variance (< %g): rows not filtered",
@@ -293,15 +311,21 @@ class USELM(
             else:
                 logger.info("smoothing: %d steps keep %.3f of the variance", steps, kept)
                 graph = graph_f
-                reduction.features = self.hidden_features(graph_f.X, output_order=to_input)
+                reduction.features = self.hidden_features(
+                    graph_f.X, output_order=input_order(graph)
+                )
             self.lap("smoothing")
         reduction.fitted["smoothing_steps_"] = steps
         features = reduction.features
         if self._solver == "primal":
-            reduction.stats = hidden_stats(features, ("hth", "htlh"), graph=graph)
+            reduction.stats = reduction.stage(
+                "gram",
+                lambda: hidden_stats(
+                    features, ("hth", "htlh"), graph=graph, partial_sums=reduction.partial_sums()
+                ),
+            )
         else:
-            H, L = dask.compute(features.H, dask.delayed(graph.laplacian)())
-            reduction.stats = {"H": np.asarray(H, dtype=np.float64), "L": L.toarray()}
+            reduction.stats = reduction.stage("gram", lambda: _dual_stats(features, graph))
         self.lap("gram")
 
     def solve_reduced(self, reduction, rng):

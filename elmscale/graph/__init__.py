@@ -12,7 +12,7 @@ from ._laplacian import (
     resolve_backend,
 )
 from ._select import Operands, propose
-from ._smoothing import retained_variance, smooth_rows, smoothed_graph
+from ._smoothing import input_order, retained_variance, smooth_rows, smoothed_graph
 
 __all__ = [
     "BUILTIN_BACKENDS",
@@ -22,6 +22,7 @@ __all__ = [
     "KNNGraph",
     "Operands",
     "exact_knn",
+    "input_order",
     "knn_graph",
     "nndescent_knn",
     "normalized_cut",

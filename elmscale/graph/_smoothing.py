@@ -103,24 +103,27 @@ def retained_variance(X, X_filtered, scale=None):
 
 
 def smoothed_graph(graph, steps):
-    """The graph with its rows of X filtered ``steps`` times (:func:`smooth_rows`), and the
-    order that takes row-aligned results back to the input's rows: ``(graph_f, to_input)``.
+    """The graph with its rows of X filtered ``steps`` times (:func:`smooth_rows`).
 
-    ``graph_f`` shares the graph's blocks, halo and row order; its ``X`` holds the filtered
-    rows in the graph's order (its ``source_name`` names them), so hidden features built on
-    ``graph_f.X`` pair with it in a Gram pass. The filtered rows stay where the graph put
-    them: ``to_input`` (a ``RowOrder``, None when the graph keeps the input's order)
-    moves what is computed from them, e.g. an embedding n_components wide, back to the
-    input's rows, rather than moving the N x d filtered rows themselves.
+    It shares the graph's blocks, halo and row order; its ``X`` holds the filtered rows in
+    the graph's order (its ``source_name`` names them), so hidden features built on its ``X``
+    pair with it in a Gram pass. The filtered rows stay where the graph put them: what is
+    computed from them, e.g. an embedding n_components wide, goes back to the input's rows
+    through :func:`input_order`, rather than the N x d filtered rows themselves.
     """
     graph_f = copy.copy(graph)
     graph_f.X = smooth_rows(graph, steps)
     graph_f.source_name = graph_f.X.name
-    to_input = None
-    if graph.order is not None:
-        positions = graph.order.apply(row_numbers(graph.order.input_chunks))
-        to_input = graph.order.inverse(positions)
-    return graph_f, to_input
+    return graph_f
 
 
-__all__ = ["retained_variance", "smooth_rows", "smoothed_graph"]
+def input_order(graph):
+    """The ``RowOrder`` that moves row-aligned arrays in the graph's row order back to the
+    input's rows (None when the graph keeps the input's order)."""
+    if graph.order is None:
+        return None
+    positions = graph.order.apply(row_numbers(graph.order.input_chunks))
+    return graph.order.inverse(positions)
+
+
+__all__ = ["input_order", "retained_variance", "smooth_rows", "smoothed_graph"]

@@ -260,7 +260,9 @@ def test_row_normalize_runs_kmeans_on_unit_rows(blobs, as_dask, monkeypatch):
 
     monkeypatch.setattr(mod, "kmeans", spy)
     ref = _model(n_components=3).fit(X)
-    m = _model(n_components=3, row_normalize=True).fit(da.from_array(X, chunks=(70, 5)) if as_dask else X)
+    m = _model(n_components=3, row_normalize=True).fit(
+        da.from_array(X, chunks=(70, 5)) if as_dask else X
+    )
     E = np.asarray(m.embedding_)
     np.testing.assert_allclose(E, ref.embedding_, rtol=1e-7, atol=1e-9)
     U = E / np.linalg.norm(E, axis=1, keepdims=True)

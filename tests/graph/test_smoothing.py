@@ -5,7 +5,7 @@ import dask.array as da
 import numpy as np
 import pytest
 
-from elmscale.graph import knn_graph, retained_variance, smooth_rows, smoothed_graph
+from elmscale.graph import input_order, knn_graph, retained_variance, smooth_rows, smoothed_graph
 
 
 def _dense_filter(graph, X, steps):
@@ -38,7 +38,7 @@ def test_filter_equals_dense_product_in_any_row_order(mixture, order, normalized
     assert Z.chunks == graph.X.chunks
     np.testing.assert_allclose(Z.compute(), _dense_filter(graph, Xg, 3), rtol=1e-12, atol=1e-12)
     # in the input's order: the filtered row of each input row, wherever the graph put it
-    graph_f, to_input = smoothed_graph(graph, 3)
+    graph_f, to_input = smoothed_graph(graph, 3), input_order(graph)
     assert (to_input is None) == (graph.order is None)
     X_f = graph_f.X if to_input is None else to_input.apply(graph_f.X)
     assert X_f.chunks == Xd.chunks
