@@ -257,7 +257,7 @@ def test_a_damaged_file_is_named(mixture, tmp_path, relpath, how):
 def test_a_missing_piece_is_named(mixture, tmp_path):
     X = _dask(mixture[0])
     _model().fit(X, checkpoint=tmp_path)
-    (tmp_path / "03-smoothing" / "array-0" / "00002.npy").unlink()
+    (tmp_path / "03-smoothing" / "graph-0" / "X" / "00002.npy").unlink()
     with pytest.raises(CheckpointCorruptError, match="00002.npy is missing"):
         _model().fit(X, checkpoint=tmp_path)
 
