@@ -2,8 +2,8 @@
 
 Every hook receives a ``register`` callback with the signature
 ``register(name, obj, *, aliases=(), description="")``. Built-in algorithms, activations,
-hidden-node families, graph backends and kernels register through these same hooks. Third-party packages expose a
-module under the entry-point group ``elmscale``::
+hidden-node families, graph backends and kernels register through these same hooks.
+Third-party packages expose a module under the entry-point group ``elmscale``::
 
     [project.entry-points.elmscale]
     fancy = "elmscale_fancy"

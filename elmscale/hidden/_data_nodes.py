@@ -133,7 +133,5 @@ def draw_mixed_layer(
             )
         )
     if n_rbf > 0:
-        parts.append(
-            fit_node_family(nodes, Xd, n_rbf, rbf_width, rng, offset=offset, scale=scale)
-        )
+        parts.append(fit_node_family(nodes, Xd, n_rbf, rbf_width, rng, offset=offset, scale=scale))
     return parts[0] if len(parts) == 1 else MixedHiddenLayer(parts)

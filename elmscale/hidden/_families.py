@@ -122,7 +122,10 @@ class NodeFamilyLayer(BlockLayer):
         return H if H.dtype == Xs.dtype else H.astype(Xs.dtype)
 
     def __repr__(self):
-        return f"NodeFamilyLayer({self.family!r}, n_features={self.n_features}, n_hidden={self.n_hidden})"
+        return (
+            f"NodeFamilyLayer({self.family!r}, n_features={self.n_features}, "
+            f"n_hidden={self.n_hidden})"
+        )
 
 
 def sample_rows(Xd, size, rng, *, offset=None, scale=None):
