@@ -76,18 +76,22 @@ class MixedHiddenLayer(BlockLayer):
 
     @property
     def n_features(self):
+        """Input features."""
         return self.parts[0].n_features
 
     @property
     def n_hidden(self):
+        """Nodes of all the parts."""
         return sum(p.n_hidden for p in self.parts)
 
     @property
     def input_weights(self):
+        """The parts' input weights side by side (n_features x n_hidden)."""
         return np.hstack([p.input_weights for p in self.parts])
 
     @property
     def biases(self):
+        """The parts' biases one after the other (n_hidden,)."""
         return np.concatenate([p.biases for p in self.parts])
 
     def __call__(self, X):

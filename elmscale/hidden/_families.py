@@ -96,10 +96,12 @@ class NodeFamilyLayer(BlockLayer):
 
     @property
     def input_weights(self):
+        """``params["input_weights"]`` (n_features x n_hidden), when the family has it."""
         return self._param("input_weights")
 
     @property
     def biases(self):
+        """``params["biases"]`` (n_hidden,), when the family has it."""
         return self._param("biases")
 
     def _param(self, key):
