@@ -214,6 +214,21 @@ def test_family_object_works_like_its_name(imq_registered, blobs):
     np.testing.assert_array_equal(by_name.embedding_, by_object.embedding_)
 
 
+def test_sweep_shares_one_reduction_with_a_family_object(blobs, monkeypatch):
+    """Clones deep-copy the family; equal by value, they still share the reduction."""
+    import elmscale.hidden._data_nodes as data_nodes
+
+    calls = []
+    real = data_nodes.fit_node_family
+    monkeypatch.setattr(
+        data_nodes, "fit_node_family", lambda *a, **k: calls.append(1) or real(*a, **k)
+    )
+    model = USELM(3, n_hidden=20, rbf_fraction=1.0, data_nodes=InverseMultiquadric())
+    results = elmscale.sweep(model.set_params(graph="exact"), blobs[0], {"lam": [0.1, 1.0]})
+    assert len(results) == 2 and len(calls) == 1
+    assert InverseMultiquadric() == InverseMultiquadric() != GaussianRows()
+
+
 # -- errors ------------------------------------------------------------------------------------
 def test_unknown_name_is_a_value_error_listing_the_registered(imq_registered, blobs):
     with pytest.raises(ValueError, match=r"'data_nodes'.*\['gaussian-rows', 'imq-rows'\]"):

@@ -35,7 +35,9 @@ class NodeFamily:
 
     Optional: ``sample_size(n_nodes, n_samples)``, the number of rows ``fit`` sees (here
     ``n_nodes``; drawn without replacement when it is at most ``n_samples``), and ``node``,
-    the label of the layer's ``node`` attribute (here ``"data"``).
+    the label of the layer's ``node`` attribute (here ``"data"``). Families compare equal
+    when of one type with equal attributes, so that the clones of an estimator that
+    :func:`elmscale.sweep` makes share one reduction.
     """
 
     node = "data"
@@ -51,6 +53,13 @@ class NodeFamily:
     def transform(self, rows, params):
         """The nodes' outputs for a block of scaled rows."""
         raise NotImplementedError(f"{type(self).__name__} must implement transform")
+
+    def __eq__(self, other):
+        # by value, as estimator parameters are compared: a sweep's clones hold deep copies
+        return type(self) is type(other) and vars(self) == vars(other)
+
+    def __hash__(self):
+        return hash(type(self))
 
     def __repr__(self):
         return f"{type(self).__name__}()"
