@@ -87,7 +87,16 @@ STAGES = (
             "laplacian",
         ),
     ),
-    ("gram", ("elmscale-gram", "elmscale-hidden", "RandomHiddenLayer", "MixedHiddenLayer")),
+    (
+        "gram",
+        (
+            "elmscale-gram",
+            "elmscale-hidden",
+            "RandomHiddenLayer",
+            "MixedHiddenLayer",
+            "NodeFamilyLayer",
+        ),
+    ),
     ("embed", ("elmscale-embed", "unit_rows", "nystrom_extension", "nearest_rows")),
     ("k-means", ("elmscale-kmeans", "argmax_label", "n_changed")),
     (

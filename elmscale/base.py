@@ -336,26 +336,31 @@ class BaseELM(DaskStateMixin, BaseEstimator):
     def draw_hidden_layer(self, Xd, rng):
         """Fit the input scaling (one pass), then draw A and b on the client from ``rng``.
 
-        ``activation`` is resolved in the plugin registry here, once. The layer has
-        ``n_hidden`` nodes of ``activation`` and, after them, the Gaussian nodes centred on
-        data rows that :meth:`data_node_params` asks for (none, unless the estimator uses
-        :class:`elmscale.mixins.DataNodesMixin`). Sets and returns ``hidden_layer_``."""
+        ``activation`` and the data nodes' family are resolved in the plugin registry here,
+        once. The layer has ``n_hidden`` nodes of ``activation`` and, in their place, the nodes
+        fitted on a sample of data rows that :meth:`data_node_params` asks for (none, unless
+        the estimator uses :class:`elmscale.mixins.DataNodesMixin`). Sets and returns
+        ``hidden_layer_``."""
         offset, scale = fit_scaling(Xd, self.scaling)
+        fraction, width, nodes = self.data_node_params()
         self.hidden_layer_ = draw_mixed_layer(
             Xd,
             self.n_hidden,
             registry.resolve("activation", self.activation, "activation"),
-            *self.data_node_params(),
+            fraction,
+            width,
             rng,
             offset=offset,
             scale=scale,
+            nodes=registry.resolve("hidden", nodes, "data_nodes"),
         )
         return self.hidden_layer_
 
     def data_node_params(self):
-        """``(rbf_fraction, rbf_width)`` of the Gaussian nodes centred on data rows that
-        :meth:`draw_hidden_layer` adds: none here."""
-        return 0.0, 1.0
+        """``(rbf_fraction, rbf_width, data_nodes)`` of the nodes fitted on data rows that
+        :meth:`draw_hidden_layer` adds (a share, a width, a registered family or a
+        :class:`elmscale.hidden.NodeFamily`): none here."""
+        return 0.0, 1.0, "gaussian-rows"
 
     def hidden_features(self, Xd, *, cache=None, output_order=None):
         """H of Xd through ``hidden_layer_``, lazy or cached on the workers (``cache``, by

@@ -2,8 +2,8 @@
 
 Every hook receives a ``register`` callback with the signature
 ``register(name, obj, *, aliases=(), description="")``. Built-in algorithms, activations,
-graph backends and kernels register through these same hooks. Third-party packages expose a
-module under the entry-point group ``elmscale``::
+hidden-node families, graph backends and kernels register through these same hooks.
+Third-party packages expose a module under the entry-point group ``elmscale``::
 
     [project.entry-points.elmscale]
     fancy = "elmscale_fancy"
@@ -34,6 +34,19 @@ def register_activations(register):
     same shape and dtype (it may work in place and return its argument). Its optional attribute
     ``node`` says how pre-activations are formed: ``"additive"`` (default, ``X A + b``) or
     ``"rbf"`` (``b * ||x - a||``). ``elmscale.hidden.activation`` sets it.
+    """
+
+
+@hookspec
+def register_hidden_layers(register):
+    """Register hidden-node families fitted on the data: ``register("gaussian-rows", obj)``.
+
+    ``obj`` follows :class:`elmscale.hidden.NodeFamily`: ``fit(sample, n_nodes, rng, *,
+    width)`` sees a small random sample of X's scaled rows once, on the client, and returns a
+    dict of small picklable parameters; ``transform(rows, params)`` maps a block of scaled
+    rows to the nodes' outputs (rows x n_nodes, in the rows' dtype), so that the workers
+    rebuild H block by block. Estimators with ``data_nodes=`` (``rbf_fraction`` of the nodes)
+    take its name. Check it with ``elmscale.testing.check_node_family``.
     """
 
 

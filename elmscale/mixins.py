@@ -9,8 +9,8 @@ into ``_parameter_constraints``) and the step:
 
 - :class:`GraphMixin`: ``graph``, ``n_neighbors``, ``weights``, ``sigma``, ``normalized``,
   read by ``build_graph``;
-- :class:`DataNodesMixin`: ``rbf_fraction``, ``rbf_width``, read by ``draw_hidden_layer``
-  through ``data_node_params``.
+- :class:`DataNodesMixin`: ``rbf_fraction``, ``rbf_width``, ``data_nodes``, read by
+  ``draw_hidden_layer`` through ``data_node_params``.
 
 :class:`EmbeddingFeaturesOutMixin` gives an embedding's ``get_feature_names_out`` (and with it
 ``set_output``). Put the mixins left of ``BaseELM`` in the class's bases.
@@ -24,7 +24,7 @@ from . import registry
 from .graph import WEIGHTS, knn_graph, resolve_backend
 from .hidden import apply_scaling
 from .utils._random import draw_seed
-from .validation import Interval, Registered, StrOptions
+from .validation import HasMethods, Interval, Registered, StrOptions
 
 
 class EmbeddingFeaturesOutMixin(ClassNamePrefixFeaturesOutMixin):
@@ -72,19 +72,23 @@ class GraphMixin:
 
 
 class DataNodesMixin:
-    """Gaussian hidden nodes centred on data rows: ``round(rbf_fraction * n_hidden)`` of the
-    ``n_hidden`` nodes, of width ``rbf_width`` times the median distance between the centres
-    (:func:`elmscale.hidden.draw_mixed_layer`)."""
+    """Hidden nodes fitted on a sample of data rows: ``round(rbf_fraction * n_hidden)`` of the
+    ``n_hidden`` nodes, of the family ``data_nodes`` (a name registered through
+    ``register_hidden_layers`` or a :class:`elmscale.hidden.NodeFamily`; by default
+    ``"gaussian-rows"``, Gaussians centred on data rows of width ``rbf_width`` times the
+    median distance between the centres; :func:`elmscale.hidden.draw_mixed_layer`). An
+    estimator without a ``data_nodes`` parameter gets ``"gaussian-rows"``."""
 
     #: Constraints of the data-node parameters: merge them into ``_parameter_constraints``.
     _data_node_constraints = {
         "rbf_fraction": [Interval(Real, 0, 1, closed="both")],
         "rbf_width": [Interval(Real, 0, None, closed="neither")],
+        "data_nodes": [Registered("hidden"), HasMethods(["fit", "transform"])],
     }
 
     def data_node_params(self):
-        """``(rbf_fraction, rbf_width)``, read by ``BaseELM.draw_hidden_layer``."""
-        return self.rbf_fraction, self.rbf_width
+        """``(rbf_fraction, rbf_width, data_nodes)``, read by ``BaseELM.draw_hidden_layer``."""
+        return self.rbf_fraction, self.rbf_width, getattr(self, "data_nodes", "gaussian-rows")
 
 
 __all__ = ["DataNodesMixin", "EmbeddingFeaturesOutMixin", "GraphMixin"]

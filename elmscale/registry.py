@@ -41,6 +41,7 @@ ENTRY_POINT_GROUP = "elmscale"
 KINDS = {
     "algorithm": "register_algorithms",
     "activation": "register_activations",
+    "hidden": "register_hidden_layers",
     "graph": "register_graph_backends",
     "kernel": "register_kernels",
 }
@@ -97,6 +98,12 @@ def _check_protocol(kind, name, obj):
             raise TypeError(
                 f"algorithm {name!r} must be an estimator class with get_params "
                 f"and fit, got {obj!r}"
+            )
+    elif kind == "hidden":
+        if not all(callable(getattr(obj, m, None)) for m in ("fit", "transform")):
+            raise TypeError(
+                f"hidden-node family {name!r} must have methods fit(sample, n_nodes, rng, *, "
+                f"width) and transform(rows, params), got {obj!r}"
             )
     elif not callable(obj):
         raise TypeError(f"{kind} {name!r} must be callable, got {obj!r}")
@@ -368,7 +375,8 @@ def load_plugins():
 
 
 def available(kind):
-    """Registered names for ``kind`` in {"algorithm", "activation", "graph", "kernel"}."""
+    """Registered names for ``kind`` in {"algorithm", "activation", "hidden", "graph",
+    "kernel"}."""
     return _registry.available(kind)
 
 

@@ -4,13 +4,15 @@ Call them from your plugin's tests; each returns None when the object meets elms
 protocol for its kind and raises ``AssertionError`` saying what is wrong otherwise::
 
     from elmscale.testing import (
-        check_activation, check_algorithm, check_graph_backend, check_kernel)
+        check_activation, check_algorithm, check_graph_backend, check_kernel,
+        check_node_family)
 
     def test_contracts():
         check_activation(softplus)
         check_algorithm(CELM)
         check_graph_backend(my_knn)
         check_kernel(MyKernel, reference=lambda X, Y: ...)
+        check_node_family(MyNodes(), reference=lambda rows, params: ...)
 
 The protocols are those documented in ``elmscale.hookspecs``.
 """
@@ -22,7 +24,13 @@ import numpy as np
 
 from . import registry
 
-__all__ = ["check_activation", "check_algorithm", "check_graph_backend", "check_kernel"]
+__all__ = [
+    "check_activation",
+    "check_algorithm",
+    "check_graph_backend",
+    "check_kernel",
+    "check_node_family",
+]
 
 
 def _resolve(kind, obj):
@@ -98,6 +106,88 @@ def _check_picklable(label, obj):
         cloudpickle.loads(cloudpickle.dumps(obj))
     except Exception as exc:  # noqa: BLE001
         _fail(label, f"cannot be pickled for the workers: {type(exc).__name__}: {exc}")
+
+
+# -- hidden-node families --------------------------------------------------------------------
+def check_node_family(
+    family, *, reference=None, n_samples=150, n_features=4, n_nodes=7, random_state=0
+):
+    """Check the hidden-node family protocol of ``register_hidden_layers``.
+
+    ``family`` (an object or a registered name) is fitted as an estimator fits it
+    (:func:`elmscale.hidden.fit_node_family`: a random sample of the standardised rows of a
+    small row-chunked dask array). It must have ``fit`` and ``transform``; ``fit`` must
+    return a dict and be a function of the random state (two fits from equal states give
+    equal nodes); ``transform`` must give a finite array of shape ``(rows, n_nodes)`` in the
+    rows' dtype for float64 and float32 blocks, and be row-wise (a block cut in two gives the
+    two halves of the whole result: elmscale chunks by rows); the fitted layer must pickle
+    with cloudpickle, since workers receive it inside the task graph. ``reference``, a plain
+    NumPy function ``(scaled_rows, params) -> H``, must agree with the layer on float64 rows
+    to a relative 1e-10.
+    """
+    from .hidden import apply_scaling, fit_node_family, fit_scaling
+
+    family = _resolve("hidden", family)
+    label = f"hidden-node family {family!r}"
+    for method in ("fit", "transform"):
+        if not callable(getattr(family, method, None)):
+            _fail(label, f"has no method {method}")
+    rng = np.random.RandomState(random_state)
+    X = rng.standard_normal((n_samples, n_features)) * rng.uniform(0.5, 3.0, n_features)
+    Xd = da.from_array(X, chunks=((n_samples // 3, n_samples - n_samples // 3), n_features))
+    offset, scale = fit_scaling(Xd, "standard")
+    layers = []
+    for _ in range(2):
+        try:
+            layers.append(
+                fit_node_family(
+                    family,
+                    Xd,
+                    n_nodes,
+                    1.0,
+                    np.random.RandomState(random_state),
+                    offset=offset,
+                    scale=scale,
+                )
+            )
+        except (TypeError, ValueError) as exc:
+            _fail(label, f"{type(exc).__name__}: {exc}")
+    layer, again = layers
+    for dtype in (np.float64, np.float32):
+        Xs = apply_scaling(X.astype(dtype), offset, scale)
+        H = _check_node_block(label, family, Xs, layer.params, n_nodes)
+        if not np.array_equal(H, again(X.astype(dtype))):
+            _fail(label, "is not a function of the random state: two fits from one state differ")
+        k = n_samples // 2
+        halves = np.concatenate([layer(X[:k].astype(dtype)), layer(X[k:].astype(dtype))])
+        if not np.allclose(halves, H, rtol=1e-5 if dtype == np.float32 else 1e-12, atol=1e-7):
+            _fail(
+                label,
+                "transform is not row-wise: a block cut in two gives a different result "
+                "from the whole block",
+            )
+    if reference is not None:
+        H = layer(X)
+        expected = np.asarray(reference(apply_scaling(X, offset, scale), layer.params))
+        if expected.shape != H.shape or not _close(H, expected, 1e-10):
+            _fail(label, "transform differs from the reference")
+    _check_picklable(label, layer)
+
+
+def _check_node_block(label, family, Xs, params, n_nodes):
+    try:
+        H = family.transform(Xs.copy(), params)
+    except Exception as exc:  # noqa: BLE001
+        _fail(label, f"transform raised {type(exc).__name__}: {exc}")
+    if not isinstance(H, np.ndarray):
+        _fail(label, f"transform must return a NumPy array, got {type(H).__name__}")
+    if H.shape != (Xs.shape[0], n_nodes):
+        _fail(label, f"transform has shape {H.shape}, expected {(Xs.shape[0], n_nodes)}")
+    if H.dtype != Xs.dtype:
+        _fail(label, f"transform changed the dtype: {Xs.dtype} rows in, {H.dtype} out")
+    if not np.isfinite(H).all():
+        _fail(label, "transform gave non-finite values for finite rows")
+    return H
 
 
 # -- graph backends --------------------------------------------------------------------------

@@ -346,7 +346,7 @@ def test_fit_writes_a_plot(table, tmp_path):
         (
             ["--param", "n_cluster=3"],
             "has no parameter 'n_cluster' (did you mean 'n_clusters'?)"
-            "; valid: activation, cache, graph",
+            "; valid: activation, cache, data_nodes, graph",
         ),
         (["--param", "n_clusters=-1"], "The 'n_clusters' parameter of USELM must be"),
         (["--param", "graph=exakt"], "'graph' parameter of USELM"),

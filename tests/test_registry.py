@@ -94,6 +94,7 @@ def _messages(record):
         ("activation", {"sigmoid", "tanh", "relu", "gaussian", "identity"}),
         ("graph", {"exact", "pynndescent"}),
         ("kernel", {"linear", "rbf", "poly"}),
+        ("hidden", {"gaussian-rows"}),
     ],
 )
 def test_available_lists_builtins_sorted(kind, names):
@@ -106,7 +107,7 @@ def test_available_rejects_unknown_kind():
     with pytest.raises(
         ValueError,
         match=r"kind must be one of \['activation', 'algorithm', "
-        r"'graph', 'kernel'\], got 'model'",
+        r"'graph', 'hidden', 'kernel'\], got 'model'",
     ):
         elmscale.available("model")
 
@@ -316,7 +317,7 @@ def test_plugin_without_hookimpl_markers_is_reported(fresh):
         PluginLoadWarning,
         match=r"it implements none of the hooks "
         r"register_activations, register_algorithms, register_graph_backends, "
-        r"register_kernels \(is @elmscale.hookimpl missing\?\)",
+        r"register_hidden_layers, register_kernels \(is @elmscale.hookimpl missing\?\)",
     ):
         fresh.register_plugin(Plugin(), name="unmarked")
 

@@ -102,6 +102,11 @@ class USELM(
         of benchmarks/RESULTS.md.
     rbf_width : float > 0, default=1.0
         Width of those nodes in units of the median pairwise distance m.
+    data_nodes : str or NodeFamily, default="gaussian-rows"
+        Family of the n_rbf nodes fitted on a sample of rows: a name registered through
+        ``register_hidden_layers`` (``elmscale.available("hidden")``) or an object with the
+        methods of :class:`elmscale.hidden.NodeFamily`. "gaussian-rows" gives the Gaussian
+        nodes above; another family takes ``rbf_width`` as its own width.
     smoothing : int >= 0 or "auto", default="auto"
         Steps t of the graph filter applied to the rows of X before the hidden layer: each
         row is replaced by ``((I + P) / 2)^t x``, P the kNN graph's weights with rows scaled
@@ -211,6 +216,7 @@ class USELM(
         "activation",
         "rbf_fraction",
         "rbf_width",
+        "data_nodes",
         "smoothing",
         "graph",
         "n_neighbors",
@@ -234,6 +240,7 @@ class USELM(
         activation="sigmoid",
         rbf_fraction=0.0,
         rbf_width=1.0,
+        data_nodes="gaussian-rows",
         smoothing="auto",
         graph="auto",
         n_neighbors=10,
@@ -254,6 +261,7 @@ class USELM(
         self.activation = activation
         self.rbf_fraction = rbf_fraction
         self.rbf_width = rbf_width
+        self.data_nodes = data_nodes
         self.smoothing = smoothing
         self.graph = graph
         self.n_neighbors = n_neighbors

@@ -1,4 +1,6 @@
-"""The random hidden layer, its activations and input scaling."""
+"""The random hidden layer, its activations and input scaling, and the hidden-node families
+fitted on a sample of the data (:class:`NodeFamily`, the protocol of
+``register_hidden_layers``)."""
 
 from ._activations import (
     BUILTIN_ACTIVATIONS,
@@ -26,14 +28,25 @@ __all__ = [
     "tanh",
 ]
 
-from ._data_nodes import MixedHiddenLayer, draw_data_rbf, draw_mixed_layer  # noqa: E402
+from ._data_nodes import (  # noqa: E402
+    GaussianRows,
+    MixedHiddenLayer,
+    draw_data_rbf,
+    draw_mixed_layer,
+)
+from ._families import NodeFamily, NodeFamilyLayer, fit_node_family, sample_rows  # noqa: E402
 from ._features import CACHE_OPTIONS, HiddenFeatures, project_rows  # noqa: E402
 
 __all__ += [
     "CACHE_OPTIONS",
+    "GaussianRows",
     "HiddenFeatures",
     "MixedHiddenLayer",
+    "NodeFamily",
+    "NodeFamilyLayer",
     "draw_data_rbf",
     "draw_mixed_layer",
+    "fit_node_family",
     "project_rows",
+    "sample_rows",
 ]

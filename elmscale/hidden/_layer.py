@@ -130,18 +130,11 @@ class RandomHiddenLayer(BlockLayer):
 
     def __call__(self, X):
         """H for one NumPy block of X (rows x n_features) -> (rows x n_hidden)."""
-        X = np.asarray(X)
-        dtype = X.dtype if X.dtype in (np.float32, np.float64) else np.dtype(np.float64)
-        Xs = apply_scaling(X.astype(dtype, copy=False), self.offset, self.scale)
+        Xs = scaled_block(X, self.offset, self.scale)
+        dtype = Xs.dtype
         A, b = self._weights(dtype)
         if self.node == "rbf":
-            Z = Xs @ A
-            Z *= -2.0
-            Z += np.einsum("ij,ij->i", Xs, Xs)[:, None]
-            Z += np.einsum("ij,ij->j", A, A)[None, :]
-            np.maximum(Z, 0, out=Z)
-            np.sqrt(Z, out=Z)
-            Z *= b
+            Z = distances_to_centres(Xs, A, b)
         else:
             Z = Xs @ A
             Z += b
@@ -156,6 +149,28 @@ class RandomHiddenLayer(BlockLayer):
             f"RandomHiddenLayer(n_features={self.n_features}, n_hidden={self.n_hidden}, "
             f"activation={name})"
         )
+
+
+def scaled_block(X, offset, scale):
+    """A NumPy block of X's rows in the scaled input space, in X's dtype (float64 for
+    anything but float32 and float64): what a layer's nodes are computed from."""
+    X = np.asarray(X)
+    dtype = X.dtype if X.dtype in (np.float32, np.float64) else np.dtype(np.float64)
+    return apply_scaling(X.astype(dtype, copy=False), offset, scale)
+
+
+def distances_to_centres(X, A, b):
+    """RBF pre-activations ``Z_ij = b_j ||x_i - a_j||`` of the rows x_i of X and the columns
+    a_j of A (all three in one dtype), from one product ``X A``: the squared distance
+    ``||x||^2 - 2 x . a + ||a||^2`` clipped at 0 against rounding."""
+    Z = X @ A
+    Z *= -2.0
+    Z += np.einsum("ij,ij->i", X, X)[:, None]
+    Z += np.einsum("ij,ij->j", A, A)[None, :]
+    np.maximum(Z, 0, out=Z)
+    np.sqrt(Z, out=Z)
+    Z *= b
+    return Z
 
 
 def _apply_layer(X_block, layer):
