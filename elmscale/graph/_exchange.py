@@ -28,7 +28,7 @@ def worker_groups(n_destinations):
     """Destinations ``0..n-1`` split into consecutive groups, one per worker of the current
     distributed client: ``[(worker address or None, [destinations...]), ...]``. Without a
     client, or with one worker, a single group without a worker."""
-    workers = _workers()
+    workers = cluster_workers()
     n_groups = max(1, min(len(workers), n_destinations))
     if n_groups == 1:
         return [(None, list(range(n_destinations)))]
@@ -41,7 +41,7 @@ def worker_groups(n_destinations):
     ]
 
 
-def _workers():
+def cluster_workers():
     """The sorted worker addresses of the default distributed client, or ``[]``."""
     try:
         from distributed import default_client

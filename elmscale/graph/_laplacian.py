@@ -19,11 +19,12 @@ import dask.array as da
 import numpy as np
 import scipy.sparse as sp
 
+from .._config import get_config
 from ..exceptions import UnknownPluginError
 from ..utils._dask import named
 from ._backends import check_n_neighbors, exact_knn, nndescent_knn
 from ._cell_search import CellSearch
-from ._exchange import exchange
+from ._exchange import cluster_workers, exchange
 from ._ordering import locality_order, merge_chunks
 from ._patterns import group_pattern
 from ._tasks import PREFIX, task
@@ -37,8 +38,10 @@ EXACT_MAX_SAMPLES = 10_000
 ORDER_MIN_SAMPLES = 20_000
 #: the graph is built on runs of consecutive row chunks of X of at least this many rows...
 GRAPH_CHUNK_ROWS = 65_536
-#: ... or more, so that there are at most this many of them ...
+#: ... or more, so that there are at most this many of them, or this many per worker of the
+#: distributed client (the exchanges cost n_chunks x n_workers tasks) ...
 MAX_GRAPH_CHUNKS = 64
+GRAPH_CHUNKS_PER_WORKER = 4
 #: ... but never fewer than this many (while X has that many chunks)
 MIN_GRAPH_CHUNKS = 8
 
@@ -181,14 +184,22 @@ def _split_block(block, lo, hi):
     )
 
 
-def graph_chunks(chunks):
-    """The row chunks the graph is built on: consecutive ``chunks`` joined into runs of at
-    least ``GRAPH_CHUNK_ROWS`` rows, and of at least ``N / MAX_GRAPH_CHUNKS``, as long as
-    ``MIN_GRAPH_CHUNKS`` runs remain. The row ordering and the symmetrisation move data
-    between every pair of chunks; on the larger runs those exchanges have fewer tasks and
-    each search task holds whole cells."""
+def graph_chunks(chunks, n_workers=None):
+    """The row chunks the graph is built on: X's own with the ``graph_chunks="data"``
+    setting; else consecutive ``chunks`` joined into runs of at least ``GRAPH_CHUNK_ROWS``
+    rows, and of at least N / ``max(MAX_GRAPH_CHUNKS, GRAPH_CHUNKS_PER_WORKER * n_workers)``,
+    as long as ``MIN_GRAPH_CHUNKS`` runs remain. ``n_workers`` defaults to the workers of
+    the distributed client (none without one). Larger runs make larger search tasks that
+    hold whole cells and fewer exchange tasks; a bound that grows with the workers keeps
+    every worker busy on large data."""
+    chunks = tuple(chunks)
+    if get_config()["graph_chunks"] == "data":
+        return chunks
+    if n_workers is None:
+        n_workers = len(cluster_workers())
     n = sum(chunks)
-    rows = max(GRAPH_CHUNK_ROWS, -(-n // MAX_GRAPH_CHUNKS))
+    most = max(MAX_GRAPH_CHUNKS, GRAPH_CHUNKS_PER_WORKER * n_workers)
+    rows = max(GRAPH_CHUNK_ROWS, -(-n // most))
     return merge_chunks(chunks, min(rows, max(1, n // MIN_GRAPH_CHUNKS)))
 
 
