@@ -8,7 +8,7 @@ multiplies, and no row of H ever crosses the network.
 
 Symmetrisation ("i among the k nearest of j, or j among the k nearest of i") needs the
 reverse edges, which live in other chunks: the edge lists (N k integers) are split by the
-chunk of their target and shuffled; the data is not.
+chunk of their target and exchanged (:mod:`elmscale.graph._exchange`); the data is not.
 """
 
 import dataclasses

@@ -9,7 +9,8 @@ one assignment serves both.
 
 The permutation is applied on the cluster: per chunk, each row's destination is computed from
 the (n_chunks x n_cells) table of cell counts, the only thing that reaches the client; rows
-(d numbers each) then move between chunks. Within a cell, rows keep their original order.
+(d numbers each) then move between chunks in one exchange
+(:mod:`elmscale.graph._exchange`). Within a cell, rows keep their original order.
 Sums over rows (every Gram matrix) do not depend on the order, so it stays internal to a fit.
 """
 
@@ -62,7 +63,8 @@ class RowOrder:
     ``chunks`` the order was built on; ``outer_chunks``, a refinement of them (each chunk a
     run of consecutive outer chunks), is the chunking ``apply`` takes and returns when given:
     the outer chunks are joined before the move and split after it, so the all-to-all move
-    has as many tasks as pairs of the coarser chunks.
+    (:func:`~elmscale.graph._exchange.exchange`: about n_chunks x n_workers tasks) runs on
+    the coarser chunks.
     """
 
     def __init__(self, dest_blocks, chunks, pairs, outer_chunks=None):
