@@ -7,8 +7,8 @@ n_chunks^2 tasks, and the scheduler spends about a millisecond on each. Here the
 destinations are split into groups, one per worker of the distributed client (a single group
 on a local scheduler):
 
-- each source runs one *pack* task per group it sends to, holding its pieces for all of the
-  group's destinations;
+- each source runs one *pack* task (keyed ``<stage>-...``) per group it sends to, holding
+  its pieces for all of the group's destinations;
 - each destination runs one *unpack* task that picks its pieces out of the packs; the unpack
   tasks of a group prefer that group's worker, so every pack crosses the network once;
 - when a piece depends on what the destination asks for (``wants``: the halo indices of a
@@ -80,7 +80,7 @@ def exchange(stage, take, sources, requests, wants=None, *, make=None):
     Parameters
     ----------
     stage : str
-        Names the tasks ``<stage>-pack``, ``<stage>-unpack`` and ``<stage>-wants``.
+        Names the tasks: ``<stage>`` (packs), ``<stage>-unpack`` and ``<stage>-wants``.
     take : callable
         ``take(*sources[s], *args)``, or ``take(*sources[s], wants[b], *args)`` when ``wants``
         is given: the piece of source s for destination b.
@@ -114,8 +114,7 @@ def exchange(stage, take, sources, requests, wants=None, *, make=None):
                 items.setdefault(s, []).append((i, tuple(args)))
                 where.setdefault(b, []).append((s, len(items[s]) - 1))
         packs = {
-            s: make(f"{stage}-pack", _pack, take, items[s], group_wants, *sources[s])
-            for s in sorted(items)
+            s: make(stage, _pack, take, items[s], group_wants, *sources[s]) for s in sorted(items)
         }
         annotations = {} if worker is None else {"workers": [worker], "allow_other_workers": True}
         with dask.annotate(**annotations):

@@ -99,7 +99,7 @@ def test_unpack_tasks_run_on_their_groups_worker(dask_client):
     assert got == tuple(tuple(10 * s + off for s, (off,) in req) for req in requests)
     ran = {t["key"]: t["worker"] for t in stream.data}
     assert {key: ran[key] for key in worker_of} == worker_of
-    assert sum(key_split(k) == "test-swap-pack" for k in ran) == 12 * 2
+    assert sum(key_split(k) == "test-swap" for k in ran) == 12 * 2
 
 
 def _pick(block, offset):
