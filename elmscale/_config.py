@@ -17,6 +17,9 @@ _DEFAULTS = {
     # of dask's threads calls BLAS at once, so more would oversubscribe the cores); an integer
     # sets the limit on every scheduler. Distributed workers pin their own BLAS.
     "task_blas_threads": "auto",
+    # Row chunks the kNN graph is built on: "auto" joins small chunks of X into runs (larger
+    # search tasks, fewer exchange tasks, at least one run per worker); "data" keeps X's own.
+    "graph_chunks": "auto",
 }
 _local = threading.local()
 
@@ -26,7 +29,7 @@ def get_config():
     return dict(getattr(_local, "config", _DEFAULTS))
 
 
-def set_config(*, chunk_bytes=None, compute_dtype=None, task_blas_threads=None):
+def set_config(*, chunk_bytes=None, compute_dtype=None, task_blas_threads=None, graph_chunks=None):
     """Change settings for this thread. ``None`` leaves a setting as it is."""
     config = get_config()
     if chunk_bytes is not None:
@@ -49,6 +52,10 @@ def set_config(*, chunk_bytes=None, compute_dtype=None, task_blas_threads=None):
         config["task_blas_threads"] = (
             task_blas_threads if task_blas_threads == "auto" else int(task_blas_threads)
         )
+    if graph_chunks is not None:
+        if graph_chunks not in ("auto", "data"):
+            raise ValueError(f"graph_chunks must be 'auto' or 'data', got {graph_chunks!r}")
+        config["graph_chunks"] = graph_chunks
     _local.config = config
 
 

@@ -121,12 +121,12 @@ def _task_groups(chunks, n_hidden, itemsize, group_bytes):
     return groups
 
 
-def _first_power_block(H, graph_block, layer, *halo_X):
+def _first_power_block(H, graph_block, layer, halo_X):
     """Z_1 = L H on one chunk, from H_b and the X halo."""
     return _laplacian_rows(graph_block, H, _rebuilt_halo(halo_X, layer, max(H.shape[0], 1)))
 
 
-def _next_power_block(Z, graph_block, *halo_Z):
+def _next_power_block(Z, graph_block, halo_Z):
     """Z_{j+1} = L Z_j on one chunk, from Z_j's block and the halo rows of Z_j."""
     return _laplacian_rows(graph_block, Z, halo_Z)
 
@@ -343,12 +343,13 @@ def hidden_stats(
         itemsize = np.dtype(features.X.dtype).itemsize
         groups = _task_groups(features.chunks, features.layer.n_hidden, itemsize, group_bytes)
     block_task = named(_block_partials, f"{PREFIX}-block")
+    graph_inputs = _graph_inputs(graph, groups, power, Z) if "htlh" in terms else None
     parts = []
-    for group in groups:
+    for i, group in enumerate(groups):
         task_inputs = {name: _pick(blocks, group) for name, blocks in inputs.items()}
         task_inputs["n_labels"] = n_labels
-        if "htlh" in terms:
-            task_inputs["graph"] = _graph_inputs(graph, group, power, Z)
+        if graph_inputs is not None:
+            task_inputs["graph"] = graph_inputs[i]
         part = block_task(_pick(sources, group), terms, task_inputs, layer, build)
         parts.append(part if partial_sums is None else partial_sums.wrap(group, part))
     total = named(_finish, f"{PREFIX}-finish")(
@@ -426,21 +427,21 @@ def _power_rows(features, graph, sources, build, layer, power):
     return H_blocks, Z
 
 
-def _graph_inputs(graph, group, power, Z):
-    """What a task's graph term multiplies by: for p <= 2 the pattern of its rows of W
+def _graph_inputs(graph, groups, power, Z):
+    """Per task, what its graph term multiplies by: for p <= 2 the pattern of its rows of W
     (half of the edges for p = 1, as H^T W H is symmetric; all of them for L H) and the X
-    rows of its halo; for p > 2 its block of Z_q and, odd p, Z_q's halo rows."""
+    rows of its halo; for p > 2 its block of Z_q and, odd p, Z_q's halo rows. The halo rows
+    of all tasks move in one exchange."""
     if power <= 2:
-        pattern, need = graph.group_pattern(group, half=power == 1, prefix=PREFIX)
-        return {
-            "power": power,
-            "pattern": pattern,
-            "halo_X": graph.group_halo(group, need, prefix=PREFIX),
-        }
-    b = group[0]
-    return {
-        "power": power,
-        "graph_block": graph.blocks[b],
-        "Z": Z.to_delayed().ravel()[b],
-        "halo_Z": graph.halo_rows(b, Z, prefix=PREFIX) if power % 2 else None,
-    }
+        patterns = [graph.group_pattern(group, half=power == 1, prefix=PREFIX) for group in groups]
+        halo = graph.groups_halo(groups, [need for _, need in patterns], prefix=PREFIX)
+        return [
+            {"power": power, "pattern": pattern, "halo_X": rows}
+            for (pattern, _), rows in zip(patterns, halo, strict=True)
+        ]
+    halo_Z = graph.halo_pieces(Z, prefix=PREFIX) if power % 2 else [None] * len(groups)
+    Z_blocks = Z.to_delayed().ravel()
+    return [
+        {"power": power, "graph_block": graph.blocks[b], "Z": Z_blocks[b], "halo_Z": halo_Z[b]}
+        for (b,) in groups
+    ]

@@ -32,6 +32,7 @@ import numpy as np
 
 from ._backends import check_n_neighbors
 from ._cells import assign_cells, fit_cells, sample_rows
+from ._exchange import exchange
 from ._ordering import order_by_cells
 from ._select import (
     Operands,
@@ -42,7 +43,7 @@ from ._select import (
     topk_of_pairs,
     within_limits,
 )
-from ._tasks import row_numbers, task
+from ._tasks import PREFIX, row_numbers, task
 
 logger = logging.getLogger(__name__)
 
@@ -88,7 +89,7 @@ def _cell_runs(table):
             yield c, rows, cols
 
 
-def _search_chunk(kernel, k, n_probes, cell_start, lo, X, original, probes, *pieces):
+def _search_chunk(kernel, k, n_probes, cell_start, lo, X, original, probes, pieces):
     """The k nearest neighbours of this ordered chunk's rows among their probed cells:
     (ordered positions, original indices, distances), each (n, k).
 
@@ -208,7 +209,7 @@ def _take_positions(block, positions, lo, hi):
     return (mine,) + tuple(b[mine - lo] for b in block)
 
 
-def _neighbours_of_neighbours(k, lo, pos, *pieces):
+def _neighbours_of_neighbours(k, lo, pos, pieces):
     """Candidate positions of each row: its neighbours and theirs (self and duplicates -1)."""
     n = pos.shape[0]
     table_pos = np.concatenate([np.arange(lo, lo + n)] + [p[0] for p in pieces])
@@ -223,7 +224,7 @@ def _neighbours_of_neighbours(k, lo, pos, *pieces):
     return cand
 
 
-def _refine_chunk(k, lo, X, original, cand, *pieces):
+def _refine_chunk(k, lo, X, original, cand, pieces):
     """The k nearest of each row's candidates, by (exact distance, original index)."""
     n = X.shape[0]
     table_pos = np.concatenate([np.arange(lo, lo + n)] + [p[0] for p in pieces])
@@ -387,16 +388,19 @@ class CellSearch:
         pos_blocks = pos.to_delayed(optimize_graph=False).ravel()
         bounds = [(int(starts[t]), int(starts[t + 1])) for t in range(nb)]
 
-        def exchange(stage, wanted, blocks):
+        def exchange_positions(stage, wanted, blocks):
             """Per chunk: the pieces of ``blocks`` at the positions ``wanted[t]`` lists."""
             wanted = list(dask.persist(*wanted))
             sources = dask.compute(*[task("sources", _source_chunks, w, starts) for w in wanted])
-            return [
-                [task(stage, _take_positions, blocks[s], wanted[t], *bounds[s]) for s in sources[t]]
-                for t in range(nb)
-            ]
+            return exchange(
+                f"{PREFIX}-{stage}",
+                _take_positions,
+                [(blk,) for blk in blocks],
+                [[(s, bounds[s]) for s in sources[t]] for t in range(nb)],
+                wanted,
+            )
 
-        lists = exchange(
+        lists = exchange_positions(
             "refine-lists",
             [task("refine-want", _outside, pos_blocks[t], *bounds[t]) for t in range(nb)],
             [task("refine-pack", tuple, [b]) for b in pos_blocks],
@@ -410,13 +414,13 @@ class CellSearch:
                         k,
                         bounds[t][0],
                         pos_blocks[t],
-                        *lists[t],
+                        lists[t],
                     )
                     for t in range(nb)
                 ]
             )
         )
-        rows = exchange(
+        rows = exchange_positions(
             "refine-rows",
             [task("refine-want", _outside, cand[t][None], *bounds[t]) for t in range(nb)],
             [
@@ -433,7 +437,7 @@ class CellSearch:
                 X_blocks[t],
                 orig_blocks[t],
                 cand[t],
-                *rows[t],
+                rows[t],
             )
             for t in range(nb)
         ]
@@ -466,20 +470,26 @@ class CellSearch:
         probed = dask.compute(
             *[task("probed", _probed_cells, p, sizes, self.n_probes, k) for p in probe_blocks]
         )
-        pos_b, orig_b, dist_b, rows_per_task = [], [], [], []
+        requests, rows_per_task = [], []
         for t in range(nb):
             lo, hi = int(starts[t]), int(starts[t + 1])
             ranges = _ranges_outside(probed[t], part.cell_start, lo, hi)
-            pieces, received = [], hi - lo
+            requests.append([])
             for s in range(nb):
                 s_lo, s_hi = int(starts[s]), int(starts[s + 1])
                 mine = [(max(a, s_lo), min(b, s_hi)) for a, b in ranges if a < s_hi and b > s_lo]
                 if mine:
-                    pieces.append(
-                        task("gather", _take_ranges, X_blocks[s], orig_blocks[s], s_lo, mine)
-                    )
-                    received += sum(b - a for a, b in mine)
-            rows_per_task.append(received)
+                    requests[t].append((s, (s_lo, mine)))
+            rows_per_task.append(hi - lo + sum(b - a for _, (_, m) in requests[t] for a, b in m))
+        pieces = exchange(
+            f"{PREFIX}-gather",
+            _take_ranges,
+            list(zip(X_blocks, orig_blocks, strict=True)),
+            requests,
+        )
+        pos_b, orig_b, dist_b = [], [], []
+        for t in range(nb):
+            lo, hi = int(starts[t]), int(starts[t + 1])
             out = task(
                 "search",
                 _search_chunk,
@@ -491,7 +501,7 @@ class CellSearch:
                 X_blocks[t],
                 orig_blocks[t],
                 probe_blocks[t],
-                *pieces,
+                pieces[t],
             )
             n = hi - lo
             pos_b.append(da.from_delayed(out[0], (n, k), dtype=np.int64))

@@ -8,7 +8,7 @@ multiplies, and no row of H ever crosses the network.
 
 Symmetrisation ("i among the k nearest of j, or j among the k nearest of i") needs the
 reverse edges, which live in other chunks: the edge lists (N k integers) are split by the
-chunk of their target and shuffled; the data is not.
+chunk of their target and exchanged (:mod:`elmscale.graph._exchange`); the data is not.
 """
 
 import dataclasses
@@ -19,10 +19,12 @@ import dask.array as da
 import numpy as np
 import scipy.sparse as sp
 
+from .._config import get_config
 from ..exceptions import UnknownPluginError
 from ..utils._dask import named
 from ._backends import check_n_neighbors, exact_knn, nndescent_knn
 from ._cell_search import CellSearch
+from ._exchange import cluster_workers, exchange
 from ._ordering import locality_order, merge_chunks
 from ._patterns import group_pattern
 from ._tasks import PREFIX, task
@@ -36,8 +38,10 @@ EXACT_MAX_SAMPLES = 10_000
 ORDER_MIN_SAMPLES = 20_000
 #: the graph is built on runs of consecutive row chunks of X of at least this many rows...
 GRAPH_CHUNK_ROWS = 65_536
-#: ... or more, so that there are at most this many of them ...
+#: ... or more, so that there are at most this many of them, or this many per worker of the
+#: distributed client (the exchanges cost n_chunks x n_workers tasks) ...
 MAX_GRAPH_CHUNKS = 64
+GRAPH_CHUNKS_PER_WORKER = 4
 #: ... but never fewer than this many (while X has that many chunks)
 MIN_GRAPH_CHUNKS = 8
 
@@ -122,16 +126,17 @@ def _distinct(values):
     return v[new], at
 
 
-def _assemble_block(idx, dist, start, stop, weights, sigma, *reverse):
+def _assemble_block(idx, dist, start, stop, weights, sigma, source_starts, reverse):
     """Build chunk b's rows of the symmetrised W and their local column map.
 
-    ``reverse`` holds ``(source_start, (rows, cols, dist))`` for every chunk with edges into b.
+    ``reverse`` holds ``(rows, cols, dist)`` for every chunk with edges into b, whose first
+    rows are ``source_starts``.
     """
     n, k = idx.shape
     rows = [np.repeat(np.arange(start, stop), k)]
     cols = [idx.ravel()]
     dists = [dist.ravel()]
-    for s_start, (r, c, d) in reverse:
+    for s_start, (r, c, d) in zip(source_starts, reverse, strict=True):
         rows.append(r)
         cols.append(c + s_start)
         dists.append(d)
@@ -179,14 +184,22 @@ def _split_block(block, lo, hi):
     )
 
 
-def graph_chunks(chunks):
-    """The row chunks the graph is built on: consecutive ``chunks`` joined into runs of at
-    least ``GRAPH_CHUNK_ROWS`` rows, and of at least ``N / MAX_GRAPH_CHUNKS``, as long as
-    ``MIN_GRAPH_CHUNKS`` runs remain. The row ordering and the symmetrisation move data
-    between every pair of chunks; on the larger runs those exchanges have fewer tasks and
-    each search task holds whole cells."""
+def graph_chunks(chunks, n_workers=None):
+    """The row chunks the graph is built on: X's own with the ``graph_chunks="data"``
+    setting; else consecutive ``chunks`` joined into runs of at least ``GRAPH_CHUNK_ROWS``
+    rows, and of at least N / ``max(MAX_GRAPH_CHUNKS, GRAPH_CHUNKS_PER_WORKER * n_workers)``,
+    as long as ``MIN_GRAPH_CHUNKS`` runs remain. ``n_workers`` defaults to the workers of
+    the distributed client (none without one). Larger runs make larger search tasks that
+    hold whole cells and fewer exchange tasks; a bound that grows with the workers keeps
+    every worker busy on large data."""
+    chunks = tuple(chunks)
+    if get_config()["graph_chunks"] == "data":
+        return chunks
+    if n_workers is None:
+        n_workers = len(cluster_workers())
     n = sum(chunks)
-    rows = max(GRAPH_CHUNK_ROWS, -(-n // MAX_GRAPH_CHUNKS))
+    most = max(MAX_GRAPH_CHUNKS, GRAPH_CHUNKS_PER_WORKER * n_workers)
+    rows = max(GRAPH_CHUNK_ROWS, -(-n // most))
     return merge_chunks(chunks, min(rows, max(1, n // MIN_GRAPH_CHUNKS)))
 
 
@@ -204,18 +217,16 @@ def _halo_sources(blocks, starts):
 
 
 def _take_rows(array_block, rows, s_start, s_stop):
-    """The rows of source chunk [s_start, s_stop) among the sorted global indices ``rows``
-    (a ``GraphBlock``: its halo)."""
-    h = getattr(rows, "halo", rows)
-    lo, hi = np.searchsorted(h, [s_start, s_stop])
-    return array_block[h[lo:hi] - s_start]
+    """The rows of source chunk [s_start, s_stop) among the sorted global indices ``rows``."""
+    lo, hi = np.searchsorted(rows, [s_start, s_stop])
+    return array_block[rows[lo:hi] - s_start]
 
 
 def _degree_of(block):
     return block.degree
 
 
-def _normalise_block(block, *halo_degrees):
+def _normalise_block(block, halo_degrees):
     d_halo = np.concatenate(halo_degrees) if halo_degrees else np.zeros(0)
     d = np.concatenate([block.degree, d_halo])
     with np.errstate(divide="ignore"):
@@ -233,8 +244,8 @@ class KNNGraph:
 
     Built by :func:`knn_graph`. The graph owns its row order, its halo and the patterns a
     Gram pass multiplies by: :func:`elmscale.gram.hidden_stats` asks it for blocks
-    (:meth:`row_blocks`, :meth:`in_graph_order`, :meth:`group_pattern`, :meth:`group_halo`,
-    :meth:`halo_rows`) and reads nothing else.
+    (:meth:`row_blocks`, :meth:`in_graph_order`, :meth:`group_pattern`, :meth:`groups_halo`,
+    :meth:`halo_pieces`) and reads nothing else.
 
     Parameters
     ----------
@@ -317,43 +328,63 @@ class KNNGraph:
         pattern = named(group_pattern, f"{prefix}-pattern", nout=2)
         return pattern(*[self.blocks[b] for b in group], half=half)
 
-    def group_halo(self, group, need, *, prefix=PREFIX):
-        """Delayed pieces of X's rows ``need`` (sorted global indices outside ``group``),
-        one per chunk that holds any, keyed ``<prefix>-halo-<token>``."""
-        X_blocks = self.X.to_delayed().ravel()
+    def groups_halo(self, groups, needs, *, prefix=PREFIX):
+        """Per task of consecutive chunks ``groups[i]``, a delayed tuple of X's rows
+        ``needs[i]`` (delayed sorted global indices outside the group), one piece per chunk
+        that holds any, keyed ``<prefix>-halo-...`` (:func:`~elmscale.graph._exchange.exchange`)."""
         starts = self.starts
-        sources = sorted(set().union(*(self.halo_sources[b] for b in group)) - set(group))
-        take = named(_take_rows, f"{prefix}-halo")
-        return [take(X_blocks[s], need, int(starts[s]), int(starts[s + 1])) for s in sources]
+        requests = []
+        for group in groups:
+            sources = sorted(set().union(*(self.halo_sources[b] for b in group)) - set(group))
+            requests.append([(s, (int(starts[s]), int(starts[s + 1]))) for s in sources])
+        return self._take_halo(self.X, requests, needs, prefix)
 
     def halo_rows(self, b, array=None, *, prefix=PREFIX):
-        """Delayed pieces of ``array``'s rows for chunk b's halo, in halo order, one per
-        source chunk. ``array`` (default: the graph's X) must be row-chunked like the graph
-        and in its row order, e.g. a product ``L Z`` built block by block on the graph."""
+        """A delayed tuple of ``array``'s rows for chunk b's halo (:meth:`halo_pieces`)."""
+        return self.halo_pieces(array, chunks=[b], prefix=prefix)[b]
+
+    def halo_pieces(self, array=None, *, chunks=None, prefix=PREFIX):
+        """Per chunk b, a delayed tuple of ``array``'s rows for b's halo, in halo order, one
+        piece per source chunk (``chunks``: only for these chunks, the others get ``()``).
+        ``array`` (default: the graph's X) must be row-chunked like the graph and in its row
+        order, e.g. a product ``L Z`` built block by block on the graph."""
         array = self.X if array is None else array
         if tuple(array.chunks[0]) != self.chunks:
             raise ValueError(
                 f"array must be chunked like the graph's rows {self.chunks}, got {array.chunks[0]}"
             )
-        return _halo_pieces(
-            array.to_delayed(optimize_graph=False).ravel(),
-            self.blocks[b],
-            self.halo_sources[b],
-            self.starts,
-            f"{prefix}-halo",
-        )
+        nb = len(self.chunks)
+        chunks = range(nb) if chunks is None else set(chunks)
+        starts = self.starts
+        requests = [
+            [(s, (int(starts[s]), int(starts[s + 1]))) for s in self.halo_sources[b]]
+            if b in chunks
+            else []
+            for b in range(nb)
+        ]
+        return self._take_halo(array, requests, self.halo_indices(), prefix)
+
+    def _take_halo(self, array, requests, wants, prefix):
+        blocks = array.to_delayed(optimize_graph=False).ravel()
+        return exchange(f"{prefix}-halo", _take_rows, [(blk,) for blk in blocks], requests, wants)
+
+    def halo_indices(self):
+        """Per block, its halo's global indices (delayed, persisted on first use): what the
+        chunks holding those rows are asked for."""
+        if getattr(self, "_halo_indices", None) is None:
+            self._halo_indices = _halo_indices(self.blocks)
+        return self._halo_indices
 
     def map_rows(self, block_task, sources, width, dtype, *, halo_of=None, args=(), prefix=PREFIX):
         """A persisted (n_samples x ``width``) dask array aligned with the graph's rows whose
-        block b is ``block_task(sources[b], graph block b, *args, *halo rows of halo_of)``:
+        block b is ``block_task(sources[b], graph block b, *args, halo rows of halo_of)``:
         one task per chunk of a blockwise product on the graph (``L Z``, a filter step),
-        each reading its chunk and the halo rows it needs (``halo_of``: default the graph's
-        X). ``block_task`` is a delayed-returning callable (a named or unique-keyed task)."""
+        each reading its chunk and a tuple of the halo rows it needs (``halo_of``: default
+        the graph's X). ``block_task`` is a delayed-returning callable (a named or
+        unique-keyed task)."""
+        halo = self.halo_pieces(halo_of, prefix=prefix)
         blocks = [
-            block_task(
-                sources[b], self.blocks[b], *args, *self.halo_rows(b, halo_of, prefix=prefix)
-            )
-            for b in range(len(self.chunks))
+            block_task(sources[b], self.blocks[b], *args, halo[b]) for b in range(len(self.chunks))
         ]
         return da.concatenate(
             [
@@ -384,11 +415,13 @@ class KNNGraph:
         )
 
 
-def _halo_pieces(array_blocks, block, sources, starts, prefix):
-    """The rows of ``array_blocks`` that ``block`` (delayed) has in its halo, one delayed
-    piece per source chunk."""
-    take = named(_take_rows, prefix)
-    return [take(array_blocks[s], block, int(starts[s]), int(starts[s + 1])) for s in sources]
+def _halo_of(block):
+    return block.halo
+
+
+def _halo_indices(blocks):
+    """Per (delayed) block, its halo indices, persisted."""
+    return list(dask.persist(*[task("halo-index", _halo_of, blk) for blk in blocks]))
 
 
 def resolve_backend(backend, n_samples):
@@ -549,28 +582,28 @@ def _symmetrise(idx, dist, starts, weights, sigma):
     dist_blocks = dist.to_delayed(optimize_graph=False).ravel()
     counts = named(_edge_counts, f"{PREFIX}-edge-counts")
     edges = np.array(dask.compute(*[counts(blk, starts) for blk in idx_blocks]))
-    reverse_edges = named(_reverse_edges, f"{PREFIX}-reverse")
-    blocks = []
-    for b in range(nb):
-        lo, hi = int(starts[b]), int(starts[b + 1])
-        reverse = [
-            (int(starts[s]), reverse_edges(idx_blocks[s], dist_blocks[s], lo, hi))
-            for s in range(nb)
-            if edges[s, b] > 0  # s == b: reverse of in-chunk edges
-        ]
-        blocks.append(
-            task(
-                "block",
-                _assemble_block,
-                idx_blocks[b],
-                dist_blocks[b],
-                lo,
-                hi,
-                weights,
-                sigma,
-                *reverse,
-            )
+    senders = [[s for s in range(nb) if edges[s, b] > 0] for b in range(nb)]  # s == b too
+    reverse = exchange(
+        f"{PREFIX}-reverse",
+        _reverse_edges,
+        list(zip(idx_blocks, dist_blocks, strict=True)),
+        [[(s, (int(starts[b]), int(starts[b + 1]))) for s in senders[b]] for b in range(nb)],
+    )
+    blocks = [
+        task(
+            "block",
+            _assemble_block,
+            idx_blocks[b],
+            dist_blocks[b],
+            int(starts[b]),
+            int(starts[b + 1]),
+            weights,
+            sigma,
+            [int(starts[s]) for s in senders[b]],
+            reverse[b],
         )
+        for b in range(nb)
+    ]
     return list(dask.persist(*blocks))
 
 
@@ -579,15 +612,18 @@ def _normalise(blocks, starts):
     the chunks that hold them. Persisted blocks."""
     _, sources = _halo_sources(blocks, starts)
     degree_of = named(_degree_of, f"{PREFIX}-degree")
-    degrees = [degree_of(blk) for blk in blocks]
+    halo_degrees = exchange(
+        f"{PREFIX}-halo-degree",
+        _take_rows,
+        [(degree_of(blk),) for blk in blocks],
+        [
+            [(s, (int(starts[s]), int(starts[s + 1]))) for s in sources[b]]
+            for b in range(len(blocks))
+        ],
+        _halo_indices(blocks),
+    )
     normalised = [
-        task(
-            "normalise",
-            _normalise_block,
-            blocks[b],
-            *_halo_pieces(degrees, blocks[b], sources[b], starts, f"{PREFIX}-halo-degree"),
-        )
-        for b in range(len(blocks))
+        task("normalise", _normalise_block, blocks[b], halo_degrees[b]) for b in range(len(blocks))
     ]
     return list(dask.persist(*normalised))
 

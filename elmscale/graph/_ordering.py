@@ -9,7 +9,8 @@ one assignment serves both.
 
 The permutation is applied on the cluster: per chunk, each row's destination is computed from
 the (n_chunks x n_cells) table of cell counts, the only thing that reaches the client; rows
-(d numbers each) then move between chunks. Within a cell, rows keep their original order.
+(d numbers each) then move between chunks in one exchange
+(:mod:`elmscale.graph._exchange`). Within a cell, rows keep their original order.
 Sums over rows (every Gram matrix) do not depend on the order, so it stays internal to a fit.
 """
 
@@ -20,7 +21,8 @@ import dask.array as da
 import numpy as np
 
 from ._cells import assign_cells, fit_cells, sample_rows
-from ._tasks import task
+from ._exchange import exchange
+from ._tasks import PREFIX, task
 
 #: rows per cell of the locality order when no kNN search shares its cells
 ROWS_PER_CELL = 2000
@@ -45,7 +47,7 @@ def _piece(rows, dest, lo, hi):
     return rows[m], dest[m] - lo
 
 
-def _place(n, shape, dtype, *pieces):
+def _place(n, shape, dtype, pieces):
     out = np.empty((n, *shape), dtype=dtype)
     for rows, pos in pieces:
         out[pos] = rows
@@ -61,7 +63,8 @@ class RowOrder:
     ``chunks`` the order was built on; ``outer_chunks``, a refinement of them (each chunk a
     run of consecutive outer chunks), is the chunking ``apply`` takes and returns when given:
     the outer chunks are joined before the move and split after it, so the all-to-all move
-    has as many tasks as pairs of the coarser chunks.
+    (:func:`~elmscale.graph._exchange.exchange`: about n_chunks x n_workers tasks) runs on
+    the coarser chunks.
     """
 
     def __init__(self, dest_blocks, chunks, pairs, outer_chunks=None):
@@ -102,21 +105,23 @@ class RowOrder:
             A = A.rechunk({1: -1})
         starts = self.starts
         blocks = A.to_delayed(optimize_graph=False).ravel()
-        out = []
-        for b, n in enumerate(self.chunks):
-            pieces = [
-                task(
-                    "order-piece",
-                    _piece,
-                    blocks[s],
-                    self.dest_blocks[s],
-                    int(starts[b]),
-                    int(starts[b + 1]),
-                )
-                for s in self.pairs[b]
-            ]
-            placed = task("order-place", _place, n, A.shape[1:], A.dtype, *pieces)
-            out.append(da.from_delayed(placed, (n, *A.shape[1:]), dtype=A.dtype))
+        pieces = exchange(
+            f"{PREFIX}-order",
+            _piece,
+            list(zip(blocks, self.dest_blocks, strict=True)),
+            [
+                [(s, (int(starts[b]), int(starts[b + 1]))) for s in self.pairs[b]]
+                for b in range(len(self.chunks))
+            ],
+        )
+        out = [
+            da.from_delayed(
+                task("order-place", _place, n, A.shape[1:], A.dtype, pieces[b]),
+                (n, *A.shape[1:]),
+                dtype=A.dtype,
+            )
+            for b, n in enumerate(self.chunks)
+        ]
         return da.concatenate(out)
 
     def inverse(self, positions):

@@ -25,7 +25,7 @@ import numpy as np
 from ._tasks import row_numbers, task
 
 
-def _smooth_block(X_block, graph_block, *halo_pieces):
+def _smooth_block(X_block, graph_block, halo_pieces):
     """One lazy random-walk step on chunk b's rows: ``(X_b + P_b [X_b; X_halo]) / 2``.
 
     The chunk's rows and its halo rows are stacked once, so the step is one sparse product

@@ -1,0 +1,133 @@
+"""All-to-all exchanges between row chunks in O(n_chunks x n_workers) tasks.
+
+Building the graph moves pieces of blocks between chunks several times: rows into cell
+order, reverse edges, the rows of the cells a search task probes, halo rows. Sent one task
+per (source, destination) pair, an exchange in which every chunk sends to every other has
+n_chunks^2 tasks, and the scheduler spends about a millisecond on each. Here the
+destinations are split into groups, one per worker of the distributed client (a single group
+on a local scheduler):
+
+- each source runs one *pack* task (keyed ``<stage>-...``) per group it sends to, holding
+  its pieces for all of the group's destinations;
+- each destination runs one *unpack* task that picks its pieces out of the packs; the unpack
+  tasks of a group prefer that group's worker, so every pack crosses the network once;
+- when a piece depends on what the destination asks for (``wants``: the halo indices of a
+  graph block, ...), the asks of a group travel to the sources as one *wants* task.
+
+An exchange thus has at most n_chunks x n_groups + n_chunks + n_groups tasks, and each
+destination receives exactly the pieces the pairwise exchange would have given it, in the
+same order.
+"""
+
+import dask
+
+from ..utils import _dask
+
+
+def worker_groups(n_destinations):
+    """Destinations ``0..n-1`` split into consecutive groups, one per worker of the current
+    distributed client: ``[(worker address or None, [destinations...]), ...]``. Without a
+    client, or with one worker, a single group without a worker."""
+    workers = cluster_workers()
+    n_groups = max(1, min(len(workers), n_destinations))
+    if n_groups == 1:
+        return [(None, list(range(n_destinations)))]
+    return [
+        (
+            workers[g],
+            list(range(g * n_destinations // n_groups, (g + 1) * n_destinations // n_groups)),
+        )
+        for g in range(n_groups)
+    ]
+
+
+def cluster_workers():
+    """The sorted worker addresses of the default distributed client, or ``[]``."""
+    try:
+        from distributed import default_client
+
+        client = default_client()
+    except (ImportError, ValueError):
+        return []
+    if dask.config.get("scheduler", None) not in (None, "dask.distributed", "distributed"):
+        return []  # a local scheduler was chosen explicitly: no workers to pin to
+    return sorted(client.scheduler_info(n_workers=-1)["workers"])
+
+
+def _pack(take, items, wants, *source):
+    """One source's pieces for one group: ``take(*source, [wants[i],] *args)`` per item
+    ``(i, args)`` (``i``: the destination's place in the group). The source's objects come
+    last, as arguments of their own: dask keeps persisted results that a task reads alive
+    only when they are not nested in a container argument."""
+    if wants is None:
+        return [take(*source, *args) for _, args in items]
+    return [take(*source, wants[i], *args) for i, args in items]
+
+
+def _unpack(where, *packs):
+    """One destination's pieces, in its order: ``packs[p][j]`` for each ``(p, j)``."""
+    return tuple(packs[p][j] for p, j in where)
+
+
+def _collect(*wants):
+    return wants
+
+
+def exchange(stage, take, sources, requests, wants=None, *, make=None):
+    """Move pieces of the ``sources`` to destinations with one pack task per (source,
+    destination group) and one unpack task per destination.
+
+    Parameters
+    ----------
+    stage : str
+        Names the tasks: ``<stage>`` (packs), ``<stage>-unpack`` and ``<stage>-wants``.
+    take : callable
+        ``take(*sources[s], *args)``, or ``take(*sources[s], wants[b], *args)`` when ``wants``
+        is given: the piece of source s for destination b.
+    sources : list of tuple
+        Per source chunk, the (delayed) objects ``take`` reads.
+    requests : list of list of (int, tuple)
+        Per destination, ``(s, args)`` for every piece it receives, in the order it wants
+        them.
+    wants : list or None
+        Per destination, a (delayed) object passed to ``take``.
+    make : callable, optional
+        ``make(name, fn, *args)`` -> delayed call; default
+        :func:`elmscale.utils._dask.task` (unique keys).
+
+    Returns
+    -------
+    list of delayed tuple
+        Per destination, its pieces in the order of its requests (``()`` for a destination
+        without any).
+    """
+    make = make or _dask.task
+    out = [None] * len(requests)
+    for worker, group in worker_groups(len(requests)):
+        group_wants = None
+        if wants is not None:
+            group_wants = make(f"{stage}-wants", _collect, *[wants[b] for b in group])
+        items = {}  # source -> [(place in group, args)]
+        where = {}  # destination -> [(source, index in its pack)]
+        for i, b in enumerate(group):
+            for s, args in requests[b]:
+                items.setdefault(s, []).append((i, tuple(args)))
+                where.setdefault(b, []).append((s, len(items[s]) - 1))
+        packs = {
+            s: make(stage, _pack, take, items[s], group_wants, *sources[s]) for s in sorted(items)
+        }
+        annotations = {} if worker is None else {"workers": [worker], "allow_other_workers": True}
+        with dask.annotate(**annotations):
+            for b in group:
+                if b not in where:
+                    out[b] = ()
+                    continue
+                used = sorted({s for s, _ in where[b]})
+                at = {s: p for p, s in enumerate(used)}
+                out[b] = make(
+                    f"{stage}-unpack",
+                    _unpack,
+                    [(at[s], j) for s, j in where[b]],
+                    *[packs[s] for s in used],
+                )
+    return out
