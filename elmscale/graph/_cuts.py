@@ -22,7 +22,7 @@ def _degrees(block):
     return block.degree.astype(np.float64)
 
 
-def _cut_sums(columns, block, n_clusters, normalized, *halo_pieces):
+def _cut_sums(columns, block, n_clusters, normalized, halo_pieces):
     """Per partition (a column of labels) and cluster: the edge weight inside the cluster
     from this block's rows, and the block's degree in the cluster, stacked as an array
     (2, n_partitions, n_clusters). ``columns`` holds the labels, then the degree."""
@@ -80,6 +80,7 @@ def normalized_cut(graph, labels, n_clusters):
     columns = da.concatenate([labels.rechunk({0: graph.chunks}), degree[:, None]], axis=1)
     columns = columns.rechunk({1: -1})
     blocks = columns.to_delayed(optimize_graph=False).ravel()
+    halo = graph.halo_pieces(columns)
     parts = [
         task(
             "cut",
@@ -88,7 +89,7 @@ def normalized_cut(graph, labels, n_clusters):
             graph.blocks[b],
             int(n_clusters),
             graph.normalized,
-            *graph.halo_rows(b, columns),
+            halo[b],
         )
         for b in range(len(graph.chunks))
     ]
