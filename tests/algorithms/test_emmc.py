@@ -500,3 +500,54 @@ EXPECTED_FAILED_CHECKS = {
 )
 def test_sklearn_compatible(estimator, check):
     check(estimator)
+
+
+# -- the objective and the choice of the returned labels ---------------------------------------
+def _dense_objective(H, labels, T, C):
+    """(min_beta ||H beta - T[labels]||^2 + ||beta||^2 / C) / N, by a dense solve."""
+    t = T[np.asarray(labels)]
+    beta = np.linalg.solve(H.T @ H + np.eye(H.shape[1]) / C, H.T @ t)
+    return (np.sum((H @ beta - t) ** 2) + np.sum(beta**2) / C) / len(H)
+
+
+@pytest.mark.parametrize("k, output", CASES)
+def test_objective_is_the_ridge_fit_of_the_labels(k, output, global_seed):
+    X, _ = _data(k, seed=global_seed)
+    init = np.random.RandomState(global_seed).randint(k, size=len(X))
+    model = EMMC(
+        k, init=init, n_hidden=30, C=0.5, output=output, max_iter=4, random_state=global_seed
+    ).fit(da.from_array(X, chunks=((70, 90, 80), 4)))
+    H, T = hidden(X, model.hidden_layer_), model.targets_
+    labels = model.labels_.compute()
+    assert len(model.objectives_) == model.n_iter_ + 1  # the start, then each iteration's
+    np.testing.assert_allclose(model.objectives_[0], _dense_objective(H, init, T, 0.5), rtol=1e-8)
+    np.testing.assert_allclose(model.objective_, _dense_objective(H, labels, T, 0.5), rtol=1e-8)
+
+
+def _kmeans_partition(X, k, seed):
+    from sklearn.cluster import KMeans
+
+    Xs = (X - X.mean(0)) / X.std(0)
+    return KMeans(k, n_init=10, random_state=seed).fit(Xs).labels_
+
+
+@pytest.mark.parametrize("k, output", CASES)
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_lowest_loss_is_never_worse_than_a_kmeans_start(k, output, seed, global_seed):
+    # imbalanced clusters and a tight balance step: the iterations may raise the objective
+    # above the start's; select="lowest_loss" then returns the start itself
+    weights = [0.7] + [0.3 / (k - 1)] * (k - 1)
+    X, _ = _data(k, n=400, seed=global_seed + seed, weights=weights)
+    start = _kmeans_partition(X, k, seed)
+    kw = dict(n_hidden=40, balance=0.03, output=output, max_iter=10, random_state=seed)
+    model = EMMC(k, init=start, select="lowest_loss", **kw).fit(X)
+    last = EMMC(k, init=start, **kw).fit(X)
+    H = hidden(X, model.hidden_layer_)
+    objective = _dense_objective(H, model.labels_, model.targets_, 1.0)
+    np.testing.assert_allclose(model.objective_, objective, rtol=1e-8)
+    np.testing.assert_allclose(model.objective_, np.min(last.objectives_), rtol=1e-12)
+    assert model.objective_ <= _dense_objective(H, start, model.targets_, 1.0) * (1 + 1e-10)
+    np.testing.assert_array_equal(model.objectives_, last.objectives_)
+    if np.argmin(last.objectives_) == 0:
+        np.testing.assert_array_equal(model.labels_, start)
+    np.testing.assert_array_equal(np.bincount(model.labels_, minlength=k), model.cluster_sizes_)
