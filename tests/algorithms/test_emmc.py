@@ -90,10 +90,9 @@ def test_chunked_equals_dense_reference(k, output, chunks, global_seed):
 
 @pytest.mark.parametrize("k, output", [(2, "single"), (4, "multi")])
 @pytest.mark.parametrize("chunks", [(240,), (17, 100, 123)])
-def test_default_elm_kmeans_start_equals_dense_reference(
-    k, output, chunks, monkeypatch, global_seed
-):
-    # the whole default path: the engine's k-means on the chunked H (elmscale.cluster.kmeans)
+def test_elm_kmeans_start_equals_dense_reference(k, output, chunks, monkeypatch, global_seed):
+    # the whole path of the paper's start: the engine's k-means on the chunked H
+    # (elmscale.cluster.kmeans)
     # against scikit-learn's KMeans on the dense H, with the seed the fit hands to k-means,
     # then the dense iterations from that start
     from sklearn.cluster import KMeans
@@ -114,6 +113,7 @@ def test_default_elm_kmeans_start_equals_dense_reference(
         C=0.5,
         balance=0.03,
         output=output,
+        init="elm-kmeans",
         n_init=3,
         max_iter=15,
         random_state=global_seed,
@@ -551,3 +551,25 @@ def test_lowest_loss_is_never_worse_than_a_kmeans_start(k, output, seed, global_
     if np.argmin(last.objectives_) == 0:
         np.testing.assert_array_equal(model.labels_, start)
     np.testing.assert_array_equal(np.bincount(model.labels_, minlength=k), model.cluster_sizes_)
+
+
+def test_auto_tolerance_scales_with_the_mean_cluster_size():
+    from elmscale.algorithms._emmc import auto_tolerance, balance_tolerance
+
+    assert auto_tolerance(1000, 2) == balance_tolerance(0.15, 1000, 2) == 150  # the paper's
+    # 38 clusters of 64: 0.15 * 2 * 64 = 19.2 where 0.15 n would allow 364 (empty clusters)
+    assert auto_tolerance(38 * 64, 38) == pytest.approx(0.3 * 64)
+    assert auto_tolerance(6, 3) == pytest.approx(0.6)
+    assert auto_tolerance(7, 3) == 1.0  # n not a multiple of k: at least 1
+
+
+@pytest.mark.parametrize("k, output", CASES)
+def test_auto_balance_holds_after_every_iteration(k, output, global_seed):
+    from elmscale.algorithms._emmc import auto_tolerance
+
+    weights = [0.55] + [0.45 / (k - 1)] * (k - 1)
+    X, _ = _data(k, n=400, seed=global_seed, weights=weights)
+    model = EMMC(k, n_hidden=40, output=output, max_iter=10, random_state=global_seed).fit(X)
+    assert model.balance == "auto" and model.select == "lowest_loss" and model.init == "kmeans"
+    for h in model.history_:
+        assert h["sizes"].max() - h["sizes"].min() <= auto_tolerance(len(X), k)
