@@ -78,7 +78,7 @@ def test_chunked_equals_dense_reference(k, output, chunks, global_seed):
     kw = dict(
         n_hidden=30, C=0.5, balance=0.03, output=output, max_iter=15, random_state=global_seed
     )
-    model = EMMC(k, init=init, **kw).fit(da.from_array(X, chunks=(chunks, 4)))
+    model = EMMC(k, init=init, select="last", **kw).fit(da.from_array(X, chunks=(chunks, 4)))
     H = hidden(X, model.hidden_layer_)
     labels, beta, sizes = _dense_emmc(H, init, k, 0.5, 0.03, output, 15)
     np.testing.assert_array_equal(model.labels_.compute(), labels)
@@ -114,6 +114,7 @@ def test_elm_kmeans_start_equals_dense_reference(k, output, chunks, monkeypatch,
         balance=0.03,
         output=output,
         init="elm-kmeans",
+        select="last",
         n_init=3,
         max_iter=15,
         random_state=global_seed,
@@ -195,12 +196,16 @@ def test_rbf_fraction_extremes_give_one_kind_of_node(fraction, kinds, blobs):
 
 
 def test_gaussian_nodes_separate_clusters_that_differ_in_spread():
-    # ringnorm in miniature: N(0, 4I) vs N(a, I), separable by the norm only; sigmoid nodes
-    # alone stay near chance, the default mixed layer finds the two clusters
+    # ringnorm in miniature: N(0, 4I) vs N(a, I), separable by the norm only; from k-means
+    # on H, sigmoid nodes alone stay near chance, the default mixed layer finds the two
+    # clusters (from k-means on X too, the default start)
     rng = np.random.RandomState(0)
     y = np.repeat([0, 1], 300)
     X = np.where(y[:, None] == 0, 2.0 * rng.randn(600, 20), rng.randn(600, 20) + 0.45)
-    kw = dict(n_hidden=60, n_init=2, random_state=0)
+    assert (
+        adjusted_rand_score(y, EMMC(2, n_hidden=60, n_init=2, random_state=0).fit(X).labels_) > 0.7
+    )
+    kw = dict(n_hidden=60, n_init=2, init="elm-kmeans", select="last", random_state=0)
     assert adjusted_rand_score(y, EMMC(2, **kw).fit(X).labels_) > 0.7
     assert adjusted_rand_score(y, EMMC(2, rbf_fraction=0, **kw).fit(X).labels_) < 0.3
 
@@ -212,7 +217,7 @@ def test_ties_are_broken_by_row_order_whatever_the_chunking(global_seed):
     X = np.repeat(rng.randn(6, 3), 40, axis=0)[rng.permutation(240)]
     init = np.zeros(240, dtype=int)
     init[:7] = 1
-    kw = dict(n_hidden=10, C=1.0, balance=0.0, max_iter=5, random_state=global_seed)
+    kw = dict(n_hidden=10, C=1.0, balance=0.0, max_iter=5, select="last", random_state=global_seed)
     ref = None
     for chunks in [(240,), (50, 50, 140), (7, 233)]:
         model = EMMC(2, init=init, **kw).fit(da.from_array(X, chunks=(chunks, 3)))
@@ -237,6 +242,7 @@ def test_balance_holds_after_every_iteration_on_imbalanced_data(k, output, globa
             init="kmeans",
             n_init=2,
             max_iter=10,
+            select="last",
             random_state=global_seed,
         ).fit(X)
         tol = max(balance * len(X), 1.0 if len(X) % k else 0.0)
@@ -363,12 +369,12 @@ def test_distributed_fit_matches_synchronous(dask_client, blobs_dask):
         (
             dict(balance=1.5),
             r"The 'balance' parameter of EMMC must be a float in the range "
-            r"\[0.0, 1.0\]. Got 1.5",
+            r"\[0.0, 1.0\] or a str among \{'auto'\}. Got 1.5",
         ),
         (
             dict(balance=-0.1),
             r"The 'balance' parameter of EMMC must be a float in the range "
-            r"\[0.0, 1.0\]. Got -0.1",
+            r"\[0.0, 1.0\] or a str among \{'auto'\}. Got -0.1",
         ),
         (
             dict(n_clusters=1),
