@@ -320,14 +320,19 @@ def test_cycle_play_applies_the_stopping_rule():
 
 
 @pytest.mark.parametrize("mode", ["exact", "scalable"])
-@pytest.mark.parametrize("assignment", ["argmax", "kmeans", "kmeans-unit"])
-def test_numpy_and_dask_input_agree(blobs, blobs_dask, mode, assignment):
+@pytest.mark.parametrize(
+    "assignment, init",
+    [("argmax", "spectral"), ("kmeans", "spectral"), ("kmeans-unit", "spectral")]
+    + [("kmeans-unit", "kmeans")],
+)
+def test_numpy_and_dask_input_agree(blobs, blobs_dask, mode, assignment, init):
     X, y = blobs
     Xd, _ = blobs_dask
     params = dict(
         kernels=["linear", ("poly", {"degree": 2}), ("rbf", {"width": 1.0})],
         mode=mode,
         assignment=assignment,
+        init=init,
         n_landmarks=50,
         random_state=0,
         max_iter=5,
