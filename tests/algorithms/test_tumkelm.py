@@ -249,13 +249,13 @@ def test_loss_reported_per_iteration(small):
     np.testing.assert_allclose(model.loss_, loss, rtol=1e-10)
 
 
-def _full_loop(self, stage1, stage2, p):
+def _full_loop(self, stage1, stage2, p, first=None):
     """Algorithm 1's loop computed to the end, without cycle detection: the reference for
     TUMKELM._iterate (same stages, same stopping rule, same selection)."""
     mu = np.full(p, 1.0 / p)
     losses, weights, raws, states = [], [], [], []
     for it in range(self.max_iter):
-        state = stage1(mu)
+        state = first(mu) if it == 0 and first is not None else stage1(mu)
         losses.append(state["loss"])
         weights.append(mu)
         states.append(state)
