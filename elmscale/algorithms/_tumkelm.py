@@ -770,6 +770,7 @@ class TUMKELM(ClusterMixin, EmbeddingFeaturesOutMixin, TransformerMixin, BaseELM
         argmax of each row (``assignment="argmax"``) or the nearest k-means centre; when the
         k-means start was kept (``start_kept_``), its nearest centre in the standardised
         input space."""
+        check_is_fitted(self, "labels_")
         if self._start_centers is not None:
             return self._predict_start(X)
         U = self.transform(X)
