@@ -37,6 +37,7 @@ blockwise reductions over X's row chunks; nothing N x N is formed.
 import logging
 import os
 import warnings
+from functools import partial
 from numbers import Integral, Real
 
 import dask
@@ -210,6 +211,13 @@ class TUMKELM(ClusterMixin, EmbeddingFeaturesOutMixin, TransformerMixin, BaseELM
         The iteration whose assignment and weights are returned: the last one (Algorithm 1)
         or the first with the lowest loss (eq. 10) in ``history_``, a label-free choice by
         the paper's own objective (the loss is not monotone over the iterations).
+    init : {"spectral", "kmeans"}, default="spectral"
+        The first iteration's assignment: stage 1 on the equally weighted kernels (the
+        paper), or the k-means partition (``n_init`` restarts) of the standardised rows, from
+        which the first weights are learnt. With "kmeans" the iterations' result is kept only
+        if its loss (eq. 10) under the returned weights is below that partition's; otherwise
+        the partition is returned (``start_kept_``), a label-free fallback by the paper's
+        own objective. It costs a k-means on X and one more pass.
     random_state : int, RandomState or None
         Seeds the landmark sample, random features, the Lanczos start and k-means.
 
@@ -242,6 +250,9 @@ class TUMKELM(ClusterMixin, EmbeddingFeaturesOutMixin, TransformerMixin, BaseELM
         fitted state is the one the full loop reaches.
     mode_ : str
         "exact" or "scalable".
+    start_kept_ : bool
+        Whether the k-means start was returned in place of the iterations' labels
+        (``init="kmeans"``); ``predict`` then gives the nearest of its centres.
     embedding_ : ndarray or dask array (n_samples, n_clusters)
         Leading eigenvectors of the final K^.
     eigenvalues_ : ndarray (n_clusters,)
@@ -306,6 +317,7 @@ class TUMKELM(ClusterMixin, EmbeddingFeaturesOutMixin, TransformerMixin, BaseELM
         "scaling": [StrOptions({"standard", "minmax"}), None],
         "n_init": [Interval(Integral, 1, None, closed="left")],
         "select": [StrOptions({"last", "lowest_loss"})],
+        "init": [StrOptions({"spectral", "kmeans"})],
         "random_state": ["random_state"],
     }
 
@@ -325,6 +337,7 @@ class TUMKELM(ClusterMixin, EmbeddingFeaturesOutMixin, TransformerMixin, BaseELM
         scaling="minmax",
         n_init=10,
         select="last",
+        init="spectral",
         random_state=None,
     ):
         self.n_clusters = n_clusters
@@ -340,6 +353,7 @@ class TUMKELM(ClusterMixin, EmbeddingFeaturesOutMixin, TransformerMixin, BaseELM
         self.scaling = scaling
         self.n_init = n_init
         self.select = select
+        self.init = init
         self.random_state = random_state
 
     #: The reduction (scaling, kernel factors, the label-independent pass and Z^T Z) depends
@@ -453,6 +467,7 @@ class TUMKELM(ClusterMixin, EmbeddingFeaturesOutMixin, TransformerMixin, BaseELM
                 self.factors_,
                 draw_seed(rng),
                 reduction.was_dask,
+                rng,
             )
         self.lap("iterations")
         logger.info(
@@ -465,9 +480,10 @@ class TUMKELM(ClusterMixin, EmbeddingFeaturesOutMixin, TransformerMixin, BaseELM
         more and lose to them when the cores are busy; all cores above."""
         return 1 if n_samples <= _EXACT_THREADED_MIN else os.cpu_count() or 1
 
-    def _iterate(self, stage1, stage2, p):
+    def _iterate(self, stage1, stage2, p, first=None):
         """Algorithm 1's loop; ``stage1(mu) -> (labels, loss, state)``,
-        ``stage2(state) -> raw mu``.
+        ``stage2(state) -> raw mu``; ``first(mu)``, when given, replaces stage 1 in the first
+        iteration (``init="kmeans"``).
 
         Both stages are deterministic functions of mu (fixed seeds), so when an update
         gives exactly (bit for bit) the weights of an earlier iteration j, iterations j, j+1,
@@ -483,7 +499,7 @@ class TUMKELM(ClusterMixin, EmbeddingFeaturesOutMixin, TransformerMixin, BaseELM
         self.cycle_ = None
         final = None
         for it in range(self.max_iter):
-            state = stage1(mu)
+            state = first(mu) if it == 0 and first is not None else stage1(mu)
             losses.append(state["loss"])
             weights.append(mu)
             states.append(state)
@@ -501,7 +517,11 @@ class TUMKELM(ClusterMixin, EmbeddingFeaturesOutMixin, TransformerMixin, BaseELM
                     stacklevel=3,
                 )
                 break
-            start = next((j for j, w in enumerate(weights) if np.array_equal(w, new)), None)
+            # a repeat of the first iteration's weights repeats stage 1's iterations only
+            j0 = int(first is not None)
+            start = next(
+                (j for j, w in enumerate(weights) if j >= j0 and np.array_equal(w, new)), None
+            )
             if start is not None:
                 final = self._play_cycle(start, len(weights) - start, losses)
                 break
@@ -550,20 +570,53 @@ class TUMKELM(ClusterMixin, EmbeddingFeaturesOutMixin, TransformerMixin, BaseELM
             prev = cur
         return start, period, t
 
+    def _start_partition(self, Xs, rng):
+        """``init="kmeans"``: k-means (``n_init`` restarts) of the scaled rows standardised
+        (as scikit-learn's KMeans is usually run), ``(labels, centres, (offset, scale))``,
+        the labels NumPy for NumPy ``Xs`` and chunked like ``Xs`` for dask; else None."""
+        if self.init != "kmeans":
+            return None
+        scaling = fit_scaling(Xs, "standard")
+        Z = apply_scaling(Xs, *scaling)
+        Zd = Z if isinstance(Z, da.Array) else da.from_array(Z, chunks=Z.shape)
+        centers, labels = kmeans(Zd, self.n_clusters, n_init=self.n_init, random_state=rng)[:2]
+        labels = labels.compute() if Zd is not Z else labels.persist()
+        return labels, centers, scaling
+
+    def _keep_better(self, state, start, start_loss):
+        """The start partition in place of ``state``'s labels when its loss (eq. 10) under
+        the returned weights is lower: the iterations' result is kept only if the kernel
+        k-means objective of the kernel they learnt says it is better. Sets
+        ``start_kept_``."""
+        self.start_kept_ = False
+        self._start_centers = None
+        if start is None:
+            return state
+        loss = float(start_loss(self.kernel_weights_))
+        logger.info("TUMK-ELM: loss %.10g, the k-means start's %.10g", state["loss"], loss)
+        if not loss < state["loss"]:
+            return state
+        self.start_kept_ = True
+        self.loss_ = loss
+        self._start_centers = start[1:]
+        return dict(state, labels=start[0], loss=loss, centers=None)
+
     def _fit_exact(self, dk, X, rng):
         """Algorithm 1 on dense kernel blocks (``dk``, :class:`DenseKernels` over X)."""
         kernels, form, k = self.kernels_, self.feature_form, self.n_clusters
         ZtZ = self.kspace_gram_
         eig_seed = draw_seed(rng)
         km_seed = draw_seed(rng)
+        start = self._start_partition(X, rng)
 
-        def stage1(mu):
+        def stage1(mu, labels=None):
             K = exact_combined(dk, X, mu)
             U, s = exact_leading_eigenvectors(K, k, eig_seed)
             del K
-            if self.assignment == "argmax":
+            centers = None
+            if labels is None and self.assignment == "argmax":
                 labels = np.argmax(U, axis=1).astype(np.int64)
-            else:
+            elif labels is None:
                 V = unit_rows(U) if self.assignment == "kmeans-unit" else U
                 km = KMeans(k, n_init=self.n_init, random_state=km_seed).fit(V)
                 labels, centers = km.labels_.astype(np.int64), km.cluster_centers_
@@ -574,20 +627,27 @@ class TUMKELM(ClusterMixin, EmbeddingFeaturesOutMixin, TransformerMixin, BaseELM
                 "s": s,
                 "ZtT": ZtT,
                 "loss": loss,
-                "centers": None if self.assignment == "argmax" else centers,
+                "centers": centers,
             }
 
         state = self._iterate(
-            stage1, lambda st: solve_weights(ZtZ, st["ZtT"], self.C), len(kernels)
+            stage1,
+            lambda st: solve_weights(ZtZ, st["ZtT"], self.C),
+            len(kernels),
+            None if start is None else partial(stage1, labels=start[0]),
+        )
+        state = self._keep_better(
+            state, start, lambda mu: exact_pass(dk, X, start[0], mu, form, k)[1]
         )
         self.labels_, self.embedding_, self.eigenvalues_ = state["labels"], state["U"], state["s"]
         # out of sample (Nystrom extension of the eigenvectors): u(x) = K^(x, X) U / s
         self._fit_X, self._fit_U = X, state["U"]
         self._kmeans_centers = state["centers"]
 
-    def _iterate_scalable(self, Xs, stats, A, Phi, factors, km_seed, was_dask):
+    def _iterate_scalable(self, Xs, stats, A, Phi, factors, km_seed, was_dask, rng):
         """Algorithm 1's loop on the scalable mode's reductions; sets the fitted state."""
         kernels, form, k = self.kernels_, self.feature_form, self.n_clusters
+        start = self._start_partition(Xs, rng)
 
         def embedding(P, folds):
             if Phi is not None:
@@ -596,12 +656,11 @@ class TUMKELM(ClusterMixin, EmbeddingFeaturesOutMixin, TransformerMixin, BaseELM
                 _embed, factors, folds, chunks=(Xs.chunks[0], (k,)), dtype=np.float64
             )
 
-        def stage1(mu):
+        def stage1(mu, labels=None):
             P, s = leading_eigenvectors(stats, mu, k)
             folds = None if Phi is not None else _folds(factors, P, stats["offsets"])
-            if self.assignment == "argmax":
-                labels = centers = None
-            else:
+            centers = None
+            if labels is None and self.assignment != "argmax":
                 U = embedding(P, folds).persist()
                 if self.assignment == "kmeans-unit":
                     U = unit_rows(U)
@@ -627,7 +686,13 @@ class TUMKELM(ClusterMixin, EmbeddingFeaturesOutMixin, TransformerMixin, BaseELM
                 self.kspace_gram_, kspace_target(stats, st["cs"], form), self.C
             ),
             len(kernels),
+            None if start is None else partial(stage1, labels=start[0]),
         )
+        start_loss = None
+        if start is not None:
+            start_cs = cluster_stats(Xs, A, factors, labels=start[0], n_clusters=k, features=Phi)
+            start_loss = partial(tumkelm_loss, stats, start_cs)
+        state = self._keep_better(state, start, start_loss)
         folds = state["folds"]
         U = embedding(state["P"], folds)
         labels = state["labels"]
@@ -702,7 +767,12 @@ class TUMKELM(ClusterMixin, EmbeddingFeaturesOutMixin, TransformerMixin, BaseELM
 
     def predict(self, X):
         """Cluster of X's points by the fitted assignment rule on ``transform(X)``: the
-        argmax of each row (``assignment="argmax"``) or the nearest k-means centre."""
+        argmax of each row (``assignment="argmax"``) or the nearest k-means centre; when the
+        k-means start was kept (``start_kept_``), its nearest centre in the standardised
+        input space."""
+        check_is_fitted(self, "labels_")
+        if self._start_centers is not None:
+            return self._predict_start(X)
         U = self.transform(X)
         centers = self._kmeans_centers
         if centers is not None and self.assignment == "kmeans-unit":
@@ -720,6 +790,17 @@ class TUMKELM(ClusterMixin, EmbeddingFeaturesOutMixin, TransformerMixin, BaseELM
                 meta=np.empty((0,), dtype=np.int64),
             )
         return _argmax_rows(U) if centers is None else _nearest_rows(U, centers)
+
+    def _predict_start(self, X):
+        """Nearest centre of the kept k-means start, in its standardised space."""
+        Xs, was_dask = self._validate_new(X)
+        centers, scaling = self._start_centers
+        Z = apply_scaling(Xs, *scaling)
+        if not was_dask:
+            return _nearest_rows(np.asarray(Z, np.float64), centers)
+        return Z.map_blocks(
+            _nearest_rows, centers, drop_axis=1, dtype=np.int64, meta=np.empty((0,), np.int64)
+        )
 
     def fit_transform(self, X, y=None):
         """Fit and return the training embedding (``embedding_``)."""

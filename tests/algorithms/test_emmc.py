@@ -78,7 +78,7 @@ def test_chunked_equals_dense_reference(k, output, chunks, global_seed):
     kw = dict(
         n_hidden=30, C=0.5, balance=0.03, output=output, max_iter=15, random_state=global_seed
     )
-    model = EMMC(k, init=init, **kw).fit(da.from_array(X, chunks=(chunks, 4)))
+    model = EMMC(k, init=init, select="last", **kw).fit(da.from_array(X, chunks=(chunks, 4)))
     H = hidden(X, model.hidden_layer_)
     labels, beta, sizes = _dense_emmc(H, init, k, 0.5, 0.03, output, 15)
     np.testing.assert_array_equal(model.labels_.compute(), labels)
@@ -90,10 +90,9 @@ def test_chunked_equals_dense_reference(k, output, chunks, global_seed):
 
 @pytest.mark.parametrize("k, output", [(2, "single"), (4, "multi")])
 @pytest.mark.parametrize("chunks", [(240,), (17, 100, 123)])
-def test_default_elm_kmeans_start_equals_dense_reference(
-    k, output, chunks, monkeypatch, global_seed
-):
-    # the whole default path: the engine's k-means on the chunked H (elmscale.cluster.kmeans)
+def test_elm_kmeans_start_equals_dense_reference(k, output, chunks, monkeypatch, global_seed):
+    # the whole path of the paper's start: the engine's k-means on the chunked H
+    # (elmscale.cluster.kmeans)
     # against scikit-learn's KMeans on the dense H, with the seed the fit hands to k-means,
     # then the dense iterations from that start
     from sklearn.cluster import KMeans
@@ -114,6 +113,8 @@ def test_default_elm_kmeans_start_equals_dense_reference(
         C=0.5,
         balance=0.03,
         output=output,
+        init="elm-kmeans",
+        select="last",
         n_init=3,
         max_iter=15,
         random_state=global_seed,
@@ -195,12 +196,16 @@ def test_rbf_fraction_extremes_give_one_kind_of_node(fraction, kinds, blobs):
 
 
 def test_gaussian_nodes_separate_clusters_that_differ_in_spread():
-    # ringnorm in miniature: N(0, 4I) vs N(a, I), separable by the norm only; sigmoid nodes
-    # alone stay near chance, the default mixed layer finds the two clusters
+    # ringnorm in miniature: N(0, 4I) vs N(a, I), separable by the norm only; from k-means
+    # on H, sigmoid nodes alone stay near chance, the default mixed layer finds the two
+    # clusters (from k-means on X too, the default start)
     rng = np.random.RandomState(0)
     y = np.repeat([0, 1], 300)
     X = np.where(y[:, None] == 0, 2.0 * rng.randn(600, 20), rng.randn(600, 20) + 0.45)
-    kw = dict(n_hidden=60, n_init=2, random_state=0)
+    assert (
+        adjusted_rand_score(y, EMMC(2, n_hidden=60, n_init=2, random_state=0).fit(X).labels_) > 0.7
+    )
+    kw = dict(n_hidden=60, n_init=2, init="elm-kmeans", select="last", random_state=0)
     assert adjusted_rand_score(y, EMMC(2, **kw).fit(X).labels_) > 0.7
     assert adjusted_rand_score(y, EMMC(2, rbf_fraction=0, **kw).fit(X).labels_) < 0.3
 
@@ -212,7 +217,7 @@ def test_ties_are_broken_by_row_order_whatever_the_chunking(global_seed):
     X = np.repeat(rng.randn(6, 3), 40, axis=0)[rng.permutation(240)]
     init = np.zeros(240, dtype=int)
     init[:7] = 1
-    kw = dict(n_hidden=10, C=1.0, balance=0.0, max_iter=5, random_state=global_seed)
+    kw = dict(n_hidden=10, C=1.0, balance=0.0, max_iter=5, select="last", random_state=global_seed)
     ref = None
     for chunks in [(240,), (50, 50, 140), (7, 233)]:
         model = EMMC(2, init=init, **kw).fit(da.from_array(X, chunks=(chunks, 3)))
@@ -237,6 +242,7 @@ def test_balance_holds_after_every_iteration_on_imbalanced_data(k, output, globa
             init="kmeans",
             n_init=2,
             max_iter=10,
+            select="last",
             random_state=global_seed,
         ).fit(X)
         tol = max(balance * len(X), 1.0 if len(X) % k else 0.0)
@@ -363,12 +369,12 @@ def test_distributed_fit_matches_synchronous(dask_client, blobs_dask):
         (
             dict(balance=1.5),
             r"The 'balance' parameter of EMMC must be a float in the range "
-            r"\[0.0, 1.0\]. Got 1.5",
+            r"\[0.0, 1.0\] or a str among \{'auto'\}. Got 1.5",
         ),
         (
             dict(balance=-0.1),
             r"The 'balance' parameter of EMMC must be a float in the range "
-            r"\[0.0, 1.0\]. Got -0.1",
+            r"\[0.0, 1.0\] or a str among \{'auto'\}. Got -0.1",
         ),
         (
             dict(n_clusters=1),
@@ -500,3 +506,76 @@ EXPECTED_FAILED_CHECKS = {
 )
 def test_sklearn_compatible(estimator, check):
     check(estimator)
+
+
+# -- the objective and the choice of the returned labels ---------------------------------------
+def _dense_objective(H, labels, T, C):
+    """(min_beta ||H beta - T[labels]||^2 + ||beta||^2 / C) / N, by a dense solve."""
+    t = T[np.asarray(labels)]
+    beta = np.linalg.solve(H.T @ H + np.eye(H.shape[1]) / C, H.T @ t)
+    return (np.sum((H @ beta - t) ** 2) + np.sum(beta**2) / C) / len(H)
+
+
+@pytest.mark.parametrize("k, output", CASES)
+def test_objective_is_the_ridge_fit_of_the_labels(k, output, global_seed):
+    X, _ = _data(k, seed=global_seed)
+    init = np.random.RandomState(global_seed).randint(k, size=len(X))
+    model = EMMC(
+        k, init=init, n_hidden=30, C=0.5, output=output, max_iter=4, random_state=global_seed
+    ).fit(da.from_array(X, chunks=((70, 90, 80), 4)))
+    H, T = hidden(X, model.hidden_layer_), model.targets_
+    labels = model.labels_.compute()
+    assert len(model.objectives_) == model.n_iter_ + 1  # the start, then each iteration's
+    np.testing.assert_allclose(model.objectives_[0], _dense_objective(H, init, T, 0.5), rtol=1e-8)
+    np.testing.assert_allclose(model.objective_, _dense_objective(H, labels, T, 0.5), rtol=1e-8)
+
+
+def _kmeans_partition(X, k, seed):
+    from sklearn.cluster import KMeans
+
+    Xs = (X - X.mean(0)) / X.std(0)
+    return KMeans(k, n_init=10, random_state=seed).fit(Xs).labels_
+
+
+@pytest.mark.parametrize("k, output", CASES)
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_lowest_loss_is_never_worse_than_a_kmeans_start(k, output, seed, global_seed):
+    # imbalanced clusters and a tight balance step: the iterations may raise the objective
+    # above the start's; select="lowest_loss" then returns the start itself
+    weights = [0.7] + [0.3 / (k - 1)] * (k - 1)
+    X, _ = _data(k, n=400, seed=global_seed + seed, weights=weights)
+    start = _kmeans_partition(X, k, seed)
+    kw = dict(n_hidden=40, balance=0.03, output=output, max_iter=10, random_state=seed)
+    model = EMMC(k, init=start, select="lowest_loss", **kw).fit(X)
+    last = EMMC(k, init=start, **kw).fit(X)
+    H = hidden(X, model.hidden_layer_)
+    objective = _dense_objective(H, model.labels_, model.targets_, 1.0)
+    np.testing.assert_allclose(model.objective_, objective, rtol=1e-8)
+    np.testing.assert_allclose(model.objective_, np.min(last.objectives_), rtol=1e-12)
+    assert model.objective_ <= _dense_objective(H, start, model.targets_, 1.0) * (1 + 1e-10)
+    np.testing.assert_array_equal(model.objectives_, last.objectives_)
+    if np.argmin(last.objectives_) == 0:
+        np.testing.assert_array_equal(model.labels_, start)
+    np.testing.assert_array_equal(np.bincount(model.labels_, minlength=k), model.cluster_sizes_)
+
+
+def test_auto_tolerance_scales_with_the_mean_cluster_size():
+    from elmscale.algorithms._emmc import auto_tolerance, balance_tolerance
+
+    assert auto_tolerance(1000, 2) == balance_tolerance(0.15, 1000, 2) == 150  # the paper's
+    # 38 clusters of 64: 0.15 * 2 * 64 = 19.2 where 0.15 n would allow 364 (empty clusters)
+    assert auto_tolerance(38 * 64, 38) == pytest.approx(0.3 * 64)
+    assert auto_tolerance(6, 3) == pytest.approx(0.6)
+    assert auto_tolerance(7, 3) == 1.0  # n not a multiple of k: at least 1
+
+
+@pytest.mark.parametrize("k, output", CASES)
+def test_auto_balance_holds_after_every_iteration(k, output, global_seed):
+    from elmscale.algorithms._emmc import auto_tolerance
+
+    weights = [0.55] + [0.45 / (k - 1)] * (k - 1)
+    X, _ = _data(k, n=400, seed=global_seed, weights=weights)
+    model = EMMC(k, n_hidden=40, output=output, max_iter=10, random_state=global_seed).fit(X)
+    assert model.balance == "auto" and model.select == "lowest_loss" and model.init == "kmeans"
+    for h in model.history_:
+        assert h["sizes"].max() - h["sizes"].min() <= auto_tolerance(len(X), k)

@@ -249,13 +249,13 @@ def test_loss_reported_per_iteration(small):
     np.testing.assert_allclose(model.loss_, loss, rtol=1e-10)
 
 
-def _full_loop(self, stage1, stage2, p):
+def _full_loop(self, stage1, stage2, p, first=None):
     """Algorithm 1's loop computed to the end, without cycle detection: the reference for
     TUMKELM._iterate (same stages, same stopping rule, same selection)."""
     mu = np.full(p, 1.0 / p)
     losses, weights, raws, states = [], [], [], []
     for it in range(self.max_iter):
-        state = stage1(mu)
+        state = first(mu) if it == 0 and first is not None else stage1(mu)
         losses.append(state["loss"])
         weights.append(mu)
         states.append(state)
@@ -320,14 +320,19 @@ def test_cycle_play_applies_the_stopping_rule():
 
 
 @pytest.mark.parametrize("mode", ["exact", "scalable"])
-@pytest.mark.parametrize("assignment", ["argmax", "kmeans", "kmeans-unit"])
-def test_numpy_and_dask_input_agree(blobs, blobs_dask, mode, assignment):
+@pytest.mark.parametrize(
+    "assignment, init",
+    [("argmax", "spectral"), ("kmeans", "spectral"), ("kmeans-unit", "spectral")]
+    + [("kmeans-unit", "kmeans")],
+)
+def test_numpy_and_dask_input_agree(blobs, blobs_dask, mode, assignment, init):
     X, y = blobs
     Xd, _ = blobs_dask
     params = dict(
         kernels=["linear", ("poly", {"degree": 2}), ("rbf", {"width": 1.0})],
         mode=mode,
         assignment=assignment,
+        init=init,
         n_landmarks=50,
         random_state=0,
         max_iter=5,
@@ -631,3 +636,63 @@ def test_feature_names_are_recorded_and_checked(blobs):
     assert list(model.feature_names_in_) == list(df.columns)
     with pytest.raises(ValueError, match="feature names"):
         model.predict(df.rename(columns={"f0": "g0"}))
+
+
+@pytest.mark.parametrize("mode", ["exact", "scalable"])
+@pytest.mark.parametrize("scramble", [False, True])
+def test_kmeans_start_is_kept_only_when_its_loss_is_lower(blobs, monkeypatch, mode, scramble):
+    """init="kmeans": the first iteration's assignment is the k-means partition of the
+    standardised rows, and the returned labels are that partition when its loss (eq. 10)
+    under the returned weights is below the iterations' result's, else the iterations'.
+    With stage 1's eigenvectors replaced by noise the iterations' labels are noise, and the
+    start is kept; ``predict`` then gives the start's nearest centre."""
+    import elmscale.algorithms._tumkelm as mod
+
+    X, _ = blobs
+    starts, noise = [], np.random.RandomState(0)
+
+    def spy(E, k, **kwargs):
+        out = elmscale.cluster.kmeans(E, k, **kwargs)
+        if E.shape[1] == X.shape[1]:  # the start; stage 1 clusters n_clusters columns
+            starts.append(np.asarray(out[1]))
+        return out
+
+    def scrambled(real):
+        def eigenvectors(*args):
+            U, s = real(*args)
+            return noise.randn(*U.shape), s
+
+        return eigenvectors
+
+    monkeypatch.setattr(mod, "kmeans", spy)
+    if scramble:
+        monkeypatch.setattr(
+            mod, "exact_leading_eigenvectors", scrambled(exact_leading_eigenvectors)
+        )
+        monkeypatch.setattr(mod, "leading_eigenvectors", scrambled(leading_eigenvectors))
+    model = TUMKELM(3, mode=mode, init="kmeans", n_landmarks=40, random_state=0).fit(X)
+    (start,) = starts
+    Xs = (X - X.mean(0)) / X.std(0)
+    np.testing.assert_array_equal(
+        start, _nearest(Xs, np.array([Xs[start == c].mean(0) for c in range(3)]))
+    )  # a k-means fixed point of the standardised rows
+    chosen = model.history_[model.selected_iter_]
+    if mode == "exact":
+        Xm = (X - model.scaling_[0]) / model.scaling_[1]
+        uniform = np.full(len(model.kernels_), 1 / len(model.kernels_))
+        first = exact_pass(model.kernels_, Xm, start, uniform, "distance", 3)[1]
+        np.testing.assert_allclose(model.history_[0], first, rtol=1e-10)
+        at_end = exact_pass(model.kernels_, Xm, start, model.kernel_weights_, "distance", 3)[1]
+        assert model.start_kept_ == (at_end < chosen)
+        assert model.loss_ == min(at_end, chosen)
+    if scramble:
+        assert model.start_kept_ and model.loss_ < chosen
+    if model.start_kept_:
+        np.testing.assert_array_equal(np.asarray(model.labels_), start)
+        np.testing.assert_array_equal(model.predict(X), start)
+    else:
+        assert model.loss_ == chosen
+
+
+def _nearest(X, centers):
+    return np.argmin(((X[:, None] - centers[None]) ** 2).sum(-1), axis=1)
