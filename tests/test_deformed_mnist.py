@@ -79,8 +79,8 @@ def test_labels_are_the_source_digits_and_every_digit_is_used_once_per_epoch(row
 @needs_mnist
 def test_deformation_is_small_but_real(rows):
     """Each row is its source moved, not copied: correlated with the source, never equal;
-    and still a digit of its class: its nearest MNIST digit (the source excluded) has its
-    label far more often than chance."""
+    and still a digit of its class: its nearest MNIST digit (the source excluded) mostly
+    has its label."""
     X, y = rows
     images, labels = gen.mnist_digits(gen.mnist_path())
     src = gen.source_rows(0, 2500, 3, images.shape[0])
@@ -88,7 +88,7 @@ def test_deformation_is_small_but_real(rows):
     Xc, Sc = X - X.mean(1, keepdims=True), S - S.mean(1, keepdims=True)
     corr = (Xc * Sc).sum(1) / np.sqrt((Xc**2).sum(1) * (Sc**2).sum(1))
     assert corr.max() < 0.995
-    assert 0.4 < np.median(corr) < 0.9
+    assert 0.6 < np.median(corr) < 0.9
     # a random pair of different digits correlates far less
     other = images[(src + 1) % images.shape[0]].reshape(-1, 784).astype(np.float32) / 255
     Oc = other - other.mean(1, keepdims=True)
@@ -97,7 +97,7 @@ def test_deformation_is_small_but_real(rows):
     pool = images[:20_000].reshape(-1, 784).astype(np.float32) / 255
     d2 = (pool**2).sum(1)[None] - 2 * X[:500] @ pool.T
     d2[src[:500, None] == np.arange(20_000)[None]] = np.inf
-    assert (labels[:20_000][d2.argmin(1)] == y[:500]).mean() > 0.5
+    assert (labels[:20_000][d2.argmin(1)] == y[:500]).mean() > 0.75
 
 
 @needs_mnist
