@@ -27,8 +27,13 @@ def test_a_store_is_reused_only_for_the_same_rows(tmp_path):
     path = tmp_path / "z"
     args = bench.parse_args(["--n-samples", "5000", "--seed", "2"])
     assert bench._stored_attrs(path) is None
+    assert not bench.reusable(bench._stored_attrs(path), bench.store_attrs(args))
     zarr.open_group(str(path), mode="w").attrs["mnist1m"] = bench.store_attrs(args)
-    assert bench._stored_attrs(path) == bench.store_attrs(args)
-    for other in (["--seed", "3"], ["--n-samples", "6000"], ["--deform", "shift=2"]):
-        changed = bench.parse_args(["--n-samples", "5000", "--seed", "2", *other])
-        assert bench._stored_attrs(path) != bench.store_attrs(changed)
+    stored = bench._stored_attrs(path)
+    assert stored == bench.store_attrs(args)
+    for same, extra in ((True, ["--n-samples", "4000"]), (True, []), (False, ["--seed", "3"])):
+        wanted = bench.store_attrs(bench.parse_args(["--n-samples", "5000", "--seed", "2", *extra]))
+        assert bench.reusable(stored, wanted) is same
+    for other in (["--n-samples", "6000"], ["--deform", "shift=2"]):
+        wanted = bench.store_attrs(bench.parse_args(["--n-samples", "5000", "--seed", "2", *other]))
+        assert not bench.reusable(stored, wanted)

@@ -9,9 +9,9 @@ each timed on its own:
 
 1. **generate**: a 2-worker LocalCluster (1 thread each) generates the rows and writes them to
    a Zarr store (``--store``, else a temporary folder deleted at the end), chunks of elmscale's
-   NumPy row chunks; the cluster is closed. A store that already holds the same rows (same
-   ``n``, seed and deformation) is reused, not written again. The single-core cost per 10,000
-   rows is timed in the client first.
+   NumPy row chunks; the cluster is closed. A store that already holds the rows (same seed
+   and deformation, at least ``n`` rows) is reused: its first ``n`` rows are read. The
+   single-core cost per 10,000 rows is timed in the client first.
 2. **fit**: a fresh cluster reads the store and persists X in the workers (``load_s``, not in
    the fit's time); ``USELM(n_clusters=10, random_state=seed)`` with every other parameter at
    its default is fitted; ``fit_s`` is the wall time of ``fit`` plus computing ``labels_``,
@@ -62,8 +62,18 @@ def _scores(y, labels):
 
 
 def store_attrs(args):
-    """What the rows of a store are a function of: reuse a store only if these match."""
+    """What the rows of a store are a function of, and how many it holds."""
     return {"n": args.n_samples, "seed": args.seed, "deformation": {**DEFORMATION, **args.deform}}
+
+
+def reusable(stored, wanted):
+    """Whether a store of ``stored`` attributes holds the rows ``wanted``: the same seed and
+    deformation and at least as many rows (row r depends on (seed, r) only, so the first n
+    rows of a larger store are the rows of n)."""
+    if not stored:
+        return False
+    same = all(stored.get(k) == wanted[k] for k in ("seed", "deformation"))
+    return same and stored.get("n", -1) >= wanted["n"]
 
 
 def _stored_attrs(path):
@@ -84,7 +94,7 @@ def generate(args, path, log):
     with timed() as t:
         deformed_mnist_numpy(10_000, seed=args.seed, **args.deform)
     out["one_core_s_per_10k"] = t.seconds
-    if _stored_attrs(path) == store_attrs(args):
+    if reusable(_stored_attrs(path), store_attrs(args)):
         out["reused"] = True
         log(f"generate: reusing {path}")
         return out
@@ -116,10 +126,10 @@ def fit_uselm(args, path, log):
     out = {}
     with local_cluster(args.workers, args.worker_gb) as client:
         with timed() as t:
-            X = da.from_zarr(str(path), component="X").persist()
+            X = da.from_zarr(str(path), component="X")[: args.n_samples].persist()
             wait(X)
         out["load_s"] = t.seconds
-        y = np.asarray(da.from_zarr(str(path), component="y").compute())
+        y = np.asarray(da.from_zarr(str(path), component="y")[: args.n_samples].compute())
         model = elmscale.USELM(n_clusters=10, random_state=args.seed)
         with timed() as t:
             model.fit(X)
@@ -156,7 +166,7 @@ def run_kmeans(args, path, y, log):
 
     out = {}
     with timed() as t:
-        X = np.asarray(zarr.open_array(str(path), mode="r", path="X")[:])
+        X = np.asarray(zarr.open_array(str(path), mode="r", path="X")[: args.n_samples])
     out["read_s"] = t.seconds
     for kind in args.kmeans:
         out[kind] = kmeans_peer(kind, X, y, args.seed)
@@ -197,9 +207,12 @@ def parse_args(argv=None):
     p.add_argument("--deform", type=_deformation, default={}, help="e.g. shift=1,sigma=6")
     p.add_argument("--kmeans", type=_kmeans_kinds, default=list(KMEANS), help="or none")
     p.add_argument("--json", default=None, help="output file (default benchmarks/results/)")
+    p.add_argument("--generate-only", action="store_true", help="write --store, then stop")
     args = p.parse_args(argv)
     if args.n_samples < 10:
         p.error(f"--n-samples must be at least 10, got {args.n_samples}")
+    if args.generate_only and not args.store:
+        p.error("--generate-only needs --store (where to keep the rows)")
     return args
 
 
@@ -218,8 +231,9 @@ def main(argv=None):
     path = Path(args.store) if args.store else Path(tempfile.mkdtemp(prefix="mnist1m-")) / "z"
     try:
         record["generate"] = generate(args, path, log)
-        record["uselm"], y = fit_uselm(args, path, log)
-        if args.kmeans:
+        if not args.generate_only:
+            record["uselm"], y = fit_uselm(args, path, log)
+        if args.kmeans and not args.generate_only:
             record["kmeans"] = run_kmeans(args, path, y, log)
     finally:
         if not args.store:
