@@ -14,9 +14,11 @@ each timed on its own:
    single-core cost per 10,000 rows is timed in the client first.
 2. **fit**: a fresh cluster reads the store and persists X in the workers (``load_s``, not in
    the fit's time); ``USELM(n_clusters=10, random_state=seed)`` with every other parameter at
-   its default is fitted; ``fit_s`` is the wall time of ``fit`` plus computing ``labels_``,
-   ``stages_s`` the estimator's ``timings_``. Peak RSS (``ru_maxrss``) of each worker (read +
-   persist + fit) and of the client (which also runs the scheduler) at the end of the fit.
+   its default is fitted, float32 blocks (``--dtype``: the ``compute_dtype`` setting, as in
+   the scale benchmarks; float64 doubles the workers' memory); ``fit_s`` is the wall time of
+   ``fit`` plus computing ``labels_``, ``stages_s`` the estimator's ``timings_``. Peak RSS
+   (``ru_maxrss``) of each worker (read + persist + fit) and of the client (which also runs
+   the scheduler) at the end of the fit.
 3. **KMeans**: the cluster closed, the same rows read into the client and clustered by
    scikit-learn's ``MiniBatchKMeans(10, n_init=3)`` and ``KMeans(10, n_init=1)`` (lloyd),
    on the raw pixels (``--kmeans`` picks), seed ``--seed``; wall time and the client's peak RSS.
@@ -208,6 +210,9 @@ def parse_args(argv=None):
     p.add_argument("--kmeans", type=_kmeans_kinds, default=list(KMEANS), help="or none")
     p.add_argument("--json", default=None, help="output file (default benchmarks/results/)")
     p.add_argument("--generate-only", action="store_true", help="write --store, then stop")
+    p.add_argument(
+        "--dtype", default="float32", choices=("float32", "float64"), help="compute_dtype"
+    )
     args = p.parse_args(argv)
     if args.n_samples < 10:
         p.error(f"--n-samples must be at least 10, got {args.n_samples}")
@@ -217,6 +222,8 @@ def parse_args(argv=None):
 
 
 def main(argv=None):
+    import elmscale
+
     args = parse_args(argv)
     log = functools.partial(print, flush=True)
     record = {
@@ -230,11 +237,12 @@ def main(argv=None):
     log(f"# {record['date']} {record['machine']}")
     path = Path(args.store) if args.store else Path(tempfile.mkdtemp(prefix="mnist1m-")) / "z"
     try:
-        record["generate"] = generate(args, path, log)
-        if not args.generate_only:
-            record["uselm"], y = fit_uselm(args, path, log)
-        if args.kmeans and not args.generate_only:
-            record["kmeans"] = run_kmeans(args, path, y, log)
+        with elmscale.config_context(compute_dtype=args.dtype):
+            record["generate"] = generate(args, path, log)
+            if not args.generate_only:
+                record["uselm"], y = fit_uselm(args, path, log)
+                if args.kmeans:
+                    record["kmeans"] = run_kmeans(args, path, y, log)
     finally:
         if not args.store:
             shutil.rmtree(path.parent, ignore_errors=True)
