@@ -186,13 +186,14 @@ def deformed_mnist_dask(n, seed=0, chunk=None, datasets_dir=None, **deformation)
     Raises :class:`benchmarks._common.DatasetMissing` when ``mnist.npz`` is not there.
     """
     from benchmarks._common import DatasetMissing
-    from elmscale.utils._validation import row_chunks
+    from elmscale import get_config
 
     path = mnist_path(datasets_dir)
     if not Path(path).is_file():
         raise DatasetMissing(f"dataset 'mnist' not found at {path}")
-    if chunk is None:
-        chunk = row_chunks(n)[0]
+    if chunk is None:  # rows of one block of H at n_hidden 1000, as for NumPy input
+        config = get_config()
+        chunk = min(n, config["chunk_bytes"] // (1000 * np.dtype(config["compute_dtype"]).itemsize))
     if int(chunk) < 1:
         raise ValueError(f"chunk must be a positive number of rows, got {chunk!r}")
     unknown = set(deformation) - set(DEFORMATION)
