@@ -62,15 +62,17 @@ def subspace_chunk(i, n_rows, n_features, n_clusters, seed, dim=6, noise=0.05, d
     return X.astype(dtype), y
 
 
-def generated_dask(chunk_fn, n, n_features=50, n_clusters=10, seed=0, dtype=np.float32):
+def generated_dask(
+    chunk_fn, n, n_features=50, n_clusters=10, seed=0, dtype=np.float32, chunk=CHUNK
+):
     """(X, y) as dask arrays whose chunks ``chunk_fn(i, rows, d, clusters, seed, dtype=)``
-    are generated on the workers."""
+    of ``chunk`` rows are generated on the workers."""
     import dask
     import dask.array as da
 
     Xs, ys = [], []
-    for i in range((n + CHUNK - 1) // CHUNK):
-        rows = min(CHUNK, n - i * CHUNK)
+    for i in range((n + chunk - 1) // chunk):
+        rows = min(chunk, n - i * chunk)
         part = dask.delayed(chunk_fn, pure=True, nout=2)(
             i, rows, n_features, n_clusters, seed, dtype=dtype
         )
