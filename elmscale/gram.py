@@ -342,16 +342,9 @@ def hidden_stats(
     else:
         itemsize = np.dtype(features.X.dtype).itemsize
         groups = _task_groups(features.chunks, features.layer.n_hidden, itemsize, group_bytes)
-    block_task = named(_block_partials, f"{PREFIX}-block")
+    inputs["n_labels"] = n_labels
     graph_inputs = _graph_inputs(graph, groups, power, Z) if "htlh" in terms else None
-    parts = []
-    for i, group in enumerate(groups):
-        task_inputs = {name: _pick(blocks, group) for name, blocks in inputs.items()}
-        task_inputs["n_labels"] = n_labels
-        if graph_inputs is not None:
-            task_inputs["graph"] = graph_inputs[i]
-        part = block_task(_pick(sources, group), terms, task_inputs, layer, build)
-        parts.append(part if partial_sums is None else partial_sums.wrap(group, part))
+    parts = _group_parts(groups, sources, inputs, graph_inputs, (terms, layer, build), partial_sums)
     total = named(_finish, f"{PREFIX}-finish")(
         tree_sum(parts, fan_in=fan_in, prefix=f"{PREFIX}-sum")
     )
@@ -362,6 +355,24 @@ def _row_inputs(n_chunks, **arrays):
     """The blocks of the row-aligned inputs (None where absent), checked against X's."""
     names = {"weight": "sample_weight"}
     return {k: _blocks_of(a, n_chunks, names.get(k, k)) for k, a in arrays.items()}
+
+
+def _group_parts(groups, sources, inputs, graph_inputs, how, partial_sums):
+    """One delayed partial sum per group of row chunks, ``_block_partials`` of its sources
+    and inputs (``how``: terms, layer, build), kept or read back through ``partial_sums``."""
+    block_task = named(_block_partials, f"{PREFIX}-block")
+    terms, layer, build = how
+    parts = []
+    for i, group in enumerate(groups):
+        task_inputs = {
+            name: blocks if name == "n_labels" else _pick(blocks, group)
+            for name, blocks in inputs.items()
+        }
+        if graph_inputs is not None:
+            task_inputs["graph"] = graph_inputs[i]
+        part = block_task(_pick(sources, group), terms, task_inputs, layer, build)
+        parts.append(part if partial_sums is None else partial_sums.wrap(group, part))
+    return parts
 
 
 def _check_request(features, terms, Y, labels, n_labels, graph, laplacian_power):

@@ -1,5 +1,6 @@
 """The SS-ELM benchmark's graph-setting grammar and global input maps
-(benchmarks/paper/bench_sselm.py): the Table II numbers in benchmarks/RESULTS.md depend on them."""
+(benchmarks/paper/bench_sselm.py): the Table II numbers in benchmarks/paper/RESULTS.md depend on
+them."""
 
 import importlib
 

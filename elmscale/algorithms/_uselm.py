@@ -193,8 +193,8 @@ class USELM(
     >>> from elmscale import USELM
     >>> X, y = load_iris(return_X_y=True)
     >>> model = USELM(n_clusters=3, n_hidden=200, graph="exact", random_state=0).fit(X)
-    >>> model.embedding_.shape
-    (150, 3)
+    >>> model.n_components_, model.embedding_.shape  # "auto": 3 or 5 columns, by the cut
+    (5, (150, 5))
     >>> sorted(set(model.labels_.tolist()))
     [0, 1, 2]
     """
@@ -374,8 +374,7 @@ class USELM(
             fits.append(kmeans(En, self.n_clusters, n_init=self.n_init, random_state=seed))
         best = 0
         if len(fits) > 1:
-            labels = da.stack([fit[1] for fit in fits], axis=1)
-            cuts = normalized_cut(reduction.graph, labels, self.n_clusters)
+            cuts = normalized_cut(reduction.graph, [fit[1] for fit in fits], self.n_clusters)
             best = int(np.argmin(cuts))
             logger.info("n_components: normalised cuts %s for %s", np.round(cuts, 4), choices)
         centers, labels, inertia, _ = fits[best]

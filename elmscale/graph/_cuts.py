@@ -18,8 +18,9 @@ from ..utils._dask import tree_sum
 from ._tasks import task
 
 
-def _degrees(block):
-    return block.degree.astype(np.float64)
+def _columns(block, *labels):
+    """One chunk's labels (one column per partition) and, last, its rows' degrees."""
+    return np.column_stack([*(np.asarray(v, dtype=np.float64) for v in labels), block.degree])
 
 
 def _cut_sums(columns, block, n_clusters, normalized, halo_pieces):
@@ -58,44 +59,44 @@ def normalized_cut(graph, labels, n_clusters):
     Parameters
     ----------
     graph : KNNGraph
-    labels : dask array of int, (n_samples,) or (n_samples, n_partitions)
+    labels : dask array of int (n_samples,), or a list of them
         Cluster labels in ``[0, n_clusters)`` in the input's row order (the order of the
-        data the graph was built from), one column per partition, chunked like the input.
+        data the graph was built from), chunked like the input; a list holds several
+        partitions, scored in one pass.
     n_clusters : int
 
     Returns
     -------
-    ndarray (n_partitions,) of float: lower cuts fewer edges, relative to the clusters'
-    volumes. Only per-cluster sums reach the client.
+    float, or ndarray (n_partitions,) for a list: lower cuts fewer edges, relative to the
+    clusters' volumes. Only per-cluster sums reach the client.
     """
-    single = labels.ndim == 1
-    labels = labels[:, None] if single else labels
-    labels = graph.in_graph_order(labels.astype(np.float64))
-    degree = da.concatenate(
+    single = not isinstance(labels, (list, tuple))
+    partitions = [labels] if single else list(labels)
+    label_blocks = [
+        graph.in_graph_order(p).to_delayed(optimize_graph=False).ravel() for p in partitions
+    ]
+    width = len(partitions) + 1
+    columns = da.concatenate(
         [
-            da.from_delayed(task("degree", _degrees, blk), shape=(n,), dtype=np.float64)
-            for blk, n in zip(graph.blocks, graph.chunks, strict=True)
+            da.from_delayed(
+                task("cut-columns", _columns, blk, *(lb[b] for lb in label_blocks)),
+                shape=(n, width),
+                dtype=np.float64,
+            )
+            for b, (blk, n) in enumerate(zip(graph.blocks, graph.chunks, strict=True))
         ]
-    )
-    columns = da.concatenate([labels.rechunk({0: graph.chunks}), degree[:, None]], axis=1)
-    columns = columns.rechunk({1: -1})
+    ).persist()
     blocks = columns.to_delayed(optimize_graph=False).ravel()
     halo = graph.halo_pieces(columns)
     parts = [
         task(
-            "cut",
-            _cut_sums,
-            blocks[b],
-            graph.blocks[b],
-            int(n_clusters),
-            graph.normalized,
-            halo[b],
+            "cut", _cut_sums, blocks[b], graph.blocks[b], int(n_clusters), graph.normalized, halo[b]
         )
         for b in range(len(graph.chunks))
     ]
-    (sums,) = dask.compute(tree_sum(parts))
+    (sums,) = dask.compute(tree_sum(parts, prefix="elmscale-graph-cut-sum"))
     cut = _ncut(sums)
-    return cut[0] if single else cut
+    return float(cut[0]) if single else cut
 
 
 __all__ = ["normalized_cut"]

@@ -37,7 +37,7 @@ def test_ncut_equals_dense_in_any_row_order(data, order, normalized):
         positions = graph.order.apply(da.from_array(positions, chunks=Xd.chunks[0])).compute()
     rng = np.random.default_rng(0)
     partitions = np.stack([y, rng.integers(0, 4, len(y)), (X[:, 0] > 0).astype(int)], axis=1)
-    got = normalized_cut(graph, da.from_array(partitions, chunks=(150, 3)), 4)
+    got = normalized_cut(graph, [da.from_array(p, chunks=150) for p in partitions.T], 4)
     expected = [_dense_ncut(W, partitions[positions, j], 4) for j in range(3)]
     np.testing.assert_allclose(got, expected, rtol=1e-10)
     assert got[0] < got[1] / 4  # the blobs cut far fewer edges than random labels
