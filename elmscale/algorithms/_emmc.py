@@ -415,7 +415,7 @@ default="kmeans"
     history_ : list of dict
         Per iteration: ``sizes`` (after the balance step), ``n_changed``, ``n_moved`` (by the
         balance step) and ``seconds``.
-    objectives_ : ndarray of shape (n_iter_ + 1,)
+    objectives_ : ndarray of shape ``(n_iter_ + 1,)``
         The objective of the initial labels and of each iteration's labels: the ELM's ridge
         fit to their target codes per point, ``min_beta (||H beta - t||^2 + ||beta||^2 / C)
         / n`` (:func:`emmc_objective`).
