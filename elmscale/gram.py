@@ -342,9 +342,10 @@ def hidden_stats(
     else:
         itemsize = np.dtype(features.X.dtype).itemsize
         groups = _task_groups(features.chunks, features.layer.n_hidden, itemsize, group_bytes)
-    inputs["n_labels"] = n_labels
     graph_inputs = _graph_inputs(graph, groups, power, Z) if "htlh" in terms else None
-    parts = _group_parts(groups, sources, inputs, graph_inputs, (terms, layer, build), partial_sums)
+    parts = _group_parts(
+        groups, sources, inputs, graph_inputs, (terms, layer, build, n_labels), partial_sums
+    )
     total = named(_finish, f"{PREFIX}-finish")(
         tree_sum(parts, fan_in=fan_in, prefix=f"{PREFIX}-sum")
     )
@@ -359,15 +360,14 @@ def _row_inputs(n_chunks, **arrays):
 
 def _group_parts(groups, sources, inputs, graph_inputs, how, partial_sums):
     """One delayed partial sum per group of row chunks, ``_block_partials`` of its sources
-    and inputs (``how``: terms, layer, build), kept or read back through ``partial_sums``."""
+    and inputs (``how``: terms, layer, build, n_labels), kept or read back through
+    ``partial_sums``."""
     block_task = named(_block_partials, f"{PREFIX}-block")
-    terms, layer, build = how
+    terms, layer, build, n_labels = how
     parts = []
     for i, group in enumerate(groups):
-        task_inputs = {
-            name: blocks if name == "n_labels" else _pick(blocks, group)
-            for name, blocks in inputs.items()
-        }
+        task_inputs = {name: _pick(blocks, group) for name, blocks in inputs.items()}
+        task_inputs["n_labels"] = n_labels
         if graph_inputs is not None:
             task_inputs["graph"] = graph_inputs[i]
         part = block_task(_pick(sources, group), terms, task_inputs, layer, build)
