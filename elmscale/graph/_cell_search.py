@@ -40,7 +40,6 @@ from ._select import (
     exact_sq_distances,
     propose,
     topk_exact,
-    topk_of_pairs,
     within_limits,
 )
 from ._tasks import PREFIX, row_numbers, task
@@ -137,8 +136,9 @@ def _search_chunk(kernel, k, n_probes, cell_start, lo, X, original, probes, piec
         def exact(rows, pos):
             return exact_sq_distances(X, rows, db_X, flat_where[rows, pos])
 
-        def fallback(rows, limits):
-            return _fallback(k, X, Q, R, original, db_X, db_orig, span, table, rows, limits)
+        def fallback(rows, slots, limits):
+            cells = table[rows, slots]
+            return _fallback(X, Q, R, original, db_X, db_orig, span, cells, rows, limits)
 
         ids = np.where(flat_where >= 0, db_orig[np.maximum(flat_where, 0)], -1)
         return decide(
@@ -157,11 +157,13 @@ def _search_chunk(kernel, k, n_probes, cell_start, lo, X, original, probes, piec
     return _positions(db_pos, db_orig, ids), ids, np.sqrt(d2)
 
 
-def _fallback(k, X, Q, R, original, db_X, db_orig, span, table, rows, limits):
-    """Queries whose proposals may have cut a tie: every row of their probed cells whose
-    proposed distance is within the margin, one product per cell, ranked exactly."""
+def _fallback(X, Q, R, original, db_X, db_orig, span, cells, rows, limits):
+    """Queries whose proposals from a cell may have cut a tie (query ``rows[i]``, its cell
+    ``cells[i]``): every row of that cell whose proposed distance is within the query's
+    limit, one product per cell, as flat ``(query, original index, squared distance)``
+    triples."""
     found = []
-    for c, j, _ in _cell_runs(table[rows]):
+    for c, j, _ in _cell_runs(cells[:, None]):
         r0, r1 = span[c]
         qi, ci = within_limits(
             Q.query[rows[j]],
@@ -170,10 +172,9 @@ def _fallback(k, X, Q, R, original, db_X, db_orig, span, table, rows, limits):
             db_orig[r0:r1],
             limits[j],
         )
-        found.append((j[qi], ci + r0))
-    jj, cc = (np.concatenate(f) for f in zip(*found, strict=True))
-    e = exact_sq_distances(X, rows[jj], db_X, cc)
-    return topk_of_pairs(k, len(rows), jj, db_orig[cc], e)
+        found.append((rows[j][qi], ci + r0))
+    queries, cc = (np.concatenate(f) for f in zip(*found, strict=True))
+    return queries, db_orig[cc], exact_sq_distances(X, queries, db_X, cc)
 
 
 def _task_table(lo, X, original, pieces):

@@ -264,24 +264,27 @@ def decide(k, g, ids, tau, exact, fallback):
     distance within ``2 tau`` of the k-th smallest proposal; those among each block's first
     k proposals are recomputed with ``exact(rows, flat_positions)`` (positions into the
     (n, M * (k + 1)) arrays). Where a block's (k + 1)-th proposal is within that margin too,
-    the block may hold more such rows than it proposed (a tie across the cut):
-    ``fallback(rows, limits)`` then returns those queries' ``(ids, sq_dist)`` from all their
-    rows whose proposed distance is at most the query's limit.
+    that block may hold more such rows than it proposed (a tie across the cut):
+    ``fallback(rows, blocks, limits)`` then returns, for each such (query, block) pair, the
+    block's rows whose proposed distance is at most the query's limit, as flat
+    ``(query, id, squared distance)`` triples; the query's other blocks keep their proposals.
     Returns ``(ids, sq_dist)`` (n, k), padded with (-1, inf).
     """
     n, M, _ = g.shape
     first = g[:, :, :k].reshape(n, M * k)
     kth = np.partition(first, k - 1, axis=1)[:, k - 1] if M * k > k else first.max(axis=1)
     limit = kth + 2 * tau.max(axis=1)
-    cut = (g[:, :, k] <= limit[:, None]).any(axis=1)
-    rows, slot = np.nonzero((g[:, :, :k] <= limit[:, None, None]).reshape(n, M * k) & ~cut[:, None])
+    cut = g[:, :, k] <= limit[:, None]
+    close = (g[:, :, :k] <= limit[:, None, None]) & ~cut[:, :, None]
+    rows, slot = np.nonzero(close.reshape(n, M * k))
     flat_pos = (slot // k) * (k + 1) + slot % k
     flat_ids = ids.reshape(n, M * (k + 1))
-    out_ids, out_d = topk_of_pairs(k, n, rows, flat_ids[rows, flat_pos], exact(rows, flat_pos))
-    redo = np.flatnonzero(cut)
-    if len(redo):
-        out_ids[redo], out_d[redo] = fallback(redo, limit[redo])
-    return out_ids, out_d
+    triples = [(rows, flat_ids[rows, flat_pos], exact(rows, flat_pos))]
+    cut_rows, cut_blocks = np.nonzero(cut)
+    if len(cut_rows):
+        triples.append(fallback(cut_rows, cut_blocks, limit[cut_rows]))
+    rows, found_ids, sq_dist = (np.concatenate(t) for t in zip(*triples, strict=True))
+    return topk_of_pairs(k, n, rows, found_ids, sq_dist)
 
 
 def topk_of_pairs(k, n_rows, rows, ids, sq_dist):
@@ -342,9 +345,9 @@ def block_topk(Xq, q_ids, Xr, r_ids, k, *, dtype=np.float32):
     def exact(rows, pos):
         return exact_sq_distances(Xq, rows, Xr, flat_cols[rows * (k + 1) + pos])
 
-    def fallback(rows, limits):
+    def fallback(rows, blocks, limits):
         qi, ci = within_limits(Q.query[rows], R.reference, q_ids[rows], r_ids, limits)
-        return topk_of_pairs(k, len(rows), qi, r_ids[ci], exact_sq_distances(Xq, rows[qi], Xr, ci))
+        return rows[qi], r_ids[ci], exact_sq_distances(Xq, rows[qi], Xr, ci)
 
     return decide(k, g[:, None, :], ids[:, None, :], tau[:, None], exact, fallback)
 
