@@ -69,9 +69,11 @@ def _probed_cells(probes, sizes, n_probes, k):
 
 def _take_ranges(X, original, lo, ranges):
     """The rows of this chunk (starting at ordered position ``lo``) inside ``ranges``:
-    (ordered positions, rows, original indices)."""
+    (ordered positions, rows, original indices), each range copied as one slice."""
     pos = np.concatenate([np.arange(a, b) for a, b in ranges])
-    return pos, X[pos - lo], original[pos - lo]
+    rows = np.concatenate([X[a - lo : b - lo] for a, b in ranges])
+    orig = np.concatenate([original[a - lo : b - lo] for a, b in ranges])
+    return pos, rows, orig
 
 
 def _cell_runs(table):
@@ -101,6 +103,7 @@ def _search_chunk(kernel, k, n_probes, cell_start, lo, X, original, probes, piec
     probes = probes[:, : max(int((probes >= 0).sum(axis=1).max(initial=0)), 1)]
     M = probes.shape[1]
     db_pos, db_X, db_orig = _task_table(lo, X, original, pieces)
+    db_orig = db_orig.astype(np.int64, copy=False)
     original = np.asarray(original, dtype=np.int64)
     # one centring for the task: every query's error bound then holds for all its cells
     center = db_X.mean(axis=0, dtype=np.result_type(db_X.dtype, np.float32))
@@ -179,12 +182,12 @@ def _fallback(X, Q, R, original, db_X, db_orig, span, cells, rows, limits):
 
 def _task_table(lo, X, original, pieces):
     """A search task's rows, its chunk's and the probed cells' rows from other chunks
-    (``pieces``), sorted by ordered position: ``(positions, rows of X, original indices)``."""
-    db_pos = np.concatenate([np.arange(lo, lo + X.shape[0])] + [p[0] for p in pieces])
-    db_X = np.concatenate([X] + [p[1] for p in pieces])
-    db_orig = np.concatenate([original] + [p[2] for p in pieces]).astype(np.int64)
-    sort = np.argsort(db_pos, kind="stable")
-    return db_pos[sort], db_X[sort], db_orig[sort]
+    (``pieces``), sorted by ordered position: ``(positions, rows of X, original indices)``.
+    Each piece holds increasing positions of one source chunk, and chunks hold disjoint
+    ranges, so putting the pieces in the order of their first positions sorts the table."""
+    parts = [(np.arange(lo, lo + X.shape[0]), X, original)] + [p for p in pieces if len(p[0])]
+    parts.sort(key=lambda p: p[0][0] if len(p[0]) else lo)
+    return tuple(np.concatenate(column) for column in zip(*parts, strict=True))
 
 
 def _positions(db_pos, db_orig, ids):

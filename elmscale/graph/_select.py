@@ -15,6 +15,7 @@ probed cells) can be pooled before the exact distances are computed once per que
 :func:`block_candidates` proposes, :func:`decide` ranks.
 """
 
+import functools
 import threading
 
 import numpy as np
@@ -72,23 +73,34 @@ class Operands:
     invariant, and small norms keep the product's rounding small), cast to ``dtype`` and
     augmented so that one product gives squared distances:
     ``[a, 1, |a|^2] @ [-2 b, |b|^2, 1] = |a - b|^2``. ``rows`` keeps the centred rows
-    themselves, for a kernel that computes the distances its own way."""
+    themselves, for a kernel that computes the distances its own way. The augmented forms
+    are built on first use: queries need only ``query``, references only ``reference``."""
 
     def __init__(self, X, center, dtype):
         work = np.result_type(X.dtype, np.float32)
         A = np.subtract(X, center, dtype=work).astype(dtype, copy=False)
         self.rows = A
         self.sq = np.einsum("ij,ij->i", A, A)
-        self.query = np.empty((A.shape[0], A.shape[1] + 2), dtype=dtype)
-        self.query[:, :-2] = A
-        self.query[:, -2] = 1
-        self.query[:, -1] = self.sq
-        self.reference = np.empty_like(self.query)
-        np.multiply(A, -2, out=self.reference[:, :-2])
-        self.reference[:, -2] = self.sq
-        self.reference[:, -1] = 1
         self.d = A.shape[1]
         self.dtype = dtype
+
+    @functools.cached_property
+    def query(self):
+        """``[a, 1, |a|^2]`` per row."""
+        out = np.empty((self.rows.shape[0], self.d + 2), dtype=self.dtype)
+        out[:, :-2] = self.rows
+        out[:, -2] = 1
+        out[:, -1] = self.sq
+        return out
+
+    @functools.cached_property
+    def reference(self):
+        """``[-2 b, |b|^2, 1]`` per row."""
+        out = np.empty((self.rows.shape[0], self.d + 2), dtype=self.dtype)
+        np.multiply(self.rows, -2, out=out[:, :-2])
+        out[:, -2] = self.sq
+        out[:, -1] = 1
+        return out
 
     def take(self, rows):
         """These rows (an index array or a slice): an object with the same attributes, each
