@@ -305,9 +305,12 @@ class CellSearch:
         distance, only those at most ``bound[i]`` when ``bound`` is given (then maybe
         fewer), never the reference with the query's own id: ``cols`` (nq, m) int64
         positions in R padded with -1, ``g`` (nq, m) float64 proposed squared distances
-        padded with inf. Any float32 product of the centred rows keeps the proposals within
-        the error bound the selection assumes; exact distances and global indices then
-        decide, so every such kernel gives the same graph. It must pickle (the workers
+        padded with inf, the largest of a row's m in its last column (sorted rows qualify).
+        A kernel that breaks that last rule is still exact, only slower: every such row
+        then looks like a tie cut at its m-th proposal and is searched again. Any float32
+        product of the centred rows keeps the proposals within the error bound the
+        selection assumes; exact distances and global indices then decide, so every such
+        kernel gives the same graph. It must pickle (the workers
         receive it), e.g. a module-level function of an installed package.
 
     Notes

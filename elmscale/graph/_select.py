@@ -121,7 +121,9 @@ def proposals(Q, R, q_ids, r_ids, m, bound=None):
     ``Q`` and ``R`` are augmented rows (:class:`Operands`). Without ``bound`` each row gets
     its m smallest; with a per-row ``bound`` only entries at or below it are proposed (fewer
     than m when fewer are), which skips the threshold search. A reference with the query's
-    own id is never proposed. Returns ``(cols, g)`` (nq, m), padded with (-1, inf).
+    own id is never proposed. Returns ``(cols, g)`` (nq, m), padded with (-1, inf); the
+    largest of a row's m proposals is in its last column (the others in no particular
+    order), which is where :func:`decide` looks for a cut tie.
     """
     nq, nr = Q.shape[0], R.shape[0]
     cols = np.full((nq, m), -1, dtype=np.int64)
@@ -193,7 +195,8 @@ def _proposals(Q, R, q_ids, sorted_ids, r_order, m, bound):
     own = sorted_ids[pos] == q_ids
     G[np.flatnonzero(own), r_order[pos[own]]] = np.inf
     if bound is None and nr <= m:
-        return np.broadcast_to(np.arange(nr), (nq, nr)).copy(), G.astype(np.float64)
+        cols = np.argsort(G, axis=1, kind="stable")
+        return cols, np.take_along_axis(G, cols, axis=1).astype(np.float64)
     if bound is None:
         # a first threshold from a subsample of columns: its m-th smallest is >= the row's
         # m-th smallest overall, so every row keeps at least m entries below it (the
@@ -210,13 +213,12 @@ def _proposals(Q, R, q_ids, sorted_ids, r_order, m, bound):
     if G.dtype == np.float32:  # one partition of packed (value, column) keys
         keys = np.full((nq, width), _PAD, dtype=np.uint64)
         keys[slot] = _order_keys(values, cols)
-        if width > m:
-            keys.partition(m - 1, axis=1)
+        keys.partition(m - 1, axis=1)  # also at width m: the m-th smallest goes last
         return _unpack_keys(keys[:, :m])
     padded_g = np.full((nq, width), np.inf, dtype=G.dtype)
     padded_c = np.full((nq, width), -1, dtype=np.int64)
     padded_g[slot], padded_c[slot] = values, cols
-    if width > m:
+    if width >= m:
         top = np.argpartition(padded_g, m - 1, axis=1)[:, :m]
         padded_c = np.take_along_axis(padded_c, top, axis=1)
         padded_g = np.take_along_axis(padded_g, top, axis=1)

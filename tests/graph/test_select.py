@@ -50,6 +50,21 @@ def test_proposals_are_the_m_smallest(nq, nr, d, m, dtype):
             assert sorted(cols[i]) == sorted(np.lexsort((np.arange(nr), G[i]))[:m]), i
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize(("nr", "m"), [(200, 13), (13, 13), (600, 12)])
+def test_the_largest_proposal_is_last(nr, m, dtype):
+    """decide() reads a row's m-th proposal from the last column: it must be the largest
+    of the row's proposals, also when every column is below the first threshold (200
+    references, all in the subsample) and when there are exactly m references."""
+    rng = np.random.default_rng(nr)
+    Xq, Xr = rng.normal(size=(50, 6)), rng.normal(size=(nr, 6))
+    Q, R = Operands(Xq, 0.0, dtype), Operands(Xr, 0.0, dtype)
+    cols, g = proposals(Q.query, R.reference, np.full(50, -1), np.arange(nr), m)
+    np.testing.assert_array_equal(g[:, -1], g.max(axis=1))
+    dense = np.sort(_dense(Q, R, np.full(50, -1), np.arange(nr)))[:, m - 1]
+    np.testing.assert_allclose(g[:, -1], dense, rtol=1e-5)
+
+
 def test_bounded_proposals_are_those_at_most_the_bound():
     rng = np.random.default_rng(5)
     Xq, rows, Xr = _tied_block(rng, 200, 600, 3)
