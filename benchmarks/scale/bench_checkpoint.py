@@ -31,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks._common import REPO_ROOT, machine_info, utc_now
+from benchmarks._common import REPO_ROOT, cluster_arguments, machine_info, utc_now
 from benchmarks._mixture import mixture_dask
 
 
@@ -127,11 +127,7 @@ def main(args):
 
 
 def parse(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--n-samples", type=int, default=200_000)
-    ap.add_argument("--features", type=int, default=50)
-    ap.add_argument("--workers", type=int, default=2)
-    ap.add_argument("--worker-gb", type=float, default=3)
+    ap = cluster_arguments(argparse.ArgumentParser(description=__doc__.split("\n\n")[0]))
     ap.add_argument("--kill-at", choices=("graph", "gram"), default="gram")
     ap.add_argument("--kill-partials", type=int, default=2)
     ap.add_argument("--tmp", default=None, help="folder for the checkpoint and labels")
