@@ -22,7 +22,9 @@ estimator's own default for the others). What is fitted and scored:
 
 Each fit runs in its own fresh cluster (cold: imports and any compilation included). Reported:
 wall time of the fit, the estimator's stage times (``timings_``), the score and its time, peak
-RSS of every worker and of the client (whose process also runs the scheduler), load average.
+RSS of every worker and of the client (whose process also runs the scheduler), the workers
+that a nanny restarted (their process ids changed: killed for memory, or crashed) and the
+bytes each worker spilled to disk (``--worker-gb`` below the working set), load average.
 One JSON line per estimator.
 """
 
@@ -72,6 +74,17 @@ def _labelled(first_feature):
     return (abs(first_feature) * 1e6).astype("int64") % 100 == 0
 
 
+def _spilled_mb(dask_worker):
+    """MiB this worker process has written to disk since it started (its spill buffer's
+    ``disk-write`` bytes, summed over the metrics it digests)."""
+    total = sum(
+        v
+        for k, v in dask_worker.digests_total.items()
+        if isinstance(k, tuple) and k[-2:] == ("disk-write", "bytes")
+    )
+    return round(total / 2**20, 1)
+
+
 def run_one(name, args, log):
     import dask
 
@@ -79,6 +92,7 @@ def run_one(name, args, log):
 
     out = {"estimator": name, "n": args.n, "input": args.input or "generated"}
     with local_cluster(args.workers, args.worker_gb) as client:
+        pids = client.run(os.getpid)
         if args.input:
             Xd, yd = read_input(args.input)
         else:
@@ -116,6 +130,8 @@ def run_one(name, args, log):
         out["stages_s"] = dict(getattr(model, "timings_", {}) or {})
         out["load_avg"] = [round(x, 2) for x in os.getloadavg()]
         out["worker_peak_mb"] = sorted(client.run(peak_memory_mb).values())
+        out["workers_restarted"] = len(set(pids.values()) - set(client.run(os.getpid).values()))
+        out["spilled_mb"] = sorted(client.run(_spilled_mb).values())
         out["client_peak_mb"] = peak_memory_mb()
     log(json.dumps(out, default=float))
     return out
