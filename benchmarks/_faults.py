@@ -60,15 +60,15 @@ def graph_in_input_order(graph):
     CSR matrix on the client, rows and columns in the input's row order, column indices
     sorted in each row. For tests and benchmarks of moderate size: every edge is gathered."""
     import dask
-
-    from elmscale.graph._tasks import row_numbers
+    import dask.array as da
 
     blocks = dask.compute(*graph.blocks)
     W = sp.vstack([blk.global_csr(graph.n_samples) for blk in blocks]).tocoo()
     if graph.order is None:
         original = np.arange(graph.n_samples)
     else:  # the input row each of the graph's rows holds
-        original = np.asarray(graph.order.apply(row_numbers(graph.order.input_chunks)).compute())
+        rows = da.from_array(np.arange(graph.n_samples), chunks=(graph.order.input_chunks,))
+        original = np.asarray(graph.order.apply(rows).compute())
     out = sp.csr_matrix((W.data, (original[W.row], original[W.col])), shape=W.shape)
     out.sort_indices()
     return out
