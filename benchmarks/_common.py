@@ -8,7 +8,8 @@
 - the environment of a timing: :func:`blas_info` (threadpoolctl), :func:`machine_info`,
   :func:`peak_memory_mb` (``resource.getrusage``);
 - timing: :func:`timed` (a context manager) and :func:`median_of_repeats`;
-- :func:`local_cluster`: the LocalCluster (processes x 1 thread) the scale benchmarks time on;
+- :func:`local_cluster`: the LocalCluster (processes x 1 thread) the scale benchmarks time on,
+  and :func:`cluster_arguments`, the command-line options of the mixture fits on it;
 - :func:`results_file`: a path in ``benchmarks/results/``, where raw results go (git ignores it).
 
 Import it from any script with ``from benchmarks._common import ...``: the scripts are run from
@@ -319,3 +320,13 @@ def local_cluster(n_workers, worker_gb, dashboard_address=":0"):
         Client(cluster) as client,
     ):
         yield client
+
+
+def cluster_arguments(parser, n_samples=200_000):
+    """Add the options of a fit of the 50-d mixture on :func:`local_cluster` to an argparse
+    parser: ``--n-samples``, ``--features``, ``--workers``, ``--worker-gb``."""
+    parser.add_argument("--n-samples", type=int, default=n_samples)
+    parser.add_argument("--features", type=int, default=50)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--worker-gb", type=float, default=3)
+    return parser

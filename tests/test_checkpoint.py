@@ -4,6 +4,7 @@ parameters is refused naming the change; a damaged file is named, never used."""
 
 import io
 import os
+import shutil
 from pathlib import Path
 
 import dask.array as da
@@ -224,6 +225,23 @@ def test_elmjec_iterations_with_another_lam_are_refused(overlapping, tmp_path):
     assert (tmp_path / "05-iteration-00003").exists()
 
 
+def test_a_stage_refers_to_the_pieces_an_earlier_stage_wrote(mixture, tmp_path):
+    """The filtered graph shares its graph's blocks, kNN lists and row order: the smoothing
+    stage writes only its filtered rows and reads the rest from the graph stage's files, in a
+    fit that computes both stages and in one that resumes from the graph."""
+    X = _dask(mixture[0])
+    full = _model().fit(X, checkpoint=tmp_path)
+    own = {p.name for p in (tmp_path / "03-smoothing" / "graph-0").iterdir()}
+    assert own == {"X"}
+    assert (tmp_path / "02-graph" / "graph-0" / "blocks").is_dir()
+    for stage in ("03-smoothing", "04-gram"):
+        shutil.rmtree(tmp_path / stage)
+    resumed = _model().fit(X, checkpoint=tmp_path)  # graph loaded, smoothing written again
+    assert {p.name for p in (tmp_path / "03-smoothing" / "graph-0").iterdir()} == {"X"}
+    _same_fit(full, resumed)
+    _same_fit(full, _model().fit(X, checkpoint=tmp_path))  # every stage loaded
+
+
 def _damage(path, how):
     data = path.read_bytes()
     if how == "truncate":
@@ -248,8 +266,6 @@ def test_a_damaged_file_is_named(mixture, tmp_path, relpath, how):
     assert str(tmp_path / relpath) in str(err.value)
     for stage in ("02-graph", "03-smoothing", "04-gram"):  # deleting the stage recovers
         if relpath.startswith(stage):
-            import shutil
-
             shutil.rmtree(tmp_path / stage)
     _same_fit(full, _model().fit(X, checkpoint=tmp_path))
 

@@ -1,25 +1,26 @@
 """Worker loss is survived, not just tolerated: a worker process SIGKILLed mid-fit (during
 the Gram pass, or during an iteration while H's blocks are cached on it) leaves a fit whose
-results are identical to an undisturbed fit on the same cluster.
+results are identical to an undisturbed fit on the same cluster; one killed while the kNN
+graph's exchanges run (rows into cell order, reverse edges) leaves the same graph.
 
-The kill is deterministic: a scheduler plugin kills the worker process that the n-th task
-whose key starts with a given name is handed to. The nanny then starts a new worker and the
-scheduler recomputes what was lost from the task graph; this holds only while every task is
-a pure function of its inputs."""
+The kill is deterministic: a scheduler plugin (``benchmarks._faults.KillOnTask``) kills the
+worker process that the n-th task whose key starts with a given name is handed to. The nanny
+then starts a new worker and the scheduler recomputes what was lost from the task graph; this
+holds only while every task is a pure function of its inputs."""
 
 import os
-import signal
 import warnings
 
 import dask
 import dask.array as da
 import numpy as np
 import pytest
-from dask.utils import key_split
 from distributed import Client, LocalCluster
-from distributed.diagnostics.plugin import SchedulerPlugin
 from sklearn.datasets import make_blobs
 from sklearn.exceptions import ConvergenceWarning
+
+from benchmarks._faults import GRAPH_EXCHANGES, KillOnTask, fit_under_fault, same_graph
+from elmscale.graph import _laplacian
 
 from ._estimators import assert_same_results, fit, make, on_cluster, outputs
 
@@ -30,27 +31,6 @@ pytestmark = [
 
 X, Y = make_blobs(2000, n_features=6, centers=3, cluster_std=2.0, random_state=0)
 CHUNKS = (500, 6)  # 4 row blocks, 2 per worker
-
-
-class KillOnTask(SchedulerPlugin):
-    """SIGKILL the worker process that the scheduler hands the ``nth`` task named ``prefix``
-    (counted over all workers) to, as it hands it over. ``pids`` maps worker addresses to
-    process ids (all on this host); ``killed`` records the task and the worker."""
-
-    name = "kill-on-task"
-
-    def __init__(self, scheduler, prefix, nth, pids):
-        self.scheduler, self.prefix, self.nth, self.pids = scheduler, prefix, nth, pids
-        self.count, self.killed = 0, None
-
-    def transition(self, key, start, finish, *args, **kwargs):
-        if finish != "processing" or key_split(key) != self.prefix or self.killed:
-            return
-        self.count += 1
-        if self.count == self.nth:
-            worker = self.scheduler.tasks[key].processing_on.address
-            self.killed = (key, worker)
-            os.kill(self.pids[worker], signal.SIGKILL)
 
 
 def _start():
@@ -143,6 +123,30 @@ def test_worker_killed_mid_fit_gives_the_same_model(client, name, params, stage,
     # rounding of a recomputed block (2e-9 of the largest entry seen)
     rtol = 1e-7 if name == "TUMKELM" else 1e-9
     assert_same_results(reference, disturbed, name, rtol=rtol)
+
+
+@pytest.mark.parametrize("exchange", ["order", "reverse"])
+def test_worker_killed_mid_graph_exchange_gives_the_same_graph_and_labels(
+    client, monkeypatch, exchange
+):
+    """US-ELM on the cell search, rows sorted into cell order (as above 20,000 rows): a
+    worker killed as the first unpack task of the shuffle into cell order, or of the reverse
+    edges' exchange, is handed over; the graph (neighbours and weights per row, in the input's
+    order) and the labels equal an undisturbed fit's to the last bit."""
+    monkeypatch.setattr(_laplacian, "ORDER_MIN_SAMPLES", 0)
+    X_graph, _ = make_blobs(4000, n_features=6, centers=3, cluster_std=2.0, random_state=0)
+    Xd = da.from_array(X_graph, chunks=(500, 6))  # 8 chunks, 4 per worker group
+    with on_cluster(client):
+        graph, labels, base = fit_under_fault(client, make("USELM", graph="cells"), Xd)
+        got, got_labels, record = fit_under_fault(
+            client, make("USELM", graph="cells"), Xd, exchange
+        )
+    assert base["ordered"] and record["ordered"]
+    assert record["killed_task"], f"no {exchange} exchange ran: the fault was not injected"
+    assert record["worker_replaced"]
+    assert record["in_memory_at_kill"][GRAPH_EXCHANGES[exchange][0]] > 0  # mid-exchange
+    assert same_graph(graph, got)
+    np.testing.assert_array_equal(labels, got_labels)
 
 
 @pytest.mark.slow

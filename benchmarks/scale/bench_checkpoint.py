@@ -1,21 +1,25 @@
-"""A US-ELM fit killed mid-Gram-pass and run again with its checkpoint, against an
-uninterrupted fit.
+"""A fit killed midway and run again with its checkpoint, against an uninterrupted fit.
 
-    python -m benchmarks.scale.bench_checkpoint [--n-samples 200000] [--kill-at gram]
+    python -m benchmarks.scale.bench_checkpoint [--n-samples 200000] [--estimator USELM]
+        [--kill-at gram]
 
 Each fit runs in a fresh interpreter (a 2-worker LocalCluster, the mixture of
-benchmarks/_mixture.py generated on the workers, ``USELM(n_clusters=10, random_state=0)``):
+benchmarks/_mixture.py generated on the workers, ``USELM`` or ``ELMJEC`` with
+``n_clusters=10, random_state=0``):
 
 1. the full fit, without a checkpoint;
 2. the same fit with ``checkpoint=DIR``, whose whole process group (the client and its
    cluster) gets SIGKILL once the stage named by ``--kill-at`` is on disk: ``graph`` (the
    graph's manifest), ``gram`` (``--kill-partials`` partial sums of the Gram pass written, by
-   default 2: half the pass at 200,000 rows in 4 chunks);
+   default 2: half the pass at 200,000 rows in 4 chunks), ``iteration`` (ELM-JEC:
+   ``--kill-iterations`` iterations' states written, by default 1);
 3. the same command again, which resumes from DIR.
 
-Prints one JSON line: wall seconds of each run (interpreter, cluster start, data fingerprint
-and fit; the fit's own seconds and ``timings_`` too), the resumed run's share of the full
-one, the checkpoint's size, and whether the resumed labels equal the full fit's.
+Prints one JSON line: wall seconds of each run (interpreter start to exit) and, inside it,
+the cluster's start and the fit's own seconds with its ``timings_`` (the data's fingerprint
+is in the first stage's); the resumed run's share of the full one, the checkpoint's size,
+and whether the resumed labels (and ELM-JEC's objective and iteration count) equal the full
+fit's.
 """
 
 import argparse
@@ -31,29 +35,39 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks._common import REPO_ROOT, machine_info, utc_now
+from benchmarks._common import REPO_ROOT, cluster_arguments, machine_info, utc_now
 from benchmarks._mixture import mixture_dask
 
 
 def child(args):
     """One fit in this process: labels to ``args.labels``, one JSON line of timings."""
+    import elmscale
     from benchmarks._common import local_cluster
-    from elmscale import USELM
 
+    t0 = time.perf_counter()
     with local_cluster(args.workers, args.worker_gb, dashboard_address=None):
+        t1 = time.perf_counter()
         X, _ = mixture_dask(args.n_samples, n_features=args.features)
-        t0 = time.perf_counter()
         kw = {"checkpoint": args.checkpoint} if args.checkpoint else {}
-        model = USELM(n_clusters=10, random_state=0).fit(X, **kw)
+        model = getattr(elmscale, args.estimator)(n_clusters=10, random_state=0).fit(X, **kw)
         labels = np.asarray(model.labels_.compute())
-        seconds = time.perf_counter() - t0
+        t2 = time.perf_counter()
     np.save(args.labels, labels)
-    print(json.dumps({"fit_seconds": round(seconds, 2), "timings": model.timings_}))
+    out = {"cluster_start_s": round(t1 - t0, 2), "fit_seconds": round(t2 - t1, 2)}
+    out["cluster_close_s"] = round(time.perf_counter() - t2, 2)
+    out["timings"] = {k: round(v, 2) for k, v in model.timings_.items()}
+    for name in ("n_iter_", "objective_"):
+        if hasattr(model, name):
+            out[name.rstrip("_")] = float(getattr(model, name))
+    print(json.dumps(out))
 
 
 def _kill_condition(args, folder):
     if args.kill_at == "graph":
         return lambda: bool(glob.glob(os.path.join(folder, "*-graph", "manifest.json")))
+    if args.kill_at == "iteration":
+        pattern = os.path.join(folder, "*-iteration-*", "manifest.json")
+        return lambda: len(glob.glob(pattern)) >= args.kill_iterations
     pattern = os.path.join(folder, "*-gram", "partials-*", "*.pkl")
     return lambda: len(glob.glob(pattern)) >= args.kill_partials
 
@@ -64,6 +78,7 @@ def run(args, labels, checkpoint=None, kill=None):
     cmd = [sys.executable, "-m", "benchmarks.scale.bench_checkpoint", "--child"]
     cmd += ["--n-samples", str(args.n_samples), "--features", str(args.features)]
     cmd += ["--workers", str(args.workers), "--worker-gb", str(args.worker_gb)]
+    cmd += ["--estimator", args.estimator]
     cmd += ["--labels", str(labels)] + (["--checkpoint", str(checkpoint)] if checkpoint else [])
     env = dict(os.environ, PYTHONPATH=str(REPO_ROOT))
     log = open(Path(labels).with_suffix(".log"), "w")  # noqa: SIM115 - closed below
@@ -102,6 +117,8 @@ def main(args):
         resume_wall, resumed = run(args, tmp / "resumed.npy", ckpt)
         size = sum(f.stat().st_size for f in ckpt.rglob("*") if f.is_file())
         same = bool(np.array_equal(np.load(tmp / "full.npy"), np.load(tmp / "resumed.npy")))
+    if same and "objective" in full:  # an iterative fit: the same path to the same end
+        same = all(full[k] == resumed[k] for k in ("objective", "n_iter"))
     print(
         json.dumps(
             {
@@ -110,6 +127,7 @@ def main(args):
                 "machine": machine_info(),
                 "n_samples": args.n_samples,
                 "n_features": args.features,
+                "estimator": args.estimator,
                 "kill_at": args.kill_at,
                 "killed": killed is None,
                 "stages_on_disk_at_kill": stages,
@@ -120,20 +138,18 @@ def main(args):
                 "full": full,
                 "resumed": resumed,
                 "checkpoint_mb": round(size / 1e6, 1),
-                "labels_identical": same,
+                "result_identical": same,
             }
         )
     )
 
 
 def parse(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--n-samples", type=int, default=200_000)
-    ap.add_argument("--features", type=int, default=50)
-    ap.add_argument("--workers", type=int, default=2)
-    ap.add_argument("--worker-gb", type=float, default=3)
-    ap.add_argument("--kill-at", choices=("graph", "gram"), default="gram")
+    ap = cluster_arguments(argparse.ArgumentParser(description=__doc__.split("\n\n")[0]))
+    ap.add_argument("--estimator", choices=("USELM", "ELMJEC"), default="USELM")
+    ap.add_argument("--kill-at", choices=("graph", "gram", "iteration"), default="gram")
     ap.add_argument("--kill-partials", type=int, default=2)
+    ap.add_argument("--kill-iterations", type=int, default=1)
     ap.add_argument("--tmp", default=None, help="folder for the checkpoint and labels")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--labels", help=argparse.SUPPRESS)
@@ -143,4 +159,6 @@ def parse(argv=None):
 
 if __name__ == "__main__":
     arguments = parse()
+    if arguments.kill_at == "iteration" and arguments.estimator != "ELMJEC":
+        sys.exit("--kill-at iteration needs --estimator ELMJEC (US-ELM does not iterate)")
     child(arguments) if arguments.child else main(arguments)

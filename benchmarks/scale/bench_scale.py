@@ -22,14 +22,19 @@ estimator's own default for the others). What is fitted and scored:
 
 Each fit runs in its own fresh cluster (cold: imports and any compilation included). Reported:
 wall time of the fit, the estimator's stage times (``timings_``), the score and its time, peak
-RSS of every worker and of the client (whose process also runs the scheduler), load average.
+RSS of every worker and of the client (whose process also runs the scheduler), the workers
+that a nanny restarted (their process ids changed: killed for memory, or crashed) and the
+bytes each worker spilled to disk (``--worker-gb`` below the working set), load average.
 One JSON line per estimator.
 """
 
 import argparse
+import contextlib
 import functools
 import json
 import os
+import sys
+import threading
 import time
 
 import numpy as np
@@ -72,6 +77,55 @@ def _labelled(first_feature):
     return (abs(first_feature) * 1e6).astype("int64") % 100 == 0
 
 
+def _spilled_mb(dask_worker):
+    """MiB this worker process has written to disk since it started (its spill buffer's
+    ``disk-write`` bytes, summed over the metrics it digests)."""
+    total = sum(
+        v
+        for k, v in dask_worker.digests_total.items()
+        if isinstance(k, tuple) and k[-2:] == ("disk-write", "bytes")
+    )
+    return round(total / 2**20, 1)
+
+
+def _memory_now(dask_worker):
+    """This worker's resident MiB and the names of the tasks it is executing."""
+    import psutil
+    from dask.utils import key_split
+
+    rss = psutil.Process().memory_info().rss / 2**20
+    return rss, sorted({key_split(ts.key) for ts in dask_worker.state.executing})
+
+
+@contextlib.contextmanager
+def memory_watch(client, out, limit_gb, every=0.5):
+    """Poll the workers' RSS and executing tasks every ``every`` s while the block runs;
+    ``out["rss_by_task_mb"]``: per task name, the highest RSS of a worker executing it
+    (the 8 highest), which names the stage and the task that hold the memory when a worker
+    nears its limit. A new highest above 80 % of ``limit_gb`` is printed to stderr at once
+    (a run that a nanny's restarts never let finish still says which task it was)."""
+    peaks, stop, near = {}, threading.Event(), 0.8 * limit_gb * 1024
+
+    def poll():
+        while not stop.wait(every):
+            with contextlib.suppress(Exception):  # a worker restarting: next poll
+                for rss, names in client.run(_memory_now, on_error="ignore").values():
+                    for name in names or ["(idle)"]:
+                        if rss > max(peaks.get(name, 0.0), near):
+                            print(f"# memory: {name} {rss:.0f} MiB", file=sys.stderr, flush=True)
+                        peaks[name] = max(peaks.get(name, 0.0), rss)
+
+    thread = threading.Thread(target=poll, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+        top = sorted(peaks.items(), key=lambda kv: -kv[1])[:8]
+        out["rss_by_task_mb"] = {k: round(v) for k, v in top}
+
+
 def run_one(name, args, log):
     import dask
 
@@ -79,6 +133,7 @@ def run_one(name, args, log):
 
     out = {"estimator": name, "n": args.n, "input": args.input or "generated"}
     with local_cluster(args.workers, args.worker_gb) as client:
+        pids = client.run(os.getpid)
         if args.input:
             Xd, yd = read_input(args.input)
         else:
@@ -94,7 +149,11 @@ def run_one(name, args, log):
             labelled = _labelled(np.asarray(first.compute()))
         model = make_estimator(name, args)
         out["params"] = {k: v for k, v in model.get_params().items() if v is not None}
-        with elmscale.config_context(compute_dtype=args.dtype):
+        watch = memory_watch(client, out, args.worker_gb) if args.watch_memory else None
+        with (
+            elmscale.config_context(compute_dtype=args.dtype, graph_chunks=args.graph_chunks),
+            watch or contextlib.nullcontext(),
+        ):
             t0 = time.perf_counter()
             if name == "SSELM":
                 model.fit(Xd, np.where(labelled, y_true, -1))
@@ -116,6 +175,8 @@ def run_one(name, args, log):
         out["stages_s"] = dict(getattr(model, "timings_", {}) or {})
         out["load_avg"] = [round(x, 2) for x in os.getloadavg()]
         out["worker_peak_mb"] = sorted(client.run(peak_memory_mb).values())
+        out["workers_restarted"] = len(set(pids.values()) - set(client.run(os.getpid).values()))
+        out["spilled_mb"] = sorted(client.run(_spilled_mb).values())
         out["client_peak_mb"] = peak_memory_mb()
     log(json.dumps(out, default=float))
     return out
@@ -134,6 +195,17 @@ def main():
     p.add_argument("--worker-gb", type=float, default=10)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--input", default=None, help="parquet:PATH or zarr:PATH: read X and y")
+    p.add_argument(
+        "--graph-chunks",
+        choices=("auto", "data"),
+        default="auto",
+        help="elmscale's graph_chunks setting: 'data' builds the graph on the data's chunks",
+    )
+    p.add_argument(
+        "--watch-memory",
+        action="store_true",
+        help="poll the workers' RSS and running tasks during the fit (rss_by_task_mb)",
+    )
     args = p.parse_args()
     log = functools.partial(print, flush=True)
     log(f"# {utc_now()} {machine_info()}")

@@ -40,6 +40,7 @@ class Checkpoint:
         self.fresh = False  # a stage was computed by this fit: the later ones are recomputed
         self._seq = 0
         self._partials = None
+        self._pieces = {}  # keys of objects written or read -> their Pieces (written once)
         self._check_any()
 
     # -- stages ----------------------------------------------------------------------------
@@ -119,14 +120,14 @@ class Checkpoint:
 
     def _load(self, folder, manifest, rng):
         data = self.store.read(posixpath.join(folder, "value.pkl"), manifest["value"])
-        value = Decoder(self.store, self.input).decode(pickle.loads(data))
+        value = Decoder(self.store, self.input, self._pieces).decode(pickle.loads(data))
         if rng is not None:
             rng.set_state(_rng_state(manifest["rng"]))
         logger.info("checkpoint: %s loaded", self.store.where(folder))
         return value
 
     def _save(self, folder, value, key, rng):
-        encoder = Encoder(self.store, folder, self.input.name)
+        encoder = Encoder(self.store, folder, self.input.name, self._pieces)
         skeleton = encoder.encode(value)
         files = encoder.write()
         sums = self.store.write(posixpath.join(folder, "value.pkl"), pickle.dumps(skeleton))

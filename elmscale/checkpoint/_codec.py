@@ -7,8 +7,15 @@ hold them: a dask array as one ``.npy`` file per row chunk, a graph as one pickl
 ``GraphBlock`` per chunk plus its rows of X, its kNN lists and its row order. The rest, with
 the placeholders in it, is pickled on the client: small. Reading reverses this lazily: each
 piece becomes a delayed read on a worker, which checks the piece's checksum first.
+
+Pieces are written once per checkpoint: a later stage whose result holds the same dask
+objects as an earlier stage's (a graph-filtered graph shares its graph's blocks, kNN lists and
+row order) refers to the earlier stage's files, and reading both stages reads those files
+once (a read is a pure task of the file and its checksum). ``known`` maps the keys of the
+objects written or read so far to their :class:`Pieces`.
 """
 
+import dataclasses
 import io
 import pickle
 from dataclasses import dataclass, field
@@ -90,14 +97,28 @@ class GraphPieces:
     source: object
 
 
+def _keys(objects):
+    """The dask keys of a list of delayed objects (None when one has no key)."""
+    keys = tuple(getattr(o, "key", None) for o in objects)
+    return keys if keys and None not in keys else None
+
+
+def _array_keys(array):
+    return _keys(array.to_delayed(optimize_graph=False).ravel().tolist())
+
+
 class Encoder:
     """Replaces the dask arrays and graphs of a result with placeholders and collects the
-    delayed writes of their pieces (:meth:`write` computes them and fills the checksums)."""
+    delayed writes of their pieces (:meth:`write` computes them and fills the checksums).
+    Objects in ``known`` (keys -> :class:`Pieces` of earlier stages) are not written again;
+    :meth:`write` adds this stage's pieces to it."""
 
-    def __init__(self, store, stage, input_name):
+    def __init__(self, store, stage, input_name, known=None):
         self.store, self.stage, self.input_name = store, stage, input_name
+        self.known = {} if known is None else known
         self.arrays = {}  # name -> index among the result's arrays
         self.writes = []  # (Pieces, delayed writes)
+        self.new = {}  # keys -> Pieces of this stage
 
     def encode(self, value):
         """``value`` with its dask arrays and graphs replaced by placeholders."""
@@ -113,17 +134,25 @@ class Encoder:
         if isinstance(value, da.Array):
             index = self.arrays[value.name]
             p = self.rows(value, f"array-{index}")
-            p.index = index
-            return p
+            if any(p is q for q, _ in self.writes):  # written by this stage: sums to come
+                p.index = index
+                return p
+            return dataclasses.replace(p, index=index)
         if isinstance(value, KNNGraph):
             return self.graph(value, f"graph-{len(self.writes)}")
         return value
 
     def pieces(self, objects, folder, fmt, shapes=None, dtype=None):
+        keys = _keys(objects)
+        earlier = self.known.get(keys) or self.new.get(keys)
+        if earlier is not None and earlier.fmt == fmt:
+            return earlier
         p = Pieces(f"{self.stage}/{folder}", fmt, len(objects), shapes=shapes, dtype=dtype)
         write = dask.delayed(write_piece, pure=False)
         writes = [write(self.store, p.name(i), o, fmt) for i, o in enumerate(objects)]
         self.writes.append((p, writes))
+        if keys is not None:
+            self.new[keys] = p
         return p
 
     def rows(self, array, folder):
@@ -175,6 +204,7 @@ class Encoder:
         for (p, _), s in zip(self.writes, sums, strict=True):
             p.sums = [list(x) for x in s]
             files.update({p.name(i): x for i, x in enumerate(p.sums)})
+        self.known.update(self.new)
         return files
 
 
@@ -195,10 +225,13 @@ def _block_shapes(array):
 
 class Decoder:
     """Rebuilds a result from its placeholders: persisted dask arrays and graphs whose
-    pieces the workers read (and check) from the checkpoint."""
+    pieces the workers read (and check) from the checkpoint. The objects it makes are added
+    to ``known`` (keys -> :class:`Pieces`), so that a later stage holding them refers to
+    their files."""
 
-    def __init__(self, store, input_array):
+    def __init__(self, store, input_array, known=None):
         self.store, self.input = store, input_array
+        self.known = {} if known is None else known
         self.arrays = {}
 
     def decode(self, value):
@@ -211,13 +244,21 @@ class Decoder:
             return value
         array = value.array(self.store).persist()
         self.arrays[value.index] = array
+        self._remember(_array_keys(array), value)
         return array
+
+    def _remember(self, keys, pieces):
+        if keys is not None:
+            self.known.setdefault(keys, dataclasses.replace(pieces, index=None))
 
     def graph(self, gp):
         rows = {
             name: None if p is None else p.array(self.store)
             for name, p in (("X", gp.X), ("indices", gp.indices), ("distances", gp.distances))
         }
+        for name, p in (("X", gp.X), ("indices", gp.indices), ("distances", gp.distances)):
+            if p is not None:
+                self._remember(_array_keys(rows[name]), p)
         X = None if rows["X"] is None else rows["X"].persist()
         if gp.source == "self":
             source = X
@@ -228,8 +269,11 @@ class Decoder:
         if gp.order is not None:
             dest, chunks, pairs, outer = gp.order
             order = RowOrder(dask.persist(*dest.delayed(self.store)), chunks, pairs, outer)
+            self._remember(_keys(order.dest_blocks), dest)
+        blocks = list(dask.persist(*gp.blocks.delayed(self.store)))
+        self._remember(_keys(blocks), gp.blocks)
         return KNNGraph(
-            list(dask.persist(*gp.blocks.delayed(self.store))),
+            blocks,
             X,
             indices=rows["indices"],
             distances=rows["distances"],
