@@ -20,6 +20,10 @@ _DEFAULTS = {
     # Row chunks the kNN graph is built on: "auto" joins small chunks of X into runs (larger
     # search tasks, fewer exchange tasks, at least one run per worker); "data" keeps X's own.
     "graph_chunks": "auto",
+    # Bytes one unpack task of the graph's all-to-all exchanges may hold: the pieces a run of
+    # destination chunks receives (see elmscale.graph._exchange); lower it for workers with
+    # little memory.
+    "exchange_bytes": 256 * 2**20,
 }
 _local = threading.local()
 
@@ -29,13 +33,24 @@ def get_config():
     return dict(getattr(_local, "config", _DEFAULTS))
 
 
-def set_config(*, chunk_bytes=None, compute_dtype=None, task_blas_threads=None, graph_chunks=None):
+def set_config(
+    *,
+    chunk_bytes=None,
+    compute_dtype=None,
+    task_blas_threads=None,
+    graph_chunks=None,
+    exchange_bytes=None,
+):
     """Change settings for this thread. ``None`` leaves a setting as it is."""
     config = get_config()
     if chunk_bytes is not None:
         if int(chunk_bytes) <= 0:
             raise ValueError(f"chunk_bytes must be a positive integer, got {chunk_bytes!r}")
         config["chunk_bytes"] = int(chunk_bytes)
+    if exchange_bytes is not None:
+        if int(exchange_bytes) <= 0:
+            raise ValueError(f"exchange_bytes must be a positive integer, got {exchange_bytes!r}")
+        config["exchange_bytes"] = int(exchange_bytes)
     if compute_dtype is not None:
         if np.dtype(compute_dtype) not in (np.float32, np.float64):
             raise ValueError(f"compute_dtype must be 'float32' or 'float64', got {compute_dtype!r}")

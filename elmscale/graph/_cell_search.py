@@ -488,11 +488,16 @@ class CellSearch:
                 if mine:
                     requests[t].append((s, (s_lo, mine)))
             rows_per_task.append(hi - lo + sum(b - a for _, (_, m) in requests[t] for a, b in m))
+        row_bytes = X.dtype.itemsize * X.shape[1] + 16  # the row, its position and index
         pieces = exchange(
             f"{PREFIX}-gather",
             _take_ranges,
             list(zip(X_blocks, orig_blocks, strict=True)),
             requests,
+            nbytes=[
+                (n - (int(starts[t + 1]) - int(starts[t]))) * row_bytes
+                for t, n in enumerate(rows_per_task)
+            ],
         )
         pos_b, orig_b, dist_b = [], [], []
         for t in range(nb):

@@ -17,28 +17,56 @@ on a local scheduler):
 An exchange thus has at most n_chunks x n_groups + n_chunks + n_groups tasks, and each
 destination receives exactly the pieces the pairwise exchange would have given it, in the
 same order.
+
+An unpack task holds its group's whole packs, so a group receiving more than a worker can
+hold would fail on a worker with a memory limit however small the chunks. When the caller
+knows what each destination receives (``nbytes``), a worker's destinations are split further
+into runs that receive at most the ``exchange_bytes`` setting each (at least one destination
+per run): the groups then grow with the data moved, not with the chunk count.
 """
 
 import dask
 
+from .._config import get_config
 from ..utils import _dask
 
 
-def worker_groups(n_destinations):
+def worker_groups(n_destinations, nbytes=None):
     """Destinations ``0..n-1`` split into consecutive groups, one per worker of the current
     distributed client: ``[(worker address or None, [destinations...]), ...]``. Without a
-    client, or with one worker, a single group without a worker."""
+    client, or with one worker, a single group without a worker. With ``nbytes`` (bytes each
+    destination receives) and a distributed client, each group is cut further into runs
+    receiving at most the ``exchange_bytes`` setting (:func:`split_by_bytes`)."""
     workers = cluster_workers()
     n_groups = max(1, min(len(workers), n_destinations))
     if n_groups == 1:
-        return [(None, list(range(n_destinations)))]
-    return [
-        (
-            workers[g],
-            list(range(g * n_destinations // n_groups, (g + 1) * n_destinations // n_groups)),
-        )
-        for g in range(n_groups)
-    ]
+        groups = [(None, list(range(n_destinations)))]
+    else:
+        groups = [
+            (
+                workers[g],
+                list(range(g * n_destinations // n_groups, (g + 1) * n_destinations // n_groups)),
+            )
+            for g in range(n_groups)
+        ]
+    if nbytes is None or not workers:  # a local scheduler's unpacks share its memory
+        return groups
+    budget = get_config()["exchange_bytes"]
+    return [(w, run) for w, group in groups for run in split_by_bytes(group, nbytes, budget)]
+
+
+def split_by_bytes(destinations, nbytes, budget):
+    """Consecutive runs of ``destinations`` whose ``nbytes`` sum to at most ``budget`` (a
+    destination that alone receives more forms a run of its own)."""
+    runs, total = [], 0
+    for b in destinations:
+        if runs and total + nbytes[b] <= budget:
+            runs[-1].append(b)
+            total += nbytes[b]
+        else:
+            runs.append([b])
+            total = nbytes[b]
+    return runs
 
 
 def cluster_workers():
@@ -73,7 +101,7 @@ def _collect(*wants):
     return wants
 
 
-def exchange(stage, take, sources, requests, wants=None, *, make=None):
+def exchange(stage, take, sources, requests, wants=None, *, make=None, nbytes=None):
     """Move pieces of the ``sources`` to destinations with one pack task per (source,
     destination group) and one unpack task per destination.
 
@@ -94,6 +122,9 @@ def exchange(stage, take, sources, requests, wants=None, *, make=None):
     make : callable, optional
         ``make(name, fn, *args)`` -> delayed call; default
         :func:`elmscale.utils._dask.task` (unique keys).
+    nbytes : sequence of int, optional
+        Per destination, about how many bytes it receives: bounds what one unpack task
+        holds (:func:`worker_groups`).
 
     Returns
     -------
@@ -103,7 +134,7 @@ def exchange(stage, take, sources, requests, wants=None, *, make=None):
     """
     make = make or _dask.task
     out = [None] * len(requests)
-    for worker, group in worker_groups(len(requests)):
+    for worker, group in worker_groups(len(requests), nbytes):
         group_wants = None
         if wants is not None:
             group_wants = make(f"{stage}-wants", _collect, *[wants[b] for b in group])

@@ -100,6 +100,10 @@ def _edge_counts(idx, starts):
     return np.bincount(owner, minlength=len(starts) - 1)
 
 
+#: bytes of one reverse edge (target, source, distance) in an exchange
+REVERSE_EDGE_BYTES = 24
+
+
 def _reverse_edges(idx, dist, lo, hi):
     """Chunk s's edges i -> j with j in [lo, hi), as reverse edges (j, i local to s, dist)."""
     n, k = idx.shape
@@ -366,7 +370,16 @@ class KNNGraph:
 
     def _take_halo(self, array, requests, wants, prefix):
         blocks = array.to_delayed(optimize_graph=False).ravel()
-        return exchange(f"{prefix}-halo", _take_rows, [(blk,) for blk in blocks], requests, wants)
+        row_bytes = array.dtype.itemsize * int(np.prod(array.shape[1:]))
+        asked = [sum(self.halo_counts[b, s] for s, _ in requests[b]) for b in range(len(requests))]
+        return exchange(
+            f"{prefix}-halo",
+            _take_rows,
+            [(blk,) for blk in blocks],
+            requests,
+            wants,
+            nbytes=[int(n) * row_bytes for n in asked],
+        )
 
     def halo_indices(self):
         """Per block, its halo's global indices (delayed, persisted on first use): what the
@@ -588,6 +601,7 @@ def _symmetrise(idx, dist, starts, weights, sigma):
         _reverse_edges,
         list(zip(idx_blocks, dist_blocks, strict=True)),
         [[(s, (int(starts[b]), int(starts[b + 1]))) for s in senders[b]] for b in range(nb)],
+        nbytes=(edges.sum(axis=0) * REVERSE_EDGE_BYTES).tolist(),
     )
     blocks = [
         task(

@@ -113,6 +113,7 @@ class RowOrder:
                 [(s, (int(starts[b]), int(starts[b + 1]))) for s in self.pairs[b]]
                 for b in range(len(self.chunks))
             ],
+            nbytes=[n * A.dtype.itemsize * int(np.prod(A.shape[1:])) for n in self.chunks],
         )
         out = [
             da.from_delayed(

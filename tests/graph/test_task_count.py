@@ -14,7 +14,7 @@ from sklearn.datasets import make_blobs
 import elmscale
 from elmscale.algorithms import USELM
 from elmscale.graph import CellSearch, knn_graph
-from elmscale.graph._exchange import exchange, worker_groups
+from elmscale.graph._exchange import exchange, split_by_bytes, worker_groups
 from elmscale.graph._laplacian import graph_chunks
 
 CHUNK_COUNTS = (20, 40, 80)
@@ -144,3 +144,28 @@ def test_graph_chunks_follow_the_workers_and_the_setting():
         assert graph_chunks(chunks, n_workers=2) == chunks
     with pytest.raises(ValueError, match="graph_chunks must be 'auto' or 'data'"):
         elmscale.set_config(graph_chunks="workers")
+
+
+def test_runs_of_destinations_receive_at_most_the_budget():
+    nbytes = [5, 5, 5, 20, 1, 1, 9]
+    runs = split_by_bytes(range(7), nbytes, 10)
+    assert runs == [[0, 1], [2], [3], [4, 5], [6]]  # 20 > 10 alone: a run of its own
+    assert [b for run in runs for b in run] == list(range(7))
+    assert all(sum(nbytes[b] for b in run) <= 10 for run in runs if len(run) > 1)
+    assert worker_groups(7, nbytes) == [(None, list(range(7)))]  # no workers: no split
+
+
+@pytest.mark.distributed
+def test_a_small_exchange_budget_splits_the_groups_not_the_graph(mixture, dask_client):
+    """With ``exchange_bytes`` below what a worker's destinations receive, the unpack tasks
+    hold smaller runs of destinations (more packs), and the graph stays the same."""
+    nb = 20
+    ref, ref_counts = _per_chunk_count(mixture, nb, _graph)
+    with elmscale.config_context(exchange_bytes=20_000):
+        small, small_counts = _per_chunk_count(mixture, nb, _graph)
+    assert (small[0] != ref[0]).nnz == 0
+    np.testing.assert_array_equal(small[1], ref[1])
+    for stage in ("elmscale-graph-gather", "elmscale-graph-order", "elmscale-graph-reverse"):
+        assert small_counts[stage] > ref_counts[stage], stage
+    with pytest.raises(ValueError, match="exchange_bytes must be a positive integer"):
+        elmscale.set_config(exchange_bytes=0)
