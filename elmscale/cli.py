@@ -23,6 +23,7 @@ import warnings
 
 from . import registry
 from .exceptions import PluginLoadError, PluginLoadWarning, UnknownPluginError
+from .utils._malloc import tune_malloc
 
 INFO_PACKAGES = (
     "elmscale",
@@ -745,5 +746,12 @@ def _run_command(args, out, err):
 RUNNERS = {"fit": _run_fit, "predict": _run_predict, "transform": _run_transform}
 
 
-if __name__ == "__main__":  # pragma: no cover
+def run():
+    """The ``elmscale`` console script: :func:`main` in a process whose allocator reuses
+    freed blocks (:func:`elmscale.utils.tune_malloc`, set before any thread starts)."""
+    tune_malloc()
     sys.exit(main())
+
+
+if __name__ == "__main__":  # pragma: no cover
+    run()

@@ -1,0 +1,50 @@
+"""glibc allocator settings for processes that run elmscale's blocks.
+
+Every task of a fit allocates and frees large temporaries (a block of H, the rows a search
+task gathers, a filter step's product). With glibc's defaults each thread allocates from an
+arena of its own, and blocks above the mmap threshold are mapped on allocation and unmapped
+on release, so each temporary is faulted in page by page again: in a threaded fit the
+kernel's page-fault work can rival the arithmetic. One arena, no mmap for large blocks and
+no trimming let freed blocks be reused as they are. The price is memory: the process keeps
+its peak heap instead of returning it to the system.
+
+The settings apply to threads that allocate for the first time after they are made, so they
+belong at the start of a process: :func:`tune_malloc` in a program of one's own (the
+``elmscale`` command calls it), :data:`MALLOC_ENV` in the environment of dask workers
+(``distributed.nanny.pre-spawn-environ``) or of a whole job.
+"""
+
+import ctypes
+import ctypes.util
+import sys
+
+#: the settings as environment variables (read by glibc when a process starts)
+MALLOC_ENV = {
+    "MALLOC_ARENA_MAX": "1",
+    "MALLOC_MMAP_MAX_": "0",
+    "MALLOC_TRIM_THRESHOLD_": str(2**31 - 1),
+}
+
+# mallopt parameters of glibc's <malloc.h>
+_M_TRIM_THRESHOLD, _M_MMAP_MAX, _M_ARENA_MAX = -1, -4, -8
+
+
+def tune_malloc():
+    """Apply :data:`MALLOC_ENV`'s settings to this process with glibc's ``mallopt``.
+
+    Call it before the process starts threads (dask's thread pool among them): threads
+    that already own an arena keep it. Returns True when all three settings took effect,
+    False elsewhere than Linux with glibc (nothing is changed there)."""
+    if not sys.platform.startswith("linux"):
+        return False
+    name = ctypes.util.find_library("c")
+    try:
+        libc = ctypes.CDLL(name or "libc.so.6")
+        mallopt = libc.mallopt
+    except (OSError, AttributeError):
+        return False
+    settings = ((_M_ARENA_MAX, 1), (_M_MMAP_MAX, 0), (_M_TRIM_THRESHOLD, 2**31 - 1))
+    return all(mallopt(param, value) == 1 for param, value in settings)
+
+
+__all__ = ["MALLOC_ENV", "tune_malloc"]
