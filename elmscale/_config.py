@@ -43,14 +43,11 @@ def set_config(
 ):
     """Change settings for this thread. ``None`` leaves a setting as it is."""
     config = get_config()
-    if chunk_bytes is not None:
-        if int(chunk_bytes) <= 0:
-            raise ValueError(f"chunk_bytes must be a positive integer, got {chunk_bytes!r}")
-        config["chunk_bytes"] = int(chunk_bytes)
-    if exchange_bytes is not None:
-        if int(exchange_bytes) <= 0:
-            raise ValueError(f"exchange_bytes must be a positive integer, got {exchange_bytes!r}")
-        config["exchange_bytes"] = int(exchange_bytes)
+    for name, value in (("chunk_bytes", chunk_bytes), ("exchange_bytes", exchange_bytes)):
+        if value is not None:
+            if int(value) <= 0:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+            config[name] = int(value)
     if compute_dtype is not None:
         if np.dtype(compute_dtype) not in (np.float32, np.float64):
             raise ValueError(f"compute_dtype must be 'float32' or 'float64', got {compute_dtype!r}")

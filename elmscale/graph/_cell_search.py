@@ -230,12 +230,8 @@ def _neighbours_of_neighbours(k, lo, pos, pieces):
 
 def _refine_chunk(k, lo, X, original, cand, pieces):
     """The k nearest of each row's candidates, by (exact distance, original index)."""
-    n = X.shape[0]
-    table_pos = np.concatenate([np.arange(lo, lo + n)] + [p[0] for p in pieces])
-    table_X = np.concatenate([X] + [p[1] for p in pieces])
-    table_orig = np.concatenate([original] + [p[2] for p in pieces]).astype(np.int64)
-    sort = np.argsort(table_pos)
-    table_pos, table_X, table_orig = table_pos[sort], table_X[sort], table_orig[sort]
+    table_pos, table_X, table_orig = _task_table(lo, X, original, pieces)
+    table_orig = table_orig.astype(np.int64, copy=False)
     rows, cols = np.nonzero(cand >= 0)
     at = np.searchsorted(table_pos, cand[rows, cols])
     e = np.full(cand.shape, np.inf)
@@ -243,10 +239,7 @@ def _refine_chunk(k, lo, X, original, cand, pieces):
     ids = np.full(cand.shape, -1, dtype=np.int64)
     ids[rows, cols] = table_orig[at]
     ids, d2 = topk_exact(k, ids, e)
-    by_orig = np.argsort(table_orig)
-    where = np.searchsorted(table_orig[by_orig], ids)
-    pos = table_pos[by_orig[np.minimum(where, len(table_orig) - 1)]]
-    return pos, ids, np.sqrt(d2)
+    return _positions(table_pos, table_orig, ids), ids, np.sqrt(d2)
 
 
 def _ranges_outside(cells, cell_start, lo, hi):
