@@ -46,24 +46,47 @@ import numpy as np
 import scipy.sparse as sp
 
 from ._config import get_config
-from .utils._dask import named, tree_sum
+from .utils._dask import named, tree_sum, worker_memory_per_thread
 
 logger = logging.getLogger(__name__)
 
 TERMS = ("count", "colsum", "hth", "hty", "htf", "sizes", "htlh")
 #: the prefix of the Gram pass's task keys
 PREFIX = "elmscale-gram"
+#: a task's rows of H take at most this share of a worker thread's memory: the task also
+#: holds its rows of ``L H`` and a few slices, beside what the worker stores
+GROUP_MEMORY_SHARE = 1 / 8
+
+
+#: rows of a task's output updated per sparse product, and of H rebuilt per halo slice: the
+#: task's working memory beyond its own rows of H and of ``L H`` stays a few such slices
+SLICE_ROWS = 4096
+
+
+def _row_slices(n_rows):
+    return (slice(lo, min(lo + SLICE_ROWS, n_rows)) for lo in range(0, n_rows, SLICE_ROWS))
 
 
 def _add_halo_products(VZ, V_halo, halo_pieces):
-    """``VZ += V_halo [piece_1; piece_2; ...]``, one slice of V_halo's columns per piece."""
+    """``VZ += V_halo [piece_1; piece_2; ...]`` in place, one slice of V_halo's columns per
+    piece and :data:`SLICE_ROWS` rows of VZ per product, so no temporary as large as VZ."""
     lo = 0
     for piece in halo_pieces:
         hi = lo + piece.shape[0]
-        VZ += V_halo[:, lo:hi] @ piece
+        V_piece = V_halo[:, lo:hi]
+        for rows in _row_slices(VZ.shape[0]):
+            VZ[rows] += V_piece[rows] @ piece
         lo = hi
     if lo != V_halo.shape[1]:
         raise ValueError(f"halo pieces hold {lo} rows, the graph block needs {V_halo.shape[1]}")
+    return VZ
+
+
+def _diagonal_minus(diagonal, Z, VZ):
+    """``VZ = diag(diagonal) Z - VZ`` in place, a slice of rows at a time."""
+    diagonal = diagonal.astype(Z.dtype, copy=False)
+    for rows in _row_slices(VZ.shape[0]):
+        np.subtract(diagonal[rows, None] * Z[rows], VZ[rows], out=VZ[rows])
     return VZ
 
 
@@ -74,35 +97,31 @@ def _laplacian_rows(graph_block, Z, halo_pieces):
     Z_j shipped from other chunks, or hidden rows rebuilt from X (:func:`_rebuilt_halo`).
     """
     W_local, W_halo = graph_block.split(Z.dtype)
-    LZ = _add_halo_products(W_local @ Z, W_halo, halo_pieces)
-    LZ *= -1
-    LZ += graph_block.diagonal.astype(Z.dtype)[:, None] * Z
-    return LZ
+    WZ = _add_halo_products(W_local @ Z, W_halo, halo_pieces)
+    return _diagonal_minus(graph_block.diagonal, Z, WZ)
 
 
-def _rebuilt_halo(halo_X, layer, step):
-    """Hidden rows of a chunk's halo, rebuilt from its rows of X. The halo can hold several
-    times the chunk's rows (high-dimensional data crosses every cut), so one chunk-sized
-    slice at a time."""
+def _rebuilt_halo(halo_X, layer):
+    """Hidden rows of a chunk's halo, rebuilt from its rows of X :data:`SLICE_ROWS` at a
+    time: the halo can hold several times the chunk's rows (high-dimensional data crosses
+    every cut)."""
     if not halo_X:
         return
     halo = np.concatenate(halo_X)
-    for lo in range(0, halo.shape[0], step):
-        yield layer(halo[lo : lo + step])
+    for rows in _row_slices(halo.shape[0]):
+        yield layer(halo[rows])
 
 
 def _pattern_rows(H, pattern, halo_X, layer):
     """``D_g H_g - V_g [H_g; H_halo]`` for one task's rows g and a pattern of
     :meth:`KNNGraph.group_pattern <elmscale.graph.KNNGraph.group_pattern>`; the halo's hidden
-    rows are rebuilt from X one slice of ``len(H)`` rows at a time. With the whole pattern
+    rows are rebuilt from X a slice at a time. With the whole pattern
     (``half=False``) these are the rows of ``L H``; with the half pattern, ``H_g^T`` times
     them is the task's share of ``H^T L H`` before the symmetrisation."""
     V_local, V_halo, diagonal = pattern
     V_local, V_halo = V_local.astype(H.dtype), V_halo.astype(H.dtype)
-    halo = _rebuilt_halo(halo_X, layer, max(H.shape[0], 1))
-    VH = _add_halo_products(V_local @ H, V_halo, halo)
-    np.subtract(diagonal.astype(H.dtype)[:, None] * H, VH, out=VH)
-    return VH
+    VH = _add_halo_products(V_local @ H, V_halo, _rebuilt_halo(halo_X, layer))
+    return _diagonal_minus(diagonal, H, VH)
 
 
 def _task_groups(chunks, n_hidden, itemsize, group_bytes):
@@ -121,9 +140,18 @@ def _task_groups(chunks, n_hidden, itemsize, group_bytes):
     return groups
 
 
+def _default_group_bytes():
+    """4 x ``chunk_bytes``, capped by :data:`GROUP_MEMORY_SHARE` of a worker thread's memory."""
+    group_bytes = 4 * get_config()["chunk_bytes"]
+    per_thread = worker_memory_per_thread()
+    if per_thread:
+        group_bytes = min(group_bytes, int(per_thread * GROUP_MEMORY_SHARE))
+    return group_bytes
+
+
 def _first_power_block(H, graph_block, layer, halo_X):
     """Z_1 = L H on one chunk, from H_b and the X halo."""
-    return _laplacian_rows(graph_block, H, _rebuilt_halo(halo_X, layer, max(H.shape[0], 1)))
+    return _laplacian_rows(graph_block, H, _rebuilt_halo(halo_X, layer))
 
 
 def _next_power_block(Z, graph_block, halo_Z):
@@ -312,7 +340,8 @@ def hidden_stats(
         to two such N x n_hidden arrays at once. See the module docstring.
     group_bytes : int or None
         One task sums consecutive row chunks whose H takes at most this many bytes
-        (default: 4 x the ``chunk_bytes`` setting), keeping at least 8 tasks: fewer, larger
+        (default: 4 x the ``chunk_bytes`` setting, at most 1/8 of a worker thread's
+        ``memory_limit`` on a distributed cluster), keeping at least 8 tasks: fewer, larger
         tasks cost less scheduling, fewer partial sums to reduce, and, with p <= 2, a halo
         only across the group's border. p > 2 keeps one chunk per task.
     compute : bool
@@ -327,7 +356,7 @@ def hidden_stats(
     """
     terms, power = _check_request(features, terms, Y, labels, n_labels, graph, laplacian_power)
     if group_bytes is None:
-        group_bytes = 4 * get_config()["chunk_bytes"]
+        group_bytes = _default_group_bytes()
     nb = len(features.chunks)
     layer = dask.delayed(features.layer, pure=True)
     sources, build = _sources(features, graph)

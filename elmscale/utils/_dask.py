@@ -20,6 +20,21 @@ import dask
 from dask.base import tokenize
 
 
+def worker_memory_per_thread():
+    """The smallest ``memory_limit / nthreads`` over the active distributed client's workers,
+    in bytes: what one task may count on. None without a client or without limits."""
+    try:
+        from distributed import get_client
+
+        workers = get_client().scheduler_info(n_workers=-1)["workers"].values()
+    except (ImportError, ValueError):
+        return None
+    shares = [
+        w["memory_limit"] // max(w.get("nthreads", 1), 1) for w in workers if w.get("memory_limit")
+    ]
+    return min(shares) if shares else None
+
+
 def _add(*parts):
     """Sum partial results: arrays, or dicts of arrays with the same keys."""
     first = parts[0]
