@@ -86,7 +86,7 @@ def test_uselm_resumes_after_the_graph_with_the_same_result(
             _model().fit(X, checkpoint=tmp_path)
     assert sorted(os.listdir(tmp_path)) == ["01-hidden", "02-graph", "03-smoothing"]
     monkeypatch.setattr(GraphMixin, "build_graph", _raise)  # kept: never built again
-    monkeypatch.setattr(_uselm, "smoothed_graph", _raise)
+    monkeypatch.setattr(_uselm, "smoothed_graph_if_kept", _raise)
     monkeypatch.setattr("elmscale.base.fit_scaling", _raise)  # nor the input scaling
     resumed = _model().fit(X, checkpoint=tmp_path)
     _same_fit(full, resumed)

@@ -14,7 +14,7 @@ from sklearn.utils.validation import check_is_fitted
 from ..base import BaseELM
 from ..cluster import kmeans
 from ..gram import hidden_stats
-from ..graph import input_order, normalized_cut, retained_variance, smoothed_graph
+from ..graph import input_order, normalized_cut, smoothed_graph_if_kept
 from ..mixins import DataNodesMixin, EmbeddingFeaturesOutMixin, GraphMixin
 from ..solvers import sign_flip, uselm_dual, uselm_primal
 from ..utils._random import draw_seed
@@ -43,12 +43,12 @@ def uselm_embedding(hth, htlh, lam, n_components):
     return uselm_primal(hth, htlh, lam, n_components)
 
 
-def _smoothed(graph, steps, layer):
-    """The graph filter's stage: ``(graph_f, kept)``, the graph over the filtered rows and
-    the share of X's variance they keep (:func:`elmscale.graph.smoothed_graph`,
-    :func:`elmscale.graph.retained_variance`)."""
-    graph_f = smoothed_graph(graph, steps)
-    return graph_f, retained_variance(graph.X, graph_f.X, layer.scale)
+def _smoothed(graph, steps, layer, min_variance):
+    """The graph filter's stage: ``(graph_f, kept)``, the graph over the filtered rows (None
+    when a step keeps less than ``min_variance`` of X's variance) and the share kept after
+    the last step taken (:func:`elmscale.graph.smoothed_graph_if_kept`)."""
+    graph_f, kept, _ = smoothed_graph_if_kept(graph, steps, min_variance, layer.scale)
+    return graph_f, kept
 
 
 def _dual_stats(features, graph):
@@ -115,7 +115,10 @@ class USELM(
         so the hidden layer's span holds the graph's smooth directions, which eq. 20 then
         finds. "auto" takes 8 steps from 1,000 samples on and none below, where a
         neighbourhood is a large part of a cluster; the choice was made leaving one data set
-        out (benchmarks/RESULTS.md, "Quality without labels"). The embedding of the fit
+        out (benchmarks/RESULTS.md, "Quality without labels"). It stops, and filters
+        nothing, at the first step whose rows keep less than a quarter of X's variance
+        (:func:`elmscale.graph.retained_variance`): neighbourhoods no better than random
+        (noise-like data), where averaging erases the features. The embedding of the fit
         (``embedding_``, ``labels_``) is that of the filtered rows; ``transform`` and
         ``predict`` apply ``h(x) beta`` to the rows they are given, unfiltered (new points
         have no place in the training graph), so on the training rows they approximate
@@ -305,15 +308,15 @@ class USELM(
         self.lap("graph")
         steps = self._smoothing
         if steps:
+            min_variance = SMOOTHING_MIN_VARIANCE if self.smoothing == "auto" else 0.0
             graph_f, kept = reduction.stage(
-                "smoothing", lambda: _smoothed(graph, steps, self.hidden_layer_)
+                "smoothing", lambda: _smoothed(graph, steps, self.hidden_layer_, min_variance)
             )
-            if self.smoothing == "auto" and kept < SMOOTHING_MIN_VARIANCE:
+            if graph_f is None:
                 logger.info(
-                    "smoothing: %d steps keep %.3f of the variance (< %g): rows not filtered",
-                    steps,
+                    "smoothing: a step keeps %.3f of the variance (< %g): rows not filtered",
                     kept,
-                    SMOOTHING_MIN_VARIANCE,
+                    min_variance,
                 )
                 steps = 0
             else:

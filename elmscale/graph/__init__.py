@@ -12,7 +12,13 @@ from ._laplacian import (
     resolve_backend,
 )
 from ._select import Operands, propose
-from ._smoothing import input_order, retained_variance, smooth_rows, smoothed_graph
+from ._smoothing import (
+    input_order,
+    retained_variance,
+    smooth_rows,
+    smoothed_graph,
+    smoothed_graph_if_kept,
+)
 
 __all__ = [
     "BUILTIN_BACKENDS",
@@ -31,4 +37,5 @@ __all__ = [
     "retained_variance",
     "smooth_rows",
     "smoothed_graph",
+    "smoothed_graph_if_kept",
 ]

@@ -85,6 +85,19 @@ def smooth_rows(graph, steps, X=None):
     return Z
 
 
+def _total_variance(X, weights):
+    """``sum_j var(X_j) * weights_j``, lazily, in float64."""
+    return (X.var(axis=0, dtype=np.float64) * weights).sum()
+
+
+def _feature_weights(scale):
+    return 1.0 if scale is None else 1.0 / np.square(np.asarray(scale, dtype=np.float64))
+
+
+def _share(after, before):
+    return float(after / before) if before > 0 else 1.0
+
+
 def retained_variance(X, X_filtered, scale=None):
     """Share of X's total variance that the filtered rows keep,
     ``sum_j var(Xf_j) / s_j^2 / sum_j var(X_j) / s_j^2`` (s the per-feature ``scale`` of the
@@ -94,12 +107,36 @@ def retained_variance(X, X_filtered, scale=None):
     variance remains; where the neighbourhoods are no better than random (noise-like data)
     averaging erases the features and little remains. Returns a float in [0, 1] (1 for
     constant X)."""
-    w = 1.0 if scale is None else 1.0 / np.square(np.asarray(scale, dtype=np.float64))
-    before, after = dask.compute(
-        (X.var(axis=0, dtype=np.float64) * w).sum(),
-        (X_filtered.var(axis=0, dtype=np.float64) * w).sum(),
-    )
-    return float(after / before) if before > 0 else 1.0
+    w = _feature_weights(scale)
+    before, after = dask.compute(_total_variance(X, w), _total_variance(X_filtered, w))
+    return _share(after, before)
+
+
+def smoothed_graph_if_kept(graph, steps, min_variance, scale=None):
+    """The graph filtered ``steps`` times (:func:`smoothed_graph`), unless a step's rows keep
+    less than ``min_variance`` of X's variance (:func:`retained_variance`).
+
+    The share is computed after each step, and the first step below ``min_variance`` ends
+    the filter: each step averages the rows once more, so the share falls step by step on
+    the data the filter is for, and on noise-like data, where the rule says no, the first
+    one or two steps already erase most of the variance; the remaining steps are not
+    computed. Returns ``(graph_f, kept, steps_taken)``: ``graph_f`` None when a step fell
+    below ``min_variance``, else the graph of :func:`smoothed_graph` (equal to it), ``kept``
+    the share after the last step taken.
+    """
+    w = _feature_weights(scale)
+    before = None
+    Z, kept = graph.X, 1.0
+    for t in range(1, int(steps) + 1):
+        Z = smooth_rows(graph, 1, X=Z)
+        if before is None:
+            before, after = dask.compute(_total_variance(graph.X, w), _total_variance(Z, w))
+        else:
+            (after,) = dask.compute(_total_variance(Z, w))
+        kept = _share(after, before)
+        if kept < min_variance:
+            return None, kept, t
+    return _with_rows(graph, Z), kept, int(steps)
 
 
 def smoothed_graph(graph, steps):
@@ -111,9 +148,14 @@ def smoothed_graph(graph, steps):
     computed from them, e.g. an embedding n_components wide, goes back to the input's rows
     through :func:`input_order`, rather than the N x d filtered rows themselves.
     """
+    return _with_rows(graph, smooth_rows(graph, steps))
+
+
+def _with_rows(graph, X_filtered):
+    """A shallow copy of the graph whose ``X`` (and ``source_name``) are the filtered rows."""
     graph_f = copy.copy(graph)
-    graph_f.X = smooth_rows(graph, steps)
-    graph_f.source_name = graph_f.X.name
+    graph_f.X = X_filtered
+    graph_f.source_name = X_filtered.name
     return graph_f
 
 

@@ -76,3 +76,24 @@ def test_bad_steps_are_refused(mixture, steps):
     graph = knn_graph(da.from_array(mixture, chunks=(500, 4)), 6, backend="exact")
     with pytest.raises((TypeError, ValueError), match="steps must be an integer >= 0"):
         smooth_rows(graph, steps)
+
+
+def test_filter_if_kept_equals_the_filter_or_stops_at_the_first_step_below(mixture):
+    """With a share no step falls below, the graph of smoothed_graph (the same rows, bit for
+    bit) and retained_variance's share; with a share above the first step's, None after one
+    step and that step's share."""
+    from elmscale.graph import smoothed_graph_if_kept
+
+    Xd = da.from_array(mixture, chunks=(300, 4))
+    graph = knn_graph(Xd, 6, backend="cells", order=True, random_state=0)
+    scale = np.array([1.0, 2.0, 0.5, 3.0])
+    graph_f, kept, taken = smoothed_graph_if_kept(graph, 3, 0.0, scale)
+    Z3 = smooth_rows(graph, 3)
+    np.testing.assert_array_equal(graph_f.X.compute(), Z3.compute())
+    assert taken == 3 and graph_f.blocks is graph.blocks
+    assert kept == pytest.approx(retained_variance(graph.X, Z3, scale), rel=1e-12)
+    first = retained_variance(graph.X, smooth_rows(graph, 1), scale)
+    assert first < 1
+    none, kept_1, taken_1 = smoothed_graph_if_kept(graph, 3, (1 + first) / 2, scale)
+    assert none is None and taken_1 == 1
+    assert kept_1 == pytest.approx(first, rel=1e-12)
