@@ -53,40 +53,21 @@ logger = logging.getLogger(__name__)
 TERMS = ("count", "colsum", "hth", "hty", "htf", "sizes", "htlh")
 #: the prefix of the Gram pass's task keys
 PREFIX = "elmscale-gram"
-#: a task's rows of H take at most this share of a worker thread's memory: the task also
-#: holds its rows of ``L H`` and a few slices, beside what the worker stores
-GROUP_MEMORY_SHARE = 1 / 8
-
-
-#: rows of a task's output updated per sparse product, and of H rebuilt per halo slice: the
-#: task's working memory beyond its own rows of H and of ``L H`` stays a few such slices
-SLICE_ROWS = 4096
-
-
-def _row_slices(n_rows):
-    return (slice(lo, min(lo + SLICE_ROWS, n_rows)) for lo in range(0, n_rows, SLICE_ROWS))
+#: a task's rows of H take at most this share of a worker thread's memory: with its rows of
+#: ``L H``, a halo slice as large and a product temporary the task holds about four times
+#: as much: a quarter of the thread's memory, the rest for what the worker stores
+GROUP_MEMORY_SHARE = 1 / 16
 
 
 def _add_halo_products(VZ, V_halo, halo_pieces):
-    """``VZ += V_halo [piece_1; piece_2; ...]`` in place, one slice of V_halo's columns per
-    piece and :data:`SLICE_ROWS` rows of VZ per product, so no temporary as large as VZ."""
+    """``VZ += V_halo [piece_1; piece_2; ...]``, one slice of V_halo's columns per piece."""
     lo = 0
     for piece in halo_pieces:
         hi = lo + piece.shape[0]
-        V_piece = V_halo[:, lo:hi]
-        for rows in _row_slices(VZ.shape[0]):
-            VZ[rows] += V_piece[rows] @ piece
+        VZ += V_halo[:, lo:hi] @ piece
         lo = hi
     if lo != V_halo.shape[1]:
         raise ValueError(f"halo pieces hold {lo} rows, the graph block needs {V_halo.shape[1]}")
-    return VZ
-
-
-def _diagonal_minus(diagonal, Z, VZ):
-    """``VZ = diag(diagonal) Z - VZ`` in place, a slice of rows at a time."""
-    diagonal = diagonal.astype(Z.dtype, copy=False)
-    for rows in _row_slices(VZ.shape[0]):
-        np.subtract(diagonal[rows, None] * Z[rows], VZ[rows], out=VZ[rows])
     return VZ
 
 
@@ -97,31 +78,35 @@ def _laplacian_rows(graph_block, Z, halo_pieces):
     Z_j shipped from other chunks, or hidden rows rebuilt from X (:func:`_rebuilt_halo`).
     """
     W_local, W_halo = graph_block.split(Z.dtype)
-    WZ = _add_halo_products(W_local @ Z, W_halo, halo_pieces)
-    return _diagonal_minus(graph_block.diagonal, Z, WZ)
+    LZ = _add_halo_products(W_local @ Z, W_halo, halo_pieces)
+    LZ *= -1
+    LZ += graph_block.diagonal.astype(Z.dtype)[:, None] * Z
+    return LZ
 
 
-def _rebuilt_halo(halo_X, layer):
-    """Hidden rows of a chunk's halo, rebuilt from its rows of X :data:`SLICE_ROWS` at a
-    time: the halo can hold several times the chunk's rows (high-dimensional data crosses
-    every cut)."""
+def _rebuilt_halo(halo_X, layer, step):
+    """Hidden rows of a chunk's halo, rebuilt from its rows of X. The halo can hold several
+    times the chunk's rows (high-dimensional data crosses every cut), so one chunk-sized
+    slice at a time."""
     if not halo_X:
         return
     halo = np.concatenate(halo_X)
-    for rows in _row_slices(halo.shape[0]):
-        yield layer(halo[rows])
+    for lo in range(0, halo.shape[0], step):
+        yield layer(halo[lo : lo + step])
 
 
 def _pattern_rows(H, pattern, halo_X, layer):
     """``D_g H_g - V_g [H_g; H_halo]`` for one task's rows g and a pattern of
     :meth:`KNNGraph.group_pattern <elmscale.graph.KNNGraph.group_pattern>`; the halo's hidden
-    rows are rebuilt from X a slice at a time. With the whole pattern
+    rows are rebuilt from X one slice of ``len(H)`` rows at a time. With the whole pattern
     (``half=False``) these are the rows of ``L H``; with the half pattern, ``H_g^T`` times
     them is the task's share of ``H^T L H`` before the symmetrisation."""
     V_local, V_halo, diagonal = pattern
     V_local, V_halo = V_local.astype(H.dtype), V_halo.astype(H.dtype)
-    VH = _add_halo_products(V_local @ H, V_halo, _rebuilt_halo(halo_X, layer))
-    return _diagonal_minus(diagonal, H, VH)
+    halo = _rebuilt_halo(halo_X, layer, max(H.shape[0], 1))
+    VH = _add_halo_products(V_local @ H, V_halo, halo)
+    np.subtract(diagonal.astype(H.dtype)[:, None] * H, VH, out=VH)
+    return VH
 
 
 def _task_groups(chunks, n_hidden, itemsize, group_bytes):
@@ -151,7 +136,7 @@ def _default_group_bytes():
 
 def _first_power_block(H, graph_block, layer, halo_X):
     """Z_1 = L H on one chunk, from H_b and the X halo."""
-    return _laplacian_rows(graph_block, H, _rebuilt_halo(halo_X, layer))
+    return _laplacian_rows(graph_block, H, _rebuilt_halo(halo_X, layer, max(H.shape[0], 1)))
 
 
 def _next_power_block(Z, graph_block, halo_Z):
@@ -340,7 +325,7 @@ def hidden_stats(
         to two such N x n_hidden arrays at once. See the module docstring.
     group_bytes : int or None
         One task sums consecutive row chunks whose H takes at most this many bytes
-        (default: 4 x the ``chunk_bytes`` setting, at most 1/8 of a worker thread's
+        (default: 4 x the ``chunk_bytes`` setting, at most 1/16 of a worker thread's
         ``memory_limit`` on a distributed cluster), keeping at least 8 tasks: fewer, larger
         tasks cost less scheduling, fewer partial sums to reduce, and, with p <= 2, a halo
         only across the group's border. p > 2 keeps one chunk per task.

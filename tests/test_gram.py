@@ -295,23 +295,8 @@ def test_grouped_tasks_equal_dense(data, order, power):
     _assert_terms_equal_dense(s, data, layer, np.linalg.matrix_power(L, power))
 
 
-@pytest.mark.parametrize("power", [1, 2, 3])
-def test_sliced_halo_products_equal_dense(data, power, monkeypatch):
-    """The graph term's products run over slices of SLICE_ROWS rows of the output and of the
-    rebuilt halo, to bound a task's memory: with 7-row slices (many per chunk and per halo)
-    every term still equals the dense products."""
-    import elmscale.gram as gram
-
-    monkeypatch.setattr(gram, "SLICE_ROWS", 7)
-    X, y, w, labels = data
-    layer = RandomHiddenLayer.draw(6, 40, "sigmoid", 0)
-    s = _stats(X, y, w, labels, (17, 60, 33, 40), layer, normalized=True, power=power)
-    L = knn_laplacian(X, 5, normalized=True)
-    _assert_terms_equal_dense(s, data, layer, np.linalg.matrix_power(L, power))
-
-
 def test_task_groups_follow_the_workers_memory():
-    """On a cluster a task's rows of H take at most 1/8 of a worker thread's memory_limit;
+    """On a cluster a task's rows of H take at most 1/16 of a worker thread's memory_limit;
     below that, 4 x chunk_bytes."""
     from distributed import Client, LocalCluster
 
@@ -328,7 +313,7 @@ def test_task_groups_follow_the_workers_memory():
         Client(cluster, set_as_default=False) as client,
         client.as_current(),
     ):
-        assert _default_group_bytes() == 800 * 10**6 // 2 // 8
+        assert _default_group_bytes() == 800 * 10**6 // 2 // 16
         with config_context(chunk_bytes=2**20):
             assert _default_group_bytes() == 4 * 2**20
 
