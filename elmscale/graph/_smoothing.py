@@ -112,27 +112,35 @@ def retained_variance(X, X_filtered, scale=None):
     return _share(after, before)
 
 
+#: :func:`smoothed_graph_if_kept` estimates the share on every s-th row, s chosen so that at
+#: least this many rows are read
+SHARE_SAMPLE_ROWS = 10_000
+
+
 def smoothed_graph_if_kept(graph, steps, min_variance, scale=None):
     """The graph filtered ``steps`` times (:func:`smoothed_graph`), unless a step's rows keep
-    less than ``min_variance`` of X's variance (:func:`retained_variance`).
+    less than ``min_variance`` of X's variance (the share of :func:`retained_variance`).
 
-    The share is computed after each step, and the first step below ``min_variance`` ends
-    the filter: each step averages the rows once more, so the share falls step by step on
-    the data the filter is for, and on noise-like data, where the rule says no, the first
-    one or two steps already erase most of the variance; the remaining steps are not
-    computed. Returns ``(graph_f, kept, steps_taken)``: ``graph_f`` None when a step fell
-    below ``min_variance``, else the graph of :func:`smoothed_graph` (equal to it), ``kept``
-    the share after the last step taken.
+    The share is estimated after each step, on every s-th row of X and of the filtered rows
+    (the same rows; at least :data:`SHARE_SAMPLE_ROWS` of them, all rows of smaller data),
+    and the first step below ``min_variance`` ends the filter: each step averages the rows
+    once more, so the share falls step by step on the data the filter is for, and on
+    noise-like data, where the rule says no, the first few steps already erase most of the
+    variance; the remaining steps are not computed. Returns ``(graph_f, kept,
+    steps_taken)``: ``graph_f`` None when a step fell below ``min_variance``, else the graph
+    of :func:`smoothed_graph` (equal to it), ``kept`` the share after the last step taken.
     """
     w = _feature_weights(scale)
+    every = slice(None, None, max(1, graph.X.shape[0] // SHARE_SAMPLE_ROWS))
     before = None
     Z, kept = graph.X, 1.0
     for t in range(1, int(steps) + 1):
         Z = smooth_rows(graph, 1, X=Z)
+        after = _total_variance(Z[every], w)
         if before is None:
-            before, after = dask.compute(_total_variance(graph.X, w), _total_variance(Z, w))
+            before, after = dask.compute(_total_variance(graph.X[every], w), after)
         else:
-            (after,) = dask.compute(_total_variance(Z, w))
+            (after,) = dask.compute(after)
         kept = _share(after, before)
         if kept < min_variance:
             return None, kept, t

@@ -78,11 +78,11 @@ def test_bad_steps_are_refused(mixture, steps):
         smooth_rows(graph, steps)
 
 
-def test_filter_if_kept_equals_the_filter_or_stops_at_the_first_step_below(mixture):
+def test_filter_if_kept_equals_the_filter_or_stops_at_the_first_step_below(mixture, monkeypatch):
     """With a share no step falls below, the graph of smoothed_graph (the same rows, bit for
     bit) and retained_variance's share; with a share above the first step's, None after one
     step and that step's share."""
-    from elmscale.graph import smoothed_graph_if_kept
+    from elmscale.graph import _smoothing, smoothed_graph_if_kept
 
     Xd = da.from_array(mixture, chunks=(300, 4))
     graph = knn_graph(Xd, 6, backend="cells", order=True, random_state=0)
@@ -93,6 +93,11 @@ def test_filter_if_kept_equals_the_filter_or_stops_at_the_first_step_below(mixtu
     assert taken == 3 and graph_f.blocks is graph.blocks
     assert kept == pytest.approx(retained_variance(graph.X, Z3, scale), rel=1e-12)
     first = retained_variance(graph.X, smooth_rows(graph, 1), scale)
+    # on larger data the share is estimated on every s-th row: within a few percent
+    monkeypatch.setattr(_smoothing, "SHARE_SAMPLE_ROWS", 300)
+    _, sampled, _ = smoothed_graph_if_kept(graph, 3, 0.0, scale)
+    assert sampled == pytest.approx(kept, rel=0.1) and sampled != kept
+    monkeypatch.undo()
     assert first < 1
     none, kept_1, taken_1 = smoothed_graph_if_kept(graph, 3, (1 + first) / 2, scale)
     assert none is None and taken_1 == 1
