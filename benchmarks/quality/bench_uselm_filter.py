@@ -3,8 +3,10 @@ graph's own spectral embedding, in dense NumPy on the exact kNN graph.
 
     python -m benchmarks.quality.bench_uselm_filter --datasets mnist --steps 0,8,16
     python -m benchmarks.quality.bench_uselm_filter --datasets usps,uspst,coil20,orl --steps 0,4,8
+    python -m benchmarks.quality.bench_uselm_filter --datasets mnist-deformed-70000 --spectral
 
-For each set (bench_quality's ``load``; "mnist" is the whole MNIST-70k) the rows are min-max
+For each set (bench_quality's ``load``; "mnist" is the whole MNIST-70k, "mnist-deformed-N"
+the first N rows of the deformed MNIST-1M of ``bench_mnist1m``) the rows are min-max
 scaled to [-1, 1], the symmetrised exact 10-NN graph is built once, and for each number of
 steps t the rows are filtered t times by ``x <- (x + P x) / 2`` (P: the normalised graph
 weights with unit row sums, as :func:`elmscale.graph.smooth_rows`), 1,000 sigmoid nodes drawn
@@ -70,8 +72,20 @@ def uselm_on(Xt, Wn, c, lam=0.01, n_hidden=1000):
     return H @ beta.astype(np.float32)
 
 
+def load_set(name):
+    """bench_quality's ``load``, and ``mnist-deformed-N``: the first N rows of MNIST-1M
+    (:mod:`benchmarks._deformed_mnist`, seed 0), pixels in [0, 1]."""
+    prefix = "mnist-deformed-"
+    if name.startswith(prefix):
+        from benchmarks._deformed_mnist import deformed_mnist_numpy
+
+        X, y = deformed_mnist_numpy(int(name[len(prefix) :]))
+        return np.asarray(X, dtype=np.float64), y
+    return load(name)
+
+
 def run_set(name, steps, seeds, spectral, log):
-    X, y = load(name)
+    X, y = load_set(name)
     _, y = np.unique(y, return_inverse=True)
     c = int(y.max()) + 1
     Xs = minmax(np.asarray(X, dtype=np.float64))

@@ -108,6 +108,8 @@ def run(args, labels, checkpoint=None, kill=None):
 
 
 def main(args):
+    if args.tmp is not None:
+        Path(args.tmp).mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=args.tmp) as tmp:
         tmp = Path(tmp)
         ckpt = tmp / "checkpoint"
@@ -150,7 +152,9 @@ def parse(argv=None):
     ap.add_argument("--kill-at", choices=("graph", "gram", "iteration"), default="gram")
     ap.add_argument("--kill-partials", type=int, default=2)
     ap.add_argument("--kill-iterations", type=int, default=1)
-    ap.add_argument("--tmp", default=None, help="folder for the checkpoint and labels")
+    ap.add_argument(
+        "--tmp", default=None, help="folder for the checkpoint and labels (created if missing)"
+    )
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--labels", help=argparse.SUPPRESS)
     ap.add_argument("--checkpoint", help=argparse.SUPPRESS)
