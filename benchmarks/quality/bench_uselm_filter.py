@@ -35,12 +35,17 @@ def minmax(X):
     return (X - (hi + lo) / 2) / scale
 
 
-def knn_weights(Xs, k=10):
-    """The symmetrised ("or") binary exact kNN graph, normalised ``D^-1/2 W D^-1/2``."""
+def knn_lists(Xs, k):
+    """Each row's k nearest other rows, exactly (scikit-learn's NearestNeighbors)."""
     from sklearn.neighbors import NearestNeighbors
 
-    N = Xs.shape[0]
-    idx = NearestNeighbors(n_neighbors=k + 1).fit(Xs).kneighbors(Xs)[1][:, 1:]
+    return NearestNeighbors(n_neighbors=k + 1).fit(Xs).kneighbors(Xs)[1][:, 1:]
+
+
+def knn_weights(idx):
+    """The symmetrised ("or") binary graph of the kNN lists ``idx`` (N x k), normalised
+    ``D^-1/2 W D^-1/2``, and W."""
+    N, k = idx.shape
     W = sp.csr_matrix((np.ones(N * k), (np.repeat(np.arange(N), k), idx.ravel())), (N, N))
     W = ((W + W.T) > 0).astype(np.float64)
     inv = 1 / np.sqrt(np.asarray(W.sum(axis=1)).ravel())
@@ -84,12 +89,25 @@ def load_set(name):
     return load(name)
 
 
-def run_set(name, steps, seeds, spectral, log):
+def run_set(name, steps, seeds, spectral, log, neighbors=(10,)):
     X, y = load_set(name)
     _, y = np.unique(y, return_inverse=True)
     c = int(y.max()) + 1
     Xs = minmax(np.asarray(X, dtype=np.float64))
-    Wn, W = knn_weights(Xs)
+    idx = knn_lists(Xs, max(neighbors))
+    for k in neighbors:
+        tag = {"dataset": name} if neighbors == (10,) else {"dataset": name, "n_neighbors": k}
+        run_graph(Xs, y, c, knn_weights(idx[:, :k]), steps, seeds, spectral, log, tag)
+
+
+def run_graph(Xs, y, c, weights, steps, seeds, spectral, log_record, tag):
+    """Eq. 20 on the rows filtered ``steps`` times over one graph, and its spectral embedding;
+    each record logged with ``tag``'s fields first."""
+
+    def log(record):
+        log_record(tag | record)
+
+    Wn, W = weights
     P = (sp.diags(1 / np.asarray(Wn.sum(axis=1)).ravel()) @ Wn).tocsr()
     total = Xs.var(axis=0).sum()
     Xt, t = Xs.copy(), 0
@@ -98,17 +116,21 @@ def run_set(name, steps, seeds, spectral, log):
             Xt = 0.5 * (Xt + P @ Xt)
             t += 1
         if t == 8:
-            log({"dataset": name, "retained_variance_8": float(Xt.var(axis=0).sum() / total)})
+            log({"retained_variance_8": float(Xt.var(axis=0).sum() / total)})
         if t in steps:
-            scores = kmeans_scores(uselm_on(Xt, Wn, c), y, c, seeds)
-            log({"dataset": name, "method": f"uselm steps={t}", "scores": scores})
+            log(
+                {
+                    "method": f"uselm steps={t}",
+                    "scores": kmeans_scores(uselm_on(Xt, Wn, c), y, c, seeds),
+                }
+            )
     if spectral:
         from sklearn.manifold import spectral_embedding
 
         E = spectral_embedding(W, n_components=2 * c + 1, eigen_solver="amg", random_state=0)
         for dims in (c, 2 * c):
             scores = kmeans_scores(E[:, 1 : dims + 1], y, c, seeds)
-            log({"dataset": name, "method": f"spectral embedding {dims}", "scores": scores})
+            log({"method": f"spectral embedding {dims}", "scores": scores})
 
 
 def main(argv=None):
@@ -117,7 +139,9 @@ def main(argv=None):
     p.add_argument("--steps", default="0,8", help="filter steps, comma-separated")
     p.add_argument("--seeds", type=int, default=3)
     p.add_argument("--spectral", action="store_true")
+    p.add_argument("--neighbors", default="10", help="graph sizes k, comma-separated")
     args = p.parse_args(argv)
+    neighbors = tuple(int(k) for k in args.neighbors.split(","))
     steps = {int(s) for s in args.steps.split(",")}
 
     def log(record):
@@ -127,7 +151,7 @@ def main(argv=None):
         print(json.dumps(record), flush=True)
 
     for name in args.datasets.split(","):
-        run_set(name, steps, range(args.seeds), args.spectral, log)
+        run_set(name, steps, range(args.seeds), args.spectral, log, neighbors)
 
 
 if __name__ == "__main__":
