@@ -29,6 +29,9 @@ SMOOTHING_MIN_SAMPLES = 1000
 SMOOTHING_STEPS = 8
 #: ... unless the filtered rows keep less than this share of the variance (no filtering then)
 SMOOTHING_MIN_VARIANCE = 0.25
+#: the filter's steps run in float32 whatever the compute dtype: a step averages rows, and
+#: float32's relative rounding is far below what it changes; half the bytes of float64
+SMOOTHING_DTYPE = np.float32
 #: ``n_components="auto"`` clusters in n_clusters and in ceil(this * n_clusters) dimensions
 #: and keeps the partition with the lower normalised cut on the kNN graph
 WIDE_COMPONENTS_RATIO = 1.5
@@ -47,7 +50,9 @@ def _smoothed(graph, steps, layer, min_variance):
     """The graph filter's stage: ``(graph_f, kept)``, the graph over the filtered rows (None
     when a step keeps less than ``min_variance`` of X's variance) and the share kept after
     the last step taken (:func:`elmscale.graph.smoothed_graph_if_kept`)."""
-    graph_f, kept, _ = smoothed_graph_if_kept(graph, steps, min_variance, layer.scale)
+    graph_f, kept, _ = smoothed_graph_if_kept(
+        graph, steps, min_variance, layer.scale, dtype=SMOOTHING_DTYPE
+    )
     return graph_f, kept
 
 
@@ -118,7 +123,9 @@ class USELM(
         out (benchmarks/RESULTS.md, "Quality without labels"). It stops, and filters
         nothing, at the first step whose rows keep less than a quarter of X's variance
         (:func:`elmscale.graph.retained_variance`): neighbourhoods no better than random
-        (noise-like data), where averaging erases the features. The embedding of the fit
+        (noise-like data), where averaging erases the features. The steps compute in
+        float32 whatever ``compute_dtype`` is (averages of rows, far above float32's
+        rounding). The embedding of the fit
         (``embedding_``, ``labels_``) is that of the filtered rows; ``transform`` and
         ``predict`` apply ``h(x) beta`` to the rows they are given, unfiltered (new points
         have no place in the training graph), so on the training rows they approximate

@@ -25,15 +25,13 @@ import numpy as np
 from ._tasks import row_numbers, task
 
 
-def _smooth_block(X_block, graph_block, halo_pieces):
+def _smooth_block(X_block, graph_block, halo_pieces, *, dtype):
     """One lazy random-walk step on chunk b's rows: ``(X_b + P_b [X_b; X_halo]) / 2``.
 
     The chunk's rows and its halo rows are stacked once, so the step is one sparse product
     over the block's columns. Rows without edges keep their values (P acts as the identity
     on them)."""
-    X_block = np.asarray(X_block)
-    dtype = X_block.dtype if X_block.dtype in (np.float32, np.float64) else np.float64
-    Xb = X_block.astype(dtype, copy=False)
+    Xb = np.asarray(X_block).astype(dtype, copy=False)
     P, isolated = graph_block.random_walk(dtype)
     n_halo = sum(piece.shape[0] for piece in halo_pieces)
     if P.shape[1] != Xb.shape[0] + n_halo:
@@ -47,7 +45,7 @@ def _smooth_block(X_block, graph_block, halo_pieces):
     return PX
 
 
-def smooth_rows(graph, steps, X=None):
+def smooth_rows(graph, steps, X=None, *, dtype=None):
     """``((I + P) / 2)^steps X`` as a persisted row-chunked dask array aligned with ``graph``.
 
     Parameters
@@ -59,11 +57,13 @@ def smooth_rows(graph, steps, X=None):
         Number of lazy random-walk steps t.
     X : dask array or None
         Rows in the graph's row order and chunks; default the graph's own ``X``.
+    dtype : float32, float64 or None
+        Dtype the steps compute and return in; default X's (float64 for integer X).
 
     Returns
     -------
-    dask array of X's shape, in X's dtype (float64 for integer X). Each step persists its
-    result and releases the previous one; nothing is gathered to the client.
+    dask array of X's shape in ``dtype``. Each step persists its result and releases the
+    previous one; nothing is gathered to the client.
     """
     if isinstance(steps, (bool, np.bool_)) or not isinstance(steps, (int, np.integer)):
         raise TypeError(f"steps must be an integer >= 0, got {steps!r}")
@@ -76,8 +76,12 @@ def smooth_rows(graph, steps, X=None):
         )
     if len(Z.chunks[1]) > 1:
         Z = Z.rechunk({1: -1})
-    dtype = Z.dtype if Z.dtype in (np.float32, np.float64) else np.dtype(np.float64)
-    step = functools.partial(task, "smooth", _smooth_block)
+    if dtype is None:
+        dtype = Z.dtype if Z.dtype in (np.float32, np.float64) else np.dtype(np.float64)
+    dtype = np.dtype(dtype)
+    if dtype not in (np.float32, np.float64):
+        raise ValueError(f"dtype must be float32 or float64, got {dtype}")
+    step = functools.partial(task, "smooth", functools.partial(_smooth_block, dtype=dtype))
     for _ in range(int(steps)):
         Z = graph.map_rows(
             step, Z.to_delayed(optimize_graph=False).ravel(), Z.shape[1], dtype, halo_of=Z
@@ -117,7 +121,7 @@ def retained_variance(X, X_filtered, scale=None):
 SHARE_SAMPLE_ROWS = 10_000
 
 
-def smoothed_graph_if_kept(graph, steps, min_variance, scale=None):
+def smoothed_graph_if_kept(graph, steps, min_variance, scale=None, *, dtype=None):
     """The graph filtered ``steps`` times (:func:`smoothed_graph`), unless a step's rows keep
     less than ``min_variance`` of X's variance (the share of :func:`retained_variance`).
 
@@ -129,13 +133,14 @@ def smoothed_graph_if_kept(graph, steps, min_variance, scale=None):
     variance; the remaining steps are not computed. Returns ``(graph_f, kept,
     steps_taken)``: ``graph_f`` None when a step fell below ``min_variance``, else the graph
     of :func:`smoothed_graph` (equal to it), ``kept`` the share after the last step taken.
+    ``dtype``: the steps' dtype (:func:`smooth_rows`); ``graph_f.X`` has X's.
     """
     w = _feature_weights(scale)
     every = slice(None, None, max(1, graph.X.shape[0] // SHARE_SAMPLE_ROWS))
     before = None
     Z, kept = graph.X, 1.0
     for t in range(1, int(steps) + 1):
-        Z = smooth_rows(graph, 1, X=Z)
+        Z = smooth_rows(graph, 1, X=Z, dtype=dtype)
         after = _total_variance(Z[every], w)
         if before is None:
             before, after = dask.compute(_total_variance(graph.X[every], w), after)
@@ -144,7 +149,7 @@ def smoothed_graph_if_kept(graph, steps, min_variance, scale=None):
         kept = _share(after, before)
         if kept < min_variance:
             return None, kept, t
-    return _with_rows(graph, Z), kept, int(steps)
+    return _with_rows(graph, Z.astype(graph.X.dtype, copy=False)), kept, int(steps)
 
 
 def smoothed_graph(graph, steps):

@@ -314,7 +314,10 @@ def test_smoothing_solves_eq20_on_the_filtered_rows(rng):
     L = knn_laplacian(X, 8)
     _assert_same_columns(m.embedding_, _dense_smoothed_embedding(X, L, m.hidden_layer_, 3, 0.1, 2))
     md = _model(**params).fit(da.from_array(X, chunks=((90, 150, 160), (5,))))
-    np.testing.assert_allclose(np.asarray(md.embedding_), m.embedding_, atol=1e-10)
+    # the filter's steps run in float32: other chunkings sum its products in another order
+    scale = np.abs(m.embedding_).max()
+    np.testing.assert_allclose(np.asarray(md.embedding_), m.embedding_, atol=1e-6 * scale)
+    np.testing.assert_array_equal(np.asarray(md.labels_), m.labels_)
     # transform applies h(x) beta to the rows it is given, unfiltered
     np.testing.assert_allclose(m.transform(X), hidden(X, m.hidden_layer_) @ m.output_weights_)
 
@@ -371,7 +374,9 @@ def test_numpy_and_dask_input_give_identical_labels(chunks):
         da.from_array(X, chunks=(chunks, 64))
     )
     np.testing.assert_array_equal(m.labels_.compute(), ref.labels_)
-    np.testing.assert_allclose(m.cluster_centers_, ref.cluster_centers_, rtol=1e-9, atol=1e-12)
+    # the graph filter runs in float32: the centres agree to its rounding
+    scale = np.abs(ref.cluster_centers_).max()
+    np.testing.assert_allclose(m.cluster_centers_, ref.cluster_centers_, rtol=0, atol=1e-6 * scale)
     np.testing.assert_array_equal(ref.predict(X), m.predict(X))
 
 

@@ -102,3 +102,21 @@ def test_filter_if_kept_equals_the_filter_or_stops_at_the_first_step_below(mixtu
     none, kept_1, taken_1 = smoothed_graph_if_kept(graph, 3, (1 + first) / 2, scale)
     assert none is None and taken_1 == 1
     assert kept_1 == pytest.approx(first, rel=1e-12)
+
+
+def test_float32_steps_agree_with_float64(mixture):
+    """US-ELM filters in float32 whatever X's dtype: the result stays within float32's
+    rounding of the float64 filter; smoothed_graph_if_kept hands back X's dtype."""
+    from elmscale.graph import smoothed_graph_if_kept
+
+    Xd = da.from_array(mixture, chunks=(300, 4))
+    graph = knn_graph(Xd, 6, backend="cells", order=True, random_state=0)
+    Z32 = smooth_rows(graph, 4, dtype=np.float32)
+    assert Z32.dtype == np.float32
+    Z64 = smooth_rows(graph, 4).compute()
+    np.testing.assert_allclose(Z32.compute(), Z64, rtol=0, atol=1e-5 * np.abs(Z64).max())
+    graph_f, _, _ = smoothed_graph_if_kept(graph, 4, 0.0, dtype=np.float32)
+    assert graph_f.X.dtype == np.float64
+    np.testing.assert_array_equal(graph_f.X.compute(), Z32.compute().astype(np.float64))
+    with pytest.raises(ValueError, match="dtype must be float32 or float64"):
+        smooth_rows(graph, 1, dtype=np.int64)
