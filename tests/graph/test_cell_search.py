@@ -229,7 +229,8 @@ def test_uselm_on_digits_is_the_same_for_any_chunking():
     emb = [np.asarray(f.embedding_.compute()) for f in fits]
     labels = [np.asarray(f.labels_.compute()) for f in fits]
     for e, lab in zip(emb[1:], labels[1:], strict=True):
-        assert np.sin(scipy.linalg.subspace_angles(emb[0], e)).max() < 1e-8
+        # the graph filter's steps run in float32; its sums follow the chunking
+        assert np.sin(scipy.linalg.subspace_angles(emb[0], e)).max() < 1e-6
         np.testing.assert_array_equal(lab, labels[0])
 
 
