@@ -70,16 +70,9 @@ def split_by_bytes(destinations, nbytes, budget):
 
 
 def cluster_workers():
-    """The sorted worker addresses of the default distributed client, or ``[]``."""
-    try:
-        from distributed import default_client
-
-        client = default_client()
-    except (ImportError, ValueError):
-        return []
-    if dask.config.get("scheduler", None) not in (None, "dask.distributed", "distributed"):
-        return []  # a local scheduler was chosen explicitly: no workers to pin to
-    return sorted(client.scheduler_info(n_workers=-1)["workers"])
+    """The sorted worker addresses of the default distributed client, or ``[]``
+    (:func:`elmscale.utils._dask.cluster_worker_info`)."""
+    return sorted(_dask.cluster_worker_info())
 
 
 def _pack(take, items, wants, *source):

@@ -20,17 +20,29 @@ import dask
 from dask.base import tokenize
 
 
-def worker_memory_per_thread():
-    """The smallest ``memory_limit / nthreads`` over the active distributed client's workers,
-    in bytes: what one task may count on. None without a client or without limits."""
+def cluster_worker_info():
+    """The default distributed client's workers, ``{address: info}`` as the scheduler
+    reports them (``memory_limit``, ``nthreads``, ...), or ``{}``: without a client, or when
+    a local scheduler was chosen explicitly (the work then runs in this process)."""
     try:
-        from distributed import get_client
+        from distributed import default_client
 
-        workers = get_client().scheduler_info(n_workers=-1)["workers"].values()
+        client = default_client()
     except (ImportError, ValueError):
-        return None
+        return {}
+    if dask.config.get("scheduler", None) not in (None, "dask.distributed", "distributed"):
+        return {}
+    return client.scheduler_info(n_workers=-1)["workers"]
+
+
+def worker_memory_per_thread():
+    """The smallest ``memory_limit / nthreads`` over the workers of
+    :func:`cluster_worker_info`, in bytes: what one task may count on. None without workers
+    or without limits."""
     shares = [
-        w["memory_limit"] // max(w.get("nthreads", 1), 1) for w in workers if w.get("memory_limit")
+        w["memory_limit"] // max(w.get("nthreads", 1), 1)
+        for w in cluster_worker_info().values()
+        if w.get("memory_limit")
     ]
     return min(shares) if shares else None
 
