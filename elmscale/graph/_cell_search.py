@@ -361,15 +361,15 @@ class CellSearch:
         idx, sample = sample_rows(X, n_cells, seed)
         centers = fit_cells(sample, len(idx) / n_cells, seed)
         probes = assign_cells(X, centers, self.n_probes + EXTRA_PROBES).persist()
-        order, counts = order_by_cells(probes[:, 0], len(centers))
-        cell_start = np.concatenate([[0], np.cumsum(counts.sum(axis=0))]).astype(np.int64)
+        order, sizes = order_by_cells(probes[:, 0], len(centers))
+        cell_start = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
         original = row_numbers(X.chunks[0])
         probes, original = dask.persist(order.apply(probes), order.apply(original))
         logger.info(
             "kNN cells: %d cells of %d-%d rows (target %d) from a sample of %d rows",
             len(centers),
-            counts.sum(axis=0).min(),
-            counts.sum(axis=0).max(),
+            sizes.min(),
+            sizes.max(),
             self.rows_per_cell,
             len(idx),
         )

@@ -8,7 +8,7 @@ the cells' borders. The distributed kNN search uses the same cells, so
 one assignment serves both.
 
 The permutation is applied on the cluster: per chunk, each row's destination is computed from
-the (n_chunks x n_cells) table of cell counts, the only thing that reaches the client; rows
+the (n_chunks x n_cells) table of cell counts, summed and prefix-summed on the cluster; rows
 (d numbers each) then move between chunks in one exchange
 (:mod:`elmscale.graph._exchange`). Within a cell, rows keep their original order.
 Sums over rows (every Gram matrix) do not depend on the order, so it stays internal to a fit.
@@ -29,11 +29,13 @@ ROWS_PER_CELL = 2000
 
 
 def _counts(cells, n_cells):
-    return np.bincount(cells, minlength=n_cells)
+    """One row of the (n_chunks x n_cells) table: the chunk's rows in each cell."""
+    return np.bincount(cells, minlength=n_cells)[None, :]
 
 
 def _destinations(cells, base):
     """Global destination of each row: its cell's base for this chunk + rank within it."""
+    base = np.ravel(base)
     order = np.argsort(cells, kind="stable")
     ranks = np.empty(len(cells), dtype=np.int64)
     sorted_cells = cells[order]
@@ -131,8 +133,8 @@ class RowOrder:
         if tuple(positions.chunks[0]) != self.chunks:
             positions = positions.rechunk({0: self.chunks})
         dest = positions.to_delayed(optimize_graph=False).ravel().tolist()
-        nb = len(self.chunks)
-        pairs = [[t for t in range(nb) if b in self.pairs[t]] for b in range(nb)]
+        # chunk t of this order sends back to the chunks that sent to it
+        pairs = _sources_per_destination(self.pairs, len(self.chunks))
         return RowOrder(dest, self.chunks, pairs, self.outer_chunks)
 
 
@@ -156,34 +158,56 @@ def merge_chunks(chunks, min_rows):
     return tuple(merged)
 
 
+def _destination_chunks(dest, starts):
+    """The chunks (between ``starts``) that rows with global positions ``dest`` land in."""
+    return np.unique(np.searchsorted(starts, dest, side="right") - 1)
+
+
+def _sources_per_destination(destinations, n_chunks):
+    """``pairs[b]``: the source chunks, ascending, whose rows land in chunk b, from each
+    source's list of destination chunks."""
+    pairs = [[] for _ in range(n_chunks)]
+    for s, targets in enumerate(destinations):
+        for b in targets:
+            pairs[int(b)].append(s)
+    return pairs
+
+
 def order_by_cells(cells, n_cells):
     """A :class:`RowOrder` sorting rows by cell (``cells``: each row's cell, a row-chunked
-    dask array), and the (n_chunks x n_cells) table of counts it was built from."""
+    dask array), and the number of rows in each cell.
+
+    The (n_chunks x n_cells) counts stay on the cluster: the client receives their column
+    sums (n_cells numbers) and each chunk's list of destination chunks. A row of cell c
+    moves to ``cell_start[c]`` + the rows of c in earlier chunks (an exclusive prefix sum
+    over chunks, dask's cumulative sum) + its rank among its chunk's rows of c.
+    """
+    chunk_sizes = tuple(int(n) for n in cells.chunks[0])
     cells = list(dask.persist(*cells.to_delayed(optimize_graph=False).ravel()))
-    counts = np.array(
-        dask.compute(*[task("order-counts", _counts, c, n_cells) for c in cells])
-    ).reshape(len(cells), n_cells)
+    counts = da.concatenate(
+        [
+            da.from_delayed(task("order-counts", _counts, c, n_cells), (1, n_cells), np.int64)
+            for c in cells
+        ]
+    ).persist()
+    sizes = counts.sum(axis=0).compute()
     # cell c occupies [cell_start[c], cell_start[c+1]); within it, chunk by chunk
-    cell_start = np.concatenate([[0], np.cumsum(counts.sum(axis=0))])[:-1]
-    before = np.cumsum(counts, axis=0) - counts  # rows of cell c in earlier chunks
-    base = cell_start[None, :] + before  # (nb, n_cells)
+    cell_start = np.concatenate([[0], np.cumsum(sizes)])[:-1]
+    base = da.cumsum(counts, axis=0) - counts + da.from_array(cell_start, chunks=-1)
     dest = list(
         dask.persist(
             *[
-                task("order-destinations", _destinations, cells[s], base[s])
-                for s in range(len(cells))
+                task("order-destinations", _destinations, c, b)
+                for c, b in zip(cells, base.to_delayed(optimize_graph=False).ravel(), strict=True)
             ]
         )
     )
-    chunk_sizes = counts.sum(axis=1)
-    starts = np.concatenate([[0], np.cumsum(chunk_sizes)])
-    pairs = []
-    for b in range(len(cells)):
-        lo, hi = starts[b], starts[b + 1]
-        # rows of (s, c) occupy [base[s, c], base[s, c] + counts[s, c])
-        overlap = (np.minimum(base + counts, hi) - np.maximum(base, lo)).clip(0).sum(axis=1)
-        pairs.append(np.flatnonzero(overlap).tolist())
-    return RowOrder(dest, tuple(int(n) for n in chunk_sizes), pairs), counts
+    starts = dask.delayed(np.concatenate([[0], np.cumsum(chunk_sizes)]), pure=True)
+    destinations = dask.compute(
+        *[task("order-targets", _destination_chunks, d, starts) for d in dest]
+    )
+    pairs = _sources_per_destination(destinations, len(chunk_sizes))
+    return RowOrder(dest, chunk_sizes, pairs), sizes
 
 
 def locality_order(X, *, rows_per_cell=None, random_state=0):

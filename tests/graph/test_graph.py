@@ -99,6 +99,27 @@ def test_locality_order_is_a_permutation_that_shrinks_the_halo():
     assert ordered.halo_size() < 0.25 * plain.halo_size()
 
 
+@pytest.mark.parametrize("n_cells, chunks", [(1, 700), (37, 500), (300, (1, 999, 3000, 3000))])
+def test_order_by_cells_is_a_stable_sort_by_cell_for_any_chunking(n_cells, chunks):
+    """Rows land where a stable NumPy sort by cell puts them, each destination chunk lists
+    exactly the source chunks that send to it, and the inverse order brings rows back."""
+    from elmscale.graph._ordering import order_by_cells
+
+    cells = np.random.default_rng(1).integers(0, n_cells, 7000)
+    cells_d = da.from_array(cells, chunks=chunks)
+    order, sizes = order_by_cells(cells_d, n_cells)
+    np.testing.assert_array_equal(sizes, np.bincount(cells, minlength=n_cells))
+    ids = order.apply(da.arange(7000, chunks=chunks)).compute()
+    np.testing.assert_array_equal(ids, np.argsort(cells, kind="stable"))
+    starts = np.concatenate([[0], np.cumsum(cells_d.chunks[0])])
+    source_of = np.searchsorted(starts, ids, side="right") - 1  # each ordered row's source
+    for b in range(len(starts) - 1):
+        expected = np.unique(source_of[starts[b] : starts[b + 1]]).tolist()
+        assert order.pairs[b] == expected
+    back = order.inverse(order.apply(da.arange(7000, chunks=chunks)))
+    np.testing.assert_array_equal(back.apply(da.from_array(ids, chunks=chunks)), np.arange(7000))
+
+
 def test_graph_chunks_join_consecutive_chunks_within_bounds():
     from elmscale.graph._laplacian import GRAPH_CHUNK_ROWS, MIN_GRAPH_CHUNKS, graph_chunks
     from elmscale.graph._ordering import _refines
