@@ -45,18 +45,13 @@ import dask
 import numpy as np
 import scipy.sparse as sp
 
-from ._config import get_config
-from .utils._dask import named, tree_sum, worker_memory_per_thread
+from .utils._dask import default_group_bytes, named, row_groups, tree_sum
 
 logger = logging.getLogger(__name__)
 
 TERMS = ("count", "colsum", "hth", "hty", "htf", "sizes", "htlh")
 #: the prefix of the Gram pass's task keys
 PREFIX = "elmscale-gram"
-#: a task's rows of H take at most this share of a worker thread's memory: with its rows of
-#: ``L H``, a halo slice as large and a product temporary the task holds about four times
-#: as much: a quarter of the thread's memory, the rest for what the worker stores
-GROUP_MEMORY_SHARE = 1 / 16
 
 
 def _add_halo_products(VZ, V_halo, halo_pieces):
@@ -111,27 +106,9 @@ def _pattern_rows(H, pattern, halo_X, layer):
 
 def _task_groups(chunks, n_hidden, itemsize, group_bytes):
     """Consecutive row chunks summed by one task: as many as fit in ``group_bytes`` of H
-    (at least one), while keeping at least 8 tasks when there are that many chunks."""
-    nb = len(chunks)
-    most = max(1, nb // 8)
-    groups, cur, rows = [], [], 0
-    for b, n in enumerate(chunks):
-        if cur and (len(cur) >= most or (rows + n) * n_hidden * itemsize > group_bytes):
-            groups.append(cur)
-            cur, rows = [], 0
-        cur.append(b)
-        rows += n
-    groups.append(cur)
-    return groups
-
-
-def _default_group_bytes():
-    """4 x ``chunk_bytes``, capped by :data:`GROUP_MEMORY_SHARE` of a worker thread's memory."""
-    group_bytes = 4 * get_config()["chunk_bytes"]
-    per_thread = worker_memory_per_thread()
-    if per_thread:
-        group_bytes = min(group_bytes, int(per_thread * GROUP_MEMORY_SHARE))
-    return group_bytes
+    (:func:`~elmscale.utils._dask.row_groups`, at least 8 tasks when there are that many
+    chunks)."""
+    return row_groups(chunks, n_hidden * itemsize, group_bytes)
 
 
 def _first_power_block(H, graph_block, layer, halo_X):
@@ -341,7 +318,7 @@ def hidden_stats(
     """
     terms, power = _check_request(features, terms, Y, labels, n_labels, graph, laplacian_power)
     if group_bytes is None:
-        group_bytes = _default_group_bytes()
+        group_bytes = default_group_bytes()
     nb = len(features.chunks)
     layer = dask.delayed(features.layer, pure=True)
     sources, build = _sources(features, graph)

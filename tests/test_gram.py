@@ -300,7 +300,7 @@ def test_task_groups_follow_the_workers_memory():
     below that, 4 x chunk_bytes."""
     from distributed import Client, LocalCluster
 
-    from elmscale.gram import _default_group_bytes
+    from elmscale.utils._dask import default_group_bytes
 
     with (
         LocalCluster(
@@ -313,9 +313,9 @@ def test_task_groups_follow_the_workers_memory():
         Client(cluster, set_as_default=False) as client,
         client.as_current(),
     ):
-        assert _default_group_bytes() == 800 * 10**6 // 2 // 16
+        assert default_group_bytes() == 800 * 10**6 // 2 // 16
         with config_context(chunk_bytes=2**20):
-            assert _default_group_bytes() == 4 * 2**20
+            assert default_group_bytes() == 4 * 2**20
 
 
 def test_task_keys_name_their_stage(data):

@@ -69,17 +69,6 @@ class GraphBlock:
             cache[dtype] = (W[:, :n].tocsr(), W[:, n:].tocsr())
         return cache[dtype]
 
-    def random_walk(self, dtype):
-        """``(P, isolated)``: W with each row scaled to sum to one, in ``dtype``, and the rows
-        without edges (all zero in P); computed once per worker process, as ``split``."""
-        cache = self.__dict__.setdefault("_split", {})
-        if ("walk", dtype) not in cache:
-            sums = np.asarray(self.W.sum(axis=1)).ravel()
-            isolated = sums <= 0
-            scale = np.where(isolated, 0.0, 1.0 / np.where(isolated, 1.0, sums))
-            cache["walk", dtype] = ((sp.diags(scale) @ self.W).tocsr().astype(dtype), isolated)
-        return cache["walk", dtype]
-
     def __getstate__(self):
         state = self.__dict__.copy()
         state.pop("_split", None)
@@ -332,16 +321,19 @@ class KNNGraph:
         pattern = named(group_pattern, f"{prefix}-pattern", nout=2)
         return pattern(*[self.blocks[b] for b in group], half=half)
 
-    def groups_halo(self, groups, needs, *, prefix=PREFIX):
-        """Per task of consecutive chunks ``groups[i]``, a delayed tuple of X's rows
+    def groups_halo(self, groups, needs, array=None, *, prefix=PREFIX):
+        """Per task of consecutive chunks ``groups[i]``, a delayed tuple of ``array``'s rows
         ``needs[i]`` (delayed sorted global indices outside the group), one piece per chunk
-        that holds any, keyed ``<prefix>-halo-...`` (:func:`~elmscale.graph._exchange.exchange`)."""
+        that holds any, keyed ``<prefix>-halo-...`` (:func:`~elmscale.graph._exchange.exchange`).
+        ``array`` (default: the graph's X) is row-chunked like the graph, in its row order."""
+        array = self._aligned(array)
         starts = self.starts
-        requests = []
+        requests, asked = [], []
         for group in groups:
             sources = sorted(set().union(*(self.halo_sources[b] for b in group)) - set(group))
             requests.append([(s, (int(starts[s]), int(starts[s + 1]))) for s in sources])
-        return self._take_halo(self.X, requests, needs, prefix)
+            asked.append(int(self.halo_counts[np.ix_(group, sources)].sum()) if sources else 0)
+        return self._take_halo(array, requests, needs, asked, prefix)
 
     def halo_rows(self, b, array=None, *, prefix=PREFIX):
         """A delayed tuple of ``array``'s rows for chunk b's halo (:meth:`halo_pieces`)."""
@@ -352,11 +344,7 @@ class KNNGraph:
         piece per source chunk (``chunks``: only for these chunks, the others get ``()``).
         ``array`` (default: the graph's X) must be row-chunked like the graph and in its row
         order, e.g. a product ``L Z`` built block by block on the graph."""
-        array = self.X if array is None else array
-        if tuple(array.chunks[0]) != self.chunks:
-            raise ValueError(
-                f"array must be chunked like the graph's rows {self.chunks}, got {array.chunks[0]}"
-            )
+        array = self._aligned(array)
         nb = len(self.chunks)
         chunks = range(nb) if chunks is None else set(chunks)
         starts = self.starts
@@ -366,19 +354,32 @@ class KNNGraph:
             else []
             for b in range(nb)
         ]
-        return self._take_halo(array, requests, self.halo_indices(), prefix)
+        asked = [
+            int(self.halo_counts[b, [s for s, _ in req]].sum()) for b, req in enumerate(requests)
+        ]
+        return self._take_halo(array, requests, self.halo_indices(), asked, prefix)
 
-    def _take_halo(self, array, requests, wants, prefix):
+    def _aligned(self, array):
+        """``array``, default the graph's X, checked to be row-chunked like the graph."""
+        array = self.X if array is None else array
+        if tuple(array.chunks[0]) != self.chunks:
+            raise ValueError(
+                f"array must be chunked like the graph's rows {self.chunks}, got {array.chunks[0]}"
+            )
+        return array
+
+    def _take_halo(self, array, requests, wants, asked, prefix):
+        """The exchange of ``array``'s rows ``wants[i]`` to destination i, from the source
+        chunks of ``requests[i]``; ``asked[i]``: about how many rows i receives."""
         blocks = array.to_delayed(optimize_graph=False).ravel()
         row_bytes = array.dtype.itemsize * int(np.prod(array.shape[1:]))
-        asked = [sum(self.halo_counts[b, s] for s, _ in requests[b]) for b in range(len(requests))]
         return exchange(
             f"{prefix}-halo",
             _take_rows,
             [(blk,) for blk in blocks],
             requests,
             wants,
-            nbytes=[int(n) * row_bytes for n in asked],
+            nbytes=[n * row_bytes for n in asked],
         )
 
     def halo_indices(self):

@@ -12,37 +12,114 @@ graph clustering by graph filtering (Zhang et al., IJCAI 2019).
 
 Each row of P sums to one, so S commutes with a per-feature affine scaling: filtering raw X
 and scaling afterwards equals filtering scaled X. Each step is one blockwise product on the
-graph's row chunks that ships the halo rows of the current X (d numbers per row), as the Gram
-pass does.
+graph's rows that ships the halo rows of the current X (d numbers per row), as the Gram
+pass does, on groups of consecutive chunks: a group receives only the neighbours outside it,
+and rows of X are small, so a few large groups ship a fraction of what one task per chunk
+would.
 """
 
 import copy
 import functools
 
 import dask
+import dask.array as da
 import numpy as np
+import scipy.sparse as sp
 
+from ..utils._dask import cluster_threads, default_group_bytes, row_groups
 from ._tasks import row_numbers, task
 
+#: the filter keeps at least this many tasks per worker thread of the cluster
+GROUPS_PER_THREAD = 2
 
-def _smooth_block(X_block, graph_block, halo_pieces, *, dtype):
-    """One lazy random-walk step on chunk b's rows: ``(X_b + P_b [X_b; X_halo]) / 2``.
 
-    The chunk's rows and its halo rows are stacked once, so the step is one sparse product
-    over the block's columns. Rows without edges keep their values (P acts as the identity
-    on them)."""
-    Xb = np.asarray(X_block).astype(dtype, copy=False)
-    P, isolated = graph_block.random_walk(dtype)
+def _group_walk(pattern, dtype):
+    """The random walk P over one group's rows (W's rows scaled to sum to one), split like
+    its pattern (:meth:`KNNGraph.group_pattern`, whole rows): ``(P_local, P_halo,
+    isolated)`` in ``dtype``, ``isolated`` the rows without edges."""
+    V_local, V_halo, _ = pattern
+    sums = np.asarray(V_local.sum(axis=1)).ravel() + np.asarray(V_halo.sum(axis=1)).ravel()
+    isolated = sums <= 0
+    scale = sp.diags(np.where(isolated, 0.0, 1.0 / np.where(isolated, 1.0, sums)))
+    return (
+        (scale @ V_local).tocsr().astype(dtype),
+        (scale @ V_halo).tocsr().astype(dtype),
+        isolated,
+    )
+
+
+def _smooth_group(walk, halo_pieces, *blocks, dtype):
+    """One lazy random-walk step on a group of consecutive chunks' rows:
+    ``(Z_g + P_local Z_g + P_halo Z_halo) / 2``. Rows without edges keep their values (P acts
+    as the identity on them)."""
+    P_local, P_halo, isolated = walk
+    Z = np.concatenate([np.asarray(b) for b in blocks]).astype(dtype, copy=False)
+    PZ = P_local @ Z
     n_halo = sum(piece.shape[0] for piece in halo_pieces)
-    if P.shape[1] != Xb.shape[0] + n_halo:
-        raise ValueError(
-            f"halo pieces hold {n_halo} rows, the graph block needs {P.shape[1] - Xb.shape[0]}"
+    if n_halo != P_halo.shape[1]:
+        raise ValueError(f"halo pieces hold {n_halo} rows, the group needs {P_halo.shape[1]}")
+    if n_halo:
+        PZ += P_halo @ np.concatenate(halo_pieces).astype(dtype, copy=False)
+    PZ[isolated] = Z[isolated]
+    PZ += Z
+    PZ *= 0.5
+    return PZ
+
+
+class _RandomWalk:
+    """The lazy random walk ``(I + P) / 2`` on a graph, as tasks over groups of consecutive
+    graph chunks: up to :func:`~elmscale.utils._dask.default_group_bytes` of rows (``width``
+    numbers in ``dtype`` each), at least 8 groups and :data:`GROUPS_PER_THREAD` per worker
+    thread. A group receives only the neighbours outside it, so the fewer the groups, the
+    fewer halo rows a step ships. Each group's rows of P are built once and persisted."""
+
+    def __init__(self, graph, width, dtype):
+        self.graph, self.dtype = graph, dtype
+        self.groups = row_groups(
+            graph.chunks,
+            width * dtype.itemsize,
+            default_group_bytes(),
+            min_groups=max(8, GROUPS_PER_THREAD * cluster_threads()),
         )
-    PX = P @ np.concatenate([Xb, *halo_pieces]).astype(dtype, copy=False)
-    PX[isolated] = Xb[isolated]
-    PX += Xb
-    PX *= 0.5
-    return PX
+        patterns = [graph.group_pattern(group, half=False) for group in self.groups]
+        walks = [task("smooth-walk", _group_walk, pattern, dtype) for pattern, _ in patterns]
+        state = dask.persist(*walks, *[need for _, need in patterns])
+        self.walks, self.needs = state[: len(walks)], state[len(walks) :]
+
+    def step(self, Z):
+        """``(Z + P Z) / 2`` for Z row-chunked like the graph, persisted, chunked like it."""
+        halo = self.graph.groups_halo(self.groups, self.needs, Z)
+        blocks = Z.to_delayed(optimize_graph=False).ravel()
+        starts = self.graph.starts
+        step = functools.partial(_smooth_group, dtype=self.dtype)
+        out = [
+            da.from_delayed(
+                task("smooth", step, walk, rows, *[blocks[b] for b in group]),
+                (int(starts[group[-1] + 1] - starts[group[0]]), Z.shape[1]),
+                dtype=self.dtype,
+            )
+            for group, walk, rows in zip(self.groups, self.walks, halo, strict=True)
+        ]
+        return da.concatenate(out).rechunk({0: self.graph.chunks}).persist()
+
+
+def _walk_input(graph, X, dtype):
+    """``(Z, dtype)``: the rows a walk starts from (X, default the graph's, checked to be
+    chunked like the graph's rows, one column chunk) and the dtype its steps compute in
+    (default X's; float64 for integer X)."""
+    Z = graph.X if X is None else X
+    if tuple(Z.chunks[0]) != tuple(graph.chunks):
+        raise ValueError(
+            f"X must be chunked like the graph's rows {graph.chunks}, got {Z.chunks[0]}"
+        )
+    if len(Z.chunks[1]) > 1:
+        Z = Z.rechunk({1: -1})
+    if dtype is None:
+        dtype = Z.dtype if Z.dtype in (np.float32, np.float64) else np.dtype(np.float64)
+    dtype = np.dtype(dtype)
+    if dtype not in (np.float32, np.float64):
+        raise ValueError(f"dtype must be float32 or float64, got {dtype}")
+    return Z, dtype
 
 
 def smooth_rows(graph, steps, X=None, *, dtype=None):
@@ -69,23 +146,11 @@ def smooth_rows(graph, steps, X=None, *, dtype=None):
         raise TypeError(f"steps must be an integer >= 0, got {steps!r}")
     if steps < 0:
         raise ValueError(f"steps must be an integer >= 0, got {steps!r}")
-    Z = graph.X if X is None else X
-    if tuple(Z.chunks[0]) != tuple(graph.chunks):
-        raise ValueError(
-            f"X must be chunked like the graph's rows {graph.chunks}, got {Z.chunks[0]}"
-        )
-    if len(Z.chunks[1]) > 1:
-        Z = Z.rechunk({1: -1})
-    if dtype is None:
-        dtype = Z.dtype if Z.dtype in (np.float32, np.float64) else np.dtype(np.float64)
-    dtype = np.dtype(dtype)
-    if dtype not in (np.float32, np.float64):
-        raise ValueError(f"dtype must be float32 or float64, got {dtype}")
-    step = functools.partial(task, "smooth", functools.partial(_smooth_block, dtype=dtype))
-    for _ in range(int(steps)):
-        Z = graph.map_rows(
-            step, Z.to_delayed(optimize_graph=False).ravel(), Z.shape[1], dtype, halo_of=Z
-        )
+    Z, dtype = _walk_input(graph, X, dtype)
+    if steps:
+        walk = _RandomWalk(graph, Z.shape[1], dtype)
+        for _ in range(int(steps)):
+            Z = walk.step(Z)
     return Z
 
 
@@ -138,9 +203,11 @@ def smoothed_graph_if_kept(graph, steps, min_variance, scale=None, *, dtype=None
     w = _feature_weights(scale)
     every = slice(None, None, max(1, graph.X.shape[0] // SHARE_SAMPLE_ROWS))
     before = None
-    Z, kept = graph.X, 1.0
+    Z, dtype = _walk_input(graph, None, dtype)
+    walk = _RandomWalk(graph, Z.shape[1], dtype) if steps else None
+    kept = 1.0
     for t in range(1, int(steps) + 1):
-        Z = smooth_rows(graph, 1, X=Z, dtype=dtype)
+        Z = walk.step(Z)
         after = _total_variance(Z[every], w)
         if before is None:
             before, after = dask.compute(_total_variance(graph.X[every], w), after)

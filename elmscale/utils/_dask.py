@@ -19,6 +19,8 @@ import uuid
 import dask
 from dask.base import tokenize
 
+from .._config import get_config
+
 
 def cluster_worker_info():
     """The default distributed client's workers, ``{address: info}`` as the scheduler
@@ -45,6 +47,45 @@ def worker_memory_per_thread():
         if w.get("memory_limit")
     ]
     return min(shares) if shares else None
+
+
+def cluster_threads():
+    """The number of worker threads of :func:`cluster_worker_info`'s workers (0 without)."""
+    return sum(max(w.get("nthreads", 1), 1) for w in cluster_worker_info().values())
+
+
+#: a task's group of rows (of H in the Gram pass, of filtered X in the graph filter) takes
+#: at most this share of a worker thread's memory: with its output rows, its halo rows and a
+#: product temporary a task holds about four times as much, a quarter of the thread's memory;
+#: the rest is for what the worker stores
+GROUP_MEMORY_SHARE = 1 / 16
+
+
+def default_group_bytes():
+    """The bytes of rows one task of a blockwise pass takes: 4 x the ``chunk_bytes`` setting,
+    capped by :data:`GROUP_MEMORY_SHARE` of a worker thread's memory on a cluster."""
+    group_bytes = 4 * get_config()["chunk_bytes"]
+    per_thread = worker_memory_per_thread()
+    if per_thread:
+        group_bytes = min(group_bytes, int(per_thread * GROUP_MEMORY_SHARE))
+    return group_bytes
+
+
+def row_groups(chunks, row_bytes, group_bytes, min_groups=8):
+    """Consecutive row ``chunks`` joined into groups, one task each: as many chunks as fit in
+    ``group_bytes`` at ``row_bytes`` per row (at least one), while keeping at least
+    ``min_groups`` groups when there are that many chunks. Returns lists of chunk numbers."""
+    nb = len(chunks)
+    most = max(1, nb // max(1, int(min_groups)))
+    groups, cur, rows = [], [], 0
+    for b, n in enumerate(chunks):
+        if cur and (len(cur) >= most or (rows + n) * row_bytes > group_bytes):
+            groups.append(cur)
+            cur, rows = [], 0
+        cur.append(b)
+        rows += n
+    groups.append(cur)
+    return groups
 
 
 def _add(*parts):

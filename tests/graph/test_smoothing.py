@@ -30,9 +30,13 @@ def mixture():
 
 @pytest.mark.parametrize("normalized", [False, True])
 @pytest.mark.parametrize("order", [False, True])
-def test_filter_equals_dense_product_in_any_row_order(mixture, order, normalized):
-    Xd = da.from_array(mixture, chunks=(200, 4))
+@pytest.mark.parametrize("rows", [200, 50])  # 8 chunks, one per task; 30, three per task
+def test_filter_equals_dense_product_in_any_row_order(mixture, order, normalized, rows):
+    from elmscale.graph._smoothing import _RandomWalk
+
+    Xd = da.from_array(mixture, chunks=(rows, 4))
     graph = knn_graph(Xd, 6, backend="cells", order=order, normalized=normalized, random_state=0)
+    assert max(map(len, _RandomWalk(graph, 4, np.dtype(np.float64)).groups)) == (rows == 50) * 2 + 1
     Xg = graph.X.compute()
     Z = smooth_rows(graph, 3)
     assert Z.chunks == graph.X.chunks
