@@ -5,10 +5,13 @@ each cluster's edge weight that leaves it, summed over the clusters. Spectral cl
 minimises its relaxation; evaluated on partitions found by k-means in different embeddings
 of the same graph, it tells without labels which one cuts the graph where it is thin.
 
-Each graph block sums, per cluster, the weight of its rows' edges that stay inside the cluster
-and its rows' degrees; the labels and degrees of its halo rows (a few numbers per row) come
-from the chunks that hold them, as in every blockwise product on the graph.
+Each run of consecutive graph chunks sums, per cluster, the weight of its rows' edges that stay
+inside the cluster and its rows' degrees; the labels and degrees of its halo rows (a few
+numbers per row) come from the chunks that hold them, as in every blockwise product on the
+graph.
 """
+
+import functools
 
 import dask
 import dask.array as da
@@ -23,23 +26,28 @@ def _columns(block, *labels):
     return np.column_stack([*(np.asarray(v, dtype=np.float64) for v in labels), block.degree])
 
 
-def _cut_sums(columns, block, n_clusters, normalized, halo_pieces):
+def _cut_sums(pattern, halo_pieces, *column_blocks, n_clusters, normalized):
     """Per partition (a column of labels) and cluster: the edge weight inside the cluster
-    from this block's rows, and the block's degree in the cluster, stacked as an array
-    (2, n_partitions, n_clusters). ``columns`` holds the labels, then the degree."""
-    everything = np.concatenate([columns, *halo_pieces])
+    from a run of chunks' rows, and the rows' degree in the cluster, stacked as an array
+    (2, n_partitions, n_clusters). ``pattern``: the run's rows of W (whole rows,
+    :meth:`KNNGraph.group_pattern`); the column blocks hold the labels, then the degree, of
+    the run's chunks, the halo pieces those of the rows its halo columns name."""
+    V_local, V_halo, _ = pattern
+    n = V_local.shape[0]
+    everything = np.concatenate([*column_blocks, *halo_pieces])
     labels = everything[:, :-1].astype(np.int64)
     degree = everything[:, -1]
-    n = block.stop - block.start
-    W = block.W.tocoo()
-    weights = W.data.astype(np.float64)
+    local, halo = V_local.tocoo(), V_halo.tocoo()
+    row = np.concatenate([local.row, halo.row])
+    col = np.concatenate([local.col, halo.col + n])
+    weights = np.concatenate([local.data, halo.data]).astype(np.float64)
     if normalized:  # W holds D^-1/2 W D^-1/2: back to the graph's own weights
-        weights = weights * np.sqrt(degree[W.row] * degree[W.col])
+        weights = weights * np.sqrt(degree[row] * degree[col])
     m = labels.shape[1]
     within = np.zeros((m, n_clusters))
     volume = np.zeros((m, n_clusters))
     for j in range(m):
-        rows, cols = labels[W.row, j], labels[W.col, j]
+        rows, cols = labels[row, j], labels[col, j]
         same = rows == cols
         within[j] = np.bincount(rows[same], weights=weights[same], minlength=n_clusters)
         volume[j] = np.bincount(labels[:n, j], weights=degree[:n], minlength=n_clusters)
@@ -87,12 +95,13 @@ def normalized_cut(graph, labels, n_clusters):
         ]
     ).persist()
     blocks = columns.to_delayed(optimize_graph=False).ravel()
-    halo = graph.halo_pieces(columns)
+    groups = graph.row_groups(width * 8)
+    patterns = [graph.group_pattern(group, half=False) for group in groups]
+    halo = graph.groups_halo(groups, [need for _, need in patterns], columns)
+    sums = functools.partial(_cut_sums, n_clusters=int(n_clusters), normalized=graph.normalized)
     parts = [
-        task(
-            "cut", _cut_sums, blocks[b], graph.blocks[b], int(n_clusters), graph.normalized, halo[b]
-        )
-        for b in range(len(graph.chunks))
+        task("cut", sums, pattern, rows, *[blocks[b] for b in group])
+        for group, (pattern, _), rows in zip(groups, patterns, halo, strict=True)
     ]
     (sums,) = dask.compute(tree_sum(parts, prefix="elmscale-graph-cut-sum"))
     cut = _ncut(sums)

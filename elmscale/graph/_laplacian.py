@@ -21,7 +21,7 @@ import scipy.sparse as sp
 
 from .._config import get_config
 from ..exceptions import UnknownPluginError
-from ..utils._dask import named
+from ..utils._dask import cluster_threads, default_group_bytes, named, row_groups
 from ._backends import check_n_neighbors, exact_knn, nndescent_knn
 from ._cell_search import CellSearch
 from ._exchange import cluster_workers, exchange
@@ -44,6 +44,8 @@ MAX_GRAPH_CHUNKS = 64
 GRAPH_CHUNKS_PER_WORKER = 4
 #: ... but never fewer than this many (while X has that many chunks)
 MIN_GRAPH_CHUNKS = 8
+#: a blockwise pass on the graph's rows keeps at least this many tasks per worker thread
+GROUPS_PER_THREAD = 2
 
 
 @dataclasses.dataclass
@@ -313,6 +315,20 @@ class KNNGraph:
     def row_blocks(self):
         """One delayed block of X per row chunk, in the graph's row order."""
         return self.X.to_delayed().ravel().tolist()
+
+    def row_groups(self, row_bytes):
+        """Runs of consecutive chunks, one task each, for a blockwise pass on the graph whose
+        rows take ``row_bytes`` each (a filter step, a cut): up to
+        :func:`~elmscale.utils._dask.default_group_bytes` of rows, at least 8 runs and
+        :data:`GROUPS_PER_THREAD` per worker thread. A run receives only the neighbours
+        outside it (:meth:`group_pattern`, :meth:`groups_halo`), so the fewer the runs, the
+        fewer halo rows the pass ships."""
+        return row_groups(
+            self.chunks,
+            row_bytes,
+            default_group_bytes(),
+            min_groups=max(8, GROUPS_PER_THREAD * cluster_threads()),
+        )
 
     def group_pattern(self, group, *, half=True, prefix=PREFIX):
         """The pattern of W that one task multiplies on the consecutive chunks ``group``:

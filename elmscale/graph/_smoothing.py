@@ -26,11 +26,7 @@ import dask.array as da
 import numpy as np
 import scipy.sparse as sp
 
-from ..utils._dask import cluster_threads, default_group_bytes, row_groups
 from ._tasks import row_numbers, task
-
-#: the filter keeps at least this many tasks per worker thread of the cluster
-GROUPS_PER_THREAD = 2
 
 
 def _group_walk(pattern, dtype):
@@ -67,20 +63,13 @@ def _smooth_group(walk, halo_pieces, *blocks, dtype):
 
 
 class _RandomWalk:
-    """The lazy random walk ``(I + P) / 2`` on a graph, as tasks over groups of consecutive
-    graph chunks: up to :func:`~elmscale.utils._dask.default_group_bytes` of rows (``width``
-    numbers in ``dtype`` each), at least 8 groups and :data:`GROUPS_PER_THREAD` per worker
-    thread. A group receives only the neighbours outside it, so the fewer the groups, the
-    fewer halo rows a step ships. Each group's rows of P are built once and persisted."""
+    """The lazy random walk ``(I + P) / 2`` on a graph, as tasks over runs of consecutive
+    graph chunks (:meth:`KNNGraph.row_groups`, rows of ``width`` numbers in ``dtype``). Each
+    run's rows of P are built once and persisted."""
 
     def __init__(self, graph, width, dtype):
         self.graph, self.dtype = graph, dtype
-        self.groups = row_groups(
-            graph.chunks,
-            width * dtype.itemsize,
-            default_group_bytes(),
-            min_groups=max(8, GROUPS_PER_THREAD * cluster_threads()),
-        )
+        self.groups = graph.row_groups(width * dtype.itemsize)
         patterns = [graph.group_pattern(group, half=False) for group in self.groups]
         walks = [task("smooth-walk", _group_walk, pattern, dtype) for pattern, _ in patterns]
         state = dask.persist(*walks, *[need for _, need in patterns])

@@ -25,9 +25,10 @@ def data():
 
 
 @pytest.mark.parametrize(("order", "normalized"), [(False, False), (True, True)])
-def test_ncut_equals_dense_in_any_row_order(data, order, normalized):
+@pytest.mark.parametrize("rows", [150, 25])  # 6 chunks, one per task; 32, four per task
+def test_ncut_equals_dense_in_any_row_order(data, order, normalized, rows):
     X, y = data
-    Xd = da.from_array(X, chunks=(150, 4))
+    Xd = da.from_array(X, chunks=(rows, 4))
     graph = knn_graph(Xd, 6, backend="cells", order=order, normalized=normalized, random_state=0)
     plain = knn_graph(Xd, 6, backend="cells", order=order, normalized=False, random_state=0)
     L = plain.laplacian().toarray()  # D - W in the graph's row order
@@ -37,9 +38,10 @@ def test_ncut_equals_dense_in_any_row_order(data, order, normalized):
         positions = graph.order.apply(da.from_array(positions, chunks=Xd.chunks[0])).compute()
     rng = np.random.default_rng(0)
     partitions = np.stack([y, rng.integers(0, 4, len(y)), (X[:, 0] > 0).astype(int)], axis=1)
-    got = normalized_cut(graph, [da.from_array(p, chunks=150) for p in partitions.T], 4)
+    assert max(map(len, graph.row_groups(32))) == (1 if rows == 150 else 4)
+    got = normalized_cut(graph, [da.from_array(p, chunks=rows) for p in partitions.T], 4)
     expected = [_dense_ncut(W, partitions[positions, j], 4) for j in range(3)]
     np.testing.assert_allclose(got, expected, rtol=1e-10)
     assert got[0] < got[1] / 4  # the blobs cut far fewer edges than random labels
-    single = normalized_cut(graph, da.from_array(y, chunks=150), 4)
+    single = normalized_cut(graph, da.from_array(y, chunks=rows), 4)
     assert single == pytest.approx(got[0], rel=1e-12)
