@@ -305,20 +305,30 @@ def recall_at_k(X, idx, k, n_sample=2000, seed=0):
 
 
 @contextlib.contextmanager
-def local_cluster(n_workers, worker_gb, dashboard_address=":0"):
+def local_cluster(n_workers, worker_gb, dashboard_address=":0", scheduler_process=False):
     """A Client on a fresh LocalCluster of ``n_workers`` worker processes x 1 thread with
-    ``worker_gb`` GiB each: the setting every scale benchmark times on."""
+    ``worker_gb`` GiB each: the setting every scale benchmark times on. The scheduler runs in
+    this process, or with ``scheduler_process`` in one of its own (distributed's
+    ``SubprocessCluster``), so that this process's peak memory is the client's alone."""
     from distributed import Client, LocalCluster
+    from distributed.deploy.subprocess import SubprocessCluster
 
-    with (
-        LocalCluster(
+    if scheduler_process:
+        cluster = SubprocessCluster(
+            n_workers=n_workers,
+            threads_per_worker=1,
+            dashboard_address=dashboard_address,
+            worker_kwargs={"memory_limit": f"{worker_gb}GiB"},
+        )
+    else:
+        cluster = LocalCluster(
             n_workers=n_workers,
             threads_per_worker=1,
             dashboard_address=dashboard_address,
             memory_limit=f"{worker_gb}GiB",
-        ) as cluster,
-        Client(cluster) as client,
-    ):
+        )
+    with cluster, Client(cluster) as client:
+        client.wait_for_workers(n_workers)
         yield client
 
 

@@ -22,7 +22,9 @@ estimator's own default for the others). What is fitted and scored:
 
 Each fit runs in its own fresh cluster (cold: imports and any compilation included). Reported:
 wall time of the fit, the estimator's stage times (``timings_``), the score and its time, peak
-RSS of every worker and of the client (whose process also runs the scheduler), the workers
+RSS of every worker and of the client (whose process also runs the scheduler, unless
+``--scheduler-process`` gives the scheduler a process of its own, whose peak is then reported
+apart), the workers
 that a nanny restarted (their process ids changed: killed for memory, or crashed) and the
 bytes each worker spilled to disk (``--worker-gb`` below the working set), load average.
 One JSON line per estimator.
@@ -132,7 +134,9 @@ def run_one(name, args, log):
     import elmscale
 
     out = {"estimator": name, "n": args.n, "input": args.input or "generated"}
-    with local_cluster(args.workers, args.worker_gb) as client:
+    with local_cluster(
+        args.workers, args.worker_gb, scheduler_process=args.scheduler_process
+    ) as client:
         pids = client.run(os.getpid)
         if args.input:
             Xd, yd = read_input(args.input)
@@ -178,6 +182,8 @@ def run_one(name, args, log):
         out["workers_restarted"] = len(set(pids.values()) - set(client.run(os.getpid).values()))
         out["spilled_mb"] = sorted(client.run(_spilled_mb).values())
         out["client_peak_mb"] = peak_memory_mb()
+        if args.scheduler_process:
+            out["scheduler_peak_mb"] = client.run_on_scheduler(peak_memory_mb)
     log(json.dumps(out, default=float))
     return out
 
@@ -205,6 +211,11 @@ def main():
         "--watch-memory",
         action="store_true",
         help="poll the workers' RSS and running tasks during the fit (rss_by_task_mb)",
+    )
+    p.add_argument(
+        "--scheduler-process",
+        action="store_true",
+        help="run the scheduler in its own process: client and scheduler peaks apart",
     )
     args = p.parse_args()
     log = functools.partial(print, flush=True)
