@@ -18,6 +18,7 @@ import dask.array as da
 import numpy as np
 
 from ..utils._dask import tree_sum
+from ._patterns import group_edges
 from ._tasks import task
 
 
@@ -26,21 +27,17 @@ def _columns(block, *labels):
     return np.column_stack([*(np.asarray(v, dtype=np.float64) for v in labels), block.degree])
 
 
-def _cut_sums(pattern, halo_pieces, *column_blocks, n_clusters, normalized):
+def _cut_sums(edges, halo_pieces, *column_blocks, n_clusters, normalized):
     """Per partition (a column of labels) and cluster: the edge weight inside the cluster
     from a run of chunks' rows, and the rows' degree in the cluster, stacked as an array
-    (2, n_partitions, n_clusters). ``pattern``: the run's rows of W (whole rows,
-    :meth:`KNNGraph.group_pattern`); the column blocks hold the labels, then the degree, of
-    the run's chunks, the halo pieces those of the rows its halo columns name."""
-    V_local, V_halo, _ = pattern
-    n = V_local.shape[0]
+    (2, n_partitions, n_clusters). ``edges``: the run's rows of W
+    (:func:`~elmscale.graph._patterns.group_edges`); the column blocks hold the labels, then
+    the degree, of the run's chunks, the halo pieces those of the rows its halo columns name."""
+    row, col, weights = edges
+    n = sum(len(c) for c in column_blocks)
     everything = np.concatenate([*column_blocks, *halo_pieces])
     labels = everything[:, :-1].astype(np.int64)
     degree = everything[:, -1]
-    local, halo = V_local.tocoo(), V_halo.tocoo()
-    row = np.concatenate([local.row, halo.row])
-    col = np.concatenate([local.col, halo.col + n])
-    weights = np.concatenate([local.data, halo.data]).astype(np.float64)
     if normalized:  # W holds D^-1/2 W D^-1/2: back to the graph's own weights
         weights = weights * np.sqrt(degree[row] * degree[col])
     m = labels.shape[1]
@@ -96,12 +93,15 @@ def normalized_cut(graph, labels, n_clusters):
     ).persist()
     blocks = columns.to_delayed(optimize_graph=False).ravel()
     groups = graph.row_groups(width * 8)
-    patterns = [graph.group_pattern(group, half=False) for group in groups]
-    halo = graph.groups_halo(groups, [need for _, need in patterns], columns)
+    edges = [
+        task("cut-edges", group_edges, *[graph.blocks[b] for b in group], nout=2)
+        for group in groups
+    ]
+    halo = graph.groups_halo(groups, [need for _, need in edges], columns)
     sums = functools.partial(_cut_sums, n_clusters=int(n_clusters), normalized=graph.normalized)
     parts = [
-        task("cut", sums, pattern, rows, *[blocks[b] for b in group])
-        for group, (pattern, _), rows in zip(groups, patterns, halo, strict=True)
+        task("cut", sums, run_edges, rows, *[blocks[b] for b in group])
+        for group, (run_edges, _), rows in zip(groups, edges, halo, strict=True)
     ]
     (sums,) = dask.compute(tree_sum(parts, prefix="elmscale-graph-cut-sum"))
     cut = _ncut(sums)
