@@ -193,7 +193,9 @@ def order_by_cells(cells, n_cells):
     sizes = counts.sum(axis=0).compute()
     # cell c occupies [cell_start[c], cell_start[c+1]); within it, chunk by chunk
     cell_start = np.concatenate([[0], np.cumsum(sizes)])[:-1]
-    base = da.cumsum(counts, axis=0) - counts + da.from_array(cell_start, chunks=-1)
+    base = (
+        da.cumsum(counts, axis=0, method="blelloch") - counts + da.from_array(cell_start, chunks=-1)
+    )
     dest = list(
         dask.persist(
             *[
