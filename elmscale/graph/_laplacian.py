@@ -351,6 +351,25 @@ class KNNGraph:
             asked.append(int(self.halo_counts[np.ix_(group, sources)].sum()) if sources else 0)
         return self._take_halo(array, requests, needs, asked, prefix)
 
+    def runs_halo(self, groups, needs, array, *, prefix=PREFIX):
+        """:meth:`groups_halo` for an ``array`` chunked by the runs ``groups`` themselves
+        (run i holds the rows of the chunks ``groups[i]``): each run's halo rows come from the
+        runs that hold them, one piece per run."""
+        run_of = np.empty(len(self.chunks), dtype=np.int64)
+        for i, group in enumerate(groups):
+            run_of[group] = i
+        starts = self.starts
+        bounds = [(int(starts[g[0]]), int(starts[g[-1] + 1])) for g in groups]
+        if tuple(array.chunks[0]) != tuple(hi - lo for lo, hi in bounds):
+            raise ValueError(f"array must be chunked by the runs, got {array.chunks[0]}")
+        requests, asked = [], []
+        for group in groups:
+            chunks = sorted(set().union(*(self.halo_sources[b] for b in group)) - set(group))
+            runs = sorted({int(run_of[s]) for s in chunks})
+            requests.append([(r, bounds[r]) for r in runs])
+            asked.append(int(self.halo_counts[np.ix_(group, chunks)].sum()) if chunks else 0)
+        return self._take_halo(array, requests, needs, asked, prefix)
+
     def halo_rows(self, b, array=None, *, prefix=PREFIX):
         """A delayed tuple of ``array``'s rows for chunk b's halo (:meth:`halo_pieces`)."""
         return self.halo_pieces(array, chunks=[b], prefix=prefix)[b]

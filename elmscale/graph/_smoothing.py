@@ -44,12 +44,12 @@ def _group_walk(pattern, dtype):
     )
 
 
-def _smooth_group(walk, halo_pieces, *blocks, dtype):
-    """One lazy random-walk step on a group of consecutive chunks' rows:
+def _smooth_group(walk, halo_pieces, block, *, dtype):
+    """One lazy random-walk step on a run of consecutive chunks' rows ``block``:
     ``(Z_g + P_local Z_g + P_halo Z_halo) / 2``. Rows without edges keep their values (P acts
     as the identity on them)."""
     P_local, P_halo, isolated = walk
-    Z = np.concatenate([np.asarray(b) for b in blocks]).astype(dtype, copy=False)
+    Z = np.asarray(block).astype(dtype, copy=False)
     PZ = P_local @ Z
     n_halo = sum(piece.shape[0] for piece in halo_pieces)
     if n_halo != P_halo.shape[1]:
@@ -65,31 +65,43 @@ def _smooth_group(walk, halo_pieces, *blocks, dtype):
 class _RandomWalk:
     """The lazy random walk ``(I + P) / 2`` on a graph, as tasks over runs of consecutive
     graph chunks (:meth:`KNNGraph.row_groups`, rows of ``width`` numbers in ``dtype``). Each
-    run's rows of P are built once and persisted."""
+    run's rows of P are built once and persisted. The rows being filtered are held chunked by
+    the runs (:meth:`by_runs`) while the steps run, so a step is one task per run plus its
+    halo exchange between runs, whatever the number of graph chunks."""
 
     def __init__(self, graph, width, dtype):
         self.graph, self.dtype = graph, dtype
         self.groups = graph.row_groups(width * dtype.itemsize)
+        starts = graph.starts
+        self.run_chunks = tuple(int(starts[g[-1] + 1] - starts[g[0]]) for g in self.groups)
         patterns = [graph.group_pattern(group, half=False) for group in self.groups]
         walks = [task("smooth-walk", _group_walk, pattern, dtype) for pattern, _ in patterns]
         state = dask.persist(*walks, *[need for _, need in patterns])
         self.walks, self.needs = state[: len(walks)], state[len(walks) :]
 
+    def by_runs(self, Z):
+        """Z, row-chunked like the graph, as ``dtype`` rows chunked by the runs."""
+        return Z.astype(self.dtype, copy=False).rechunk({0: self.run_chunks})
+
+    def by_graph_chunks(self, Z):
+        """Z, chunked by the runs, chunked like the graph's rows again."""
+        return Z.rechunk({0: self.graph.chunks})
+
     def step(self, Z):
-        """``(Z + P Z) / 2`` for Z row-chunked like the graph, persisted, chunked like it."""
-        halo = self.graph.groups_halo(self.groups, self.needs, Z)
-        blocks = Z.to_delayed(optimize_graph=False).ravel()
-        starts = self.graph.starts
+        """``(Z + P Z) / 2`` for Z chunked by the runs (:meth:`by_runs`), persisted."""
+        halo = self.graph.runs_halo(self.groups, self.needs, Z)
         step = functools.partial(_smooth_group, dtype=self.dtype)
         out = [
-            da.from_delayed(
-                task("smooth", step, walk, rows, *[blocks[b] for b in group]),
-                (int(starts[group[-1] + 1] - starts[group[0]]), Z.shape[1]),
-                dtype=self.dtype,
+            da.from_delayed(task("smooth", step, walk, rows, block), (n, Z.shape[1]), self.dtype)
+            for walk, rows, block, n in zip(
+                self.walks,
+                halo,
+                Z.to_delayed(optimize_graph=False).ravel(),
+                self.run_chunks,
+                strict=True,
             )
-            for group, walk, rows in zip(self.groups, self.walks, halo, strict=True)
         ]
-        return da.concatenate(out).rechunk({0: self.graph.chunks}).persist()
+        return da.concatenate(out).persist()
 
 
 def _walk_input(graph, X, dtype):
@@ -138,8 +150,10 @@ def smooth_rows(graph, steps, X=None, *, dtype=None):
     Z, dtype = _walk_input(graph, X, dtype)
     if steps:
         walk = _RandomWalk(graph, Z.shape[1], dtype)
+        Z = walk.by_runs(Z)
         for _ in range(int(steps)):
             Z = walk.step(Z)
+        Z = walk.by_graph_chunks(Z).persist()
     return Z
 
 
@@ -193,7 +207,9 @@ def smoothed_graph_if_kept(graph, steps, min_variance, scale=None, *, dtype=None
     every = slice(None, None, max(1, graph.X.shape[0] // SHARE_SAMPLE_ROWS))
     before = None
     Z, dtype = _walk_input(graph, None, dtype)
-    walk = _RandomWalk(graph, Z.shape[1], dtype) if steps else None
+    if steps:
+        walk = _RandomWalk(graph, Z.shape[1], dtype)
+        Z = walk.by_runs(Z)
     kept = 1.0
     for t in range(1, int(steps) + 1):
         Z = walk.step(Z)
@@ -205,7 +221,9 @@ def smoothed_graph_if_kept(graph, steps, min_variance, scale=None, *, dtype=None
         kept = _share(after, before)
         if kept < min_variance:
             return None, kept, t
-    return _with_rows(graph, Z.astype(graph.X.dtype, copy=False)), kept, int(steps)
+    if steps:
+        Z = walk.by_graph_chunks(Z)
+    return _with_rows(graph, Z.astype(graph.X.dtype, copy=False).persist()), kept, int(steps)
 
 
 def smoothed_graph(graph, steps):
