@@ -43,10 +43,12 @@ def sample_rows(X, n_cells, seed):
 
 def _kmeans(points, n_clusters, seed):
     """Labels and centres of a k-means on the client (called under ``threadpool_limits(1)``:
-    OpenMP's reduction order would otherwise make the centres depend on the core count)."""
+    OpenMP's reduction order would otherwise make the centres depend on the core count).
+    ``points`` are centred in place and restored (to within an ulp) rather than copied: the
+    client holds the sample once."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # duplicate points: fewer distinct clusters than asked
-        km = KMeans(n_clusters, n_init=1, max_iter=15, random_state=seed).fit(points)
+        km = KMeans(n_clusters, n_init=1, max_iter=15, random_state=seed, copy_x=False).fit(points)
     return km.labels_, km.cluster_centers_
 
 
@@ -73,17 +75,19 @@ def fit_cells(sample, leaf_size, seed):
     leaves = []
 
     def split(rows, depth):
+        # the root's rows are the whole sample: no copy of it
+        points = sample if len(rows) == len(sample) else sample[rows]
         n_children = min(BRANCHING, -(-len(rows) // leaf_size))
         if n_children < 2:
-            leaves.append(sample[rows].mean(axis=0))
+            leaves.append(points.mean(axis=0))
             return
-        labels, centers = _kmeans(sample[rows], n_children, seed + depth)
+        labels, centers = _kmeans(points, n_children, seed + depth)
         labels = _fold_small(labels, centers, min_size)
         kept = np.unique(labels)
         if len(kept) < 2:  # identical points: nothing to split
-            leaves.append(sample[rows].mean(axis=0))
+            leaves.append(points.mean(axis=0))
             return
-        centers = np.array([sample[rows[labels == c]].mean(axis=0) for c in kept])
+        centers = np.array([points[labels == c].mean(axis=0) for c in kept])
         if len(kept) > 2:
             kept = kept[leaves_list(linkage(centers, method="ward"))]
         for c in kept:
