@@ -346,10 +346,17 @@ class KNNGraph:
         starts = self.starts
         requests, asked = [], []
         for group in groups:
-            sources = sorted(set().union(*(self.halo_sources[b] for b in group)) - set(group))
+            sources, rows = self._outside_sources(group)
             requests.append([(s, (int(starts[s]), int(starts[s + 1]))) for s in sources])
-            asked.append(int(self.halo_counts[np.ix_(group, sources)].sum()) if sources else 0)
+            asked.append(rows)
         return self._take_halo(array, requests, needs, asked, prefix)
+
+    def _outside_sources(self, group):
+        """The chunks outside the consecutive chunks ``group`` that hold its halo rows, and
+        about how many rows it takes from them (rows shared by its chunks counted each time)."""
+        sources = sorted(set().union(*(self.halo_sources[b] for b in group)) - set(group))
+        rows = int(self.halo_counts[np.ix_(group, sources)].sum()) if sources else 0
+        return sources, rows
 
     def runs_halo(self, groups, needs, array, *, prefix=PREFIX):
         """:meth:`groups_halo` for an ``array`` chunked by the runs ``groups`` themselves
@@ -364,10 +371,9 @@ class KNNGraph:
             raise ValueError(f"array must be chunked by the runs, got {array.chunks[0]}")
         requests, asked = [], []
         for group in groups:
-            chunks = sorted(set().union(*(self.halo_sources[b] for b in group)) - set(group))
-            runs = sorted({int(run_of[s]) for s in chunks})
-            requests.append([(r, bounds[r]) for r in runs])
-            asked.append(int(self.halo_counts[np.ix_(group, chunks)].sum()) if chunks else 0)
+            sources, rows = self._outside_sources(group)
+            requests.append([(r, bounds[r]) for r in sorted({int(run_of[s]) for s in sources})])
+            asked.append(rows)
         return self._take_halo(array, requests, needs, asked, prefix)
 
     def halo_rows(self, b, array=None, *, prefix=PREFIX):

@@ -66,7 +66,7 @@ class _RandomWalk:
     """The lazy random walk ``(I + P) / 2`` on a graph, as tasks over runs of consecutive
     graph chunks (:meth:`KNNGraph.row_groups`, rows of ``width`` numbers in ``dtype``). Each
     run's rows of P are built once and persisted. The rows being filtered are held chunked by
-    the runs (:meth:`by_runs`) while the steps run, so a step is one task per run plus its
+    the runs while the steps run (:meth:`steps`), so a step is one task per run plus its
     halo exchange between runs, whatever the number of graph chunks."""
 
     def __init__(self, graph, width, dtype):
@@ -79,16 +79,20 @@ class _RandomWalk:
         state = dask.persist(*walks, *[need for _, need in patterns])
         self.walks, self.needs = state[: len(walks)], state[len(walks) :]
 
-    def by_runs(self, Z):
-        """Z, row-chunked like the graph, as ``dtype`` rows chunked by the runs."""
-        return Z.astype(self.dtype, copy=False).rechunk({0: self.run_chunks})
+    def steps(self, Z, n):
+        """The rows after each of ``n`` steps from Z (row-chunked like the graph), each
+        persisted and chunked by the runs (:meth:`by_graph_chunks` gives the graph's)."""
+        Z = Z.astype(self.dtype, copy=False).rechunk({0: self.run_chunks})
+        for _ in range(int(n)):
+            Z = self._step(Z)
+            yield Z
 
     def by_graph_chunks(self, Z):
         """Z, chunked by the runs, chunked like the graph's rows again."""
         return Z.rechunk({0: self.graph.chunks})
 
-    def step(self, Z):
-        """``(Z + P Z) / 2`` for Z chunked by the runs (:meth:`by_runs`), persisted."""
+    def _step(self, Z):
+        """``(Z + P Z) / 2`` for Z chunked by the runs, persisted."""
         halo = self.graph.runs_halo(self.groups, self.needs, Z)
         step = functools.partial(_smooth_group, dtype=self.dtype)
         out = [
@@ -148,13 +152,11 @@ def smooth_rows(graph, steps, X=None, *, dtype=None):
     if steps < 0:
         raise ValueError(f"steps must be an integer >= 0, got {steps!r}")
     Z, dtype = _walk_input(graph, X, dtype)
-    if steps:
-        walk = _RandomWalk(graph, Z.shape[1], dtype)
-        Z = walk.by_runs(Z)
-        for _ in range(int(steps)):
-            Z = walk.step(Z)
-        Z = walk.by_graph_chunks(Z).persist()
-    return Z
+    if not steps:
+        return Z
+    walk = _RandomWalk(graph, Z.shape[1], dtype)
+    *_, Z = walk.steps(Z, steps)
+    return walk.by_graph_chunks(Z).persist()
 
 
 def _total_variance(X, weights):
@@ -206,13 +208,11 @@ def smoothed_graph_if_kept(graph, steps, min_variance, scale=None, *, dtype=None
     w = _feature_weights(scale)
     every = slice(None, None, max(1, graph.X.shape[0] // SHARE_SAMPLE_ROWS))
     before = None
-    Z, dtype = _walk_input(graph, None, dtype)
-    if steps:
-        walk = _RandomWalk(graph, Z.shape[1], dtype)
-        Z = walk.by_runs(Z)
-    kept = 1.0
-    for t in range(1, int(steps) + 1):
-        Z = walk.step(Z)
+    X, dtype = _walk_input(graph, None, dtype)
+    if not steps:
+        return _with_rows(graph, X.astype(graph.X.dtype, copy=False)), 1.0, 0
+    walk = _RandomWalk(graph, X.shape[1], dtype)
+    for t, Z in enumerate(walk.steps(X, steps), start=1):
         after = _total_variance(Z[every], w)
         if before is None:
             before, after = dask.compute(_total_variance(graph.X[every], w), after)
@@ -221,9 +221,8 @@ def smoothed_graph_if_kept(graph, steps, min_variance, scale=None, *, dtype=None
         kept = _share(after, before)
         if kept < min_variance:
             return None, kept, t
-    if steps:
-        Z = walk.by_graph_chunks(Z)
-    return _with_rows(graph, Z.astype(graph.X.dtype, copy=False).persist()), kept, int(steps)
+    Z = walk.by_graph_chunks(Z).astype(graph.X.dtype, copy=False).persist()
+    return _with_rows(graph, Z), kept, int(steps)
 
 
 def smoothed_graph(graph, steps):
