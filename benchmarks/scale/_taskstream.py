@@ -1,0 +1,274 @@
+"""What a fit's task stream says about scale-out: busy and serial seconds, per-stage figures,
+and a replay of the measured tasks on W workers.
+
+The inputs are plain records, so that the analysis runs (and is tested) without a cluster:
+
+- **tasks**: one dict per task run, as ``distributed.get_task_stream`` gives them (``key``,
+  ``worker``, ``startstops``: a list of ``{"action", "start", "stop"}`` with actions
+  ``compute``, ``transfer`` (the inputs fetched for this task), ``disk-read``,
+  ``disk-write``, ``deserialize``);
+- **graphs**: one dict per graph the client submitted (``time``, ``tasks``: the keys of the
+  graph, ``deps``: key -> keys it depends on), recorded on the scheduler by
+  :class:`GraphRecorder`.
+
+The replay is list scheduling: W single-threaded workers; a task is ready when its graph has
+been submitted and every dependency computed in the stream has finished, plus the time its
+inputs took to arrive (scaled to the share of inputs that are remote on W workers:
+``(W - 1) / W`` against the measured run's); a free worker takes the ready task that started
+first in the measured run. The client is modelled from the measured run: each graph is
+submitted a fixed lag after the task that finished last before it (what the client waited
+for), and the fit ends the same lag after its last task, so client and scheduler time between
+graphs stay serial. A global dispatch cost per task (the scheduler's measured CPU seconds per
+task) bounds the rate at which tasks can start on any number of workers.
+"""
+
+import heapq
+import statistics
+
+from dask.utils import key_split
+from distributed.diagnostics.plugin import SchedulerPlugin
+
+#: Seconds by which a graph's recorded time may follow the start of its first task.
+SUBMIT_SLACK = 0.5
+
+#: Actions of a task's startstops that occupy its worker's thread.
+BUSY_ACTIONS = ("compute", "disk-read", "disk-write", "deserialize")
+
+
+class GraphRecorder(SchedulerPlugin):
+    """A scheduler plugin (``client.register_plugin``) that records, for every graph a
+    client submits, the time and each task's dependencies; :meth:`records` returns them."""
+
+    name = "elmscale-graph-recorder"
+    idempotent = False
+
+    def __init__(self):
+        self.graphs = []
+
+    async def start(self, scheduler):
+        self.scheduler = scheduler
+
+    def update_graph(self, scheduler, *, keys, tasks, **kwargs):
+        import time
+
+        deps = {}
+        for key in tasks:
+            ts = scheduler.tasks.get(key)
+            if ts is not None:
+                deps[str(key)] = [str(d.key) for d in ts.dependencies]
+        self.graphs.append({"time": time.time(), "requested": len(keys), "deps": deps})
+
+    def records(self):
+        return list(self.graphs)
+
+
+def interval_union(intervals):
+    """Total length covered by ``intervals`` (pairs ``(start, stop)``), overlaps once."""
+    total, end = 0.0, float("-inf")
+    for start, stop in sorted(intervals):
+        if stop <= end:
+            continue
+        total += stop - max(start, end)
+        end = stop
+    return total
+
+
+class Task:
+    """One task run of the stream, as the replay needs it."""
+
+    __slots__ = ("key", "prefix", "start", "stop", "busy", "transfer", "deps", "graph")
+
+    def __init__(self, record):
+        ss = record["startstops"]
+        self.key = str(record["key"])
+        self.prefix = key_split(record["key"])
+        self.start = min(s["start"] for s in ss)
+        self.stop = max(s["stop"] for s in ss)
+        self.busy = sum(s["stop"] - s["start"] for s in ss if s["action"] in BUSY_ACTIONS)
+        self.transfer = sum(s["stop"] - s["start"] for s in ss if s["action"] == "transfer")
+        self.deps = []
+        self.graph = 0
+
+    @property
+    def compute_start(self):
+        return self.stop - self.busy
+
+
+def build_tasks(records, graphs):
+    """The stream's tasks in measured start order, each with the index of the graph that
+    submitted it and its dependencies as indices of earlier task runs (the latest run of
+    the key that finished before it started); keys not run in the stream (data persisted
+    before) are dropped."""
+    tasks = sorted((Task(r) for r in records), key=lambda t: t.start)
+    runs = {}
+    for i, t in enumerate(tasks):
+        runs.setdefault(t.key, []).append(i)
+    graphs_of, deps_of = {}, {}
+    for g, graph in enumerate(graphs):
+        for key, deps in graph["deps"].items():
+            graphs_of.setdefault(key, []).append(g)
+            deps_of.setdefault(key, deps)
+    for t in tasks:
+        # a key submitted again (recomputed) belongs to the last of its graphs before it
+        # ran; the scheduler records a graph's time after it has dispatched its first tasks
+        mine = graphs_of.get(t.key, [0])
+        t.graph = max(
+            (g for g in mine if graphs and graphs[g]["time"] <= t.start + SUBMIT_SLACK),
+            default=mine[0],
+        )
+        for d in deps_of.get(t.key, ()):
+            before = [j for j in runs.get(d, ()) if tasks[j].stop <= t.compute_start + 1e-3]
+            if before:
+                t.deps.append(before[-1])
+    return tasks
+
+
+def submit_times(tasks, graphs):
+    """When each graph reached the scheduler: its recorded time, or the first start of its
+    tasks when that is earlier (the record is made after the first tasks are dispatched)."""
+    times = [g["time"] for g in graphs]
+    for t in tasks:
+        if t.graph < len(times):
+            times[t.graph] = min(times[t.graph], t.start)
+    return times
+
+
+def client_lags(tasks, graphs, fit_end):
+    """For each graph and for the fit's end: ``(anchor, lag)``, the task of an earlier graph
+    that finished last before it was submitted (None before any) and the seconds from that
+    task's end to the submission: what the client waited for, and its own time after."""
+    out = []
+    for g, when in enumerate(submit_times(tasks, graphs) + [fit_end]):
+        earlier = [(t.stop, i) for i, t in enumerate(tasks) if t.graph < g and t.stop <= when]
+        if not earlier:
+            out.append((None, when))
+        else:
+            stop, i = max(earlier)
+            out.append((i, when - stop))
+    return out
+
+
+def replay(tasks, graphs, fit_start, fit_end, n_workers, measured_workers, dispatch=0.0):
+    """The wall seconds of the fit replayed on ``n_workers`` (see the module docstring)."""
+    sim = _Replay(tasks, graphs, n_workers, measured_workers, dispatch)
+    return sim.run(client_lags(tasks, graphs, fit_end), fit_start)
+
+
+class _Replay:
+    """The event loop of :func:`replay`. Events are ``(time, kind, payload)``: kind 0 a
+    graph submitted (payload its index; ``len(graphs)`` is the fit's end), 1 a task done,
+    2 a task ready (its inputs arrived), 3 a wake-up when the dispatcher is free again."""
+
+    def __init__(self, tasks, graphs, n_workers, measured_workers, dispatch):
+        remote = lambda w: (w - 1) / w  # noqa: E731 - share of a task's inputs on other workers
+        self.scale = remote(n_workers) / remote(measured_workers) if measured_workers > 1 else 1.0
+        self.tasks, self.n_graphs, self.dispatch = tasks, len(graphs), dispatch
+        self.waiting = [len(t.deps) for t in tasks]
+        self.dependents = [[] for _ in tasks]
+        self.by_graph = {}
+        for i, t in enumerate(tasks):
+            self.by_graph.setdefault(t.graph, []).append(i)
+            for d in t.deps:
+                self.dependents[d].append(i)
+        self.arrival = [0.0] * len(tasks)  # when a task's last input arrives
+        self.submit = [None] * (self.n_graphs + 1)
+        self.workers = [0.0] * n_workers
+        self.events, self.ready = [], []
+        self.free_dispatch = self.last_submit = 0.0
+
+    def run(self, lags, fit_start):
+        anchored = {}  # task index -> (graph, lag) submitted a lag after it finishes
+        for g, (anchor, lag) in enumerate(lags):
+            if anchor is None:
+                heapq.heappush(self.events, (lag - fit_start, 0, g))
+            else:
+                anchored.setdefault(anchor, []).append((g, lag))
+        self.anchored = anchored
+        now = 0.0
+        while self.events:
+            now, kind, payload = heapq.heappop(self.events)
+            if kind == 0:
+                self._submitted(payload, now)
+            elif kind == 1:
+                self._done(payload, now)
+            elif kind == 2:
+                heapq.heappush(self.ready, (self.tasks[payload].start, payload))
+            self._start_ready(now)
+        return self.submit[-1] if self.submit[-1] is not None else now
+
+    def _submitted(self, g, when):
+        when = max(when, self.last_submit)
+        self.last_submit = self.submit[g] = when
+        for i in self.by_graph.get(g, ()) if g < self.n_graphs else ():
+            if self.waiting[i] == 0:
+                heapq.heappush(self.events, (max(when, self.arrival[i]), 2, i))
+
+    def _done(self, i, when):
+        for g, lag in self.anchored.get(i, ()):
+            heapq.heappush(self.events, (when + lag, 0, g))
+        for j in self.dependents[i]:
+            self.waiting[j] -= 1
+            self.arrival[j] = max(self.arrival[j], when + self.tasks[j].transfer * self.scale)
+            g = self.tasks[j].graph
+            if self.waiting[j] == 0 and self.submit[g] is not None:
+                heapq.heappush(self.events, (max(self.arrival[j], self.submit[g]), 2, j))
+
+    def _start_ready(self, now):
+        while self.ready:
+            w = min(range(len(self.workers)), key=self.workers.__getitem__)
+            if self.workers[w] > now:
+                return  # a task-done event will wake the loop
+            if self.free_dispatch > now:
+                heapq.heappush(self.events, (self.free_dispatch, 3, None))
+                return
+            _, i = heapq.heappop(self.ready)
+            self.free_dispatch = now + self.dispatch
+            self.workers[w] = now + self.tasks[i].busy
+            heapq.heappush(self.events, (self.workers[w], 1, i))
+
+
+def stage_windows(fit_start, laps):
+    """``timings_`` (stage -> seconds, in order) as ``(stage, start, stop)`` windows."""
+    out, t = [], fit_start
+    for name, seconds in laps.items():
+        out.append((name, t, t + seconds))
+        t += seconds
+    return out
+
+
+def stage_table(tasks, graphs, windows):
+    """Per stage window: wall, worker-busy seconds, serial seconds (no worker computing,
+    fetching or spilling), tasks started, the longest and the median task, graphs
+    submitted."""
+    rows = []
+    for name, start, stop in windows:
+        inside = [t for t in tasks if start <= t.start < stop]
+        busy_intervals = [
+            (max(t.start, start), min(t.stop, stop))
+            for t in tasks
+            if t.stop > start and t.start < stop
+        ]
+        durations = [t.busy for t in inside]
+        rows.append(
+            {
+                "stage": name,
+                "wall_s": stop - start,
+                "busy_s": sum(durations),
+                "serial_s": (stop - start) - interval_union(busy_intervals),
+                "tasks": len(inside),
+                "longest_s": max(durations, default=0.0),
+                "median_s": statistics.median(durations) if durations else 0.0,
+                "graphs": sum(start <= g["time"] < stop for g in graphs),
+            }
+        )
+    return rows
+
+
+def barrier_model(tasks, serial, n_workers):
+    """The per-stage barrier projection: ``serial + sum over task-name prefixes of
+    max(longest task, the prefix's work / W)``."""
+    work, longest = {}, {}
+    for t in tasks:
+        work[t.prefix] = work.get(t.prefix, 0.0) + t.busy
+        longest[t.prefix] = max(longest.get(t.prefix, 0.0), t.busy)
+    return serial + sum(max(longest[p], work[p] / n_workers) for p in work)
