@@ -3,6 +3,8 @@
 keep the row order. Nothing with N rows is gathered on the client: readers and writers run
 block by block in dask tasks (the files must be reachable from the workers)."""
 
+import csv
+import glob
 import importlib
 import os
 from pathlib import Path
@@ -85,27 +87,152 @@ class Data(NamedTuple):
     X: object
     #: 1-D dask array of the target column, row-aligned with X, or None
     y: object
-    #: the feature columns' names (None for .npy/.zarr)
+    #: the feature columns' names (None for .npy/.zarr; positions "0", "1", ... for a .csv
+    #: without a header line)
     names: object
+    #: for .csv input, whether its first line was read as a header; None otherwise
+    header: object = None
 
 
 def check_input(path):
     """The kind (extension) of the input ``path``, checked: known, its optional modules
-    installed, the file there."""
+    installed, the file there (for .csv, a glob pattern matching files is accepted too)."""
     kind = _kind(path, INPUT_KINDS, "input")
     require(kind)
-    if not os.path.exists(path):
+    if kind == ".csv":
+        csv_files(path)
+    elif not os.path.exists(path):
         raise InputError(f"input {str(path)!r} does not exist")
     return kind
 
 
-def read_matrix(path, columns=None, block_rows=NPY_BLOCK_ROWS):
+def csv_files(path):
+    """The files of a .csv input: the file itself, or the files a glob pattern matches
+    (sorted, the order in which dask reads them)."""
+    path = str(path)
+    if os.path.exists(path):
+        return [path]
+    if glob.has_magic(path):
+        files = sorted(glob.glob(path))
+        if files:
+            return files
+        raise InputError(f"input {path!r} matches no file")
+    raise InputError(f"input {path!r} does not exist")
+
+
+#: Fields pandas reads as a missing value or a boolean: like numbers, they are values, so
+#: they do not make a first line a header.
+_VALUE_WORDS = frozenset(
+    ["", "#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN", "-NaN", "-nan", "1.#IND", "1.#QNAN"]
+    + ["<NA>", "N/A", "NA", "NULL", "NaN", "None", "n/a", "nan", "null"]
+    + ["True", "False", "TRUE", "FALSE", "true", "false"]
+)
+
+
+def _is_number(field):
+    text = field.strip()
+    if "_" in text:  # Python's float() takes 1_000; pandas does not
+        return False
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _is_value(field):
+    return field.strip() in _VALUE_WORDS or _is_number(field)
+
+
+def _first_records(path, n=2):
+    """The first ``n`` records of a CSV file (fields unquoted), blank lines skipped as
+    pandas skips them."""
+    records = []
+    with open(path, newline="", encoding="utf-8-sig", errors="replace") as f:
+        for record in csv.reader(f):
+            if record and not (len(record) == 1 and not record[0].strip()):
+                records.append(record)
+                if len(records) == n:
+                    break
+    return records
+
+
+def _positional_names(fields):
+    """Whether ``fields`` are the names pandas gives the columns of a DataFrame made from an
+    array, ``0,1,...,k-1``, after an empty name for its index when it wrote one."""
+    names = [f.strip() for f in fields]
+    if names and names[0] == "" and len(names) > 1:
+        names = names[1:]
+    elif len(names) < 2:
+        return False
+    return names == [str(i) for i in range(len(names))]
+
+
+def csv_header(path):
+    """Whether the first line of the CSV file at ``path`` is a header (True) or data (False).
+
+    It is data when every field is a value: a number (quoted or not, ``nan`` and ``inf``
+    included), empty, a missing-value mark of pandas (``NA``, ``null``...) or a boolean; the
+    one exception is pandas' names of a DataFrame made from an array (``0,1,2,...``, after an
+    empty field for its index), which is a header. A line with a text field is a header when
+    one such field has a number below it in the second line (a name over its column); when
+    every text field has text below it too (a headerless file with a text column, or a header
+    of a text column only), the rule cannot tell and raises an InputError asking for
+    ``--header`` or ``--no-header``. A file of one line with text is a header without rows."""
+    records = _first_records(path)
+    if not records:
+        return False
+    first, second = records[0], (records[1] if len(records) > 1 else None)
+    text = [i for i, field in enumerate(first) if not _is_value(field)]
+    if not text:
+        return _positional_names(first)
+    if second is None or any(i < len(second) and _is_number(second[i]) for i in text):
+        return True
+    fields = ", ".join(repr(first[i]) for i in text[:3])
+    raise InputError(
+        f"cannot tell whether the first line of {str(path)!r} is a header: its text "
+        f"field(s) {fields} have text below them too; say --header or --no-header"
+    )
+
+
+def _csv_layout(path, header):
+    """``(header, width, has_rows)`` of the .csv input ``path`` (a file or a glob): whether
+    the first line of each file is a header (``header`` if given, else :func:`csv_header` of
+    each file, which must agree), the number of fields of the first line, and whether any
+    file has a data row. The files of a glob must have the same header (or width)."""
+    files = csv_files(path)
+    seen = {}  # header -> (file, its first record)
+    has_rows = False
+    for file in files:
+        found = csv_header(file) if header is None else header
+        records = _first_records(file)
+        has_rows = has_rows or len(records) > int(found)
+        seen.setdefault(found, (file, records[0] if records else []))
+        if len(seen) > 1:
+            raise InputError(
+                f"the files of {str(path)!r} disagree: {seen[True][0]!r} starts with a "
+                f"header line, {seen[False][0]!r} with data; give them all a header, or none"
+            )
+        first_file, first = seen[found]
+        if records and (records[0] != first if found else len(records[0]) != len(first)):
+            what = "header" if found else "number of columns"
+            raise InputError(
+                f"the files of {str(path)!r} disagree: {file!r} has another {what} than "
+                f"{first_file!r}"
+            )
+    ((found, (_, first)),) = seen.items()
+    return found, len(first), has_rows
+
+
+def read_matrix(path, columns=None, block_rows=NPY_BLOCK_ROWS, header=None):
     """``(X, names)`` of :func:`read_data` without a target."""
-    data = read_data(path, columns, block_rows=block_rows)
+    data = read_data(path, columns, block_rows=block_rows, header=header)
     return data.X, data.names
 
 
-def read_data(path, columns=None, target=None, unlabelled=False, block_rows=NPY_BLOCK_ROWS):
+def read_data(
+    path, columns=None, target=None, unlabelled=False, block_rows=NPY_BLOCK_ROWS, header=None
+):
     """The features and, with ``target``, the target column of the file at ``path``.
 
     ``columns``: the feature columns, names for .csv and .parquet, integer positions for .npy
@@ -113,31 +240,46 @@ def read_data(path, columns=None, target=None, unlabelled=False, block_rows=NPY_
     or a position likewise), or None. A missing target value (empty CSV field, NaN, null)
     becomes -1, scikit-learn's mark of an unlabelled row, when ``unlabelled`` is true, and
     is an error raised by the task that reads it otherwise. Feature columns are read as
-    float64 whatever the first rows look like."""
+    float64 whatever the first rows look like.
+
+    ``header``: whether the first line of a .csv file is a header (True), data (False) or
+    None to decide by :func:`csv_header`, for each file of a glob. Without a header the
+    columns are named by position, ``"0"``, ``"1"``..., and ``columns``/``target`` are
+    positions (negative ones counted from the end) as for .npy."""
     kind = check_input(path)
     if kind in (".csv", ".parquet"):
-        X, y, names = _read_frame(path, kind, columns, target, unlabelled)
+        X, y, names, header = _read_frame(path, kind, columns, target, unlabelled, header)
     else:
         X, y = _read_array(path, kind, columns, target, unlabelled, block_rows)
-        names = None
+        names, header = None, None
     if X.shape[0] == 0:
         raise InputError(f"input {str(path)!r} has no rows")
-    return Data(X.rechunk({1: -1}), y, names)
+    return Data(X.rechunk({1: -1}), y, names, header)
 
 
-def _read_frame(path, kind, columns, target, unlabelled):
+def _read_frame(path, kind, columns, target, unlabelled, header):
     import dask.dataframe as dd
 
+    options = {}
+    if kind == ".csv":
+        header, width, has_rows = _csv_layout(path, header)
+        if not has_rows:
+            raise InputError(f"input {str(path)!r} has {'a header but ' if header else ''}no rows")
+        if not header:
+            # every row is data; the columns are named by position
+            options = {"header": None, "names": [str(i) for i in range(width)]}
+            where = "a headerless .csv"
+            columns = _position_names("--columns", columns, width, where)
+            if target is not None:
+                target = _position_names("--target", [target], width, where)[0]
     try:
         if kind == ".csv":
             # dtypes inferred from the first rows only; the final read below fixes them
-            df = dd.read_csv(path, assume_missing=True)
+            df = dd.read_csv(path, assume_missing=True, **options)
         else:
             df = dd.read_parquet(path)
     except Exception as exc:  # noqa: BLE001 - the reader's own message is the useful part
         raise InputError(f"cannot read {str(path)!r}: {one_line(exc)}") from None
-    if kind == ".csv" and _csv_is_empty(path):
-        raise InputError(f"input {str(path)!r} has a header but no rows")
     all_names = list(df.columns)
     _check_names("--target", [] if target is None else [target], all_names, path)
     if columns is None:
@@ -165,17 +307,19 @@ def _read_frame(path, kind, columns, target, unlabelled):
             usecols=wanted,
             dtype={c: np.float64 for c in features if not is_bool_dtype(dtypes[c])},
             assume_missing=True,
+            **options,
         )
     else:
         df = df[wanted]
     X, y = frame_arrays(df, features, target, unlabelled)
-    return X, y, [str(c) for c in features]
+    return X, y, [str(c) for c in features], header if kind == ".csv" else None
 
 
-def _csv_is_empty(path):
-    import pandas as pd
-
-    return pd.read_csv(path, nrows=1).empty
+def _position_names(option, columns, width, where):
+    """Positions given for a table whose columns are named by position, as those names."""
+    if columns is None:
+        return None
+    return [str(i) for i in _positions(option, columns, width, where)]
 
 
 def _check_names(option, wanted, names, path):
@@ -271,14 +415,14 @@ def _read_array(path, kind, columns, target, unlabelled, block_rows):
     return X, y.map_blocks(_target, target, unlabelled, np.dtype(np.float64), dtype=np.float64)
 
 
-def _positions(option, columns, width):
-    """Column positions of .npy/.zarr input, each checked against the width (negative ones
-    counted from the end and returned as such)."""
+def _positions(option, columns, width, where=".npy/.zarr input"):
+    """Column positions of .npy/.zarr input (or ``where``), each checked against the width
+    (negative ones counted from the end)."""
     try:
         idx = [int(c) for c in columns]
     except ValueError:
         raise InputError(
-            f"{option} for .npy/.zarr input are column positions "
+            f"{option} for {where} are column positions "
             f"(integers), got {', '.join(map(str, columns))}"
         ) from None
     if any(not -width <= i < width for i in idx):

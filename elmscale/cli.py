@@ -341,11 +341,12 @@ def _run_fit(args, out, err):
             _columns(args.columns),
             target=target,
             unlabelled=_takes_unlabelled(estimator),
+            header=args.header,
         )
         X = data.X
         print(
             f"{args.algorithm}: {X.shape[0]} rows x {X.shape[1]} columns in "
-            f"{X.numblocks[0]} chunk(s) from {args.input}",
+            f"{X.numblocks[0]} chunk(s) from {args.input}{_header_note(data)}",
             file=err,
         )
         t0 = time.perf_counter()
@@ -366,6 +367,13 @@ def _run_fit(args, out, err):
             save_model(estimator, args.save)
             print(f"model: {args.save}", file=out)
     return 0
+
+
+def _header_note(data):
+    """How the first line of a .csv was read, for the line that counts the rows."""
+    if data.header is False:
+        return " (no header line: columns named by position 0, 1, ...)"
+    return ""
 
 
 def _target(target, path):
@@ -423,7 +431,7 @@ def _run_predict(args, out, err):
     model = load_model(args.model)
     _check_files(args, labels=args.labels)
     with _dask(args, err) as client:
-        X, _ = read_matrix(args.input, _columns(args.columns))
+        X, _ = read_matrix(args.input, _columns(args.columns), header=args.header)
         with _progress(args, client, err):
             write_array(predictions(model, X), args.labels, "label")
         print(f"labels: {args.labels}", file=out)
@@ -438,7 +446,7 @@ def _run_transform(args, out, err):
         raise UsageError(f"{args.model!r} holds a {type(model).__name__}, which has no embedding")
     _check_files(args, embedding=args.embedding)
     with _dask(args, err) as client:
-        X, _ = read_matrix(args.input, _columns(args.columns))
+        X, _ = read_matrix(args.input, _columns(args.columns), header=args.header)
         with _progress(args, client, err):
             write_array(model.transform(X), args.embedding, _prefix(model))
         print(f"embedding: {args.embedding}", file=out)
@@ -567,7 +575,24 @@ def _add_io_options(p):
     p.add_argument(
         "--columns",
         help="comma-separated feature columns (names for .csv and "
-        ".parquet, positions for .npy and .zarr); default all",
+        ".parquet, positions for .npy, .zarr and a .csv without a header line); default all",
+    )
+    header = p.add_mutually_exclusive_group()
+    header.add_argument(
+        "--header",
+        dest="header",
+        action="store_const",
+        const=True,
+        default=None,
+        help="the first line of the .csv is a header (default: decided from the line: a "
+        "line of numbers is data, except 0,1,2,... as pandas writes)",
+    )
+    header.add_argument(
+        "--no-header",
+        dest="header",
+        action="store_const",
+        const=False,
+        help="the first line of the .csv is data; columns are named by position 0, 1, ...",
     )
     where = p.add_mutually_exclusive_group()
     where.add_argument(
