@@ -87,11 +87,13 @@ class Data(NamedTuple):
     X: object
     #: 1-D dask array of the target column, row-aligned with X, or None
     y: object
-    #: the feature columns' names (None for .npy/.zarr; positions "0", "1", ... for a .csv
+    #: the feature columns' names (their positions "0", "1", ... for .npy, .zarr and a .csv
     #: without a header line)
     names: object
     #: for .csv input, whether its first line was read as a header; None otherwise
     header: object = None
+    #: whether the columns are named by position (.npy, .zarr, a .csv without a header)
+    by_position: bool = False
 
 
 def check_input(path):
@@ -224,54 +226,110 @@ def _csv_layout(path, header):
     return found, len(first), has_rows
 
 
-def read_matrix(path, columns=None, block_rows=NPY_BLOCK_ROWS, header=None):
+class Pick(NamedTuple):
+    """Which columns of a file :func:`read_data` reads (see there)."""
+
+    #: the feature columns, or None for every column but ``drop`` and ``target``
+    columns: object = None
+    #: columns left out of the features when ``columns`` is None
+    drop: object = None
+    #: the target column, or None
+    target: object = None
+    #: the columns a saved model was fitted on, ``(names, positions)`` (either may be None):
+    #: the features when neither ``columns`` nor ``drop`` is given
+    fitted: object = None
+
+
+def read_matrix(path, columns=None, block_rows=NPY_BLOCK_ROWS, header=None, drop=None):
     """``(X, names)`` of :func:`read_data` without a target."""
-    data = read_data(path, columns, block_rows=block_rows, header=header)
+    data = read_data(path, columns, block_rows=block_rows, header=header, drop=drop)
     return data.X, data.names
 
 
 def read_data(
-    path, columns=None, target=None, unlabelled=False, block_rows=NPY_BLOCK_ROWS, header=None
+    path,
+    columns=None,
+    target=None,
+    unlabelled=False,
+    block_rows=NPY_BLOCK_ROWS,
+    header=None,
+    drop=None,
+    classes=False,
+    fitted=None,
 ):
     """The features and, with ``target``, the target column of the file at ``path``.
 
     ``columns``: the feature columns, names for .csv and .parquet, integer positions for .npy
-    and .zarr; None takes every column but the target. ``target``: the target column (a name
-    or a position likewise), or None. A missing target value (empty CSV field, NaN, null)
-    becomes -1, scikit-learn's mark of an unlabelled row, when ``unlabelled`` is true, and
-    is an error raised by the task that reads it otherwise. Feature columns are read as
-    float64 whatever the first rows look like.
+    and .zarr; None takes every column but those of ``drop`` and the target. ``target``: the
+    target column (a name or a position likewise), or None. ``fitted``: ``(names,
+    positions)`` of the columns a model was fitted on, the features when neither ``columns``
+    nor ``drop`` is given (names for a table with names, positions otherwise). A missing
+    target value (empty CSV field, NaN, null) becomes -1, scikit-learn's mark of an
+    unlabelled row, when ``unlabelled`` is true, and is an error raised by the task that
+    reads it otherwise. Feature columns are read as float64 whatever the first rows look
+    like; the target as float64 too, or with ``classes`` (class labels) as int64 when its
+    values are whole numbers (a .csv: in its first rows; a value further down that is not
+    is then an error of the task that reads it).
 
     ``header``: whether the first line of a .csv file is a header (True), data (False) or
     None to decide by :func:`csv_header`, for each file of a glob. Without a header the
     columns are named by position, ``"0"``, ``"1"``..., and ``columns``/``target`` are
     positions (negative ones counted from the end) as for .npy."""
     kind = check_input(path)
+    if columns is not None and drop is not None:
+        raise InputError("--columns and --drop-columns exclude each other")
+    pick = Pick(columns, drop, target, fitted)
     if kind in (".csv", ".parquet"):
-        X, y, names, header = _read_frame(path, kind, columns, target, unlabelled, header)
+        X, y, names, header = _read_frame(path, kind, pick, unlabelled, header, classes)
     else:
-        X, y = _read_array(path, kind, columns, target, unlabelled, block_rows)
-        names, header = None, None
+        X, y, names = _read_array(path, kind, pick, unlabelled, block_rows, classes)
+        header = None
     if X.shape[0] == 0:
         raise InputError(f"input {str(path)!r} has no rows")
-    return Data(X.rechunk({1: -1}), y, names, header)
+    by_position = kind in (".npy", ".zarr") or header is False
+    return Data(X.rechunk({1: -1}), y, names, header, by_position)
 
 
-def _read_frame(path, kind, columns, target, unlabelled, header):
+def _choose(names, pick, path, where=None):
+    """``(features, target)``: the names among ``names`` (all the file's columns) that
+    ``pick`` selects. ``where`` says what the file is when its columns are named by position
+    (``"0"``, ``"1"``...): the options then give positions."""
+    columns, drop, target = pick.columns, pick.drop, pick.target
+    fitted, option = None, "--columns"
+    if pick.fitted is not None:
+        fitted = pick.fitted[1 if where else 0]
+    if where is not None:
+        width = len(names)
+        columns = _position_names("--columns", columns, width, where)
+        drop = _position_names("--drop-columns", drop, width, where)
+        fitted = _position_names("the model's columns", fitted, width, where)
+        if target is not None:
+            target = _position_names("--target", [target], width, where)[0]
+    _check_names("--target", [] if target is None else [target], names, path)
+    if columns is None and drop is None and fitted is not None:
+        columns, option = [str(c) for c in fitted], "the model's columns"
+    if columns is None:
+        _check_names("--drop-columns", drop or [], names, path)
+        features = [c for c in names if c != target and c not in (drop or [])]
+    else:
+        _check_names(option, columns, names, path)
+        features = list(columns)
+    if target is not None and target in features:
+        raise InputError(f"--target {target!r} is also a feature column; drop it from {option}")
+    return features, target
+
+
+def _read_frame(path, kind, pick, unlabelled, header, classes):
     import dask.dataframe as dd
 
-    options = {}
+    options, where = {}, None
     if kind == ".csv":
         header, width, has_rows = _csv_layout(path, header)
         if not has_rows:
             raise InputError(f"input {str(path)!r} has {'a header but ' if header else ''}no rows")
-        if not header:
-            # every row is data; the columns are named by position
+        if not header:  # every row is data; the columns are named by position
             options = {"header": None, "names": [str(i) for i in range(width)]}
             where = "a headerless .csv"
-            columns = _position_names("--columns", columns, width, where)
-            if target is not None:
-                target = _position_names("--target", [target], width, where)[0]
     try:
         if kind == ".csv":
             # dtypes inferred from the first rows only; the final read below fixes them
@@ -280,15 +338,7 @@ def _read_frame(path, kind, columns, target, unlabelled, header):
             df = dd.read_parquet(path)
     except Exception as exc:  # noqa: BLE001 - the reader's own message is the useful part
         raise InputError(f"cannot read {str(path)!r}: {one_line(exc)}") from None
-    all_names = list(df.columns)
-    _check_names("--target", [] if target is None else [target], all_names, path)
-    if columns is None:
-        features = [c for c in all_names if c != target]
-    else:
-        _check_names("--columns", columns, all_names, path)
-        features = list(columns)
-    if target is not None and target in features:
-        raise InputError(f"--target {target!r} is also a feature column; drop it from --columns")
+    features, target = _choose(list(df.columns), pick, path, where)
     from pandas.api.types import is_bool_dtype, is_numeric_dtype
 
     dtypes = df.dtypes
@@ -296,10 +346,12 @@ def _read_frame(path, kind, columns, target, unlabelled, header):
     if bad:
         raise InputError(
             f"column(s) {', '.join(map(repr, bad))} of {str(path)!r} are not "
-            "numeric; choose the feature columns with --columns"
+            "numeric; choose the feature columns with --columns or --drop-columns"
         )
     wanted = features + ([] if target is None else [target])
+    whole = False
     if kind == ".csv":
+        whole = classes and target is not None and _whole_numbers_first(path, target, options)
         # every feature column as float64: a column whose first rows look integer may hold
         # decimals further down (dask would fail on the mismatch in the reading task)
         df = dd.read_csv(
@@ -310,9 +362,28 @@ def _read_frame(path, kind, columns, target, unlabelled, header):
             **options,
         )
     else:
+        whole = classes and target is not None and dtypes[target].kind in "iu"
         df = df[wanted]
-    X, y = frame_arrays(df, features, target, unlabelled)
+    X, y = frame_arrays(df, features, target, unlabelled, whole)
     return X, y, [str(c) for c in features], header if kind == ".csv" else None
+
+
+#: Rows of a .csv whose target values decide whether class labels are whole numbers.
+TARGET_SAMPLE_ROWS = 10_000
+
+
+def _whole_numbers_first(path, target, options):
+    """Whether the first :data:`TARGET_SAMPLE_ROWS` values of the column ``target`` of the
+    (first) .csv file are whole numbers, missing ones aside (at least one present)."""
+    import pandas as pd
+    from pandas.api.types import is_bool_dtype, is_numeric_dtype
+
+    first = csv_files(path)[0]
+    column = pd.read_csv(first, usecols=[target], nrows=TARGET_SAMPLE_ROWS, **options)[target]
+    if is_bool_dtype(column.dtype) or not is_numeric_dtype(column.dtype):
+        return False
+    values = column.dropna().to_numpy(dtype=np.float64)
+    return bool(values.size) and bool(np.all(np.isfinite(values) & (values == np.round(values))))
 
 
 def _position_names(option, columns, width, where):
@@ -325,15 +396,20 @@ def _position_names(option, columns, width, where):
 def _check_names(option, wanted, names, path):
     missing = [c for c in wanted if c not in names]
     if missing:
+        shown = ", ".join(map(str, names[:20])) + (
+            f", ... ({len(names)} columns)" if len(names) > 20 else ""
+        )
+        hint = "; choose the columns with --columns" if option == "the model's columns" else ""
         raise InputError(
             f"{option}: {', '.join(map(repr, missing))} not in "
-            f"{str(path)!r}; its columns: {', '.join(map(str, names))}"
+            f"{str(path)!r}; its columns: {shown}{hint}"
         )
 
 
-def frame_arrays(df, features, target, unlabelled):
+def frame_arrays(df, features, target, unlabelled, whole=False):
     """``(X, y)`` from one pass over the partitions of ``df``: X the float64 ``features``,
-    y the ``target`` column (None without one), one block per partition, row counts known."""
+    y the ``target`` column (None without one; int64 with ``whole``, float64 for other
+    numbers, objects otherwise), one block per partition, row counts known."""
     parts = df.to_delayed()
     lengths = dask.compute(*[dask.delayed(len)(part) for part in parts])
     X = da.concatenate(
@@ -346,8 +422,7 @@ def frame_arrays(df, features, target, unlabelled):
     )
     if target is None:
         return X, None
-    dtype = df[target].dtype
-    dtype = np.dtype(object) if dtype.kind not in "biuf" else np.dtype(np.float64)
+    dtype = _target_dtype(df[target].dtype, whole)
     y = da.concatenate(
         [
             da.from_delayed(
@@ -359,6 +434,12 @@ def frame_arrays(df, features, target, unlabelled):
         ]
     )
     return X, y
+
+
+def _target_dtype(dtype, whole):
+    if whole:
+        return np.dtype(np.int64)
+    return np.dtype(object) if dtype.kind not in "biuf" else np.dtype(np.float64)
 
 
 def _features(part, features):
@@ -377,6 +458,13 @@ def _target(values, name, unlabelled, dtype):
             )
         values = values.copy()
         values[missing] = -1
+    if dtype.kind == "i" and values.dtype.kind == "f":
+        odd = values != np.round(values)
+        if odd.any():
+            raise ValueError(
+                f"the target column {name!r} holds {values[odd][0]!r}, not a whole number, "
+                "though its first rows are whole numbers (class labels)"
+            )
     return values.astype(dtype)
 
 
@@ -388,7 +476,7 @@ def _isna(values):
     return np.asarray(pd.isna(values))
 
 
-def _read_array(path, kind, columns, target, unlabelled, block_rows):
+def _read_array(path, kind, pick, unlabelled, block_rows, classes):
     if kind == ".npy":
         A = _read_npy(path, block_rows)
     else:
@@ -400,19 +488,15 @@ def _read_array(path, kind, columns, target, unlabelled, block_rows):
         raise InputError(
             f"input {str(path)!r} holds a {A.ndim}-D array; expected a 2-D table (rows x features)"
         )
-    width = A.shape[1]
-    t = None if target is None else _positions("--target", [target], width)[0]
-    if columns is None:
-        idx = [i for i in range(width) if i != t]
-    else:
-        idx = _positions("--columns", columns, width)
-    if t is not None and t in idx:
-        raise InputError(f"--target {target} is also a feature column; drop it from --columns")
-    X = (A if columns is None and t is None else A[:, idx]).astype(np.float64)
-    if t is None:
-        return X, None
-    y = A[:, t].astype(np.float64)
-    return X, y.map_blocks(_target, target, unlabelled, np.dtype(np.float64), dtype=np.float64)
+    names = [str(i) for i in range(A.shape[1])]
+    features, target = _choose(names, pick, path, where=".npy/.zarr input")
+    idx = [int(c) for c in features]
+    X = (A if features == names else A[:, idx]).astype(np.float64)
+    if target is None:
+        return X, None, features
+    dtype = _target_dtype(A.dtype, classes and A.dtype.kind in "iu")
+    y = A[:, int(target)].astype(dtype)
+    return X, y.map_blocks(_target, target, unlabelled, dtype, dtype=dtype), features
 
 
 def _positions(option, columns, width, where=".npy/.zarr input"):

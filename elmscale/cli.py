@@ -267,10 +267,24 @@ def saveable(model):
     return out
 
 
-def save_model(model, path):
-    """Pickle ``saveable(model)`` to ``path``; load it only from a source you trust."""
+def save_model(model, path, data=None):
+    """Pickle ``saveable(model)`` to ``path``; load it only from a source you trust.
+
+    With ``data`` (what the model was fitted on, from ``_cli_io.read_data``) the copy
+    remembers its feature columns, so that predict and transform read the same ones from a
+    file with more: ``feature_names_in_``, as scikit-learn records a DataFrame's columns, or
+    ``feature_positions_in_`` for a file without column names (.npy, .zarr, a headerless
+    .csv)."""
+    out = saveable(model)
+    if data is not None:
+        import numpy as np
+
+        if data.by_position:
+            out.feature_positions_in_ = np.array([int(c) for c in data.names])
+        else:
+            out.feature_names_in_ = np.array(data.names, dtype=object)
     with open(path, "wb") as f:
-        pickle.dump(saveable(model), f, protocol=pickle.HIGHEST_PROTOCOL)
+        pickle.dump(out, f, protocol=pickle.HIGHEST_PROTOCOL)
 
 
 def load_model(path):
@@ -290,6 +304,40 @@ def load_model(path):
 
 def _columns(text):
     return None if text is None else [c.strip() for c in text.split(",") if c.strip()]
+
+
+def _model_input(args, model):
+    """The features of INPUT for a saved model: ``--columns``/``--drop-columns``, else the
+    columns the model was fitted on (by name, or by position for files without names)."""
+    from ._cli_io import read_data
+
+    fitted = (
+        getattr(model, "feature_names_in_", None),
+        getattr(model, "feature_positions_in_", None),
+    )
+    data = read_data(
+        args.input,
+        _columns(args.columns),
+        header=args.header,
+        drop=_columns(args.drop_columns),
+        fitted=fitted,
+    )
+    return data.X
+
+
+@contextlib.contextmanager
+def _selected_by_name():
+    """The columns were chosen by the model's names: scikit-learn's warning that the (dask
+    array) input has no names has nothing to tell."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="X does not have valid feature names")
+        yield
+
+
+def _is_classifier(estimator):
+    from sklearn.base import is_classifier
+
+    return is_classifier(estimator)
 
 
 def _takes_unlabelled(estimator):
@@ -342,6 +390,8 @@ def _run_fit(args, out, err):
             target=target,
             unlabelled=_takes_unlabelled(estimator),
             header=args.header,
+            drop=_columns(args.drop_columns),
+            classes=_is_classifier(estimator),
         )
         X = data.X
         print(
@@ -364,7 +414,7 @@ def _run_fit(args, out, err):
             _plot(estimator, X, args.plot)
             print(f"plot: {args.plot}", file=out)
         if args.save:
-            save_model(estimator, args.save)
+            save_model(estimator, args.save, data)
             print(f"model: {args.save}", file=out)
     return 0
 
@@ -426,28 +476,28 @@ def _prefix(model):
 
 
 def _run_predict(args, out, err):
-    from ._cli_io import read_matrix, write_array
+    from ._cli_io import write_array
 
     model = load_model(args.model)
     _check_files(args, labels=args.labels)
     with _dask(args, err) as client:
-        X, _ = read_matrix(args.input, _columns(args.columns), header=args.header)
-        with _progress(args, client, err):
+        X = _model_input(args, model)
+        with _progress(args, client, err), _selected_by_name():
             write_array(predictions(model, X), args.labels, "label")
         print(f"labels: {args.labels}", file=out)
     return 0
 
 
 def _run_transform(args, out, err):
-    from ._cli_io import read_matrix, write_array
+    from ._cli_io import write_array
 
     model = load_model(args.model)
     if not hasattr(model, "transform"):
         raise UsageError(f"{args.model!r} holds a {type(model).__name__}, which has no embedding")
     _check_files(args, embedding=args.embedding)
     with _dask(args, err) as client:
-        X, _ = read_matrix(args.input, _columns(args.columns), header=args.header)
-        with _progress(args, client, err):
+        X = _model_input(args, model)
+        with _progress(args, client, err), _selected_by_name():
             write_array(model.transform(X), args.embedding, _prefix(model))
         print(f"embedding: {args.embedding}", file=out)
     return 0
@@ -572,10 +622,17 @@ def _positive_int(text):
 
 
 def _add_io_options(p):
-    p.add_argument(
+    pick = p.add_mutually_exclusive_group()
+    pick.add_argument(
         "--columns",
-        help="comma-separated feature columns (names for .csv and "
-        ".parquet, positions for .npy, .zarr and a .csv without a header line); default all",
+        help="comma-separated feature columns (names for .csv and .parquet, positions for "
+        ".npy, .zarr and a .csv without a header line); default: all but the target (predict "
+        "and transform: the columns the model was fitted on)",
+    )
+    pick.add_argument(
+        "--drop-columns",
+        metavar="COLUMNS",
+        help="comma-separated columns left out of the features (names or positions likewise)",
     )
     header = p.add_mutually_exclusive_group()
     header.add_argument(

@@ -416,7 +416,7 @@ def test_read_npy_is_lazy_and_row_chunked(tmp_path, rng):
     X = rng.randn(1050, 4)
     np.save(tmp_path / "x.npy", X)
     Xd, names = read_matrix(str(tmp_path / "x.npy"), block_rows=100)
-    assert isinstance(Xd, da.Array) and names is None
+    assert isinstance(Xd, da.Array) and names == ["0", "1", "2", "3"]  # by position
     assert Xd.chunks == ((100,) * 10 + (50,), (4,))
     np.testing.assert_array_equal(Xd.compute(), X)
     Xc, _ = read_matrix(str(tmp_path / "x.npy"), columns=["2", "0"], block_rows=100)

@@ -89,7 +89,7 @@ def test_every_output_has_a_row_for_every_input_row(blobs, tmp_path, writer):
     )  # fmt: skip
     assert status == 0, err
     assert f": {len(X)} rows x {X.shape[1]} columns" in err
-    fitted = cli.load_model(model)
+    fitted = _Named(cli.load_model(model))
     labels = read_labels(outs[0])
     assert labels.shape == (len(X),)
     # the Python API on the same row blocks (zarr: its chunks; the others: one block)
@@ -203,8 +203,10 @@ def test_headerless_columns_and_target_are_positions(blobs, tmp_path):
     )  # fmt: skip
     assert status == 0, err
     model = ELMClassifier(n_hidden=30, random_state=0)
-    expected = model.fit(X[:, [0, 2]], y.astype(float)).predict(X[:, [0, 2]])
-    np.testing.assert_array_equal(np.load(tmp_path / "l.npy"), expected)
+    expected = model.fit(X[:, [0, 2]], y).predict(X[:, [0, 2]])
+    got = np.load(tmp_path / "l.npy")
+    assert got.dtype.kind == "i"  # whole numbers in the file: integer classes
+    np.testing.assert_array_equal(got, expected)
     status, _, err = run_cmd("fit", "us-elm", path, "--columns", "0,x", "-q")
     assert status == 2 and "headerless .csv" in err and "positions" in err
 
@@ -228,3 +230,140 @@ def test_a_glob_of_csv_files_applies_the_rule_to_each(blobs, tmp_path):
     assert status == 2 and "part-0.csv" in err and "part-3.csv" in err and "header" in err
     status, _, err = run_cmd("fit", "us-elm", str(tmp_path / "nothing-*.csv"), "-q")
     assert status == 2 and "matches no file" in err
+
+
+# -- the model remembers its columns; integer targets stay integers ----------------------------
+@pytest.fixture
+def numbered_csv(blobs, tmp_path):
+    """The blobs with their class as an integer column 'label' (0, 1, 2) after features
+    f0..f4, and a column 'note' of text: what a CSV of labelled data looks like."""
+    import pandas as pd
+
+    X, y = blobs
+    df = pd.DataFrame(X, columns=[f"f{i}" for i in range(X.shape[1])])
+    df["label"] = y + 5  # classes 5, 6, 7
+    df["note"] = "n"
+    path = tmp_path / "numbered.csv"
+    df.to_csv(path, index=False)
+    return X, y + 5, path
+
+
+def test_predict_on_the_fits_own_csv_selects_the_fitted_columns(numbered_csv, tmp_path):
+    """Fitted with --target label --drop-columns note, the model predicts and transforms the
+    same file (label and note present) by the names of its feature columns; its labels are
+    the integers of the column, not floats."""
+    from elmscale import ELMClassifier
+
+    X, y, path = numbered_csv
+    model = tmp_path / "m.pkl"
+    status, _, err = run_cmd(
+        "fit", "elm-classifier", path, "--target", "label", "--drop-columns", "note",
+        "-p", "n_hidden=40", "random_state=0", "--labels", tmp_path / "fit.npy",
+        "--save", model, "-q",
+    )  # fmt: skip
+    assert status == 0, err
+    saved = cli.load_model(model)
+    assert list(saved.feature_names_in_) == [f"f{i}" for i in range(5)]
+    assert saved.classes_.dtype.kind == "i" and list(saved.classes_) == [5, 6, 7]
+    expected = ELMClassifier(n_hidden=40, random_state=0).fit(_rows(X), y).predict(X)
+    fit_labels = np.load(tmp_path / "fit.npy")
+    assert fit_labels.dtype.kind == "i"
+    np.testing.assert_array_equal(fit_labels, expected)
+    status, _, err = run_cmd("predict", model, path, "--labels", tmp_path / "p.csv", "-q")
+    assert status == 0, err
+    assert err == ""  # no warning about feature names
+    assert (tmp_path / "p.csv").read_text().splitlines()[1] == str(expected[0])
+    np.testing.assert_array_equal(read_labels(tmp_path / "p.csv"), expected)
+
+
+def test_a_file_without_the_fitted_columns_is_one_line_naming_them(numbered_csv, tmp_path):
+    import pandas as pd
+
+    X, y, path = numbered_csv
+    model = tmp_path / "m.pkl"
+    status, _, err = run_cmd(
+        "fit", "us-elm", path, "--columns", "f0,f1,f2,f3", "-p", *FIT_PARAMS, "--save", model,
+        "-q",
+    )  # fmt: skip
+    assert status == 0, err
+    assert run_cmd("transform", model, path, "--embedding", tmp_path / "e.npy", "-q")[0] == 0
+    assert np.load(tmp_path / "e.npy").shape == (len(X), 3)
+    pd.read_csv(path).drop(columns=["f1", "f3"]).to_csv(tmp_path / "less.csv", index=False)
+    for command, output in (("predict", "--labels"), ("transform", "--embedding")):
+        status, _, err = run_cmd(command, model, tmp_path / "less.csv", output, tmp_path / "o.npy")
+        assert status == 2
+        (line,) = err.splitlines()
+        assert "'f1', 'f3'" in line and "the model's columns" in line and "--columns" in line
+
+
+def test_drop_columns(numbered_csv, tmp_path):
+    """--drop-columns: every column but these (and the target) are the features; by position
+    for .npy; an unknown column is an error; it excludes --columns."""
+    X, y, path = numbered_csv
+    data = _cli_io.read_data(str(path), drop=["note", "f2"], target="label")
+    assert data.names == ["f0", "f1", "f3", "f4"]
+    np.testing.assert_array_equal(data.X.compute(), X[:, [0, 1, 3, 4]])
+    np.save(tmp_path / "x.npy", X)
+    Xd, _ = _cli_io.read_matrix(str(tmp_path / "x.npy"), drop=["-1", "0"])
+    np.testing.assert_array_equal(Xd.compute(), X[:, 1:4])
+    status, _, err = run_cmd("fit", "us-elm", path, "--drop-columns", "note,nope", "-q")
+    assert status == 2 and "--drop-columns: 'nope' not in" in err
+    with pytest.raises(SystemExit):
+        cli.main(["fit", "us-elm", str(path), "--columns", "f0", "--drop-columns", "f1"])
+
+
+def test_a_positional_model_selects_its_positions(blobs, tmp_path):
+    """Fitted on an .npy with its target in column 2: predict on the same .npy takes the
+    other columns again; an integer target column of an .npy stays integer."""
+    X, y = blobs
+    np.save(tmp_path / "xy.npy", np.column_stack([X[:, :2], y, X[:, 2:]]))
+    model = tmp_path / "m.pkl"
+    status, _, err = run_cmd(
+        "fit", "elm-classifier", tmp_path / "xy.npy", "--target", 2, "-p", "n_hidden=40",
+        "random_state=0", "--save", model, "-q",
+    )  # fmt: skip
+    assert status == 0, err
+    assert cli.load_model(model).classes_.dtype.kind == "f"  # the file's float column
+    status, _, err = run_cmd("predict", model, tmp_path / "xy.npy", "--labels", tmp_path / "l.npy")
+    assert status == 0, err
+    np.testing.assert_array_equal(np.load(tmp_path / "l.npy"), cli.load_model(model).predict(X))
+
+
+def test_ss_elm_keeps_integer_classes_with_unlabelled_rows(numbered_csv, tmp_path):
+    import pandas as pd
+
+    X, y, path = numbered_csv
+    df = pd.read_csv(path)
+    df["label"] = df["label"].where(np.arange(len(df)) % 4 == 0)  # NaN: unlabelled
+    df.to_csv(path, index=False)
+    status, _, err = run_cmd(
+        "fit", "ss-elm", path, "--target", "label", "--drop-columns", "note",
+        "-p", "n_hidden=40", "graph=exact", "n_neighbors=5", "random_state=0",
+        "--labels", tmp_path / "l.parquet", "--save", tmp_path / "m.pkl", "-q",
+    )  # fmt: skip
+    assert status == 0, err
+    assert list(cli.load_model(tmp_path / "m.pkl").classes_) == [5, 6, 7]
+    labels = read_labels(tmp_path / "l.parquet")
+    assert labels.dtype.kind == "i" and set(labels) <= {5, 6, 7}
+
+
+class _Named:
+    """A saved model applied to NumPy rows from Python: as a DataFrame with the columns'
+    names when it was fitted on named columns (scikit-learn checks them)."""
+
+    def __init__(self, model):
+        self.model = model
+
+    def __getattr__(self, method):
+        import pandas as pd
+
+        names = getattr(self.model, "feature_names_in_", None)
+        return lambda X: getattr(self.model, method)(
+            X if names is None else pd.DataFrame(X, columns=names)
+        )
+
+
+def _rows(X):
+    import dask.array as da
+
+    return da.from_array(X, chunks=X.shape)
