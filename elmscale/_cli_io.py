@@ -1,17 +1,17 @@
 """Files in and out of the ``elmscale`` command: lazy row-chunked dask arrays from .csv,
 .parquet (file or folder), .npy and .zarr, and writers chosen by the output's extension that
 keep the row order. Nothing with N rows is gathered on the client: readers and writers run
-block by block in dask tasks (the files must be reachable from the workers)."""
+block by block in dask tasks (the files must be reachable from the workers). dask is
+imported by the readers and writers only: the checks of a command line run without it."""
 
 import csv
 import glob
 import importlib
+import importlib.util
 import os
 from pathlib import Path
 from typing import NamedTuple
 
-import dask
-import dask.array as da
 import numpy as np
 
 #: Extensions ``read_matrix`` understands, and those the writers produce.
@@ -48,13 +48,18 @@ class InputError(ValueError):
 
 
 def require(kind):
-    """Import the optional modules that files of ``kind`` (an extension) need, or raise an
-    InputError naming the extra that installs them."""
+    """Check that the optional modules that files of ``kind`` (an extension) need are
+    installed, without importing them (pandas and dask's DataFrame take seconds to import),
+    or raise an InputError naming the extra that installs them."""
     for module in NEEDS.get(kind, ()):
         try:
-            importlib.import_module(module)
-        except ImportError as exc:
-            raise missing_dependency(exc, module, f"{kind} files") from None
+            found = importlib.util.find_spec(module) is not None
+        except (ImportError, ValueError) as exc:
+            found, error = False, exc
+        else:
+            error = ModuleNotFoundError(f"No module named {module!r}", name=module)
+        if not found:
+            raise missing_dependency(error, module, f"{kind} files") from None
 
 
 def missing_dependency(exc, module=None, what="this command"):
@@ -410,6 +415,9 @@ def frame_arrays(df, features, target, unlabelled, whole=False):
     """``(X, y)`` from one pass over the partitions of ``df``: X the float64 ``features``,
     y the ``target`` column (None without one; int64 with ``whole``, float64 for other
     numbers, objects otherwise), one block per partition, row counts known."""
+    import dask
+    import dask.array as da
+
     parts = df.to_delayed()
     lengths = dask.compute(*[dask.delayed(len)(part) for part in parts])
     X = da.concatenate(
@@ -477,6 +485,8 @@ def _isna(values):
 
 
 def _read_array(path, kind, pick, unlabelled, block_rows, classes):
+    import dask.array as da
+
     if kind == ".npy":
         A = _read_npy(path, block_rows)
     else:
@@ -521,6 +531,9 @@ def one_line(exc, limit=500):
 
 
 def _read_npy(path, block_rows):
+    import dask
+    import dask.array as da
+
     try:
         reader = NpyFile(path)
     except Exception as exc:  # noqa: BLE001
@@ -564,6 +577,8 @@ def write_array(x, path, name):
     """Write the dask array ``x`` (N rows, 1-D labels or 2-D embedding) to ``path`` by its
     extension, rows in order. ``name`` names the column(s) in tables: ``label`` or
     ``<name>0, <name>1, ...``."""
+    import dask.array as da
+
     kind = _kind(path, OUTPUT_KINDS, "output")
     require(kind)
     x = da.asarray(x)

@@ -348,7 +348,8 @@ def _takes_unlabelled(estimator):
 
 
 def _check_fit_args(args, estimator):
-    """The target and outputs of ``elmscale fit``, checked before any data is read."""
+    """The target and the checkpoint of ``elmscale fit``, checked against the estimator
+    before any data is read."""
     supervised = estimator.__sklearn_tags__().target_tags.required
     if supervised and args.target is None:
         empty = "; empty values mark unlabelled rows" if _takes_unlabelled(estimator) else ""
@@ -357,31 +358,52 @@ def _check_fit_args(args, estimator):
         )
     if args.target is not None and not supervised:
         raise UsageError(f"{args.algorithm} is unsupervised: drop --target")
-    _check_files(args, labels=args.labels, embedding=args.embedding, plot=args.plot)
     if args.checkpoint and not getattr(estimator, "supports_checkpoint", False):
         raise UsageError(f"{args.algorithm} keeps no checkpoint: drop --checkpoint")
-    if args.save:
-        from ._cli_io import check_output
+    if args.checkpoint and estimator.get_params(deep=False).get("random_state", 0) is None:
+        raise UsageError(
+            "--checkpoint needs a seed: add -p random_state=0 (any integer); without one a "
+            "resumed fit would draw another hidden layer than the stages kept"
+        )
 
-        check_output(args.save, "--save", kinds=None)
+
+def _check_rows(estimator, n_rows, args):
+    """Too few rows for the parameters, said of the data: the rows the parameters the user
+    can see need (``n_clusters``, ``n_neighbors`` + 1, an integer ``n_components`` + 1),
+    before the estimator's own checks speak of values derived from them."""
+    needs = []
+    params = estimator.get_params(deep=False)
+    for name, more in (("n_clusters", 0), ("n_neighbors", 1), ("n_components", 1)):
+        value = params.get(name)
+        if isinstance(value, int) and not isinstance(value, bool):
+            needs.append((value + more, f"{name}={value}"))
+    if needs and n_rows < max(needs)[0]:
+        least, why = max(needs)
+        raise UsageError(
+            f"input {args.input!r} has {n_rows} row(s); {args.algorithm} needs at least "
+            f"{least} for {why}"
+        )
 
 
 def _check_files(args, **outputs):
-    """Input and outputs of a command, checked before a cluster starts or data is read."""
+    """Input and outputs of a command, checked before anything heavy is imported, a cluster
+    starts or data is read (``save``: any extension)."""
     from ._cli_io import OUTPUT_KINDS, PLOT_KINDS, check_input, check_output
 
     check_input(args.input)
     for option, path in outputs.items():
         if path:
-            check_output(path, f"--{option}", PLOT_KINDS if option == "plot" else OUTPUT_KINDS)
+            kinds = {"plot": PLOT_KINDS, "save": None}.get(option, OUTPUT_KINDS)
+            check_output(path, f"--{option}", kinds)
 
 
 def _run_fit(args, out, err):
     from ._cli_io import read_data, write_array
 
+    _check_files(args, labels=args.labels, embedding=args.embedding, plot=args.plot, save=args.save)
+    target = _target(args.target, args.input)
     estimator = make_estimator(args.algorithm, args.param)
     _check_fit_args(args, estimator)
-    target = _target(args.target, args.input)
     # connect first: counting the rows of a table (its chunk sizes) runs on the cluster
     with _dask(args, err) as client:
         data = read_data(
@@ -394,6 +416,7 @@ def _run_fit(args, out, err):
             classes=_is_classifier(estimator),
         )
         X = data.X
+        _check_rows(estimator, X.shape[0], args)
         print(
             f"{args.algorithm}: {X.shape[0]} rows x {X.shape[1]} columns in "
             f"{X.numblocks[0]} chunk(s) from {args.input}{_header_note(data)}",
@@ -478,8 +501,8 @@ def _prefix(model):
 def _run_predict(args, out, err):
     from ._cli_io import write_array
 
-    model = load_model(args.model)
     _check_files(args, labels=args.labels)
+    model = load_model(args.model)
     with _dask(args, err) as client:
         X = _model_input(args, model)
         with _progress(args, client, err), _selected_by_name():
@@ -491,10 +514,10 @@ def _run_predict(args, out, err):
 def _run_transform(args, out, err):
     from ._cli_io import write_array
 
+    _check_files(args, embedding=args.embedding)
     model = load_model(args.model)
     if not hasattr(model, "transform"):
         raise UsageError(f"{args.model!r} holds a {type(model).__name__}, which has no embedding")
-    _check_files(args, embedding=args.embedding)
     with _dask(args, err) as client:
         X = _model_input(args, model)
         with _progress(args, client, err), _selected_by_name():

@@ -367,3 +367,65 @@ def _rows(X):
     import dask.array as da
 
     return da.from_array(X, chunks=X.shape)
+
+
+# -- errors come early and fast -----------------------------------------------------------------
+HEAVY = ("sklearn", "dask.array", "dask.dataframe", "pandas", "elmscale.algorithms", "scipy")
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["fit", "us-elm", "{tmp}/missing.csv"], "does not exist"),
+        (["fit", "us-elm", "{tmp}/x.txt"], "unknown extension '.txt'"),
+        (["fit", "us-elm", "{npy}", "--labels", "{tmp}/l.txt"], "unknown extension '.txt'"),
+        (["fit", "us-elm", "{npy}", "--save", "{tmp}/no/m.pkl"], "does not exist"),
+        (["predict", "{tmp}/m.pkl", "{npy}", "--labels", "l.npy"], "does not exist"),
+        (["transform", "{npy}", "{tmp}/missing.npy", "--embedding", "e.npy"], "does not exist"),
+    ],
+)
+def test_usage_errors_import_nothing_heavy(tmp_path, argv, message):
+    """A command line with a missing input or a bad output fails before scikit-learn, dask's
+    arrays, pandas or the estimators are imported (they take seconds to import)."""
+    from .test_cli import _cli_process
+
+    np.save(tmp_path / "x.npy", np.zeros((3, 2)))
+    argv = [a.format(tmp=tmp_path, npy=tmp_path / "x.npy") for a in argv]
+    prelude = "import atexit\natexit.register(lambda: print(sorted(sys.modules)))"
+    proc = _cli_process(*argv, prelude=prelude)
+    assert proc.returncode == 2
+    assert message in proc.stderr and len(proc.stderr.splitlines()) == 1
+    loaded = set(eval(proc.stdout.splitlines()[-1]))
+    assert not {m for m in HEAVY if m in loaded}
+
+
+@pytest.mark.parametrize(
+    "rows, params, message",
+    [
+        (1, ["n_clusters=1"], "has 1 row(s); us-elm needs at least 11 for n_neighbors=10"),
+        (3, [], "has 3 row(s); us-elm needs at least 11 for n_neighbors=10"),
+        (3, ["n_neighbors=2"], "has 3 row(s); us-elm needs at least 8 for n_clusters=8"),
+        (2, ["n_neighbors=1", "n_clusters=2", "n_components=2"], "at least 3 for n_components=2"),
+    ],
+)
+def test_too_few_rows_is_an_error_about_the_data(tmp_path, rows, params, message):
+    """A file with too few rows for the parameters: one line naming its rows and the
+    parameter that needs more, not a parameter the user never set."""
+    path = tmp_path / "few.csv"
+    _savetxt(path, np.arange(rows * 3, dtype=float).reshape(rows, 3) ** 1.5)
+    status, _, err = run_cmd("fit", "us-elm", path, *(["-p", *params] if params else []), "-q")
+    assert status == 2
+    assert message in err and "n_samples" not in err and len(err.splitlines()) == 1
+
+
+def test_checkpoint_without_a_seed_is_refused_before_the_data_is_read(blobs, tmp_path, monkeypatch):
+    def unread(*args, **kwargs):
+        raise AssertionError("the data was read")
+
+    np.save(tmp_path / "x.npy", blobs[0])
+    monkeypatch.setattr(_cli_io, "read_data", unread)
+    status, _, err = run_cmd(
+        "fit", "us-elm", tmp_path / "x.npy", "--checkpoint", tmp_path / "ck", "-q"
+    )
+    assert status == 2
+    assert "--checkpoint needs a seed: add -p random_state=0" in err
