@@ -119,7 +119,7 @@ def csv_files(path):
     path = str(path)
     if os.path.exists(path):
         return [path]
-    if glob.has_magic(path):
+    if any(c in path for c in "*?["):  # a glob pattern
         files = sorted(glob.glob(path))
         if files:
             return files

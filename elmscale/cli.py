@@ -362,8 +362,8 @@ def _check_fit_args(args, estimator):
         raise UsageError(f"{args.algorithm} keeps no checkpoint: drop --checkpoint")
     if args.checkpoint and estimator.get_params(deep=False).get("random_state", 0) is None:
         raise UsageError(
-            "--checkpoint needs a seed: add -p random_state=0 (any integer); without one a "
-            "resumed fit would draw another hidden layer than the stages kept"
+            "--checkpoint needs a seed: add -p random_state=0 (any integer), so that a "
+            "resumed fit draws the hidden layer of the stages it keeps"
         )
 
 
