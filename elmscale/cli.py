@@ -369,14 +369,18 @@ def _check_fit_args(args, estimator):
 
 def _check_rows(estimator, n_rows, args):
     """Too few rows for the parameters, said of the data: the rows the parameters the user
-    can see need (``n_clusters``, ``n_neighbors`` + 1, an integer ``n_components`` + 1),
-    before the estimator's own checks speak of values derived from them."""
+    can see need (``n_clusters``, ``n_neighbors`` + 1, ``n_components`` + 1, where
+    ``n_components="auto"`` stands for ``n_clusters``), before the estimator's own checks
+    speak of values derived from them."""
     needs = []
     params = estimator.get_params(deep=False)
     for name, more in (("n_clusters", 0), ("n_neighbors", 1), ("n_components", 1)):
         value = params.get(name)
         if isinstance(value, int) and not isinstance(value, bool):
             needs.append((value + more, f"{name}={value}"))
+    k = params.get("n_clusters")
+    if params.get("n_components") == "auto" and isinstance(k, int) and not isinstance(k, bool):
+        needs.append((k + 1, f"n_clusters={k} with n_components='auto'"))
     if needs and n_rows < max(needs)[0]:
         least, why = max(needs)
         raise UsageError(

@@ -353,7 +353,7 @@ def test_fit_writes_a_plot(table, tmp_path):
         (["--param", "n_clusters"], "--param expects NAME=VALUE"),
         (
             ["--param", "n_clusters=500"],
-            "has 240 row(s); us-elm needs at least 500 for n_clusters=500",
+            "has 240 row(s); us-elm needs at least 501 for n_clusters=500",
         ),
         (["--columns", "f0,nope"], "--columns: 'nope' not in"),
         (["--labels", "out.txt"], "unknown extension '.txt'"),

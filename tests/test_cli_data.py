@@ -404,8 +404,13 @@ def test_usage_errors_import_nothing_heavy(tmp_path, argv, message):
     [
         (1, ["n_clusters=1"], "has 1 row(s); us-elm needs at least 11 for n_neighbors=10"),
         (3, [], "has 3 row(s); us-elm needs at least 11 for n_neighbors=10"),
-        (3, ["n_neighbors=2"], "has 3 row(s); us-elm needs at least 8 for n_clusters=8"),
+        (3, ["n_neighbors=2"], "has 3 row(s); us-elm needs at least 9 for n_clusters=8 with"),
         (2, ["n_neighbors=1", "n_clusters=2", "n_components=2"], "at least 3 for n_components=2"),
+        (
+            3,
+            ["n_neighbors=2", "n_clusters=3"],
+            "at least 4 for n_clusters=3 with n_components='auto'",
+        ),
     ],
 )
 def test_too_few_rows_is_an_error_about_the_data(tmp_path, rows, params, message):
