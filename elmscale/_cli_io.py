@@ -53,7 +53,10 @@ def require(kind):
     or raise an InputError naming the extra that installs them."""
     for module in NEEDS.get(kind, ()):
         try:
-            found = importlib.util.find_spec(module) is not None
+            # the top-level package: looking for dask.dataframe would import dask, and a
+            # subpackage whose own dependencies are missing fails on import all the same
+            # (an ImportError that missing_dependency names)
+            found = importlib.util.find_spec(module.partition(".")[0]) is not None
         except (ImportError, ValueError) as exc:
             found, error = False, exc
         else:
