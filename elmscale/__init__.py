@@ -1,36 +1,72 @@
-"""elmscale: unsupervised and semi-supervised Extreme Learning Machines on Dask."""
+"""elmscale: unsupervised and semi-supervised Extreme Learning Machines on Dask.
 
-from ._config import config_context, get_config, set_config
-from ._progress import log_to_stderr
-from .algorithms import (
-    ELMJEC,
-    EMMC,
-    SSELM,
-    TUMKELM,
-    USELM,
-    ELMClassifier,
-    ELMRegressor,
-    elmjec_sweep,
-    emmc_sweep,
-    uselm_embedding,
-)
-from .base import BaseELM, Reduction
+The estimators and helpers load on first use (PEP 562): ``import elmscale`` itself imports
+neither scikit-learn nor dask, so that the ``elmscale`` command answers a usage error at
+once; ``from elmscale import USELM`` and ``elmscale.USELM`` work as usual."""
+
+import importlib
+import importlib.util
+import sys
+import types
+
 from .exceptions import PluginLoadError, PluginLoadWarning, UnknownPluginError
 from .hookspecs import hookimpl
-from .neighbors import KNNGraphTransformer
 from .registry import available, get, list_plugins, load_plugins, make
-from .sweep import sweep
 
 __version__ = "0.1.0"
 
+#: The public names loaded on first use, by the module that defines them.
+_LAZY = {
+    "._config": ("config_context", "get_config", "set_config"),
+    "._progress": ("log_to_stderr",),
+    ".algorithms": (
+        "ELMJEC",
+        "EMMC",
+        "SSELM",
+        "TUMKELM",
+        "USELM",
+        "ELMClassifier",
+        "ELMRegressor",
+        "elmjec_sweep",
+        "emmc_sweep",
+        "uselm_embedding",
+    ),
+    ".base": ("BaseELM", "Reduction"),
+    ".neighbors": ("KNNGraphTransformer",),
+    ".sweep": ("sweep",),
+}
+_WHERE = {name: module for module, names in _LAZY.items() for name in names}
+
 
 def __getattr__(name):
-    # elmscale.testing is for plugin authors' tests: imported on first use, not with elmscale
-    if name == "testing":
-        import importlib
+    # a public name is imported from its module on first use; a subpackage or module
+    # (elmscale.testing, elmscale.plot...) on first use of the attribute
+    if name in _WHERE:
+        value = getattr(importlib.import_module(_WHERE[name], __name__), name)
+    elif not name.startswith("__") and importlib.util.find_spec(f"{__name__}.{name}"):
+        value = importlib.import_module(f".{name}", __name__)
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value
+    return value
 
-        return importlib.import_module(".testing", __name__)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+def __dir__():
+    return sorted(set(globals()) | set(_WHERE))
+
+
+class _Package(types.ModuleType):
+    """The package module. ``elmscale.sweep`` is a function of the module of the same name:
+    importing that module sets the package's attribute to the module (the import system
+    does), which here keeps the function."""
+
+    def __setattr__(self, name, value):
+        if isinstance(value, types.ModuleType) and _WHERE.get(name) == f".{name}":
+            value = getattr(value, name)
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package
 
 
 __all__ = [

@@ -1,15 +1,17 @@
 """Files in and out of the ``elmscale`` command: lazy row-chunked dask arrays from .csv,
 .parquet (file or folder), .npy and .zarr, and writers chosen by the output's extension that
 keep the row order. Nothing with N rows is gathered on the client: readers and writers run
-block by block in dask tasks (the files must be reachable from the workers)."""
+block by block in dask tasks (the files must be reachable from the workers). dask is
+imported by the readers and writers only: the checks of a command line run without it."""
 
+import csv
+import glob
 import importlib
+import importlib.util
 import os
 from pathlib import Path
 from typing import NamedTuple
 
-import dask
-import dask.array as da
 import numpy as np
 
 #: Extensions ``read_matrix`` understands, and those the writers produce.
@@ -46,13 +48,21 @@ class InputError(ValueError):
 
 
 def require(kind):
-    """Import the optional modules that files of ``kind`` (an extension) need, or raise an
-    InputError naming the extra that installs them."""
+    """Check that the optional modules that files of ``kind`` (an extension) need are
+    installed, without importing them (pandas and dask's DataFrame take seconds to import),
+    or raise an InputError naming the extra that installs them."""
     for module in NEEDS.get(kind, ()):
         try:
-            importlib.import_module(module)
-        except ImportError as exc:
-            raise missing_dependency(exc, module, f"{kind} files") from None
+            # the top-level package: looking for dask.dataframe would import dask, and a
+            # subpackage whose own dependencies are missing fails on import all the same
+            # (an ImportError that missing_dependency names)
+            found = importlib.util.find_spec(module.partition(".")[0]) is not None
+        except (ImportError, ValueError) as exc:
+            found, error = False, exc
+        else:
+            error = ModuleNotFoundError(f"No module named {module!r}", name=module)
+        if not found:
+            raise missing_dependency(error, module, f"{kind} files") from None
 
 
 def missing_dependency(exc, module=None, what="this command"):
@@ -85,68 +95,258 @@ class Data(NamedTuple):
     X: object
     #: 1-D dask array of the target column, row-aligned with X, or None
     y: object
-    #: the feature columns' names (None for .npy/.zarr)
+    #: the feature columns' names (their positions "0", "1", ... for .npy, .zarr and a .csv
+    #: without a header line)
     names: object
+    #: for .csv input, whether its first line was read as a header; None otherwise
+    header: object = None
+    #: whether the columns are named by position (.npy, .zarr, a .csv without a header)
+    by_position: bool = False
 
 
 def check_input(path):
     """The kind (extension) of the input ``path``, checked: known, its optional modules
-    installed, the file there."""
+    installed, the file there (for .csv, a glob pattern matching files is accepted too)."""
     kind = _kind(path, INPUT_KINDS, "input")
     require(kind)
-    if not os.path.exists(path):
+    if kind == ".csv":
+        csv_files(path)
+    elif not os.path.exists(path):
         raise InputError(f"input {str(path)!r} does not exist")
     return kind
 
 
-def read_matrix(path, columns=None, block_rows=NPY_BLOCK_ROWS):
+def csv_files(path):
+    """The files of a .csv input: the file itself, or the files a glob pattern matches
+    (sorted, the order in which dask reads them)."""
+    path = str(path)
+    if os.path.exists(path):
+        return [path]
+    if any(c in path for c in "*?["):  # a glob pattern
+        files = sorted(glob.glob(path))
+        if files:
+            return files
+        raise InputError(f"input {path!r} matches no file")
+    raise InputError(f"input {path!r} does not exist")
+
+
+#: Fields pandas reads as a missing value or a boolean: like numbers, they are values, so
+#: they do not make a first line a header.
+_VALUE_WORDS = frozenset(
+    ["", "#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN", "-NaN", "-nan", "1.#IND", "1.#QNAN"]
+    + ["<NA>", "N/A", "NA", "NULL", "NaN", "None", "n/a", "nan", "null"]
+    + ["True", "False", "TRUE", "FALSE", "true", "false"]
+)
+
+
+def _is_number(field):
+    text = field.strip()
+    if "_" in text:  # Python's float() takes 1_000; pandas does not
+        return False
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _is_value(field):
+    return field.strip() in _VALUE_WORDS or _is_number(field)
+
+
+def _first_records(path, n=2):
+    """The first ``n`` records of a CSV file (fields unquoted), blank lines skipped as
+    pandas skips them."""
+    records = []
+    with open(path, newline="", encoding="utf-8-sig", errors="replace") as f:
+        for record in csv.reader(f):
+            if record and not (len(record) == 1 and not record[0].strip()):
+                records.append(record)
+                if len(records) == n:
+                    break
+    return records
+
+
+def _positional_names(fields):
+    """Whether ``fields`` are the names pandas gives the columns of a DataFrame made from an
+    array, ``0,1,...,k-1``, after an empty name for its index when it wrote one."""
+    names = [f.strip() for f in fields]
+    if names and names[0] == "" and len(names) > 1:
+        names = names[1:]
+    elif len(names) < 2:
+        return False
+    return names == [str(i) for i in range(len(names))]
+
+
+def csv_header(path):
+    """Whether the first line of the CSV file at ``path`` is a header (True) or data (False).
+
+    It is data when every field is a value: a number (quoted or not, ``nan`` and ``inf``
+    included), empty, a missing-value mark of pandas (``NA``, ``null``...) or a boolean; the
+    one exception is pandas' names of a DataFrame made from an array (``0,1,2,...``, after an
+    empty field for its index), which is a header. A line with a text field is a header when
+    one such field has a number below it in the second line (a name over its column); when
+    every text field has text below it too (a headerless file with a text column, or a header
+    of a text column only), the rule cannot tell and raises an InputError asking for
+    ``--header`` or ``--no-header``. A file of one line with text is a header without rows."""
+    records = _first_records(path)
+    if not records:
+        return False
+    first, second = records[0], (records[1] if len(records) > 1 else None)
+    text = [i for i, field in enumerate(first) if not _is_value(field)]
+    if not text:
+        return _positional_names(first)
+    if second is None or any(i < len(second) and _is_number(second[i]) for i in text):
+        return True
+    fields = ", ".join(repr(first[i]) for i in text[:3])
+    raise InputError(
+        f"cannot tell whether the first line of {str(path)!r} is a header: its text "
+        f"field(s) {fields} have text below them too; say --header or --no-header"
+    )
+
+
+def _csv_layout(path, header):
+    """``(header, width, has_rows)`` of the .csv input ``path`` (a file or a glob): whether
+    the first line of each file is a header (``header`` if given, else :func:`csv_header` of
+    each file, which must agree), the number of fields of the first line, and whether any
+    file has a data row. The files of a glob must have the same header (or width)."""
+    files = csv_files(path)
+    seen = {}  # header -> (file, its first record)
+    has_rows = False
+    for file in files:
+        found = csv_header(file) if header is None else header
+        records = _first_records(file)
+        has_rows = has_rows or len(records) > int(found)
+        seen.setdefault(found, (file, records[0] if records else []))
+        if len(seen) > 1:
+            raise InputError(
+                f"the files of {str(path)!r} disagree: {seen[True][0]!r} starts with a "
+                f"header line, {seen[False][0]!r} with data; give them all a header, or none"
+            )
+        first_file, first = seen[found]
+        if records and (records[0] != first if found else len(records[0]) != len(first)):
+            what = "header" if found else "number of columns"
+            raise InputError(
+                f"the files of {str(path)!r} disagree: {file!r} has another {what} than "
+                f"{first_file!r}"
+            )
+    ((found, (_, first)),) = seen.items()
+    return found, len(first), has_rows
+
+
+class Pick(NamedTuple):
+    """Which columns of a file :func:`read_data` reads (see there)."""
+
+    #: the feature columns, or None for every column but ``drop`` and ``target``
+    columns: object = None
+    #: columns left out of the features when ``columns`` is None
+    drop: object = None
+    #: the target column, or None
+    target: object = None
+    #: the columns a saved model was fitted on, ``(names, positions)`` (either may be None):
+    #: the features when neither ``columns`` nor ``drop`` is given
+    fitted: object = None
+
+
+def read_matrix(path, columns=None, block_rows=NPY_BLOCK_ROWS, header=None, drop=None):
     """``(X, names)`` of :func:`read_data` without a target."""
-    data = read_data(path, columns, block_rows=block_rows)
+    data = read_data(path, columns, block_rows=block_rows, header=header, drop=drop)
     return data.X, data.names
 
 
-def read_data(path, columns=None, target=None, unlabelled=False, block_rows=NPY_BLOCK_ROWS):
+def read_data(
+    path,
+    columns=None,
+    target=None,
+    unlabelled=False,
+    block_rows=NPY_BLOCK_ROWS,
+    header=None,
+    drop=None,
+    classes=False,
+    fitted=None,
+):
     """The features and, with ``target``, the target column of the file at ``path``.
 
     ``columns``: the feature columns, names for .csv and .parquet, integer positions for .npy
-    and .zarr; None takes every column but the target. ``target``: the target column (a name
-    or a position likewise), or None. A missing target value (empty CSV field, NaN, null)
-    becomes -1, scikit-learn's mark of an unlabelled row, when ``unlabelled`` is true, and
-    is an error raised by the task that reads it otherwise. Feature columns are read as
-    float64 whatever the first rows look like."""
+    and .zarr; None takes every column but those of ``drop`` and the target. ``target``: the
+    target column (a name or a position likewise), or None. ``fitted``: ``(names,
+    positions)`` of the columns a model was fitted on, the features when neither ``columns``
+    nor ``drop`` is given (names for a table with names, positions otherwise). A missing
+    target value (empty CSV field, NaN, null) becomes -1, scikit-learn's mark of an
+    unlabelled row, when ``unlabelled`` is true, and is an error raised by the task that
+    reads it otherwise. Feature columns are read as float64 whatever the first rows look
+    like; the target as float64 too, or with ``classes`` (class labels) as int64 when its
+    values are whole numbers (a .csv: in its first rows; a value further down that is not
+    is then an error of the task that reads it).
+
+    ``header``: whether the first line of a .csv file is a header (True), data (False) or
+    None to decide by :func:`csv_header`, for each file of a glob. Without a header the
+    columns are named by position, ``"0"``, ``"1"``..., and ``columns``/``target`` are
+    positions (negative ones counted from the end) as for .npy."""
     kind = check_input(path)
+    if columns is not None and drop is not None:
+        raise InputError("--columns and --drop-columns exclude each other")
+    pick = Pick(columns, drop, target, fitted)
     if kind in (".csv", ".parquet"):
-        X, y, names = _read_frame(path, kind, columns, target, unlabelled)
+        X, y, names, header = _read_frame(path, kind, pick, unlabelled, header, classes)
     else:
-        X, y = _read_array(path, kind, columns, target, unlabelled, block_rows)
-        names = None
+        X, y, names = _read_array(path, kind, pick, unlabelled, block_rows, classes)
+        header = None
     if X.shape[0] == 0:
         raise InputError(f"input {str(path)!r} has no rows")
-    return Data(X.rechunk({1: -1}), y, names)
+    by_position = kind in (".npy", ".zarr") or header is False
+    return Data(X.rechunk({1: -1}), y, names, header, by_position)
 
 
-def _read_frame(path, kind, columns, target, unlabelled):
+def _choose(names, pick, path, where=None):
+    """``(features, target)``: the names among ``names`` (all the file's columns) that
+    ``pick`` selects. ``where`` says what the file is when its columns are named by position
+    (``"0"``, ``"1"``...): the options then give positions."""
+    columns, drop, target = pick.columns, pick.drop, pick.target
+    fitted, option = None, "--columns"
+    if pick.fitted is not None:
+        fitted = pick.fitted[1 if where else 0]
+    if where is not None:
+        width = len(names)
+        columns = _position_names("--columns", columns, width, where)
+        drop = _position_names("--drop-columns", drop, width, where)
+        fitted = _position_names("the model's columns", fitted, width, where)
+        if target is not None:
+            target = _position_names("--target", [target], width, where)[0]
+    _check_names("--target", [] if target is None else [target], names, path)
+    if columns is None and drop is None and fitted is not None:
+        columns, option = [str(c) for c in fitted], "the model's columns"
+    if columns is None:
+        _check_names("--drop-columns", drop or [], names, path)
+        features = [c for c in names if c != target and c not in (drop or [])]
+    else:
+        _check_names(option, columns, names, path)
+        features = list(columns)
+    if target is not None and target in features:
+        raise InputError(f"--target {target!r} is also a feature column; drop it from {option}")
+    return features, target
+
+
+def _read_frame(path, kind, pick, unlabelled, header, classes):
     import dask.dataframe as dd
 
+    options, where = {}, None
+    if kind == ".csv":
+        header, width, has_rows = _csv_layout(path, header)
+        if not has_rows:
+            raise InputError(f"input {str(path)!r} has {'a header but ' if header else ''}no rows")
+        if not header:  # every row is data; the columns are named by position
+            options = {"header": None, "names": [str(i) for i in range(width)]}
+            where = "a headerless .csv"
     try:
         if kind == ".csv":
             # dtypes inferred from the first rows only; the final read below fixes them
-            df = dd.read_csv(path, assume_missing=True)
+            df = dd.read_csv(path, assume_missing=True, **options)
         else:
             df = dd.read_parquet(path)
     except Exception as exc:  # noqa: BLE001 - the reader's own message is the useful part
         raise InputError(f"cannot read {str(path)!r}: {one_line(exc)}") from None
-    if kind == ".csv" and _csv_is_empty(path):
-        raise InputError(f"input {str(path)!r} has a header but no rows")
-    all_names = list(df.columns)
-    _check_names("--target", [] if target is None else [target], all_names, path)
-    if columns is None:
-        features = [c for c in all_names if c != target]
-    else:
-        _check_names("--columns", columns, all_names, path)
-        features = list(columns)
-    if target is not None and target in features:
-        raise InputError(f"--target {target!r} is also a feature column; drop it from --columns")
+    features, target = _choose(list(df.columns), pick, path, where)
     from pandas.api.types import is_bool_dtype, is_numeric_dtype
 
     dtypes = df.dtypes
@@ -154,10 +354,12 @@ def _read_frame(path, kind, columns, target, unlabelled):
     if bad:
         raise InputError(
             f"column(s) {', '.join(map(repr, bad))} of {str(path)!r} are not "
-            "numeric; choose the feature columns with --columns"
+            "numeric; choose the feature columns with --columns or --drop-columns"
         )
     wanted = features + ([] if target is None else [target])
+    whole = False
     if kind == ".csv":
+        whole = classes and target is not None and _whole_numbers_first(path, target, options)
         # every feature column as float64: a column whose first rows look integer may hold
         # decimals further down (dask would fail on the mismatch in the reading task)
         df = dd.read_csv(
@@ -165,31 +367,60 @@ def _read_frame(path, kind, columns, target, unlabelled):
             usecols=wanted,
             dtype={c: np.float64 for c in features if not is_bool_dtype(dtypes[c])},
             assume_missing=True,
+            **options,
         )
     else:
+        whole = classes and target is not None and dtypes[target].kind in "iu"
         df = df[wanted]
-    X, y = frame_arrays(df, features, target, unlabelled)
-    return X, y, [str(c) for c in features]
+    X, y = frame_arrays(df, features, target, unlabelled, whole)
+    return X, y, [str(c) for c in features], header if kind == ".csv" else None
 
 
-def _csv_is_empty(path):
+#: Rows of a .csv whose target values decide whether class labels are whole numbers.
+TARGET_SAMPLE_ROWS = 10_000
+
+
+def _whole_numbers_first(path, target, options):
+    """Whether the first :data:`TARGET_SAMPLE_ROWS` values of the column ``target`` of the
+    (first) .csv file are whole numbers, missing ones aside (at least one present)."""
     import pandas as pd
+    from pandas.api.types import is_bool_dtype, is_numeric_dtype
 
-    return pd.read_csv(path, nrows=1).empty
+    first = csv_files(path)[0]
+    column = pd.read_csv(first, usecols=[target], nrows=TARGET_SAMPLE_ROWS, **options)[target]
+    if is_bool_dtype(column.dtype) or not is_numeric_dtype(column.dtype):
+        return False
+    values = column.dropna().to_numpy(dtype=np.float64)
+    return bool(values.size) and bool(np.all(np.isfinite(values) & (values == np.round(values))))
+
+
+def _position_names(option, columns, width, where):
+    """Positions given for a table whose columns are named by position, as those names."""
+    if columns is None:
+        return None
+    return [str(i) for i in _positions(option, columns, width, where)]
 
 
 def _check_names(option, wanted, names, path):
     missing = [c for c in wanted if c not in names]
     if missing:
+        shown = ", ".join(map(str, names[:20])) + (
+            f", ... ({len(names)} columns)" if len(names) > 20 else ""
+        )
+        hint = "; choose the columns with --columns" if option == "the model's columns" else ""
         raise InputError(
             f"{option}: {', '.join(map(repr, missing))} not in "
-            f"{str(path)!r}; its columns: {', '.join(map(str, names))}"
+            f"{str(path)!r}; its columns: {shown}{hint}"
         )
 
 
-def frame_arrays(df, features, target, unlabelled):
+def frame_arrays(df, features, target, unlabelled, whole=False):
     """``(X, y)`` from one pass over the partitions of ``df``: X the float64 ``features``,
-    y the ``target`` column (None without one), one block per partition, row counts known."""
+    y the ``target`` column (None without one; int64 with ``whole``, float64 for other
+    numbers, objects otherwise), one block per partition, row counts known."""
+    import dask
+    import dask.array as da
+
     parts = df.to_delayed()
     lengths = dask.compute(*[dask.delayed(len)(part) for part in parts])
     X = da.concatenate(
@@ -202,8 +433,7 @@ def frame_arrays(df, features, target, unlabelled):
     )
     if target is None:
         return X, None
-    dtype = df[target].dtype
-    dtype = np.dtype(object) if dtype.kind not in "biuf" else np.dtype(np.float64)
+    dtype = _target_dtype(df[target].dtype, whole)
     y = da.concatenate(
         [
             da.from_delayed(
@@ -215,6 +445,12 @@ def frame_arrays(df, features, target, unlabelled):
         ]
     )
     return X, y
+
+
+def _target_dtype(dtype, whole):
+    if whole:
+        return np.dtype(np.int64)
+    return np.dtype(object) if dtype.kind not in "biuf" else np.dtype(np.float64)
 
 
 def _features(part, features):
@@ -233,6 +469,13 @@ def _target(values, name, unlabelled, dtype):
             )
         values = values.copy()
         values[missing] = -1
+    if dtype.kind == "i" and values.dtype.kind == "f":
+        odd = values != np.round(values)
+        if odd.any():
+            raise ValueError(
+                f"the target column {name!r} holds {values[odd][0]!r}, not a whole number, "
+                "though its first rows are whole numbers (class labels)"
+            )
     return values.astype(dtype)
 
 
@@ -244,7 +487,9 @@ def _isna(values):
     return np.asarray(pd.isna(values))
 
 
-def _read_array(path, kind, columns, target, unlabelled, block_rows):
+def _read_array(path, kind, pick, unlabelled, block_rows, classes):
+    import dask.array as da
+
     if kind == ".npy":
         A = _read_npy(path, block_rows)
     else:
@@ -256,29 +501,25 @@ def _read_array(path, kind, columns, target, unlabelled, block_rows):
         raise InputError(
             f"input {str(path)!r} holds a {A.ndim}-D array; expected a 2-D table (rows x features)"
         )
-    width = A.shape[1]
-    t = None if target is None else _positions("--target", [target], width)[0]
-    if columns is None:
-        idx = [i for i in range(width) if i != t]
-    else:
-        idx = _positions("--columns", columns, width)
-    if t is not None and t in idx:
-        raise InputError(f"--target {target} is also a feature column; drop it from --columns")
-    X = (A if columns is None and t is None else A[:, idx]).astype(np.float64)
-    if t is None:
-        return X, None
-    y = A[:, t].astype(np.float64)
-    return X, y.map_blocks(_target, target, unlabelled, np.dtype(np.float64), dtype=np.float64)
+    names = [str(i) for i in range(A.shape[1])]
+    features, target = _choose(names, pick, path, where=".npy/.zarr input")
+    idx = [int(c) for c in features]
+    X = (A if features == names else A[:, idx]).astype(np.float64)
+    if target is None:
+        return X, None, features
+    dtype = _target_dtype(A.dtype, classes and A.dtype.kind in "iu")
+    y = A[:, int(target)].astype(dtype)
+    return X, y.map_blocks(_target, target, unlabelled, dtype, dtype=dtype), features
 
 
-def _positions(option, columns, width):
-    """Column positions of .npy/.zarr input, each checked against the width (negative ones
-    counted from the end and returned as such)."""
+def _positions(option, columns, width, where=".npy/.zarr input"):
+    """Column positions of .npy/.zarr input (or ``where``), each checked against the width
+    (negative ones counted from the end)."""
     try:
         idx = [int(c) for c in columns]
     except ValueError:
         raise InputError(
-            f"{option} for .npy/.zarr input are column positions "
+            f"{option} for {where} are column positions "
             f"(integers), got {', '.join(map(str, columns))}"
         ) from None
     if any(not -width <= i < width for i in idx):
@@ -293,6 +534,9 @@ def one_line(exc, limit=500):
 
 
 def _read_npy(path, block_rows):
+    import dask
+    import dask.array as da
+
     try:
         reader = NpyFile(path)
     except Exception as exc:  # noqa: BLE001
@@ -336,6 +580,8 @@ def write_array(x, path, name):
     """Write the dask array ``x`` (N rows, 1-D labels or 2-D embedding) to ``path`` by its
     extension, rows in order. ``name`` names the column(s) in tables: ``label`` or
     ``<name>0, <name>1, ...``."""
+    import dask.array as da
+
     kind = _kind(path, OUTPUT_KINDS, "output")
     require(kind)
     x = da.asarray(x)

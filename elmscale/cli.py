@@ -267,10 +267,24 @@ def saveable(model):
     return out
 
 
-def save_model(model, path):
-    """Pickle ``saveable(model)`` to ``path``; load it only from a source you trust."""
+def save_model(model, path, data=None):
+    """Pickle ``saveable(model)`` to ``path``; load it only from a source you trust.
+
+    With ``data`` (what the model was fitted on, from ``_cli_io.read_data``) the copy
+    remembers its feature columns, so that predict and transform read the same ones from a
+    file with more: ``feature_names_in_``, as scikit-learn records a DataFrame's columns, or
+    ``feature_positions_in_`` for a file without column names (.npy, .zarr, a headerless
+    .csv)."""
+    out = saveable(model)
+    if data is not None:
+        import numpy as np
+
+        if data.by_position:
+            out.feature_positions_in_ = np.array([int(c) for c in data.names])
+        else:
+            out.feature_names_in_ = np.array(data.names, dtype=object)
     with open(path, "wb") as f:
-        pickle.dump(saveable(model), f, protocol=pickle.HIGHEST_PROTOCOL)
+        pickle.dump(out, f, protocol=pickle.HIGHEST_PROTOCOL)
 
 
 def load_model(path):
@@ -292,6 +306,40 @@ def _columns(text):
     return None if text is None else [c.strip() for c in text.split(",") if c.strip()]
 
 
+def _model_input(args, model):
+    """The features of INPUT for a saved model: ``--columns``/``--drop-columns``, else the
+    columns the model was fitted on (by name, or by position for files without names)."""
+    from ._cli_io import read_data
+
+    fitted = (
+        getattr(model, "feature_names_in_", None),
+        getattr(model, "feature_positions_in_", None),
+    )
+    data = read_data(
+        args.input,
+        _columns(args.columns),
+        header=args.header,
+        drop=_columns(args.drop_columns),
+        fitted=fitted,
+    )
+    return data.X
+
+
+@contextlib.contextmanager
+def _selected_by_name():
+    """The columns were chosen by the model's names: scikit-learn's warning that the (dask
+    array) input has no names has nothing to tell."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="X does not have valid feature names")
+        yield
+
+
+def _is_classifier(estimator):
+    from sklearn.base import is_classifier
+
+    return is_classifier(estimator)
+
+
 def _takes_unlabelled(estimator):
     """Whether ``estimator`` reads -1 targets as unlabelled rows (semi-supervised)."""
     from .algorithms._sselm import SSELM
@@ -300,7 +348,8 @@ def _takes_unlabelled(estimator):
 
 
 def _check_fit_args(args, estimator):
-    """The target and outputs of ``elmscale fit``, checked before any data is read."""
+    """The target and the checkpoint of ``elmscale fit``, checked against the estimator
+    before any data is read."""
     supervised = estimator.__sklearn_tags__().target_tags.required
     if supervised and args.target is None:
         empty = "; empty values mark unlabelled rows" if _takes_unlabelled(estimator) else ""
@@ -309,31 +358,56 @@ def _check_fit_args(args, estimator):
         )
     if args.target is not None and not supervised:
         raise UsageError(f"{args.algorithm} is unsupervised: drop --target")
-    _check_files(args, labels=args.labels, embedding=args.embedding, plot=args.plot)
     if args.checkpoint and not getattr(estimator, "supports_checkpoint", False):
         raise UsageError(f"{args.algorithm} keeps no checkpoint: drop --checkpoint")
-    if args.save:
-        from ._cli_io import check_output
+    if args.checkpoint and estimator.get_params(deep=False).get("random_state", 0) is None:
+        raise UsageError(
+            "--checkpoint needs a seed: add -p random_state=0 (any integer), so that a "
+            "resumed fit draws the hidden layer of the stages it keeps"
+        )
 
-        check_output(args.save, "--save", kinds=None)
+
+def _check_rows(estimator, n_rows, args):
+    """Too few rows for the parameters, said of the data: the rows the parameters the user
+    can see need (``n_clusters``, ``n_neighbors`` + 1, ``n_components`` + 1, where
+    ``n_components="auto"`` stands for ``n_clusters``), before the estimator's own checks
+    speak of values derived from them."""
+    needs = []
+    params = estimator.get_params(deep=False)
+    for name, more in (("n_clusters", 0), ("n_neighbors", 1), ("n_components", 1)):
+        value = params.get(name)
+        if isinstance(value, int) and not isinstance(value, bool):
+            needs.append((value + more, f"{name}={value}"))
+    k = params.get("n_clusters")
+    if params.get("n_components") == "auto" and isinstance(k, int) and not isinstance(k, bool):
+        needs.append((k + 1, f"n_clusters={k} with n_components='auto'"))
+    if needs and n_rows < max(needs)[0]:
+        least, why = max(needs)
+        raise UsageError(
+            f"input {args.input!r} has {n_rows} row(s); {args.algorithm} needs at least "
+            f"{least} for {why}"
+        )
 
 
 def _check_files(args, **outputs):
-    """Input and outputs of a command, checked before a cluster starts or data is read."""
+    """Input and outputs of a command, checked before anything heavy is imported, a cluster
+    starts or data is read (``save``: any extension)."""
     from ._cli_io import OUTPUT_KINDS, PLOT_KINDS, check_input, check_output
 
     check_input(args.input)
     for option, path in outputs.items():
         if path:
-            check_output(path, f"--{option}", PLOT_KINDS if option == "plot" else OUTPUT_KINDS)
+            kinds = {"plot": PLOT_KINDS, "save": None}.get(option, OUTPUT_KINDS)
+            check_output(path, f"--{option}", kinds)
 
 
 def _run_fit(args, out, err):
     from ._cli_io import read_data, write_array
 
+    _check_files(args, labels=args.labels, embedding=args.embedding, plot=args.plot, save=args.save)
+    target = _target(args.target, args.input)
     estimator = make_estimator(args.algorithm, args.param)
     _check_fit_args(args, estimator)
-    target = _target(args.target, args.input)
     # connect first: counting the rows of a table (its chunk sizes) runs on the cluster
     with _dask(args, err) as client:
         data = read_data(
@@ -341,11 +415,15 @@ def _run_fit(args, out, err):
             _columns(args.columns),
             target=target,
             unlabelled=_takes_unlabelled(estimator),
+            header=args.header,
+            drop=_columns(args.drop_columns),
+            classes=_is_classifier(estimator),
         )
         X = data.X
+        _check_rows(estimator, X.shape[0], args)
         print(
             f"{args.algorithm}: {X.shape[0]} rows x {X.shape[1]} columns in "
-            f"{X.numblocks[0]} chunk(s) from {args.input}",
+            f"{X.numblocks[0]} chunk(s) from {args.input}{_header_note(data)}",
             file=err,
         )
         t0 = time.perf_counter()
@@ -363,9 +441,16 @@ def _run_fit(args, out, err):
             _plot(estimator, X, args.plot)
             print(f"plot: {args.plot}", file=out)
         if args.save:
-            save_model(estimator, args.save)
+            save_model(estimator, args.save, data)
             print(f"model: {args.save}", file=out)
     return 0
+
+
+def _header_note(data):
+    """How the first line of a .csv was read, for the line that counts the rows."""
+    if data.header is False:
+        return " (no header line: columns named by position 0, 1, ...)"
+    return ""
 
 
 def _target(target, path):
@@ -418,28 +503,28 @@ def _prefix(model):
 
 
 def _run_predict(args, out, err):
-    from ._cli_io import read_matrix, write_array
+    from ._cli_io import write_array
 
-    model = load_model(args.model)
     _check_files(args, labels=args.labels)
+    model = load_model(args.model)
     with _dask(args, err) as client:
-        X, _ = read_matrix(args.input, _columns(args.columns))
-        with _progress(args, client, err):
+        X = _model_input(args, model)
+        with _progress(args, client, err), _selected_by_name():
             write_array(predictions(model, X), args.labels, "label")
         print(f"labels: {args.labels}", file=out)
     return 0
 
 
 def _run_transform(args, out, err):
-    from ._cli_io import read_matrix, write_array
+    from ._cli_io import write_array
 
+    _check_files(args, embedding=args.embedding)
     model = load_model(args.model)
     if not hasattr(model, "transform"):
         raise UsageError(f"{args.model!r} holds a {type(model).__name__}, which has no embedding")
-    _check_files(args, embedding=args.embedding)
     with _dask(args, err) as client:
-        X, _ = read_matrix(args.input, _columns(args.columns))
-        with _progress(args, client, err):
+        X = _model_input(args, model)
+        with _progress(args, client, err), _selected_by_name():
             write_array(model.transform(X), args.embedding, _prefix(model))
         print(f"embedding: {args.embedding}", file=out)
     return 0
@@ -564,10 +649,34 @@ def _positive_int(text):
 
 
 def _add_io_options(p):
-    p.add_argument(
+    pick = p.add_mutually_exclusive_group()
+    pick.add_argument(
         "--columns",
-        help="comma-separated feature columns (names for .csv and "
-        ".parquet, positions for .npy and .zarr); default all",
+        help="comma-separated feature columns (names for .csv and .parquet, positions for "
+        ".npy, .zarr and a .csv without a header line); default: all but the target (predict "
+        "and transform: the columns the model was fitted on)",
+    )
+    pick.add_argument(
+        "--drop-columns",
+        metavar="COLUMNS",
+        help="comma-separated columns left out of the features (names or positions likewise)",
+    )
+    header = p.add_mutually_exclusive_group()
+    header.add_argument(
+        "--header",
+        dest="header",
+        action="store_const",
+        const=True,
+        default=None,
+        help="the first line of the .csv is a header (default: decided from the line: a "
+        "line of numbers is data, except 0,1,2,... as pandas writes)",
+    )
+    header.add_argument(
+        "--no-header",
+        dest="header",
+        action="store_const",
+        const=False,
+        help="the first line of the .csv is data; columns are named by position 0, 1, ...",
     )
     where = p.add_mutually_exclusive_group()
     where.add_argument(

@@ -351,7 +351,10 @@ def test_fit_writes_a_plot(table, tmp_path):
         (["--param", "n_clusters=-1"], "The 'n_clusters' parameter of USELM must be"),
         (["--param", "graph=exakt"], "'graph' parameter of USELM"),
         (["--param", "n_clusters"], "--param expects NAME=VALUE"),
-        (["--param", "n_clusters=500"], "n_clusters=500 must be <= n_samples=240"),
+        (
+            ["--param", "n_clusters=500"],
+            "has 240 row(s); us-elm needs at least 501 for n_clusters=500",
+        ),
         (["--columns", "f0,nope"], "--columns: 'nope' not in"),
         (["--labels", "out.txt"], "unknown extension '.txt'"),
     ],
@@ -416,7 +419,7 @@ def test_read_npy_is_lazy_and_row_chunked(tmp_path, rng):
     X = rng.randn(1050, 4)
     np.save(tmp_path / "x.npy", X)
     Xd, names = read_matrix(str(tmp_path / "x.npy"), block_rows=100)
-    assert isinstance(Xd, da.Array) and names is None
+    assert isinstance(Xd, da.Array) and names == ["0", "1", "2", "3"]  # by position
     assert Xd.chunks == ((100,) * 10 + (50,), (4,))
     np.testing.assert_array_equal(Xd.compute(), X)
     Xc, _ = read_matrix(str(tmp_path / "x.npy"), columns=["2", "0"], block_rows=100)
