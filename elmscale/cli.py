@@ -450,6 +450,9 @@ def _header_note(data):
     """How the first line of a .csv was read, for the line that counts the rows."""
     if data.header is False:
         return " (no header line: columns named by position 0, 1, ...)"
+    if data.header and data.names and all(n.isdigit() for n in data.names):
+        # pandas' names of an array's columns; a first data row 0, 1, 2, ... reads the same
+        return " (first line 0, 1, ... read as column names; --no-header if it is data)"
     return ""
 
 

@@ -119,6 +119,18 @@ def test_a_headerless_csv_whose_first_row_looks_like_names_keeps_it(blobs, tmp_p
     assert read_labels(tmp_path / "l.csv").shape == (240,)
 
 
+def test_pandas_positional_names_are_read_as_names_and_said_so(blobs, tmp_path):
+    """pandas writes an array's columns as 0,1,...: a header, but one a first data row could
+    equal, so the fit says how it read the line and how to override it."""
+    path = tmp_path / "x.csv"
+    X = _pandas_default_names(path, blobs[0], index=False)
+    status, _, err = run_cmd("fit", "us-elm", path, "-p", *FIT_PARAMS)
+    assert status == 0, err
+    assert f"{len(X)} rows x 5 columns" in err and "--no-header if it is data" in err
+    status, _, err = run_cmd("fit", "us-elm", path, "--no-header", "-p", *FIT_PARAMS)
+    assert status == 0 and f"{len(X) + 1} rows" in err, err
+
+
 @pytest.mark.parametrize(
     "lines, header",
     [
