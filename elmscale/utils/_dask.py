@@ -20,6 +20,7 @@ import uuid
 
 import dask
 import dask.array as da
+import numpy as np
 from dask.base import tokenize
 
 from .._config import get_config
@@ -48,6 +49,26 @@ def distributed_client():
     if dask.config.get("scheduler", None) not in (None, "dask.distributed", "distributed"):
         return None
     return client
+
+
+def scatter_rows(client, X, chunks, dtype, name):
+    """NumPy ``X`` as a dask array ``name`` of ``chunks`` whose blocks (cast to ``dtype``)
+    are sent to the workers once by ``client.scatter``, like a persisted array.
+
+    ``da.from_array`` would put X inside the task graph of every computation that reads
+    it. The keys are unique per call rather than hashed from X: releasing the blocks of an
+    earlier fit of the same data travels on another channel than a new scatter and could
+    arrive after it, dropping the new blocks."""
+    from dask.highlevelgraph import HighLevelGraph
+
+    starts = np.cumsum((0, *chunks[0]))
+    blocks = {
+        (name, i, 0): X[a:b].astype(dtype, copy=False)
+        for i, (a, b) in enumerate(zip(starts[:-1], starts[1:], strict=True))
+    }
+    futures = client.scatter(blocks)
+    graph = HighLevelGraph.from_collections(name, futures, dependencies=())
+    return da.Array(graph, name, chunks, dtype=dtype)
 
 
 def in_worker_memory(X):

@@ -13,7 +13,7 @@ from dask.base import is_dask_collection
 from sklearn.utils.validation import _check_feature_names, check_is_fitted
 
 from .._config import get_config
-from ._dask import frame_to_array, task_name
+from ._dask import distributed_client, frame_to_array, scatter_rows, task_name
 
 
 def _reject(condition, message):
@@ -84,6 +84,9 @@ def as_row_chunked(X, *, n_hidden=1000, name="X", dtype=None, check_finite=True,
         if numpy_ok:
             return X.astype(dtype, copy=False), False
         chunks = (row_chunks(X.shape[0], n_hidden, dtype), (X.shape[1],))
+        client = distributed_client()
+        if client is not None:  # sent to the workers once, not inside every graph
+            return scatter_rows(client, X, chunks, dtype, task_name("elmscale-input")), False
         X = da.from_array(X, chunks=chunks)
     # one task per block under a name unique to this call, never a name hashed from the
     # input: a key must not stand for two different tasks on the distributed scheduler
