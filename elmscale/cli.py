@@ -218,13 +218,14 @@ def _dask(args, err):
     if args.workers:
         # the workers' own logs would repeat, as tracebacks, the errors reported here in one
         # line; the dashboard (plain HTTP, no login) stays on the loopback interface
-        cluster = LocalCluster(
-            n_workers=args.workers,
-            threads_per_worker=1,
-            processes=True,
-            dashboard_address="127.0.0.1:0",
-            silence_logs=logging.WARNING if args.debug else logging.CRITICAL,
-        )
+        with _sigint_ignored():
+            cluster = LocalCluster(
+                n_workers=args.workers,
+                threads_per_worker=1,
+                processes=True,
+                dashboard_address="127.0.0.1:0",
+                silence_logs=logging.WARNING if args.debug else logging.CRITICAL,
+            )
         client = Client(cluster)
     else:
         try:
@@ -233,6 +234,10 @@ def _dask(args, err):
             raise UsageError(
                 f"cannot connect to the scheduler at {args.scheduler!r}: {exc}"
             ) from None
+    # a computation given up (Ctrl-C, an error) leaves the client's pending gather to
+    # asyncio, which logs it with a traceback, and closing the cluster in the middle of a
+    # computation makes distributed log each interrupted task: the command's one line says it
+    levels = {name: logging.getLogger(name).level for name in ("asyncio", "distributed", "tornado")}
     try:
         info = client.scheduler_info()
         print(
@@ -240,11 +245,39 @@ def _dask(args, err):
             f"dashboard {dashboard_link(client, info)}",
             file=err,
         )
+        if not args.debug:
+            logging.getLogger("asyncio").setLevel(logging.CRITICAL)
         yield client
+    except KeyboardInterrupt:
+        if not args.debug:
+            for name in ("distributed", "tornado"):
+                logging.getLogger(name).setLevel(logging.CRITICAL + 1)
+        raise
     finally:
         client.close()
         if cluster is not None:
             cluster.close()
+        for name, level in levels.items():
+            logging.getLogger(name).setLevel(level)
+
+
+@contextlib.contextmanager
+def _sigint_ignored():
+    """SIGINT ignored while the local cluster starts its worker processes, which inherit
+    that: Ctrl-C reaches every process of the shell's foreground job, and only this one
+    should handle it (by closing the cluster) rather than each worker printing its own
+    KeyboardInterrupt traceback. A no-op outside the main thread."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def dashboard_link(client, info):
