@@ -71,3 +71,38 @@ def test_ctrl_c_during_a_fit_on_workers_prints_one_line_and_exits_130(tmp_path):
     fit_lines = re.compile(r"progress: |\d\d:\d\d:\d\d elmscale")
     assert [line for line in rest.splitlines() if not fit_lines.match(line)] == ["interrupted"]
     assert not (tmp_path / "l.npy").exists()
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        (["--scheduler", "tls://127.0.0.1:1"], "needs the cluster's certificates: --tls-ca-file"),
+        (["--workers", "1", "--tls-ca-file", "{npy}", "--tls-cert", "{npy}"], "need --scheduler"),
+        (["--scheduler", "tcp://127.0.0.1:1", "--tls-ca-file", "{npy}"], "need --scheduler tls"),
+        (["--scheduler", "tls://127.0.0.1:1", "--tls-ca-file", "{npy}"], "--tls-cert is needed"),
+        (
+            [
+                "--scheduler",
+                "tls://127.0.0.1:1",
+                "--tls-ca-file",
+                "{tmp}/no.pem",
+                "--tls-cert",
+                "{npy}",
+            ],
+            "--tls-ca-file '{tmp}/no.pem': cannot read it (No such file or directory)",
+        ),
+    ],
+)
+def test_tls_options_that_cannot_work_are_one_line_and_exit_2(tmp_path, options, message):
+    """Checked before connecting or reading the data (the scheduler address is unused)."""
+    import io
+
+    from elmscale import cli
+
+    np.save(tmp_path / "X.npy", np.ones((4, 2)))
+    names = {"npy": tmp_path / "X.npy", "tmp": tmp_path}
+    argv = ["fit", "us-elm", names["npy"], *(o.format(**names) for o in options)]
+    err = io.StringIO()
+    assert cli.main(argv, out=io.StringIO(), err=err) == 2
+    (line,) = err.getvalue().splitlines()
+    assert line.startswith("error: ") and message.format(**names) in line
