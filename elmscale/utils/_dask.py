@@ -58,7 +58,8 @@ def scatter_rows(client, X, chunks, dtype, name):
     ``da.from_array`` would put X inside the task graph of every computation that reads
     it. The keys are unique per call rather than hashed from X: releasing the blocks of an
     earlier fit of the same data travels on another channel than a new scatter and could
-    arrive after it, dropping the new blocks."""
+    arrive after it, dropping the new blocks. Scattered blocks cannot be recomputed: a
+    worker lost during the fit loses its blocks of X with it."""
     from dask.highlevelgraph import HighLevelGraph
 
     starts = np.cumsum((0, *chunks[0]))

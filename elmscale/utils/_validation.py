@@ -25,8 +25,10 @@ def as_row_chunked(X, *, n_hidden=1000, name="X", dtype=None, check_finite=True,
     """Validate ``X`` and return ``(dask_array, was_dask)``.
 
     - NumPy / lists / pandas DataFrames are converted with ``np.asarray`` (never modified)
-      and wrapped by ``da.from_array`` with row blocks sized so one block of H
-      (rows x n_hidden) is about ``config["chunk_bytes"]``. pandas' nullable columns become
+      and cut into row blocks sized so one block of H (rows x n_hidden) is about
+      ``config["chunk_bytes"]``: scattered to the workers once under a distributed client
+      (:func:`~elmscale.utils._dask.scatter_rows`; ``da.from_array`` would put X in every
+      task graph), else wrapped by ``da.from_array``. pandas' nullable columns become
       float with NaN for missing values (and then fail the finiteness check).
     - dask arrays keep their chunks; dask DataFrames become dask arrays with known row
       chunks (one pass over the partitions counting their rows). A dask array
