@@ -56,7 +56,8 @@ STAGES = (
     (
         "prepare",
         (
-            "assert_finite",
+            "elmscale-input",
+            "elmscale-scale",
             "chunk_min",
             "chunk_max",
             "mean_agg",

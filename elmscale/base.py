@@ -28,6 +28,7 @@ from .hidden import (
     fit_scaling,
     project_rows,
 )
+from .utils._dask import in_worker_memory
 from .utils._persistence import DaskStateMixin
 from .utils._threads import blas_for_dask
 from .utils._validation import validate_data
@@ -213,6 +214,7 @@ class BaseELM(DaskStateMixin, BaseEstimator):
             clock = _Clock()
             Xd, was_dask = self.validate_X(X, reset=True)
             self.check_params_vs_input(Xd)
+            Xd = in_worker_memory(Xd)
             reduction = Reduction(
                 Xd, was_dask, check_random_state(self.random_state), self.reduce_key()
             )

@@ -207,6 +207,7 @@ def make_estimator(algorithm, params):
 def _dask(args, err):
     """The client for the command: a LocalCluster of ``--workers`` processes, the scheduler
     at ``--scheduler``, or None for dask's local scheduler; closed on exit."""
+    security = _security(args)
     if not (args.scheduler or args.workers):
         yield None
         return
@@ -218,21 +219,26 @@ def _dask(args, err):
     if args.workers:
         # the workers' own logs would repeat, as tracebacks, the errors reported here in one
         # line; the dashboard (plain HTTP, no login) stays on the loopback interface
-        cluster = LocalCluster(
-            n_workers=args.workers,
-            threads_per_worker=1,
-            processes=True,
-            dashboard_address="127.0.0.1:0",
-            silence_logs=logging.WARNING if args.debug else logging.CRITICAL,
-        )
+        with _sigint_ignored():
+            cluster = LocalCluster(
+                n_workers=args.workers,
+                threads_per_worker=1,
+                processes=True,
+                dashboard_address="127.0.0.1:0",
+                silence_logs=logging.WARNING if args.debug else logging.CRITICAL,
+            )
         client = Client(cluster)
     else:
         try:
-            client = Client(args.scheduler, timeout="15s")
+            client = Client(args.scheduler, timeout="15s", security=security)
         except (OSError, TimeoutError, ValueError) as exc:
             raise UsageError(
                 f"cannot connect to the scheduler at {args.scheduler!r}: {exc}"
             ) from None
+    # a computation given up (Ctrl-C, an error) leaves the client's pending gather to
+    # asyncio, which logs it with a traceback, and closing the cluster in the middle of a
+    # computation makes distributed log each interrupted task: the command's one line says it
+    levels = {name: logging.getLogger(name).level for name in ("asyncio", "distributed", "tornado")}
     try:
         info = client.scheduler_info()
         print(
@@ -240,11 +246,96 @@ def _dask(args, err):
             f"dashboard {dashboard_link(client, info)}",
             file=err,
         )
+        if not args.debug:
+            logging.getLogger("asyncio").setLevel(logging.CRITICAL)
         yield client
+    except KeyboardInterrupt:
+        if not args.debug:
+            for name in ("distributed", "tornado"):
+                logging.getLogger(name).setLevel(logging.CRITICAL + 1)
+        raise
     finally:
         client.close()
         if cluster is not None:
             cluster.close()
+        for name, level in levels.items():
+            logging.getLogger(name).setLevel(level)
+
+
+#: the client's TLS files: option, as `dask scheduler` and `dask worker` name theirs
+TLS_FILES = {"tls_ca_file": "--tls-ca-file", "tls_cert": "--tls-cert", "tls_key": "--tls-key"}
+
+
+def _security(args):
+    """The ``distributed.Security`` for ``--scheduler``: mutual TLS with the ``--tls-*``
+    files (encryption required), or None to let dask's configuration decide
+    (``distributed.comm.tls.*``). Options that cannot work are a usage error before
+    connecting: TLS files without a ``tls://`` scheduler, a file that cannot be read, or a
+    ``tls://`` scheduler with neither the files nor dask's TLS configuration."""
+    files = {flag: getattr(args, name, None) for name, flag in TLS_FILES.items()}
+    tls_address = str(args.scheduler or "").startswith("tls://")
+    if not any(files.values()):
+        if tls_address and not _tls_configured():
+            raise UsageError(
+                f"--scheduler {args.scheduler} needs the cluster's certificates: "
+                "--tls-ca-file, --tls-cert and --tls-key (the files given to `dask "
+                "scheduler`'s options of those names), or dask's distributed.comm.tls "
+                "configuration"
+            )
+        return None
+    if not tls_address:
+        raise UsageError("--tls-ca-file, --tls-cert and --tls-key need --scheduler tls://...")
+    for flag in ("--tls-ca-file", "--tls-cert"):
+        if not files[flag]:
+            raise UsageError(f"{flag} is needed with the other --tls-* options")
+    for flag, path in files.items():
+        if path:
+            try:
+                with open(path, "rb"):
+                    pass
+            except OSError as exc:
+                raise UsageError(f"{flag} {path!r}: cannot read it ({exc.strerror})") from None
+    from distributed.security import Security
+
+    return Security(
+        tls_ca_file=files["--tls-ca-file"],
+        tls_client_cert=files["--tls-cert"],
+        tls_client_key=files["--tls-key"],
+        require_encryption=True,
+    )
+
+
+def _tls_configured():
+    """Whether dask's configuration gives the client TLS files or a security loader."""
+    import dask
+
+    get = dask.config.get
+    return bool(
+        (
+            get("distributed.comm.tls.ca-file", None)
+            and get("distributed.comm.tls.client.cert", None)
+        )
+        or get("distributed.client.security-loader", None)
+    )
+
+
+@contextlib.contextmanager
+def _sigint_ignored():
+    """SIGINT ignored while the local cluster starts its worker processes, which inherit
+    that: Ctrl-C reaches every process of the shell's foreground job, and only this one
+    should handle it (by closing the cluster) rather than each worker printing its own
+    KeyboardInterrupt traceback. A no-op outside the main thread."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def dashboard_link(client, info):
@@ -693,6 +784,15 @@ def _add_io_options(p):
         metavar="N",
         help="start a local cluster of N worker processes (N >= 1)",
     )
+    tls = p.add_argument_group(
+        "TLS",
+        "mutual TLS with a scheduler at tls://...: the certificates the cluster was started "
+        "with (deploy/tls/make-certs.sh makes them); without these options dask's "
+        "distributed.comm.tls configuration applies",
+    )
+    tls.add_argument("--tls-ca-file", metavar="PEM", help="the cluster's certificate authority")
+    tls.add_argument("--tls-cert", metavar="PEM", help="this client's certificate")
+    tls.add_argument("--tls-key", metavar="PEM", help="its private key (default: in --tls-cert)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress or log lines")
     p.add_argument("-v", "--verbose", action="store_true", help="debug log lines")
     p.add_argument("--debug", action="store_true", help="show tracebacks of errors")

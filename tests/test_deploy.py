@@ -219,3 +219,60 @@ def test_make_certs_writes_no_key_where_git_would_commit_it(tmp_path):
     if (ROOT / ".git").exists():
         ignored = subprocess.run(["git", "-C", str(ROOT), "check-ignore", "-q", "certs/ca-key.pem"])
         assert ignored.returncode == 0
+
+
+def _cli(*argv, env, timeout=240):
+    """``elmscale ARGV`` of this checkout in a subprocess."""
+    return _sh([sys.executable, "-m", "elmscale.cli", *map(str, argv)], env, timeout=timeout)
+
+
+@pytest.mark.skipif(shutil.which("openssl") is None, reason="needs openssl")
+def test_the_cli_fits_on_the_tls_recipe_with_its_certificates(tmp_path):
+    """`elmscale fit --scheduler tls://... --tls-ca-file --tls-cert --tls-key` with the files
+    of make-certs.sh runs on the recipe's TLS cluster and writes one label per row, as it does
+    with the files in dask's configuration instead; with neither, or with a file that cannot
+    be read, it is a one-line usage error (exit 2)."""
+    import numpy as np
+    from sklearn.datasets import make_blobs
+
+    certs = tmp_path / "certs"
+    made = _sh(["bash", str(DEPLOY / "tls" / "make-certs.sh"), str(certs)], os.environ)
+    assert made.returncode == 0, made.stderr
+    X, _ = make_blobs(n_samples=900, n_features=6, centers=3, random_state=0)
+    np.save(tmp_path / "X.npy", X)
+    env = _env(tmp_path / "run", TLS_DIR=str(certs))
+    started = _sh(["bash", str(DEPLOY / "start-cluster.sh")], env)
+    try:
+        assert started.returncode == 0, started.stderr + started.stdout
+        address = (tmp_path / "run" / "address").read_text().strip()
+        assert address.startswith("tls://")
+        fit = ["fit", "us-elm", tmp_path / "X.npy", "-p", "n_clusters=3", "--scheduler", address]
+        tls = ["--tls-ca-file", certs / "ca.pem", "--tls-cert", certs / "node.pem"]
+        labels = tmp_path / "labels.npy"
+        done = _cli(*fit, *tls, "--tls-key", certs / "node-key.pem", "--labels", labels, env=env)
+        assert done.returncode == 0, done.stderr
+        assert f"dask: {address} with 2 worker(s)" in done.stderr
+        assert np.load(labels).shape == (len(X),)
+        assert set(np.unique(np.load(labels))) == {0, 1, 2}
+
+        config = {
+            "DASK_DISTRIBUTED__COMM__TLS__CA_FILE": str(certs / "ca.pem"),
+            "DASK_DISTRIBUTED__COMM__TLS__CLIENT__CERT": str(certs / "node.pem"),
+            "DASK_DISTRIBUTED__COMM__TLS__CLIENT__KEY": str(certs / "node-key.pem"),
+        }
+        by_config = _cli(*fit, "--labels", tmp_path / "again.npy", env={**env, **config})
+        assert by_config.returncode == 0, by_config.stderr
+        np.testing.assert_array_equal(np.load(tmp_path / "again.npy"), np.load(labels))
+
+        without = _cli(*fit, env=env)
+        assert without.returncode == 2
+        (line,) = without.stderr.splitlines()
+        assert line.startswith(f"error: --scheduler {address} needs the cluster's certificates")
+        unreadable = _cli(*fit, *tls, "--tls-key", tmp_path / "missing.pem", env=env)
+        assert unreadable.returncode == 2
+        assert unreadable.stderr.splitlines() == [
+            f"error: --tls-key '{tmp_path / 'missing.pem'}': cannot read it "
+            "(No such file or directory)"
+        ]
+    finally:
+        _sh(["bash", str(DEPLOY / "stop-cluster.sh")], env)

@@ -4,6 +4,8 @@ import dask
 import dask.array as da
 import numpy as np
 
+from ..utils._dask import task_name
+
 SCALINGS = ("standard", "minmax", None)
 
 
@@ -32,9 +34,15 @@ def fit_scaling(X, method):
 
 
 def apply_scaling(X, offset, scale):
-    """``(X - offset) / scale`` for a NumPy block or a dask array (identity when None)."""
+    """``(X - offset) / scale`` for a NumPy block or a dask array (identity when None).
+
+    A dask array gets one task per block named uniquely per call: the scaled rows are
+    read by several computations of a fit, and a name hashed from X would stand for
+    differently fused tasks in their graphs (dask/dask#9888)."""
     if offset is None:
         return X
     if isinstance(X, da.Array):
-        return ((X - offset.astype(X.dtype)) / scale.astype(X.dtype)).astype(X.dtype)
+        return X.map_blocks(
+            apply_scaling, offset, scale, dtype=X.dtype, name=task_name("elmscale-scale")
+        )
     return ((X - offset) / scale).astype(X.dtype, copy=False)

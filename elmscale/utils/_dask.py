@@ -2,6 +2,7 @@
 
 Every task elmscale submits has the key ``elmscale-<stage>-<suffix>``: ``elmscale-graph-...``
 (the kNN graph), ``elmscale-gram-...`` (the Gram pass), ``elmscale-hidden-...``,
+``elmscale-input-...`` (validated X),
 ``elmscale-kmeans-...``, ``elmscale-embed-...``, so that the dashboard,
 ``Client.get_task_stream`` and the progress display, which group keys by ``key_split``, tell
 the stages of a fit apart. The suffix is chosen by what the result is:
@@ -14,27 +15,91 @@ the stages of a fit apart. The suffix is chosen by what the result is:
   them.
 """
 
+import logging
 import uuid
 
 import dask
+import dask.array as da
+import numpy as np
 from dask.base import tokenize
 
 from .._config import get_config
+
+logger = logging.getLogger(__name__)
 
 
 def cluster_worker_info():
     """The default distributed client's workers, ``{address: info}`` as the scheduler
     reports them (``memory_limit``, ``nthreads``, ...), or ``{}``: without a client, or when
     a local scheduler was chosen explicitly (the work then runs in this process)."""
+    client = distributed_client()
+    return {} if client is None else client.scheduler_info(n_workers=-1)["workers"]
+
+
+def distributed_client():
+    """The default distributed client when dask computes on it, else None: without a
+    client, or when a local scheduler was chosen explicitly (``dask.config.set(
+    scheduler="threads")``)."""
     try:
         from distributed import default_client
 
         client = default_client()
     except (ImportError, ValueError):
-        return {}
+        return None
     if dask.config.get("scheduler", None) not in (None, "dask.distributed", "distributed"):
-        return {}
-    return client.scheduler_info(n_workers=-1)["workers"]
+        return None
+    return client
+
+
+def scatter_rows(client, X, chunks, dtype, name):
+    """NumPy ``X`` as a dask array ``name`` of ``chunks`` whose blocks (cast to ``dtype``)
+    are sent to the workers once by ``client.scatter``, like a persisted array.
+
+    ``da.from_array`` would put X inside the task graph of every computation that reads
+    it. The keys are unique per call rather than hashed from X: releasing the blocks of an
+    earlier fit of the same data travels on another channel than a new scatter and could
+    arrive after it, dropping the new blocks. Scattered blocks cannot be recomputed: a
+    worker lost during the fit loses its blocks of X with it."""
+    from dask.highlevelgraph import HighLevelGraph
+
+    starts = np.cumsum((0, *chunks[0]))
+    blocks = {
+        (name, i, 0): X[a:b].astype(dtype, copy=False)
+        for i, (a, b) in enumerate(zip(starts[:-1], starts[1:], strict=True))
+    }
+    futures = client.scatter(blocks)
+    graph = HighLevelGraph.from_collections(name, futures, dependencies=())
+    return da.Array(graph, name, chunks, dtype=dtype)
+
+
+def in_worker_memory(X):
+    """X persisted on the active distributed client for a fit that reads it several times,
+    or X itself: without a client, or when its blocks are already in the workers' memory.
+
+    A fit reads X in several computations (scaling, row order, the graph, the Gram pass).
+    Tasks that produce X's blocks, submitted in several graphs, are fused differently from
+    one graph to the next while the scheduler still holds them for results kept on the
+    workers, and one key would then stand for two different tasks (dask/dask#9888);
+    persisted once, X's blocks are data in every later graph, and X is read from its
+    source once."""
+    client = distributed_client()
+    if client is None:
+        return X
+    from distributed import Future
+
+    if all(isinstance(v, Future) for v in _block_tasks(X)):
+        return X
+    logger.info(
+        "keeping X (%d x %d, %s) in the workers' memory for the fit",
+        *X.shape,
+        dask.utils.format_bytes(X.nbytes),
+    )
+    return client.persist(X)
+
+
+def _block_tasks(X):
+    graph = X.__dask_graph__()
+    return [graph.get(key) for key in dask.core.flatten(X.__dask_keys__())]
 
 
 def worker_memory_per_thread():
@@ -153,8 +218,6 @@ def frame_to_array(frame):
     the next (``lengths=True`` then raises, dask/dask#12411), and a second conversion of the
     same frame reuses its task keys with other tasks, which the distributed scheduler
     refuses."""
-    import dask.array as da
-
     dtype = frame.to_dask_array().dtype  # from the frame's metadata; nothing is computed
     parts = frame.to_delayed()
     lengths = dask.compute(*[dask.delayed(len)(part) for part in parts])

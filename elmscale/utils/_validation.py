@@ -13,7 +13,7 @@ from dask.base import is_dask_collection
 from sklearn.utils.validation import _check_feature_names, check_is_fitted
 
 from .._config import get_config
-from ._dask import frame_to_array
+from ._dask import distributed_client, frame_to_array, scatter_rows, task_name
 
 
 def _reject(condition, message):
@@ -25,8 +25,10 @@ def as_row_chunked(X, *, n_hidden=1000, name="X", dtype=None, check_finite=True,
     """Validate ``X`` and return ``(dask_array, was_dask)``.
 
     - NumPy / lists / pandas DataFrames are converted with ``np.asarray`` (never modified)
-      and wrapped by ``da.from_array`` with row blocks sized so one block of H
-      (rows x n_hidden) is about ``config["chunk_bytes"]``. pandas' nullable columns become
+      and cut into row blocks sized so one block of H (rows x n_hidden) is about
+      ``config["chunk_bytes"]``: scattered to the workers once under a distributed client
+      (:func:`~elmscale.utils._dask.scatter_rows`; ``da.from_array`` would put X in every
+      task graph), else wrapped by ``da.from_array``. pandas' nullable columns become
       float with NaN for missing values (and then fail the finiteness check).
     - dask arrays keep their chunks; dask DataFrames become dask arrays with known row
       chunks (one pass over the partitions counting their rows). A dask array
@@ -83,13 +85,22 @@ def as_row_chunked(X, *, n_hidden=1000, name="X", dtype=None, check_finite=True,
             raise ValueError(f"{name} contains NaN or infinity")
         if numpy_ok:
             return X.astype(dtype, copy=False), False
-        Xd = da.from_array(X, chunks=(row_chunks(X.shape[0], n_hidden, dtype), X.shape[1]))
-    else:
-        Xd = X
-        if check_finite and kind == "f":
-            Xd = Xd.map_blocks(_assert_finite, name_=name, dtype=Xd.dtype)
-    if Xd.dtype != dtype:
-        Xd = Xd.astype(dtype)
+        chunks = (row_chunks(X.shape[0], n_hidden, dtype), (X.shape[1],))
+        client = distributed_client()
+        if client is not None:  # sent to the workers once, not inside every graph
+            return scatter_rows(client, X, chunks, dtype, task_name("elmscale-input")), False
+        X = da.from_array(X, chunks=chunks)
+    # one task per block under a name unique to this call, never a name hashed from the
+    # input: a key must not stand for two different tasks on the distributed scheduler
+    # (dask/dask#9888), and the fused forms of a hashed key differ from graph to graph
+    Xd = X.map_blocks(
+        _checked_block,
+        label=name,
+        finite=was_dask and check_finite and kind == "f",
+        to=dtype,
+        dtype=dtype,
+        name=task_name("elmscale-input"),
+    )
     return Xd, was_dask
 
 
@@ -169,10 +180,12 @@ def row_chunks(n_samples, n_hidden=1000, dtype=None):
     return (rows,) * (n_samples // rows) + ((n_samples % rows,) if n_samples % rows else ())
 
 
-def _assert_finite(block, name_="X"):
-    if not np.isfinite(block).all():
-        raise ValueError(f"{name_} contains NaN or infinity")
-    return block
+def _checked_block(block, label, finite, to):
+    """A block of validated X: checked for NaN and infinity (dask input, whose values are
+    seen only here) and cast to the compute dtype."""
+    if finite and not np.isfinite(block).all():
+        raise ValueError(f"{label} contains NaN or infinity")
+    return block.astype(to, copy=False)
 
 
 def validate_data(estimator, X, *, reset, n_hidden=1000, numpy_ok=False):
