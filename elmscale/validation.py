@@ -33,7 +33,8 @@ from . import registry
 
 
 class Registered(StrOptions):
-    """A name registered for ``kind``; the error message lists what is installed."""
+    """A name registered for ``kind``, or an alias of one: whatever
+    :func:`elmscale.registry.get` resolves. The error message lists the registered names."""
 
     def __init__(self, kind):
         self.kind = kind
@@ -51,7 +52,7 @@ class Registered(StrOptions):
         pass
 
     def is_satisfied_by(self, val):
-        return isinstance(val, str) and val in self.options
+        return registry.is_registered(self.kind, val)
 
     def __str__(self):
         return (

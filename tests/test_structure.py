@@ -10,6 +10,10 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "elmscale"
 LOWER = ("graph", "hidden", "utils")
 ABOVE = ("elmscale.registry", "elmscale.base", "elmscale.algorithms")
+#: what a lower package may import all the same: the graph looks a backend's name up in the
+#: registry, the one table of plugin names (``knn_graph(backend="brute")``, the transformer's
+#: ``graph``); the registry imports no graph code when it is imported
+ALLOWED = {"graph": ("elmscale.registry",)}
 MAX_FUNCTION_LINES = 80
 
 
@@ -36,8 +40,9 @@ def imported_modules(source, module, is_package=False):
     return found
 
 
-def _reaches_above(names):
-    return sorted(n for n in names if any(n == a or n.startswith(a + ".") for a in ABOVE))
+def _reaches_above(names, allowed=()):
+    above = [a for a in ABOVE if a not in allowed]
+    return sorted(n for n in names if any(n == a or n.startswith(a + ".") for a in above))
 
 
 @pytest.mark.parametrize("folder", LOWER)
@@ -48,7 +53,8 @@ def test_lower_packages_import_nothing_above_them(folder):
         names = imported_modules(
             path.read_text(), _module_name(path), is_package=path.name == "__init__.py"
         )
-        assert _reaches_above(names) == [], path
+        allowed = ALLOWED.get(folder, ())
+        assert _reaches_above(names, allowed) == [], path
 
 
 def test_the_import_reader_sees_relative_and_lazy_imports():

@@ -1,10 +1,11 @@
 """kNN graphs on row-chunked data and their Laplacians."""
 
+import warnings
+
 from ._backends import exact_knn, nndescent_knn
 from ._cell_search import CellSearch
 from ._cuts import normalized_cut
 from ._laplacian import (
-    BUILTIN_BACKENDS,
     WEIGHTS,
     GraphBlock,
     KNNGraph,
@@ -21,7 +22,6 @@ from ._smoothing import (
 )
 
 __all__ = [
-    "BUILTIN_BACKENDS",
     "WEIGHTS",
     "CellSearch",
     "GraphBlock",
@@ -39,3 +39,19 @@ __all__ = [
     "smoothed_graph",
     "smoothed_graph_if_kept",
 ]
+
+
+def __getattr__(name):
+    # the built-in backends were once a table of their own here; the registry holds them now,
+    # with their aliases and any plugin's
+    if name == "BUILTIN_BACKENDS":
+        from .. import registry
+
+        warnings.warn(
+            "elmscale.graph.BUILTIN_BACKENDS is deprecated: the plugin registry holds every "
+            "graph backend (elmscale.available('graph'), elmscale.get('graph', name))",
+            FutureWarning,
+            stacklevel=2,
+        )
+        return {n: registry.get("graph", n) for n in ("exact", "cells", "pynndescent")}
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -19,11 +19,10 @@ import dask.array as da
 import numpy as np
 import scipy.sparse as sp
 
+from .. import registry
 from .._config import get_config
-from ..exceptions import UnknownPluginError
 from ..utils._dask import cluster_threads, default_group_bytes, named, row_groups
-from ._backends import check_n_neighbors, exact_knn, nndescent_knn
-from ._cell_search import CellSearch
+from ._backends import check_n_neighbors
 from ._exchange import cluster_workers, exchange
 from ._ordering import locality_order, merge_chunks
 from ._patterns import group_pattern
@@ -487,24 +486,10 @@ def resolve_backend(backend, n_samples):
     return backend
 
 
-#: The built-in backends by name (an estimator resolves its ``graph`` in the plugin registry,
-#: where these are registered too, with any plugin's, and passes the callable down).
-BUILTIN_BACKENDS = {"exact": exact_knn, "cells": CellSearch(), "pynndescent": nndescent_knn}
-
-
 def backend_callable(backend, n_samples):
-    """A backend callable as is; ``"auto"`` or a name of :data:`BUILTIN_BACKENDS` as its
-    callable."""
-    backend = resolve_backend(backend, n_samples)
-    if not isinstance(backend, str):
-        return backend
-    if backend not in BUILTIN_BACKENDS:
-        raise UnknownPluginError(
-            f"backend={backend!r} is not a built-in graph backend; available: "
-            f"{', '.join(sorted(BUILTIN_BACKENDS))} (for a plugin's, pass the callable "
-            f"elmscale.get('graph', {backend!r}))"
-        )
-    return BUILTIN_BACKENDS[backend]
+    """A backend callable as is; ``"auto"``, a registered name or an alias as the callable the
+    plugin registry holds for it (the registry is the one table of backend names)."""
+    return registry.resolve("graph", resolve_backend(backend, n_samples), "backend")
 
 
 def knn_graph(
@@ -528,8 +513,8 @@ def knn_graph(
     n_neighbors : int
         k of the kNN graph, before symmetrisation.
     backend : "auto", str or callable, default="auto"
-        A graph backend callable (``elmscale.get("graph", name)`` for a registered one) or
-        the name of a built-in one (:data:`BUILTIN_BACKENDS`). "auto" takes "exact" up to
+        A graph backend callable, or the name (or alias) of a registered one
+        (``elmscale.available("graph")``: built-in or a plugin's). "auto" takes "exact" up to
         10,000 rows and "cells" (the distributed search, :class:`~elmscale.graph.CellSearch`)
         above.
     weights : {"binary", "heat"}

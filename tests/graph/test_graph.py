@@ -200,3 +200,13 @@ def test_the_constructor_makes_a_complete_graph(rng):
     assert again.built_on(built.X) and not again.built_on(Xd + 1)
     assert again.order is None and again.in_graph_order(Xd) is Xd
     np.testing.assert_array_equal(again.laplacian().toarray(), built.laplacian().toarray())
+
+
+def test_builtin_backends_table_is_deprecated_for_the_registry():
+    import elmscale
+    import elmscale.graph
+
+    with pytest.warns(FutureWarning, match="BUILTIN_BACKENDS is deprecated"):
+        table = elmscale.graph.BUILTIN_BACKENDS
+    assert table == {name: elmscale.get("graph", name) for name in table}
+    assert set(table) == {"cells", "exact", "pynndescent"}
