@@ -3,15 +3,11 @@
 import warnings
 
 from ._backends import exact_knn, nndescent_knn
+from ._build import WEIGHTS, knn_graph, resolve_backend
 from ._cell_search import CellSearch
+from ._container import KNNGraph
 from ._cuts import normalized_cut
-from ._laplacian import (
-    WEIGHTS,
-    GraphBlock,
-    KNNGraph,
-    knn_graph,
-    resolve_backend,
-)
+from ._laplacian import GraphBlock
 from ._select import Operands, propose
 from ._smoothing import (
     input_order,
@@ -20,15 +16,18 @@ from ._smoothing import (
     smoothed_graph,
     smoothed_graph_if_kept,
 )
+from ._transformer import KNNGraphTransformer, knn_arrays
 
 __all__ = [
     "WEIGHTS",
     "CellSearch",
     "GraphBlock",
     "KNNGraph",
+    "KNNGraphTransformer",
     "Operands",
     "exact_knn",
     "input_order",
+    "knn_arrays",
     "knn_graph",
     "nndescent_knn",
     "normalized_cut",

@@ -121,7 +121,7 @@ def test_order_by_cells_is_a_stable_sort_by_cell_for_any_chunking(n_cells, chunk
 
 
 def test_graph_chunks_join_consecutive_chunks_within_bounds():
-    from elmscale.graph._laplacian import GRAPH_CHUNK_ROWS, MIN_GRAPH_CHUNKS, graph_chunks
+    from elmscale.graph._chunking import GRAPH_CHUNK_ROWS, MIN_GRAPH_CHUNKS, graph_chunks
     from elmscale.graph._ordering import _refines
 
     for chunks in [(1000,) * 40, (16_667,) * 60, (7000,) * 10, (70_000, 5, 3), (1,) * 9]:
