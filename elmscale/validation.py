@@ -16,10 +16,14 @@ scikit-learn's private ``sklearn.utils._param_validation``::
 
 Besides types and these classes, a constraint may be one of scikit-learn's strings:
 ``"boolean"``, ``"random_state"``, ``"array-like"``, ``"sparse matrix"``, ``callable`` or
-None. :class:`Registered` accepts a name of the plugin registry.
+None. :class:`Registered` accepts a name of the plugin registry. ``fit_context`` is
+scikit-learn's decorator that checks the constraints before ``fit`` runs (``BaseELM.fit``
+carries it; an estimator not written on BaseELM puts ``@fit_context(
+prefer_skip_nested_validation=True)`` on its own ``fit``).
 """
 
-from sklearn.utils._param_validation import (
+from . import registry
+from .utils._sklearn import (
     HasMethods,
     Hidden,
     Interval,
@@ -27,9 +31,8 @@ from sklearn.utils._param_validation import (
     Options,
     RealNotInt,
     StrOptions,
+    fit_context,
 )
-
-from . import registry
 
 
 class Registered(StrOptions):
@@ -69,4 +72,5 @@ __all__ = [
     "RealNotInt",
     "Registered",
     "StrOptions",
+    "fit_context",
 ]

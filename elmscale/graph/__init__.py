@@ -8,6 +8,7 @@ from ._cell_search import CellSearch
 from ._container import KNNGraph
 from ._cuts import normalized_cut
 from ._laplacian import GraphBlock
+from ._ordering import RowOrder
 from ._select import Operands, propose
 from ._smoothing import (
     input_order,
@@ -25,6 +26,7 @@ __all__ = [
     "KNNGraph",
     "KNNGraphTransformer",
     "Operands",
+    "RowOrder",
     "exact_knn",
     "input_order",
     "knn_arrays",

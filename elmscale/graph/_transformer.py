@@ -6,14 +6,14 @@ from numbers import Integral
 import dask.array as da
 import numpy as np
 import scipy.sparse as sp
-from sklearn.base import BaseEstimator, TransformerMixin, _fit_context
+from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils import check_random_state
 
 from .. import registry
 from ..utils._random import draw_seed
 from ..utils._threads import blas_for_dask
 from ..utils._validation import as_row_chunked, validate_data
-from ..validation import Interval, Registered, StrOptions
+from ..validation import Interval, Registered, StrOptions, fit_context
 from ._backends import exact_kneighbors
 from ._build import resolve_backend
 from ._chunking import graph_chunks
@@ -121,7 +121,7 @@ class KNNGraphTransformer(TransformerMixin, BaseEstimator):
                 f"{self._n_others} training samples, got n_samples={n_samples}"
             )
 
-    @_fit_context(prefer_skip_nested_validation=True)
+    @fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y=None):
         """Keep the training data X (n_samples, n_features) for :meth:`transform`.
 
@@ -163,7 +163,7 @@ class KNNGraphTransformer(TransformerMixin, BaseEstimator):
         idx, dist = exact_kneighbors(Xq, reference, self._n_others + 1)
         return self._output(idx, dist, was_dask)
 
-    @_fit_context(prefer_skip_nested_validation=True)
+    @fit_context(prefer_skip_nested_validation=True)
     def fit_transform(self, X, y=None):
         """Fit to X and return its graph, searched with the ``graph`` backend.
 
