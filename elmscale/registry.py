@@ -41,7 +41,7 @@ ENTRY_POINT_GROUP = "elmscale"
 KINDS = {
     "algorithm": "register_algorithms",
     "activation": "register_activations",
-    "hidden": "register_hidden_layers",
+    "hidden": "register_hidden_layers",  # node families: NodeFamily, ``data_nodes=``
     "graph": "register_graph_backends",
     "kernel": "register_kernels",
 }
