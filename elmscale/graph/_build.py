@@ -6,12 +6,14 @@ reverse edges, which live in other chunks: the edge lists (N k integers) are spl
 chunk of their target and exchanged (:mod:`elmscale.graph._exchange`); the data is not.
 """
 
+import functools
 import logging
 
 import dask
 import numpy as np
 
 from .. import registry
+from ..hidden import apply_scaling
 from ..utils._dask import named
 from ._backends import check_n_neighbors
 from ._chunking import graph_chunks
@@ -81,6 +83,7 @@ def knn_graph(
     normalized=False,
     random_state=None,
     transform=None,
+    scaling=None,
     order="auto",
 ):
     """Build the symmetrised kNN graph of the rows of X on the cluster.
@@ -105,7 +108,9 @@ def knn_graph(
     random_state : int or None
         Seed for approximate backends and the locality ordering.
     transform : callable or None
-        Applied (lazily) to X before the neighbour search, e.g. the estimator's scaling.
+        Applied (lazily) to X before the neighbour search.
+    scaling : (offset, scale) or None
+        Search ``(X - offset) / scale`` instead (the estimators' input scaling, as data).
     order : "auto" or bool
         Sort rows by coarse cells first so neighbours share chunks (see ``locality_order``);
         "auto" does so when X has more than one chunk and more than 20,000 rows. The order
@@ -116,15 +121,14 @@ def knn_graph(
     -------
     KNNGraph
     """
-    _check_graph_params(X, n_neighbors, weights, sigma, order)
+    _check_graph_params(X, n_neighbors, weights, sigma, order, transform, scaling)
     backend_fn = backend_callable(backend, X.shape[0])
     source_name, outer_chunks = X.name, tuple(X.chunks[0])
     X = X.rechunk({0: graph_chunks(outer_chunks)})
     if order == "auto":
         order = len(X.chunks[0]) > 1 and X.shape[0] > ORDER_MIN_SAMPLES
-    X, idx, dist, row_order = _search(
-        X, backend_fn, n_neighbors, transform or (lambda A: A), order, random_state
-    )
+    search_rows = _search_rows(transform, scaling)
+    X, idx, dist, row_order = _search(X, backend_fn, n_neighbors, search_rows, order, random_state)
     sigma_value = _heat_width(dist, weights, sigma)
     starts = np.concatenate([[0], np.cumsum(X.chunks[0])]).astype(np.int64)
     blocks = _symmetrise(idx, dist, starts, weights, sigma_value)
@@ -151,7 +155,9 @@ def knn_graph(
     return graph
 
 
-def _check_graph_params(X, n_neighbors, weights, sigma, order):
+def _check_graph_params(X, n_neighbors, weights, sigma, order, transform, scaling):
+    if transform is not None and scaling is not None:
+        raise ValueError("give knn_graph a transform or scaling, not both")
     if weights not in WEIGHTS:
         raise ValueError(f"weights must be one of {WEIGHTS}, got {weights!r}")
     if sigma is not None and not sigma > 0:
@@ -159,6 +165,15 @@ def _check_graph_params(X, n_neighbors, weights, sigma, order):
     if order not in ("auto", True, False):
         raise ValueError(f"order must be 'auto', True or False, got {order!r}")
     check_n_neighbors(X, n_neighbors)
+
+
+def _search_rows(transform, scaling):
+    """What the search runs on, as a function of X: X scaled by ``scaling`` (offset, scale),
+    ``transform(X)``, or X itself."""
+    if scaling is not None:
+        offset, scale = scaling
+        return functools.partial(apply_scaling, offset=offset, scale=scale)
+    return transform or (lambda A: A)
 
 
 def _search(X, backend_fn, n_neighbors, transform, order, random_state):

@@ -210,3 +210,20 @@ def test_builtin_backends_table_is_deprecated_for_the_registry():
         table = elmscale.graph.BUILTIN_BACKENDS
     assert table == {name: elmscale.get("graph", name) for name in table}
     assert set(table) == {"cells", "exact", "pynndescent"}
+
+
+def test_scaling_is_passed_as_data_and_searches_the_scaled_rows(rng):
+    """``scaling=(offset, scale)`` searches ``(X - offset) / scale`` as the estimators' input
+    scaling does, and gives the graph a ``transform`` doing the same would; X stays raw."""
+    X = rng.randn(150, 3) * [1.0, 10.0, 100.0]
+    offset, scale = X.min(axis=0), X.max(axis=0) - X.min(axis=0)
+    Xd = da.from_array(X, chunks=(50, 3))
+    g = knn_graph(Xd, 5, backend="exact", scaling=(offset, scale))
+    np.testing.assert_allclose(
+        g.laplacian().toarray(), knn_laplacian((X - offset) / scale, 5), atol=1e-12
+    )
+    by_transform = knn_graph(Xd, 5, backend="exact", transform=lambda A: (A - offset) / scale)
+    assert (g.laplacian() != by_transform.laplacian()).nnz == 0
+    np.testing.assert_array_equal(g.X.compute(), X)
+    with pytest.raises(ValueError, match="transform or scaling, not both"):
+        knn_graph(Xd, 5, backend="exact", scaling=(offset, scale), transform=lambda A: A)
