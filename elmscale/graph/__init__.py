@@ -17,19 +17,20 @@ from ._smoothing import (
     smoothed_graph,
     smoothed_graph_if_kept,
 )
-from ._transformer import KNNGraphTransformer, knn_arrays
+
+# for elmscale and elmscale.neighbors, where users import (and the docs list) them
+from ._transformer import KNNGraphTransformer as KNNGraphTransformer
+from ._transformer import knn_arrays as knn_arrays
 
 __all__ = [
     "WEIGHTS",
     "CellSearch",
     "GraphBlock",
     "KNNGraph",
-    "KNNGraphTransformer",
     "Operands",
     "RowOrder",
     "exact_knn",
     "input_order",
-    "knn_arrays",
     "knn_graph",
     "nndescent_knn",
     "normalized_cut",
