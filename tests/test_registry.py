@@ -672,6 +672,10 @@ def test_a_third_party_backend_works_in_an_estimator_and_in_knn_graph(
     L = knn_graph(Xd, 5, backend=name).laplacian()
     assert third_party_backend.calls == 2
     assert (L != knn_graph(Xd, 5, backend="exact").laplacian()).nnz == 0
+    graph = elmscale.KNNGraphTransformer(n_neighbors=5, graph=name).fit_transform(X)
+    assert third_party_backend.calls == 3
+    exact = elmscale.KNNGraphTransformer(n_neighbors=5, graph="brute").fit_transform(X)
+    assert (graph != exact).nnz == 0
 
 
 def test_an_unknown_name_is_refused_by_the_estimator_and_knn_graph(blobs):
