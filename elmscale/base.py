@@ -15,7 +15,7 @@ from numbers import Integral
 
 import dask.array as da
 import numpy as np
-from sklearn.base import BaseEstimator, _fit_context
+from sklearn.base import BaseEstimator
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
@@ -32,7 +32,7 @@ from .utils._dask import in_worker_memory
 from .utils._persistence import DaskStateMixin
 from .utils._threads import blas_for_dask
 from .utils._validation import validate_data
-from .validation import Interval, Registered, StrOptions
+from .validation import Interval, Registered, StrOptions, fit_context
 
 logger = logging.getLogger(__name__)
 
@@ -189,7 +189,7 @@ class BaseELM(DaskStateMixin, BaseEstimator):
     supports_checkpoint = False
 
     # -- the template ----------------------------------------------------------------------
-    @_fit_context(prefer_skip_nested_validation=True)
+    @fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y=None, checkpoint=None):
         """Reduce X (and y) and solve: ``self.solve(self.reduce(X, y))``. Returns self.
 
@@ -203,7 +203,7 @@ class BaseELM(DaskStateMixin, BaseEstimator):
         finally:
             reduction.release()
 
-    @_fit_context(prefer_skip_nested_validation=True)
+    @fit_context(prefer_skip_nested_validation=True)
     def reduce(self, X, y=None, checkpoint=None):
         """The data-dependent first half of ``fit``: validate X, draw the hidden layer and
         run the algorithm's ``reduce_hidden`` hook. Returns a :class:`Reduction`, which
@@ -240,7 +240,7 @@ class BaseELM(DaskStateMixin, BaseEstimator):
             reduction.timings = dict(clock.laps)
         return reduction
 
-    @_fit_context(prefer_skip_nested_validation=True)
+    @fit_context(prefer_skip_nested_validation=True)
     def solve(self, reduction):
         """The second half of ``fit``: set the reduction's fitted attributes and run the
         algorithm's ``solve_reduced`` hook with this estimator's parameters. The reduction

@@ -171,7 +171,7 @@ def parse_value(text):
 def make_estimator(algorithm, params):
     """The registered algorithm built with ``params`` (``["name=value", ...]``), each value
     checked by the estimator's own ``_parameter_constraints`` before any data is read."""
-    from sklearn.utils._param_validation import validate_parameter_constraints
+    from .utils._sklearn import validate_parameter_constraints
 
     try:
         cls = registry.get("algorithm", algorithm)

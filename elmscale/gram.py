@@ -379,7 +379,7 @@ def _check_request(features, terms, Y, labels, n_labels, graph, laplacian_power)
         # built on another array (e.g. pre-scaled X) would silently give a wrong H^T L H
         raise ValueError(
             "graph was built on a different array than features.X; build it "
-            "from the same X, passing any scaling as knn_graph(..., transform=)"
+            "from the same X, passing any scaling as knn_graph(..., scaling=(offset, scale))"
         )
     if "hty" in terms and Y is None:
         raise ValueError("term 'hty' needs Y")

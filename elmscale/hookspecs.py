@@ -47,6 +47,12 @@ def register_hidden_layers(register):
     rows to the nodes' outputs (rows x n_nodes, in the rows' dtype), so that the workers
     rebuild H block by block. Estimators with ``data_nodes=`` (``rbf_fraction`` of the nodes)
     take its name. Check it with ``elmscale.testing.check_node_family``.
+
+    One concept goes by the names its places gave it, all kept for compatibility: this hook
+    registers a *node family*, looked up as the registry kind ``"hidden"``
+    (``elmscale.available("hidden")``, ``elmscale.get("hidden", name)``), written to the
+    protocol :class:`elmscale.hidden.NodeFamily` and chosen by an estimator's ``data_nodes``
+    parameter.
     """
 
 

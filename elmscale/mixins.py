@@ -22,7 +22,6 @@ from sklearn.base import ClassNamePrefixFeaturesOutMixin
 
 from . import registry
 from .graph import WEIGHTS, knn_graph, resolve_backend
-from .hidden import apply_scaling
 from .utils._random import draw_seed
 from .validation import HasMethods, Interval, Registered, StrOptions
 
@@ -67,7 +66,7 @@ class GraphMixin:
             normalized=self.normalized,
             random_state=draw_seed(rng),
             order=order,
-            transform=lambda A: apply_scaling(A, layer.offset, layer.scale),
+            scaling=(layer.offset, layer.scale),
         )
 
 

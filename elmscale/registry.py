@@ -41,7 +41,7 @@ ENTRY_POINT_GROUP = "elmscale"
 KINDS = {
     "algorithm": "register_algorithms",
     "activation": "register_activations",
-    "hidden": "register_hidden_layers",
+    "hidden": "register_hidden_layers",  # node families: NodeFamily, ``data_nodes=``
     "graph": "register_graph_backends",
     "kernel": "register_kernels",
 }
@@ -323,6 +323,12 @@ class Registry:
         self.load_plugins()
         return sorted(self._entries[kind])
 
+    def is_registered(self, kind, name):
+        """Whether ``name`` is a registered name, or an alias of one, of ``kind``."""
+        self._check_kind(kind)
+        self.load_plugins()
+        return isinstance(name, str) and self._owner(kind, name) is not None
+
     def entry(self, kind, name):
         """The ``Entry`` registered as ``name`` (or an alias of it)."""
         self._check_kind(kind)
@@ -378,6 +384,11 @@ def available(kind):
     """Registered names for ``kind`` in {"algorithm", "activation", "hidden", "graph",
     "kernel"}."""
     return _registry.available(kind)
+
+
+def is_registered(kind, name):
+    """Whether ``name`` is a registered name or alias for ``kind`` (what ``get`` resolves)."""
+    return _registry.is_registered(kind, name)
 
 
 def get(kind, name):

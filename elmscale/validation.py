@@ -16,10 +16,14 @@ scikit-learn's private ``sklearn.utils._param_validation``::
 
 Besides types and these classes, a constraint may be one of scikit-learn's strings:
 ``"boolean"``, ``"random_state"``, ``"array-like"``, ``"sparse matrix"``, ``callable`` or
-None. :class:`Registered` accepts a name of the plugin registry.
+None. :class:`Registered` accepts a name of the plugin registry. ``fit_context`` is
+scikit-learn's decorator that checks the constraints before ``fit`` runs (``BaseELM.fit``
+carries it; an estimator not written on BaseELM puts ``@fit_context(
+prefer_skip_nested_validation=True)`` on its own ``fit``).
 """
 
-from sklearn.utils._param_validation import (
+from . import registry
+from .utils._sklearn import (
     HasMethods,
     Hidden,
     Interval,
@@ -27,13 +31,13 @@ from sklearn.utils._param_validation import (
     Options,
     RealNotInt,
     StrOptions,
+    fit_context,
 )
-
-from . import registry
 
 
 class Registered(StrOptions):
-    """A name registered for ``kind``; the error message lists what is installed."""
+    """A name registered for ``kind``, or an alias of one: whatever
+    :func:`elmscale.registry.get` resolves. The error message lists the registered names."""
 
     def __init__(self, kind):
         self.kind = kind
@@ -51,7 +55,7 @@ class Registered(StrOptions):
         pass
 
     def is_satisfied_by(self, val):
-        return isinstance(val, str) and val in self.options
+        return registry.is_registered(self.kind, val)
 
     def __str__(self):
         return (
@@ -68,4 +72,5 @@ __all__ = [
     "RealNotInt",
     "Registered",
     "StrOptions",
+    "fit_context",
 ]

@@ -20,7 +20,7 @@ from sklearn.datasets import make_blobs
 from sklearn.exceptions import ConvergenceWarning
 
 from benchmarks._faults import GRAPH_EXCHANGES, KillOnTask, fit_under_fault, same_graph
-from elmscale.graph import _laplacian
+from elmscale.graph import _build
 
 from ._estimators import assert_same_results, fit, make, on_cluster, outputs
 
@@ -133,7 +133,7 @@ def test_worker_killed_mid_graph_exchange_gives_the_same_graph_and_labels(
     worker killed as the first unpack task of the shuffle into cell order, or of the reverse
     edges' exchange, is handed over; the graph (neighbours and weights per row, in the input's
     order) and the labels equal an undisturbed fit's to the last bit."""
-    monkeypatch.setattr(_laplacian, "ORDER_MIN_SAMPLES", 0)
+    monkeypatch.setattr(_build, "ORDER_MIN_SAMPLES", 0)
     X_graph, _ = make_blobs(4000, n_features=6, centers=3, cluster_std=2.0, random_state=0)
     Xd = da.from_array(X_graph, chunks=(500, 6))  # 8 chunks, 4 per worker group
     with on_cluster(client):

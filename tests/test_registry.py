@@ -13,6 +13,7 @@ import sys
 import warnings
 from pathlib import Path
 
+import dask.array as da
 import numpy as np
 import pytest
 
@@ -601,3 +602,88 @@ def test_cell_search_graph_meets_the_contract():
 
     check_graph_backend("cells", min_recall=0.99)
     check_graph_backend(CellSearch(rows_per_cell=30, n_probes=2, n_refine=1), min_recall=0.9)
+
+
+# -- one table of names: aliases and third-party backends work wherever a built-in does -------
+def _fit_labels(X, **params):
+    model = elmscale.USELM(3, n_hidden=30, random_state=0, **params)
+    return model.fit(X).labels_
+
+
+@pytest.mark.parametrize(
+    "parameter, alias, name",
+    [("graph", "brute", "exact"), ("activation", "linear", "identity")],
+)
+def test_an_alias_is_a_valid_estimator_parameter(blobs, parameter, alias, name):
+    X, _ = blobs
+    base = {"graph": "exact"}
+    labels = _fit_labels(X, **{**base, parameter: alias})
+    np.testing.assert_array_equal(labels, _fit_labels(X, **{**base, parameter: name}))
+
+
+def test_knn_graph_takes_an_alias(blobs):
+    from elmscale.graph import knn_graph
+
+    Xd = da.from_array(blobs[0], chunks=(80, 5))
+    L_alias = knn_graph(Xd, 5, backend="brute").laplacian()
+    L_name = knn_graph(Xd, 5, backend="exact").laplacian()
+    assert (L_alias != L_name).nnz == 0
+
+
+class _CountingBackend:
+    """A third-party graph backend: the exact search, counting its calls."""
+
+    def __init__(self):
+        self.calls = 0
+
+    def __call__(self, X, n_neighbors, *, random_state=None):
+        self.calls += 1
+        return elmscale.get("graph", "exact")(X, n_neighbors, random_state=random_state)
+
+
+@pytest.fixture
+def third_party_backend():
+    """A backend registered through the normal hook as "tests-counting" (alias
+    "tests-count") in the process-wide registry, removed afterwards."""
+    backend = _CountingBackend()
+
+    class Plugin:
+        @elmscale.hookimpl
+        def register_graph_backends(self, register):
+            register("tests-counting", backend, aliases=("tests-count",))
+
+    reg = registry.get_registry()
+    assert reg.register_plugin(Plugin(), name="tests-backend") == "tests-backend"
+    yield backend
+    reg.unregister_plugin("tests-backend")
+
+
+@pytest.mark.parametrize("name", ["tests-counting", "tests-count"])
+def test_a_third_party_backend_works_in_an_estimator_and_in_knn_graph(
+    third_party_backend, blobs, name
+):
+    from elmscale.graph import knn_graph
+
+    X, _ = blobs
+    labels = _fit_labels(X, graph=name)
+    assert third_party_backend.calls == 1
+    np.testing.assert_array_equal(labels, _fit_labels(X, graph="exact"))
+    Xd = da.from_array(X, chunks=(80, 5))
+    L = knn_graph(Xd, 5, backend=name).laplacian()
+    assert third_party_backend.calls == 2
+    assert (L != knn_graph(Xd, 5, backend="exact").laplacian()).nnz == 0
+    graph = elmscale.KNNGraphTransformer(n_neighbors=5, graph=name).fit_transform(X)
+    assert third_party_backend.calls == 3
+    exact = elmscale.KNNGraphTransformer(n_neighbors=5, graph="brute").fit_transform(X)
+    assert (graph != exact).nnz == 0
+
+
+def test_an_unknown_name_is_refused_by_the_estimator_and_knn_graph(blobs):
+    from elmscale.graph import knn_graph
+    from elmscale.validation import InvalidParameterError
+
+    X, _ = blobs
+    with pytest.raises(InvalidParameterError, match="'graph' parameter of USELM"):
+        _fit_labels(X, graph="annoy")
+    with pytest.raises(UnknownPluginError, match="backend='annoy'.*available: cells, exact"):
+        knn_graph(da.from_array(X, chunks=(80, 5)), 5, backend="annoy")

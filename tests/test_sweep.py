@@ -184,9 +184,9 @@ def test_uselm_keeps_h_only_when_another_solve_reads_it(blobs_dask, monkeypatch,
     """With a locality-ordered graph the Gram pass builds H from the ordered X, so the
     embedding is the only pass over the cached H: a fit builds and projects each block in one
     task and holds nothing, a sweep keeps H for its next solve. Results are identical."""
-    from elmscale.graph import _laplacian
+    from elmscale.graph import _build
 
-    monkeypatch.setattr(_laplacian, "ORDER_MIN_SAMPLES", 0)
+    monkeypatch.setattr(_build, "ORDER_MIN_SAMPLES", 0)
     X, _ = blobs_dask
     est = USELM(3, n_hidden=30, graph="exact", n_neighbors=6, cache=True, random_state=0)
     reduction = est.reduce(X)

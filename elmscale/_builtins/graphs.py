@@ -1,5 +1,4 @@
-from ..graph import _backends
-from ..graph._cell_search import CellSearch
+from ..graph import CellSearch, exact_knn, nndescent_knn
 from ..hookspecs import hookimpl
 
 
@@ -7,13 +6,13 @@ from ..hookspecs import hookimpl
 def register_graph_backends(register):
     register(
         "pynndescent",
-        _backends.nndescent_knn,
+        nndescent_knn,
         aliases=("nndescent",),
         description="approximate kNN by NN-descent, index built on one worker",
     )
     register(
         "exact",
-        _backends.exact_knn,
+        exact_knn,
         aliases=("brute",),
         description="exact kNN by blocked brute force (small data, tests)",
     )

@@ -10,7 +10,6 @@ import dask.array as da
 import numpy as np
 from sklearn.base import ClassifierMixin, RegressorMixin
 from sklearn.metrics import accuracy_score
-from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_array, check_is_fitted, column_or_1d
 
@@ -19,6 +18,7 @@ from ..gram import hidden_stats
 from ..solvers import ridge_solve
 from ..utils._dask import frame_to_array
 from ..utils._validation import is_dask_collection
+from ..validation import Interval, StrOptions
 
 logger = logging.getLogger(__name__)
 

@@ -11,7 +11,6 @@ import scipy.linalg as sla
 from scipy.optimize import linear_sum_assignment
 from sklearn.base import ClusterMixin, TransformerMixin
 from sklearn.exceptions import ConvergenceWarning
-from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from ..base import BaseELM
@@ -22,6 +21,7 @@ from ..mixins import EmbeddingFeaturesOutMixin, GraphMixin
 from ..solvers import sign_flip
 from ..sweep import sweep
 from ..utils._random import draw_seed
+from ..validation import Interval, StrOptions
 from ._embedding import nearest_center, resolve_n_components
 from ._output import negative_sse
 

@@ -27,7 +27,6 @@ import dask.array as da
 import numpy as np
 import scipy.linalg as sla
 from sklearn.base import ClusterMixin
-from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from ..base import BaseELM
@@ -38,6 +37,7 @@ from ..solvers import sign_flip
 from ..sweep import sweep
 from ..utils._dask import tree_sum
 from ..utils._random import draw_seed
+from ..validation import Interval, StrOptions
 from ._output import negative_sse
 
 logger = logging.getLogger(__name__)

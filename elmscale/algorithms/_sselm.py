@@ -9,12 +9,12 @@ import numpy as np
 import scipy.linalg as sla
 from scipy.sparse.linalg import matrix_power as sparse_matrix_power
 from sklearn.base import ClassifierMixin
-from sklearn.utils._param_validation import Interval, StrOptions
 
 from ..base import BaseELM
 from ..gram import hidden_stats
 from ..mixins import GraphMixin
 from ..solvers import ridge_solve
+from ..validation import Interval, StrOptions
 from ._elm import _ClassifierOutputsMixin, _one_hot, _take_weight, encode_targets
 
 logger = logging.getLogger(__name__)

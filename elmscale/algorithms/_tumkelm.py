@@ -46,7 +46,6 @@ import numpy as np
 from sklearn.base import ClusterMixin, TransformerMixin
 from sklearn.cluster import KMeans
 from sklearn.exceptions import ConvergenceWarning
-from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from .. import registry
@@ -60,6 +59,7 @@ from ..solvers import ridge_solve
 from ..utils._random import draw_seed
 from ..utils._threads import blas_threads
 from ..utils._validation import row_chunks, validate_data
+from ..validation import Interval, StrOptions
 from ._embedding import unit_rows
 from ._output import negative_sse
 from ._tumkelm_exact import (

@@ -8,7 +8,6 @@ import dask
 import dask.array as da
 import numpy as np
 from sklearn.base import ClusterMixin, TransformerMixin
-from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from ..base import BaseELM
@@ -18,6 +17,7 @@ from ..graph import input_order, normalized_cut, smoothed_graph_if_kept
 from ..mixins import DataNodesMixin, EmbeddingFeaturesOutMixin, GraphMixin
 from ..solvers import sign_flip, uselm_dual, uselm_primal
 from ..utils._random import draw_seed
+from ..validation import Interval, StrOptions
 from ._embedding import nearest_center, resolve_n_components, unit_rows
 from ._output import negative_sse
 

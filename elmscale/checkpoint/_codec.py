@@ -24,8 +24,7 @@ import dask
 import dask.array as da
 import numpy as np
 
-from ..graph import KNNGraph
-from ..graph._ordering import RowOrder
+from ..graph import KNNGraph, RowOrder
 from ._store import CheckpointError
 
 

@@ -1,16 +1,14 @@
 """kNN graphs on row-chunked data and their Laplacians."""
 
+import warnings
+
 from ._backends import exact_knn, nndescent_knn
+from ._build import WEIGHTS, knn_graph, resolve_backend
 from ._cell_search import CellSearch
+from ._container import KNNGraph
 from ._cuts import normalized_cut
-from ._laplacian import (
-    BUILTIN_BACKENDS,
-    WEIGHTS,
-    GraphBlock,
-    KNNGraph,
-    knn_graph,
-    resolve_backend,
-)
+from ._laplacian import GraphBlock
+from ._ordering import RowOrder
 from ._select import Operands, propose
 from ._smoothing import (
     input_order,
@@ -20,13 +18,17 @@ from ._smoothing import (
     smoothed_graph_if_kept,
 )
 
+# for elmscale and elmscale.neighbors, where users import (and the docs list) them
+from ._transformer import KNNGraphTransformer as KNNGraphTransformer
+from ._transformer import knn_arrays as knn_arrays
+
 __all__ = [
-    "BUILTIN_BACKENDS",
     "WEIGHTS",
     "CellSearch",
     "GraphBlock",
     "KNNGraph",
     "Operands",
+    "RowOrder",
     "exact_knn",
     "input_order",
     "knn_graph",
@@ -39,3 +41,19 @@ __all__ = [
     "smoothed_graph",
     "smoothed_graph_if_kept",
 ]
+
+
+def __getattr__(name):
+    # the built-in backends were once a table of their own here; the registry holds them now,
+    # with their aliases and any plugin's
+    if name == "BUILTIN_BACKENDS":
+        from .. import registry
+
+        warnings.warn(
+            "elmscale.graph.BUILTIN_BACKENDS is deprecated: the plugin registry holds every "
+            "graph backend (elmscale.available('graph'), elmscale.get('graph', name))",
+            FutureWarning,
+            stacklevel=2,
+        )
+        return {n: registry.get("graph", n) for n in ("exact", "cells", "pynndescent")}
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -7,13 +7,11 @@ import os
 import dask.array as da
 import numpy as np
 from dask.base import is_dask_collection
-
-# scikit-learn's own check (public contract, private helper since 1.6): same semantics,
-# wording and warnings as every scikit-learn estimator
-from sklearn.utils.validation import _check_feature_names, check_is_fitted
+from sklearn.utils.validation import check_is_fitted
 
 from .._config import get_config
 from ._dask import distributed_client, frame_to_array, scatter_rows, task_name
+from ._sklearn import check_feature_names as _check_feature_names
 
 
 def _reject(condition, message):

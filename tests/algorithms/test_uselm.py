@@ -328,9 +328,9 @@ def test_smoothing_on_locality_ordered_rows(monkeypatch):
     dense eq. 20 solution at input row i, and ``labels_`` follow the input's chunks."""
     from sklearn.datasets import make_blobs
 
-    import elmscale.graph._laplacian as laplacian
+    import elmscale.graph._build as build
 
-    monkeypatch.setattr(laplacian, "ORDER_MIN_SAMPLES", 0)
+    monkeypatch.setattr(build, "ORDER_MIN_SAMPLES", 0)
     X, _ = make_blobs(1200, n_features=5, centers=3, random_state=4)
     Xd = da.from_array(X, chunks=((250, 350, 300, 300), (5,)))
     params = dict(graph="cells", n_components=2, scaling=None, normalized=False, smoothing=3)

@@ -121,7 +121,7 @@ def test_order_by_cells_is_a_stable_sort_by_cell_for_any_chunking(n_cells, chunk
 
 
 def test_graph_chunks_join_consecutive_chunks_within_bounds():
-    from elmscale.graph._laplacian import GRAPH_CHUNK_ROWS, MIN_GRAPH_CHUNKS, graph_chunks
+    from elmscale.graph._chunking import GRAPH_CHUNK_ROWS, MIN_GRAPH_CHUNKS, graph_chunks
     from elmscale.graph._ordering import _refines
 
     for chunks in [(1000,) * 40, (16_667,) * 60, (7000,) * 10, (70_000, 5, 3), (1,) * 9]:
@@ -200,3 +200,30 @@ def test_the_constructor_makes_a_complete_graph(rng):
     assert again.built_on(built.X) and not again.built_on(Xd + 1)
     assert again.order is None and again.in_graph_order(Xd) is Xd
     np.testing.assert_array_equal(again.laplacian().toarray(), built.laplacian().toarray())
+
+
+def test_builtin_backends_table_is_deprecated_for_the_registry():
+    import elmscale
+    import elmscale.graph
+
+    with pytest.warns(FutureWarning, match="BUILTIN_BACKENDS is deprecated"):
+        table = elmscale.graph.BUILTIN_BACKENDS
+    assert table == {name: elmscale.get("graph", name) for name in table}
+    assert set(table) == {"cells", "exact", "pynndescent"}
+
+
+def test_scaling_is_passed_as_data_and_searches_the_scaled_rows(rng):
+    """``scaling=(offset, scale)`` searches ``(X - offset) / scale`` as the estimators' input
+    scaling does, and gives the graph a ``transform`` doing the same would; X stays raw."""
+    X = rng.randn(150, 3) * [1.0, 10.0, 100.0]
+    offset, scale = X.min(axis=0), X.max(axis=0) - X.min(axis=0)
+    Xd = da.from_array(X, chunks=(50, 3))
+    g = knn_graph(Xd, 5, backend="exact", scaling=(offset, scale))
+    np.testing.assert_allclose(
+        g.laplacian().toarray(), knn_laplacian((X - offset) / scale, 5), atol=1e-12
+    )
+    by_transform = knn_graph(Xd, 5, backend="exact", transform=lambda A: (A - offset) / scale)
+    assert (g.laplacian() != by_transform.laplacian()).nnz == 0
+    np.testing.assert_array_equal(g.X.compute(), X)
+    with pytest.raises(ValueError, match="transform or scaling, not both"):
+        knn_graph(Xd, 5, backend="exact", scaling=(offset, scale), transform=lambda A: A)

@@ -14,8 +14,8 @@ from sklearn.datasets import make_blobs
 import elmscale
 from elmscale.algorithms import USELM
 from elmscale.graph import CellSearch, knn_graph
+from elmscale.graph._chunking import graph_chunks
 from elmscale.graph._exchange import exchange, split_by_bytes, worker_groups
-from elmscale.graph._laplacian import graph_chunks
 
 CHUNK_COUNTS = (20, 40, 80)
 #: tasks at 4x the chunks may be at most this many times the tasks at 1x (linear: 4)

@@ -1,0 +1,275 @@
+"""The ``knn_graph`` pipeline: search, weight, symmetrise, normalise and split back, each
+stage a blockwise computation on the cluster that persists its blocks.
+
+Symmetrisation ("i among the k nearest of j, or j among the k nearest of i") needs the
+reverse edges, which live in other chunks: the edge lists (N k integers) are split by the
+chunk of their target and exchanged (:mod:`elmscale.graph._exchange`); the data is not.
+"""
+
+import functools
+import logging
+
+import dask
+import numpy as np
+
+from .. import registry
+from ..hidden import apply_scaling
+from ..utils._dask import named
+from ._backends import check_n_neighbors
+from ._chunking import graph_chunks
+from ._container import KNNGraph
+from ._exchange import exchange
+from ._laplacian import (
+    _assemble_block,
+    _degree_of,
+    _halo_indices,
+    _halo_sources,
+    _normalise_block,
+    _split_block,
+    _take_rows,
+)
+from ._ordering import locality_order
+from ._tasks import PREFIX, task
+
+logger = logging.getLogger(__name__)
+
+
+WEIGHTS = ("binary", "heat")
+#: ``backend="auto"`` searches exactly up to this many samples
+EXACT_MAX_SAMPLES = 10_000
+#: ``order="auto"`` sorts rows by locality above this many samples
+ORDER_MIN_SAMPLES = 20_000
+
+
+def _edge_counts(idx, starts):
+    """Number of chunk s's edges that point into each chunk b."""
+    owner = np.searchsorted(starts, idx.ravel(), side="right") - 1
+    return np.bincount(owner, minlength=len(starts) - 1)
+
+
+#: bytes of one reverse edge (target, source, distance) in an exchange
+REVERSE_EDGE_BYTES = 24
+
+
+def _reverse_edges(idx, dist, lo, hi):
+    """Chunk s's edges i -> j with j in [lo, hi), as reverse edges (j, i local to s, dist)."""
+    n, k = idx.shape
+    dst = idx.ravel()
+    m = (dst >= lo) & (dst < hi)
+    return dst[m], np.repeat(np.arange(n), k)[m], dist.ravel()[m]
+
+
+def resolve_backend(backend, n_samples):
+    """The backend ``"auto"`` stands for: exact search up to ``EXACT_MAX_SAMPLES`` rows (exact
+    and, there, as fast as any index), the distributed cell search above."""
+    if isinstance(backend, str) and backend == "auto":
+        return "exact" if n_samples <= EXACT_MAX_SAMPLES else "cells"
+    return backend
+
+
+def backend_callable(backend, n_samples):
+    """A backend callable as is; ``"auto"``, a registered name or an alias as the callable the
+    plugin registry holds for it (the registry is the one table of backend names)."""
+    return registry.resolve("graph", resolve_backend(backend, n_samples), "backend")
+
+
+def knn_graph(
+    X,
+    n_neighbors=10,
+    *,
+    backend="auto",
+    weights="binary",
+    sigma=None,
+    normalized=False,
+    random_state=None,
+    transform=None,
+    scaling=None,
+    order="auto",
+):
+    """Build the symmetrised kNN graph of the rows of X on the cluster.
+
+    Parameters
+    ----------
+    X : dask array, chunked by rows only
+        The data as the Gram pass will read it (raw, before any scaling).
+    n_neighbors : int
+        k of the kNN graph, before symmetrisation.
+    backend : "auto", str or callable, default="auto"
+        A graph backend callable, or the name (or alias) of a registered one
+        (``elmscale.available("graph")``: built-in or a plugin's). "auto" takes "exact" up to
+        10,000 rows and "cells" (the distributed search, :class:`~elmscale.graph.CellSearch`)
+        above.
+    weights : {"binary", "heat"}
+        1 on every edge, or ``exp(-||xi - xj||^2 / (2 sigma^2))``.
+    sigma : float or None
+        Heat-kernel width; None uses the mean distance to the k nearest neighbours.
+    normalized : bool
+        Use ``I - D^-1/2 W D^-1/2`` instead of ``D - W``.
+    random_state : int or None
+        Seed for approximate backends and the locality ordering.
+    transform : callable or None
+        Applied (lazily) to X before the neighbour search.
+    scaling : (offset, scale) or None
+        Search ``(X - offset) / scale`` instead (the estimators' input scaling, as data).
+    order : "auto" or bool
+        Sort rows by coarse cells first so neighbours share chunks (see ``locality_order``);
+        "auto" does so when X has more than one chunk and more than 20,000 rows. The order
+        is internal: :func:`elmscale.gram.hidden_stats` applies it to every row-aligned
+        input, and sums over rows do not depend on it.
+
+    Returns
+    -------
+    KNNGraph
+    """
+    _check_graph_params(X, n_neighbors, weights, sigma, order, transform, scaling)
+    backend_fn = backend_callable(backend, X.shape[0])
+    source_name, outer_chunks = X.name, tuple(X.chunks[0])
+    X = X.rechunk({0: graph_chunks(outer_chunks)})
+    if order == "auto":
+        order = len(X.chunks[0]) > 1 and X.shape[0] > ORDER_MIN_SAMPLES
+    search_rows = _search_rows(transform, scaling)
+    X, idx, dist, row_order = _search(X, backend_fn, n_neighbors, search_rows, order, random_state)
+    sigma_value = _heat_width(dist, weights, sigma)
+    starts = np.concatenate([[0], np.cumsum(X.chunks[0])]).astype(np.int64)
+    blocks = _symmetrise(idx, dist, starts, weights, sigma_value)
+    if normalized:
+        blocks = _normalise(blocks, starts)
+    if tuple(X.chunks[0]) != outer_chunks:
+        blocks = _split_back(blocks, starts, outer_chunks)
+        X, idx, dist = dask.persist(*(a.rechunk({0: outer_chunks}) for a in (X, idx, dist)))
+        if row_order is not None:
+            row_order = row_order.with_outer_chunks(outer_chunks)
+    graph = KNNGraph(
+        blocks,
+        X,
+        n_neighbors=n_neighbors,
+        weights=weights,
+        normalized=normalized,
+        sigma=sigma_value,
+        indices=idx,
+        distances=dist,
+        order=row_order,
+        source_name=source_name,
+    )
+    logger.info("kNN graph: %r, %d halo rows in all", graph, graph.halo_size())
+    return graph
+
+
+def _check_graph_params(X, n_neighbors, weights, sigma, order, transform, scaling):
+    if transform is not None and scaling is not None:
+        raise ValueError("give knn_graph a transform or scaling, not both")
+    if weights not in WEIGHTS:
+        raise ValueError(f"weights must be one of {WEIGHTS}, got {weights!r}")
+    if sigma is not None and not sigma > 0:
+        raise ValueError(f"sigma must be a positive float or None, got {sigma!r}")
+    if order not in ("auto", True, False):
+        raise ValueError(f"order must be 'auto', True or False, got {order!r}")
+    check_n_neighbors(X, n_neighbors)
+
+
+def _search_rows(transform, scaling):
+    """What the search runs on, as a function of X: X scaled by ``scaling`` (offset, scale),
+    ``transform(X)``, or X itself."""
+    if scaling is not None:
+        offset, scale = scaling
+        return functools.partial(apply_scaling, offset=offset, scale=scale)
+    return transform or (lambda A: A)
+
+
+def _search(X, backend_fn, n_neighbors, transform, order, random_state):
+    """The search stage: X in the graph's row order (locality-sorted when ``order``) and its
+    directed kNN lists, persisted and chunked like it: ``(X, idx, dist, row_order)``."""
+    row_order = part = None
+    if order:
+        if getattr(backend_fn, "provides_order", False):
+            # the backend's cells are the locality order: one assignment serves both
+            part = backend_fn.partition(transform(X), random_state=random_state)
+            row_order = part.order
+        else:
+            row_order = locality_order(transform(X), random_state=random_state or 0)
+        X = row_order.apply(X).persist()
+    if part is not None:
+        idx, _, dist = backend_fn.search(part, transform(X), n_neighbors)
+    else:
+        idx, dist = backend_fn(transform(X), n_neighbors, random_state=random_state)
+    if tuple(idx.chunks[0]) != tuple(X.chunks[0]):
+        idx = idx.rechunk((X.chunks[0], -1))
+        dist = dist.rechunk((X.chunks[0], -1))
+    idx, dist = dask.persist(idx, dist)
+    return X, idx, dist, row_order
+
+
+def _heat_width(dist, weights, sigma):
+    """The weight stage's one number: the heat kernel's width, by default the mean distance
+    to the k nearest neighbours (None for binary weights without a sigma)."""
+    if weights == "heat" and sigma is None:
+        return float(dist.mean().compute())
+    return sigma
+
+
+def _symmetrise(idx, dist, starts, weights, sigma):
+    """The symmetrise and weight stages: each chunk's rows of the "or"-symmetrised,
+    weighted W, from its own edges and the reverse edges other chunks hold (only the chunk
+    pairs with edges between them get shuffle tasks). Persisted blocks."""
+    nb = len(starts) - 1
+    idx_blocks = idx.to_delayed(optimize_graph=False).ravel()
+    dist_blocks = dist.to_delayed(optimize_graph=False).ravel()
+    counts = named(_edge_counts, f"{PREFIX}-edge-counts")
+    edges = np.array(dask.compute(*[counts(blk, starts) for blk in idx_blocks]))
+    senders = [[s for s in range(nb) if edges[s, b] > 0] for b in range(nb)]  # s == b too
+    reverse = exchange(
+        f"{PREFIX}-reverse",
+        _reverse_edges,
+        list(zip(idx_blocks, dist_blocks, strict=True)),
+        [[(s, (int(starts[b]), int(starts[b + 1]))) for s in senders[b]] for b in range(nb)],
+        nbytes=(edges.sum(axis=0) * REVERSE_EDGE_BYTES).tolist(),
+    )
+    blocks = [
+        task(
+            "block",
+            _assemble_block,
+            idx_blocks[b],
+            dist_blocks[b],
+            int(starts[b]),
+            int(starts[b + 1]),
+            weights,
+            sigma,
+            [int(starts[s]) for s in senders[b]],
+            reverse[b],
+        )
+        for b in range(nb)
+    ]
+    return list(dask.persist(*blocks))
+
+
+def _normalise(blocks, starts):
+    """The normalise stage: ``D^-1/2 W D^-1/2``, each block taking its halo's degrees from
+    the chunks that hold them. Persisted blocks."""
+    _, sources = _halo_sources(blocks, starts)
+    degree_of = named(_degree_of, f"{PREFIX}-degree")
+    halo_degrees = exchange(
+        f"{PREFIX}-halo-degree",
+        _take_rows,
+        [(degree_of(blk),) for blk in blocks],
+        [
+            [(s, (int(starts[s]), int(starts[s + 1]))) for s in sources[b]]
+            for b in range(len(blocks))
+        ],
+        _halo_indices(blocks),
+    )
+    normalised = [
+        task("normalise", _normalise_block, blocks[b], halo_degrees[b]) for b in range(len(blocks))
+    ]
+    return list(dask.persist(*normalised))
+
+
+def _split_back(blocks, starts, outer_chunks):
+    """The split-back stage: the blocks of the (coarser) graph chunks cut back to X's own
+    chunks, each a slice of one graph chunk, so that nothing moves. Persisted blocks."""
+    outer = np.concatenate([[0], np.cumsum(outer_chunks)]).astype(np.int64)
+    owner = np.searchsorted(starts, outer[:-1], side="right") - 1
+    split = [
+        task("split", _split_block, blocks[owner[b]], int(outer[b]), int(outer[b + 1]))
+        for b in range(len(outer_chunks))
+    ]
+    return list(dask.persist(*split))

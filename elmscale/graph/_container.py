@@ -1,0 +1,252 @@
+"""The kNN graph as an object: :class:`KNNGraph` holds the persisted blocks, the data in the
+graph's row order and its row order, and answers the questions a pass on the graph asks (its
+row groups, the pattern a task multiplies, the halo rows each task needs)."""
+
+import dask
+import dask.array as da
+import numpy as np
+import scipy.sparse as sp
+
+from ..utils._dask import cluster_threads, default_group_bytes, named, row_groups
+from ._chunking import GROUPS_PER_THREAD
+from ._exchange import exchange
+from ._laplacian import _halo_indices, _halo_sources, _take_rows
+from ._patterns import group_pattern
+from ._tasks import PREFIX
+
+
+class KNNGraph:
+    """A symmetrised kNN graph over the rows of a row-chunked dask array, with its Laplacian
+    ``L = D - W`` or, when ``normalized``, ``I - D^-1/2 W D^-1/2``.
+
+    Built by :func:`knn_graph`. The graph owns its row order, its halo and the patterns a
+    Gram pass multiplies by: :func:`elmscale.gram.hidden_stats` asks it for blocks
+    (:meth:`row_blocks`, :meth:`in_graph_order`, :meth:`group_pattern`, :meth:`groups_halo`,
+    :meth:`halo_pieces`) and reads nothing else.
+
+    Parameters
+    ----------
+    blocks : list of delayed GraphBlock
+        One persisted block per row chunk of X (delayed objects or futures, never gathered
+        to the client).
+    X : dask array
+        The data in the graph's row order, chunked like the blocks.
+    n_neighbors, weights, normalized, sigma
+        As given to :func:`knn_graph` (``sigma``: the heat-kernel width used, or None).
+    indices, distances : dask arrays (n_samples, n_neighbors) or None
+        The directed kNN lists, in the graph's row order.
+    order : RowOrder or None
+        The locality order the rows were put in (None: X's own order).
+    source_name : str or None
+        The name of the dask array the graph was built for (default ``X.name``).
+
+    Attributes
+    ----------
+    chunks : tuple of int
+        The row chunks, X's.
+    halo_counts : ndarray (n_chunks, n_chunks)
+        Halo rows each block takes from each chunk.
+    halo_sources : list of list of int
+        For each block, the chunks that hold its halo rows.
+    """
+
+    def __init__(
+        self,
+        blocks,
+        X,
+        *,
+        n_neighbors,
+        weights,
+        normalized,
+        sigma=None,
+        indices=None,
+        distances=None,
+        order=None,
+        source_name=None,
+    ):
+        self.blocks = list(blocks)
+        self.X = X
+        self.chunks = tuple(X.chunks[0])
+        self.n_neighbors = n_neighbors
+        self.weights = weights
+        self.normalized = normalized
+        self.sigma = sigma
+        self.indices, self.distances = indices, distances
+        self.order = order
+        self.source_name = X.name if source_name is None else source_name
+        self.halo_counts, self.halo_sources = _halo_sources(self.blocks, self.starts)
+
+    @property
+    def n_samples(self):
+        return int(sum(self.chunks))
+
+    @property
+    def starts(self):
+        return np.concatenate([[0], np.cumsum(self.chunks)]).astype(np.int64)
+
+    def built_on(self, X):
+        """Whether the graph was built for the dask array X (by name: the same array)."""
+        return self.source_name == X.name
+
+    def in_graph_order(self, array):
+        """A row-aligned dask array (or None) moved to the graph's row order."""
+        if array is None or self.order is None:
+            return array
+        return self.order.apply(array)
+
+    def row_blocks(self):
+        """One delayed block of X per row chunk, in the graph's row order."""
+        return self.X.to_delayed().ravel().tolist()
+
+    def row_groups(self, row_bytes):
+        """Runs of consecutive chunks, one task each, for a blockwise pass on the graph whose
+        rows take ``row_bytes`` each (a filter step, a cut): up to
+        :func:`~elmscale.utils._dask.default_group_bytes` of rows, at least 8 runs and
+        :data:`GROUPS_PER_THREAD` per worker thread. A run receives only the neighbours
+        outside it (:meth:`group_pattern`, :meth:`groups_halo`), so the fewer the runs, the
+        fewer halo rows the pass ships."""
+        return row_groups(
+            self.chunks,
+            row_bytes,
+            default_group_bytes(),
+            min_groups=max(8, GROUPS_PER_THREAD * cluster_threads()),
+        )
+
+    def group_pattern(self, group, *, half=True, prefix=PREFIX):
+        """The pattern of W that one task multiplies on the consecutive chunks ``group``:
+        delayed ``(pattern, need)`` (:func:`~elmscale.graph._patterns.group_pattern`),
+        keyed ``<prefix>-pattern-<token>``."""
+        pattern = named(group_pattern, f"{prefix}-pattern", nout=2)
+        return pattern(*[self.blocks[b] for b in group], half=half)
+
+    def groups_halo(self, groups, needs, array=None, *, prefix=PREFIX):
+        """Per task of consecutive chunks ``groups[i]``, a delayed tuple of ``array``'s rows
+        ``needs[i]`` (delayed sorted global indices outside the group), one piece per chunk
+        that holds any, keyed ``<prefix>-halo-...`` (:func:`~elmscale.graph._exchange.exchange`).
+        ``array`` (default: the graph's X) is row-chunked like the graph, in its row order."""
+        array = self._aligned(array)
+        starts = self.starts
+        requests, asked = [], []
+        for group in groups:
+            sources, rows = self._outside_sources(group)
+            requests.append([(s, (int(starts[s]), int(starts[s + 1]))) for s in sources])
+            asked.append(rows)
+        return self._take_halo(array, requests, needs, asked, prefix)
+
+    def _outside_sources(self, group):
+        """The chunks outside the consecutive chunks ``group`` that hold its halo rows, and
+        about how many rows it takes from them (rows shared by its chunks counted each time)."""
+        sources = sorted(set().union(*(self.halo_sources[b] for b in group)) - set(group))
+        rows = int(self.halo_counts[np.ix_(group, sources)].sum()) if sources else 0
+        return sources, rows
+
+    def runs_halo(self, groups, needs, array, *, prefix=PREFIX):
+        """:meth:`groups_halo` for an ``array`` chunked by the runs ``groups`` themselves
+        (run i holds the rows of the chunks ``groups[i]``): each run's halo rows come from the
+        runs that hold them, one piece per run."""
+        run_of = np.empty(len(self.chunks), dtype=np.int64)
+        for i, group in enumerate(groups):
+            run_of[group] = i
+        starts = self.starts
+        bounds = [(int(starts[g[0]]), int(starts[g[-1] + 1])) for g in groups]
+        if tuple(array.chunks[0]) != tuple(hi - lo for lo, hi in bounds):
+            raise ValueError(f"array must be chunked by the runs, got {array.chunks[0]}")
+        requests, asked = [], []
+        for group in groups:
+            sources, rows = self._outside_sources(group)
+            requests.append([(r, bounds[r]) for r in sorted({int(run_of[s]) for s in sources})])
+            asked.append(rows)
+        return self._take_halo(array, requests, needs, asked, prefix)
+
+    def halo_rows(self, b, array=None, *, prefix=PREFIX):
+        """A delayed tuple of ``array``'s rows for chunk b's halo (:meth:`halo_pieces`)."""
+        return self.halo_pieces(array, chunks=[b], prefix=prefix)[b]
+
+    def halo_pieces(self, array=None, *, chunks=None, prefix=PREFIX):
+        """Per chunk b, a delayed tuple of ``array``'s rows for b's halo, in halo order, one
+        piece per source chunk (``chunks``: only for these chunks, the others get ``()``).
+        ``array`` (default: the graph's X) must be row-chunked like the graph and in its row
+        order, e.g. a product ``L Z`` built block by block on the graph."""
+        array = self._aligned(array)
+        nb = len(self.chunks)
+        chunks = range(nb) if chunks is None else set(chunks)
+        starts = self.starts
+        requests = [
+            [(s, (int(starts[s]), int(starts[s + 1]))) for s in self.halo_sources[b]]
+            if b in chunks
+            else []
+            for b in range(nb)
+        ]
+        asked = [
+            int(self.halo_counts[b, [s for s, _ in req]].sum()) for b, req in enumerate(requests)
+        ]
+        return self._take_halo(array, requests, self.halo_indices(), asked, prefix)
+
+    def _aligned(self, array):
+        """``array``, default the graph's X, checked to be row-chunked like the graph."""
+        array = self.X if array is None else array
+        if tuple(array.chunks[0]) != self.chunks:
+            raise ValueError(
+                f"array must be chunked like the graph's rows {self.chunks}, got {array.chunks[0]}"
+            )
+        return array
+
+    def _take_halo(self, array, requests, wants, asked, prefix):
+        """The exchange of ``array``'s rows ``wants[i]`` to destination i, from the source
+        chunks of ``requests[i]``; ``asked[i]``: about how many rows i receives."""
+        blocks = array.to_delayed(optimize_graph=False).ravel()
+        row_bytes = array.dtype.itemsize * int(np.prod(array.shape[1:]))
+        return exchange(
+            f"{prefix}-halo",
+            _take_rows,
+            [(blk,) for blk in blocks],
+            requests,
+            wants,
+            nbytes=[n * row_bytes for n in asked],
+        )
+
+    def halo_indices(self):
+        """Per block, its halo's global indices (delayed, persisted on first use): what the
+        chunks holding those rows are asked for."""
+        if getattr(self, "_halo_indices", None) is None:
+            self._halo_indices = _halo_indices(self.blocks)
+        return self._halo_indices
+
+    def map_rows(self, block_task, sources, width, dtype, *, halo_of=None, args=(), prefix=PREFIX):
+        """A persisted (n_samples x ``width``) dask array aligned with the graph's rows whose
+        block b is ``block_task(sources[b], graph block b, *args, halo rows of halo_of)``:
+        one task per chunk of a blockwise product on the graph (``L Z``, a filter step),
+        each reading its chunk and a tuple of the halo rows it needs (``halo_of``: default
+        the graph's X). ``block_task`` is a delayed-returning callable (a named or
+        unique-keyed task)."""
+        halo = self.halo_pieces(halo_of, prefix=prefix)
+        blocks = [
+            block_task(sources[b], self.blocks[b], *args, halo[b]) for b in range(len(self.chunks))
+        ]
+        return da.concatenate(
+            [
+                da.from_delayed(blk, shape=(n, int(width)), dtype=dtype)
+                for blk, n in zip(blocks, self.chunks, strict=True)
+            ]
+        ).persist()
+
+    def halo_size(self):
+        """Total number of halo rows over all chunks (what a Gram pass ships, in rows of X,
+        or in rows of ``L^j H`` for every product ``L (L^j H)`` of a power p > 2)."""
+        return int(self.halo_counts.sum())
+
+    def laplacian(self):
+        """The whole Laplacian as a scipy CSR matrix, gathered to the client. For tests and
+        small data only."""
+        blocks = dask.compute(*self.blocks)
+        N = self.n_samples
+        W = sp.vstack([blk.global_csr(N) for blk in blocks]).tocsr()
+        diag = np.concatenate([blk.diagonal for blk in blocks])
+        return (sp.diags(diag) - W).tocsr()
+
+    def __repr__(self):
+        return (
+            f"KNNGraph(n_samples={self.n_samples}, n_chunks={len(self.chunks)}, "
+            f"n_neighbors={self.n_neighbors}, weights={self.weights!r}, "
+            f"normalized={self.normalized}, ordered={self.order is not None})"
+        )
