@@ -53,20 +53,7 @@ def as_row_chunked(X, *, n_hidden=1000, name="X", dtype=None, check_finite=True,
         f"with shape {tuple(X.shape)}. Reshape your data, e.g. X.reshape(-1, 1) for a "
         "single feature",
     )
-    kind = np.dtype(X.dtype).kind
-    if kind == "c":
-        raise ValueError(f"Complex data not supported: {name} has dtype {X.dtype}")
-    if kind == "O" and not was_dask:
-        try:
-            X = X.astype(np.float64)
-        except (TypeError, ValueError) as exc:
-            raise TypeError(
-                f"{name} must hold numbers (bool, int or float); converting its "
-                f"object dtype failed: {exc}"
-            ) from None
-        kind = "f"
-    if kind not in "biuf":
-        raise TypeError(f"{name} must hold numbers (bool, int or float), got dtype {X.dtype}")
+    X, kind = _numeric(X, name, was_dask)
     if was_dask:
         _check_dask_chunks(X, name)
     _reject(
@@ -100,6 +87,26 @@ def as_row_chunked(X, *, n_hidden=1000, name="X", dtype=None, check_finite=True,
         name=task_name("elmscale-input"),
     )
     return Xd, was_dask
+
+
+def _numeric(X, name, was_dask):
+    """``(X, kind)``: X of a numeric dtype (NumPy object arrays converted to float64) and
+    its dtype's kind, or a TypeError (ValueError for complex data) naming ``name``."""
+    kind = np.dtype(X.dtype).kind
+    if kind == "c":
+        raise ValueError(f"Complex data not supported: {name} has dtype {X.dtype}")
+    if kind == "O" and not was_dask:
+        try:
+            X = X.astype(np.float64)
+        except (TypeError, ValueError) as exc:
+            raise TypeError(
+                f"{name} must hold numbers (bool, int or float); converting its "
+                f"object dtype failed: {exc}"
+            ) from None
+        kind = "f"
+    if kind not in "biuf":
+        raise TypeError(f"{name} must hold numbers (bool, int or float), got dtype {X.dtype}")
+    return X, kind
 
 
 def _check_dask_chunks(X, name):
