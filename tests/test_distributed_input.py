@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from elmscale import ELMJEC, USELM
-from elmscale.graph import _laplacian
+from elmscale.graph import _build
 
 RUN_SPEC = "Detected different `run_spec`"
 
@@ -27,7 +27,7 @@ def test_repeated_fits_on_one_dask_array_reuse_no_key(dask_client, blobs, monkey
     labels. The locality order (which persists X's rows, keeping X's tasks known to the
     scheduler while the model lives) starts at 20,000 rows; lowered here to keep the data
     small."""
-    monkeypatch.setattr(_laplacian, "ORDER_MIN_SAMPLES", 100)
+    monkeypatch.setattr(_build, "ORDER_MIN_SAMPLES", 100)
     X, _ = blobs
     Xd = da.from_array(X, chunks=((70, 90, 80), (X.shape[1],)))
     if persisted:
