@@ -30,7 +30,9 @@ from pathlib import Path
 import numpy as np
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-DATASETS_DIR = REPO_ROOT.parent / "shared" / "datasets"
+#: the real datasets (``<name>.npz`` with arrays X, y): ``$ELMSCALE_DATASETS`` when set, else
+#: ``../shared/datasets`` next to the repository
+DATASETS_DIR = Path(os.environ.get("ELMSCALE_DATASETS") or REPO_ROOT.parent / "shared" / "datasets")
 #: where the scripts write their raw results (ignored by git)
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 SKLEARN_SETS = ("iris", "wine", "digits", "breast_cancer")
@@ -45,7 +47,7 @@ def load_dataset(name, datasets_dir=None):
     scikit-learn's), y int64 in 0..c-1.
 
     ``name`` is a scikit-learn bundled set (``iris``, ``wine``, ``digits``, ``breast_cancer``)
-    or the stem of an ``.npz`` file in ``datasets_dir`` (default ``<repo>/../shared/datasets``).
+    or the stem of an ``.npz`` file in ``datasets_dir`` (default :data:`DATASETS_DIR`).
     Raises :class:`DatasetMissing` when the file does not exist.
     """
     if name in SKLEARN_SETS:

@@ -161,10 +161,21 @@ def _colsum(H, rows):
     return (w.astype(H.dtype) @ H).astype(np.float64)
 
 
+def _weighted(H, w, *others):
+    """H's rows of non-zero weight, their weights and the same rows of ``others``: a row of
+    weight 0 adds nothing to a weighted sum, and in SS-ELM all unlabelled rows (most of
+    them) have weight 0, so the products skip them instead of multiplying by zeros."""
+    keep = w != 0
+    if keep.all():
+        return (H, w, *others)
+    return (H[keep], w[keep], *(o[keep] for o in others))
+
+
 def _hth(H, rows):
     w = rows["weight"]
     if w is None:
         return (H.T @ H).astype(np.float64)  # one buffer twice: BLAS syrk
+    H, w = _weighted(H, w)
     Hw = H * np.sqrt(w).astype(H.dtype)[:, None]
     return (Hw.T @ Hw).astype(np.float64)
 
@@ -172,7 +183,8 @@ def _hth(H, rows):
 def _hty(H, rows):
     Yc = rows["Y"].astype(H.dtype, copy=False)
     if rows["weight"] is not None:
-        Yc = Yc * rows["weight"].astype(H.dtype)[:, None]
+        H, w, Yc = _weighted(H, rows["weight"], Yc)
+        Yc = Yc * w.astype(H.dtype)[:, None]
     return (H.T @ Yc).astype(np.float64)
 
 

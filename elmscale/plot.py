@@ -3,8 +3,9 @@
 Each function takes a fitted estimator, draws on ``ax`` (a new figure's axes when None) and
 returns the matplotlib Axes, as scikit-learn's ``Display.plot`` does:
 
-- :func:`embedding`: the embedding projected to the plane that separates its clusters, a
-  scatter coloured by cluster with a legend (the US-ELM paper's embeddings);
+- :func:`embedding`: the embedding laid out in the plane, by default a t-SNE layout of a sample
+  (:func:`layout`) or a linear projection (:func:`project`), a scatter coloured by cluster
+  with a legend (the US-ELM paper's embeddings);
 - :func:`history`: the objective or loss per iteration (ELM-JEC Fig. 1, EMMC's label
   changes) and, for TUMK-ELM, the kernel weights per iteration (Fig. 4);
 - :func:`timings`: wall seconds per fit stage (``timings_``).
@@ -15,7 +16,7 @@ the client.
 
 import numpy as np
 
-__all__ = ["embedding", "history", "project", "timings"]
+__all__ = ["embedding", "history", "layout", "project", "timings"]
 
 
 def _axes(ax):
@@ -36,7 +37,13 @@ def _every(n, max_points):
     return max(1, -(-n // max_points)) if max_points else 1
 
 
-PROJECTIONS = ("centres", "pca", "columns")
+#: nonlinear layouts of a sample (:func:`layout`), then the linear projections (:func:`project`)
+LAYOUTS = ("tsne", "umap")
+LINEAR = ("centres", "pca", "columns")
+PROJECTIONS = ("auto", *LAYOUTS, *LINEAR)
+#: rows drawn by default: a nonlinear layout costs superlinear time in the points it places, a
+#: linear projection one product
+MAX_POINTS = {"layout": 3_000, "linear": 20_000}
 #: at most this many distinct integer labels get a legend (more: a colour bar)
 LEGEND_MAX = 20
 
@@ -75,6 +82,63 @@ def project(E, colours, projection):
     return E @ _principal_directions(E), ("principal direction 1", "principal direction 2")
 
 
+def layout(E, method="tsne", *, random_state=0):
+    """A nonlinear 2-D layout of the rows of E and the axis names.
+
+    A linear projection of an embedding with many columns (``n_components``, often as many as
+    clusters) puts most clusters on top of each other; a neighbour-preserving layout shows
+    each cluster of the embedding as its own island. Distances between islands and their
+    sizes carry little meaning; which points share an island does.
+
+    Parameters
+    ----------
+    E : ndarray (n, d)
+        The rows to lay out (a sample: the cost grows faster than n).
+    method : {"tsne", "umap"}, default="tsne"
+        ``"tsne"``: scikit-learn's :class:`~sklearn.manifold.TSNE` (Barnes-Hut) with PCA
+        initialisation and a perplexity of 30 (less for fewer than 91 rows); ``"umap"``:
+        ``umap.UMAP`` (needs umap-learn; its first call in a process compiles with numba).
+    random_state : int, RandomState or None, default=0
+        Seeds the layout: one seed, one figure.
+
+    Returns
+    -------
+    P : ndarray (n, 2)
+    names : (str, str)
+        The axis names.
+    """
+    E = np.asarray(E, dtype=np.float64)
+    if method not in LAYOUTS:
+        raise ValueError(f"method must be one of {LAYOUTS}, got {method!r}")
+    if len(E) < 4:  # nothing to lay out: too few neighbours for either method
+        return project(E, None, "pca")
+    if method == "umap":
+        try:
+            from umap import UMAP
+        except ImportError:
+            raise ImportError(
+                "projection='umap' needs umap-learn: pip install umap-learn "
+                "(or use projection='tsne')"
+            ) from None
+        n_neighbors = min(15, len(E) - 1)
+        # a seed makes umap-learn single-threaded anyway: say so, and it does not warn
+        umap = UMAP(n_neighbors=n_neighbors, random_state=random_state, n_jobs=1)
+        P = umap.fit_transform(E)
+        return np.asarray(P, dtype=np.float64), ("UMAP 1", "UMAP 2")
+    from sklearn.manifold import TSNE
+    from threadpoolctl import threadpool_limits
+
+    # scikit-learn needs perplexity < n; 30 is its default and suits a few thousand points
+    perplexity = min(30.0, (len(E) - 1) / 3)
+    tsne = TSNE(init="pca", perplexity=perplexity, random_state=random_state)
+    # one OpenMP thread: Barnes-Hut t-SNE synchronises its threads twice per iteration for a
+    # little work each time, and on cores shared with dask workers (or other processes) the
+    # waiting threads cost many times what the second thread adds
+    with threadpool_limits(limits=1, user_api="openmp"):
+        P = tsne.fit_transform(E)
+    return P, ("t-SNE 1", "t-SNE 2")
+
+
 def _colour_key(ax, points, colours, title):
     """A legend with one entry per label when there are few integer labels, else a colour
     bar."""
@@ -96,14 +160,23 @@ def _colour_key(ax, points, colours, title):
 
 
 def embedding(
-    model, X, *, labels=None, projection="centres", ax=None, max_points=20_000, **scatter_kw
+    model,
+    X,
+    *,
+    labels=None,
+    projection="auto",
+    ax=None,
+    max_points="auto",
+    random_state=0,
+    **scatter_kw,
 ):
     """Scatter the embedding of X in 2-D, coloured by ``labels`` (default: the model's
     clusters of X, ``predict(X)``), with a legend (or a colour bar for many labels).
 
-    An embedding has more columns than two (``n_components``, often as many as clusters),
-    and its first two rarely separate the clusters. The default projection shows the plane
-    in which the clusters' centres are furthest apart.
+    An embedding has more columns than two (``n_components``, often as many as clusters);
+    no plane shows them all apart. The default lays out a sample of the embedding with
+    t-SNE, so each cluster the model found appears as its own island; the linear projections
+    keep the embedding's geometry (directions and distances) at the price of overlaps.
 
     Parameters
     ----------
@@ -113,7 +186,9 @@ def embedding(
         Points to embed (the training data or new points).
     labels : array-like (n_samples,) or None
         Colours, e.g. known classes; None uses ``predict(X)`` when the model has it.
-    projection : {"centres", "pca", "columns"}, default="centres"
+    projection : {"auto", "tsne", "umap", "centres", "pca", "columns"}, default="auto"
+        ``"auto"``: ``"tsne"``, or ``"columns"`` when the embedding has at most two columns;
+        ``"tsne"``/``"umap"``: a nonlinear layout of the drawn rows (:func:`layout`);
         ``"centres"``: onto the two leading principal directions of the centres of the model's
         clusters (``predict``; of the ``labels`` for a model without it), weighted by their
         sizes, so that the plane is the same whatever the colours (``"pca"`` when there are
@@ -121,8 +196,12 @@ def embedding(
         ``"columns"``: the first two embedding columns.
     ax : matplotlib Axes or None
         Where to draw; None draws on a new figure.
-    max_points : int or None, default=20000
-        Draw every k-th row so at most this many points are drawn (None: all).
+    max_points : int, None or "auto", default="auto"
+        Draw every k-th row so at most this many points are drawn (None: all); ``"auto"``:
+        3,000 for a nonlinear layout (its cost grows faster than the points: t-SNE of 3,000
+        points takes seconds), 20,000 for a linear projection.
+    random_state : int, RandomState or None, default=0
+        Seeds the nonlinear layout; the same seed draws the same figure.
     **scatter_kw
         Passed to ``ax.scatter``.
 
@@ -134,6 +213,8 @@ def embedding(
 
     if projection not in PROJECTIONS:
         raise ValueError(f"projection must be one of {PROJECTIONS}, got {projection!r}")
+    if max_points == "auto":
+        max_points = MAX_POINTS["linear" if projection in LINEAR else "layout"]
     ax = _axes(ax)
     step = _every(X.shape[0], max_points)
     Xs = X[::step]
@@ -149,10 +230,14 @@ def embedding(
     E, clusters, colours = dask.compute(E, clusters, colours)
     E = np.asarray(E, dtype=np.float64).reshape(E.shape[0], -1)
     colours = None if colours is None else np.asarray(colours)
-    # the model's clusters place the plane (the same plane whatever the colours), else the labels
-    P, (xlabel, ylabel) = project(
-        E, colours if clusters is None else np.asarray(clusters), projection
-    )
+    if projection == "auto":
+        projection = "columns" if E.shape[1] <= 2 else "tsne"
+    if projection in LAYOUTS:  # the same layout whatever the colours
+        P, (xlabel, ylabel) = layout(E, projection, random_state=random_state)
+    else:  # the model's clusters place the plane (the same whatever the colours), else labels
+        P, (xlabel, ylabel) = project(
+            E, colours if clusters is None else np.asarray(clusters), projection
+        )
     kw = {"s": 6, "alpha": 0.8, "linewidths": 0}
     kw.update(scatter_kw)
     if colours is not None:
@@ -165,7 +250,8 @@ def embedding(
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     shown = f"{E.shape[0]:,} of {X.shape[0]:,} points" if step > 1 else f"{E.shape[0]:,} points"
-    ax.set_title(f"{_name(model)} embedding ({shown})")
+    how = {"tsne": ", t-SNE", "umap": ", UMAP"}.get(projection, "")
+    ax.set_title(f"{_name(model)} embedding ({shown}{how})")
     return ax
 
 

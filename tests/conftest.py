@@ -3,17 +3,17 @@
 ``distributed``."""
 
 import os
-from pathlib import Path
 
 import dask
 import dask.array as da
 import numpy as np
 import pytest
 
+# the real datasets: $ELMSCALE_DATASETS, else ../shared/datasets next to the repository
+from benchmarks._common import DATASETS_DIR as DATASETS
+
 # hermetic: installed third-party plugins are not loaded by the suite
 os.environ.setdefault("ELMSCALE_LOAD_PLUGINS", "")
-
-DATASETS = Path(__file__).resolve().parents[1].parent / "shared" / "datasets"
 
 # sample plugin modules (some raise on import on purpose), not tests: never collected,
 # not even by --doctest-modules
@@ -104,10 +104,24 @@ def moons_partially_labelled(global_seed):
     return X, y, y_semi
 
 
-def load_dataset(name):
-    """(X, y) from ../shared/datasets/<name>.npz, or skip the test when it is absent."""
+def missing_dataset(name):
+    """Why a test needing ``<name>.npz`` skips: where it was looked for and how to point the
+    suite at the data (None when the file is there)."""
     path = DATASETS / f"{name}.npz"
-    if not path.exists():
-        pytest.skip(f"dataset {name} not available at {path}")
+    if path.is_file():
+        return None
+    return (
+        f"dataset {name}.npz not found in {DATASETS} (set ELMSCALE_DATASETS to a folder of "
+        "<name>.npz files with arrays X, y; see README.md, Set up)"
+    )
+
+
+def load_dataset(name):
+    """(X, y) from ``<DATASETS>/<name>.npz``, or skip the test saying where the file was
+    looked for."""
+    reason = missing_dataset(name)
+    if reason:
+        pytest.skip(reason)
+    path = DATASETS / f"{name}.npz"
     data = np.load(path)
     return data["X"].astype(np.float64), data["y"]

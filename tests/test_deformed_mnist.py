@@ -1,26 +1,28 @@
 """The MNIST-1M generator (benchmarks/_deformed_mnist.py): rows are a function of (seed, row)
 only, whatever the chunking or the worker; they are MNIST digits moved a little, labelled as
-their source; its two kernels equal scipy.ndimage's. Skips without ../shared/datasets/mnist.npz."""
+their source; its two kernels equal scipy.ndimage's. Skips without mnist.npz (conftest's
+``missing_dataset`` says where it looks)."""
 
 import importlib
-from pathlib import Path
 
 import dask
 import numpy as np
 import pytest
 
+from .conftest import missing_dataset
+
 gen = importlib.import_module("benchmarks._deformed_mnist")
 
 needs_mnist = pytest.mark.skipif(
-    not Path(gen.mnist_path()).is_file(), reason="mnist.npz not in ../shared/datasets"
+    missing_dataset("mnist") is not None, reason=str(missing_dataset("mnist"))
 )
 
 
 @pytest.fixture(scope="module")
 def rows():
     """The first 2,500 rows of seed 3, generated in this process."""
-    if not Path(gen.mnist_path()).is_file():
-        pytest.skip("mnist.npz not in ../shared/datasets")
+    if missing_dataset("mnist"):
+        pytest.skip(missing_dataset("mnist"))
     return gen.deformed_mnist_numpy(2500, seed=3)
 
 

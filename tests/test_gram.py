@@ -350,3 +350,27 @@ def test_float32_graph_term_close_to_float64(data):
         s = hidden_stats(HiddenFeatures(Xd, layer, cache=False), ("htlh",), graph=graph)
     H = hidden(X, layer)
     assert _rel(s["htlh"], H.T @ knn_laplacian(X, 5, normalized=True) @ H) < 1e-5
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_weighted_sums_skip_rows_of_weight_zero(data, dtype):
+    """SS-ELM's C: weight 0 on the unlabelled rows (here 9 of 10, and every row of one chunk).
+    The weighted sums, computed from the rows of non-zero weight only, equal the dense
+    products over all rows to rounding."""
+    X, y, w, _ = data
+    w = np.where(np.arange(len(w)) % 10 == 3, w, 0.0)
+    w[60:90] = 0.0
+    chunks = (60, 30, 60)
+    layer = RandomHiddenLayer.draw(6, 40, "sigmoid", 0)
+    Xd = da.from_array(X.astype(dtype), chunks=(chunks, 6))
+    s = hidden_stats(
+        HiddenFeatures(Xd, layer, cache=False),
+        ("count", "hth", "hty"),
+        Y=da.from_array(y, chunks=(chunks, 2)),
+        sample_weight=da.from_array(w, chunks=chunks),
+    )
+    H = hidden(X.astype(dtype), layer).astype(np.float64)
+    tol = 1e-12 if dtype == np.float64 else 1e-6
+    assert s["count"] == pytest.approx(w.sum(), rel=1e-14)
+    assert _rel(s["hth"], H.T @ (w[:, None] * H)) < tol
+    assert _rel(s["hty"], H.T @ (w[:, None] * y)) < tol

@@ -113,22 +113,98 @@ def test_centres_projection_spreads_two_clusters_on_two_axes(global_seed):
     assert names[0] == "between-cluster direction 1"
 
 
-def test_embedding_has_a_legend_per_cluster(blobs, uselm):
+@pytest.mark.parametrize(
+    "projection, xlabel", [("auto", "t-SNE 1"), ("centres", "between-cluster direction 1")]
+)
+def test_embedding_has_a_legend_per_cluster(blobs, uselm, projection, xlabel):
     X, _ = blobs
-    ax = plot.embedding(uselm, X)
+    ax = plot.embedding(uselm, X, projection=projection)
     legend = ax.get_legend()
     assert legend.get_title().get_text() == "cluster"
     assert [t.get_text() for t in legend.get_texts()] == ["0", "1", "2"]
-    assert ax.get_xlabel() == "between-cluster direction 1"
+    assert ax.get_xlabel() == xlabel
 
 
-def test_given_labels_colour_the_plane_of_the_models_clusters(blobs, uselm):
+@pytest.mark.parametrize("projection", ["auto", "centres"])
+def test_given_labels_colour_the_plane_of_the_models_clusters(blobs, uselm, projection):
     X, y = blobs
-    by_cluster = plot.embedding(uselm, X).collections[0].get_offsets()
+    by_cluster = plot.embedding(uselm, X, projection=projection).collections[0].get_offsets()
     _, ax = plt.subplots()
-    by_label = plot.embedding(uselm, X, labels=y[::-1], ax=ax).collections[0]
-    np.testing.assert_allclose(by_label.get_offsets(), by_cluster)
-    np.testing.assert_array_equal(by_label.get_array(), y[::-1])
+    by_label = plot.embedding(uselm, X, labels=y[::-1], ax=ax, projection=projection)
+    np.testing.assert_allclose(by_label.collections[0].get_offsets(), by_cluster)
+    np.testing.assert_array_equal(by_label.collections[0].get_array(), y[::-1])
+
+
+def test_default_layout_is_a_seeded_tsne_of_a_sample(blobs, uselm):
+    """t-SNE of every 3rd row: finite 2-D points, the same figure for the same seed."""
+    X, _ = blobs
+    first = plot.embedding(uselm, X, max_points=100)
+    _, ax = plt.subplots()
+    again = plot.embedding(uselm, X, max_points=100, ax=ax)
+    P = np.asarray(first.collections[0].get_offsets())
+    assert P.shape == (80, 2) and np.isfinite(P).all()
+    np.testing.assert_array_equal(P, again.collections[0].get_offsets())
+    np.testing.assert_array_equal(first.collections[0].get_array(), uselm.predict(X[::3]))
+    assert first.get_title() == "USELM embedding (80 of 240 points, t-SNE)"
+    assert first.get_xlabel() == "t-SNE 1"
+
+
+def test_auto_sample_size_depends_on_the_projection(monkeypatch):
+    """``max_points="auto"`` draws fewer rows for a nonlinear layout than a projection."""
+    model = _Hidden(0)
+    X = np.arange(400, dtype=float)[:, None]
+    monkeypatch.setitem(plot.MAX_POINTS, "layout", 50)
+    monkeypatch.setitem(plot.MAX_POINTS, "linear", 200)
+    assert len(plot.embedding(model, X).collections[0].get_offsets()) == 50
+    assert len(plot.embedding(model, X, projection="pca").collections[0].get_offsets()) == 200
+
+
+def test_tsne_layout_separates_digit_clusters_a_plane_overlaps():
+    """On scikit-learn's digits the US-ELM embedding has ten columns: the t-SNE layout keeps
+    the digits apart (silhouette by true digit well above zero) where the best linear plane
+    overlaps them."""
+    from sklearn.datasets import load_digits
+    from sklearn.metrics import silhouette_score
+
+    X, y = load_digits(return_X_y=True)
+    model = USELM(n_clusters=10, random_state=0).fit(X)
+    drawn = {}
+    for projection in ("tsne", "centres", "pca"):
+        _, ax = plt.subplots()
+        plot.embedding(model, X, labels=y, projection=projection, max_points=600, ax=ax)
+        drawn[projection] = silhouette_score(ax.collections[0].get_offsets(), y[::3])
+    assert drawn["tsne"] > 0.3
+    assert drawn["tsne"] > max(drawn["centres"], drawn["pca"]) + 0.25
+
+
+def test_layout_of_very_few_rows_is_their_principal_plane():
+    from elmscale.plot import layout, project
+
+    E = np.random.RandomState(0).normal(size=(3, 5))
+    np.testing.assert_allclose(layout(E)[0], project(E, None, "pca")[0])
+
+
+@pytest.mark.slow  # umap-learn compiles with numba in every fresh process (tens of seconds)
+def test_umap_layout_is_seeded():
+    pytest.importorskip("umap")
+    from sklearn.datasets import make_blobs
+
+    from elmscale.plot import layout
+
+    E, _ = make_blobs(150, n_features=6, centers=3, random_state=0)
+    P, names = layout(E, "umap", random_state=1)
+    assert P.shape == (150, 2) and np.isfinite(P).all() and names == ("UMAP 1", "UMAP 2")
+    np.testing.assert_array_equal(P, layout(E, "umap", random_state=1)[0])
+
+
+def test_umap_without_umap_learn_names_the_package(monkeypatch):
+    import sys
+
+    from elmscale.plot import layout
+
+    monkeypatch.setitem(sys.modules, "umap", None)
+    with pytest.raises(ImportError, match="projection='umap' needs umap-learn"):
+        layout(np.zeros((10, 3)), "umap")
 
 
 def test_embedding_of_continuous_labels_has_a_colour_bar(blobs, uselm):
@@ -140,7 +216,7 @@ def test_embedding_of_continuous_labels_has_a_colour_bar(blobs, uselm):
 
 def test_embedding_rejects_an_unknown_projection(blobs, uselm):
     with pytest.raises(ValueError, match="projection must be one of"):
-        plot.embedding(uselm, blobs[0], projection="tsne")
+        plot.embedding(uselm, blobs[0], projection="isomap")
 
 
 def test_history_of_elmjec_plots_objective_per_iteration(blobs):

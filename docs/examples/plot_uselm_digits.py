@@ -35,9 +35,10 @@ print(f"KMeans accuracy {matched_accuracy(y, kmeans):.3f}")
 print("seconds per stage:", {k: round(v, 2) for k, v in model.timings_.items()})
 
 # %%
-# The embedding has ten columns (``n_components``). :func:`elmscale.plot.embedding` projects it
-# onto the plane in which the clusters' centres lie furthest apart; left coloured by the
-# clusters found, right by the true digits.
+# The embedding has ten columns (``n_components``). :func:`elmscale.plot.embedding` lays it
+# out in the plane with t-SNE (``projection="centres"`` draws the linear plane in which the
+# clusters' centres lie furthest apart instead); left coloured by the clusters found, right by
+# the true digits.
 fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.5))
 plot.embedding(model, X, ax=left)
 plot.embedding(model, X, labels=y, ax=right)

@@ -147,9 +147,11 @@ class SSELM(GraphMixin, _ClassifierOutputsMixin, ClassifierMixin, BaseELM):
     -----
     Cost: one pass over X for the scaling, one for the graph, one for the three reduced
     matrices H^T C H, H^T C Y~ and H^T L^p H (each chunk rebuilds its block of H and the
-    hidden rows of its cross-chunk neighbours from X; ``L^2`` is ``(LH)^T (LH)``), then an
-    O(n_hidden^3) Cholesky solve on the client. Client memory O(n_hidden^2). A primal fit
-    with ``laplacian_power`` p > 2 adds one pass over X and ``(p - 1) // 2`` exchanges of
+    hidden rows of its cross-chunk neighbours from X; ``L^2`` is ``(LH)^T (LH)``; the
+    C-weighted terms take only the labelled rows, as C is 0 on the others), then an
+    O(n_hidden^3) Cholesky solve on the client: US-ELM's graph and Gram pass, without its
+    graph filter and embedding pass. Client memory O(n_hidden^2). A primal fit with
+    ``laplacian_power`` p > 2 adds one pass over X and ``(p - 1) // 2`` exchanges of
     halo rows of ``L^j H`` between chunks, and holds up to two N x n_hidden arrays on the
     cluster while it does.
 

@@ -174,7 +174,8 @@ class USELM(
     inertia_ : float
     n_features_in_ : int
     timings_ : dict
-        Wall seconds of the fit's stages (graph, gram, solve, embed_cluster).
+        Wall seconds of the fit's stages (hidden, graph, smoothing when the graph filter
+        runs, gram, solve, embed_cluster).
 
     Notes
     -----
