@@ -63,3 +63,18 @@ def test_numpy_input_is_sent_once_outside_the_graphs(dask_client, global_seed):
         threaded = USELM(n_clusters=4, n_hidden=40, random_state=0).fit(X).labels_
     np.testing.assert_array_equal(labels, threaded)
     np.testing.assert_array_equal(predicted, labels)
+
+
+@pytest.mark.distributed
+@pytest.mark.parametrize("name", ["TUMKELM", "ELMClassifier"])
+def test_numpy_input_under_a_client_fits_as_threaded(dask_client, blobs, name):
+    """Estimators that fit NumPy input in this process (TUMK-ELM's exact mode) and those that
+    scatter it give, under a client, what the threaded scheduler gives."""
+    import elmscale
+
+    X, y = blobs
+    make = lambda: getattr(elmscale, name)(random_state=0)  # noqa: E731
+    fitted = make().fit(X, y) if name == "ELMClassifier" else make().fit(X)
+    with dask.config.set(scheduler="threads"):
+        threaded = make().fit(X, y) if name == "ELMClassifier" else make().fit(X)
+    np.testing.assert_array_equal(fitted.predict(X), threaded.predict(X))

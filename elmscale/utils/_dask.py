@@ -83,7 +83,7 @@ def in_worker_memory(X):
     persisted once, X's blocks are data in every later graph, and X is read from its
     source once."""
     client = distributed_client()
-    if client is None:
+    if client is None or not isinstance(X, da.Array):  # NumPy: fitted in this process
         return X
     from distributed import Future
 
