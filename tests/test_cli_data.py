@@ -446,3 +446,15 @@ def test_checkpoint_without_a_seed_is_refused_before_the_data_is_read(blobs, tmp
     )
     assert status == 2
     assert "--checkpoint needs a seed: add -p random_state=0" in err
+
+
+@pytest.mark.parametrize("idx", [[1, 2, 3], [4, 0, 2], [3]])
+def test_take_columns_equals_numpy(idx):
+    """Feature columns of .npy/.zarr input are chosen by a slice or inside each block, never by
+    dask's fancy index (a take rerun in every pass over X): the same values, any chunking."""
+    import dask.array as da
+
+    X = np.arange(60.0).reshape(12, 5)
+    for chunks in ((5, -1), (5, 2)):
+        got = _cli_io.take_columns(da.from_array(X, chunks=chunks), idx)
+        np.testing.assert_array_equal(got.compute(), X[:, idx])
