@@ -3,6 +3,7 @@
 from ._backends import exact_knn, nndescent_knn
 from ._cell_search import CellSearch
 from ._cuts import normalized_cut
+from ._extend import neighbour_mean
 from ._laplacian import (
     BUILTIN_BACKENDS,
     WEIGHTS,
@@ -30,6 +31,7 @@ __all__ = [
     "exact_knn",
     "input_order",
     "knn_graph",
+    "neighbour_mean",
     "nndescent_knn",
     "normalized_cut",
     "propose",
