@@ -1,5 +1,6 @@
 """US-ELM: unsupervised ELM (Huang, Song, Gupta and Wu 2014, Algorithm 2)."""
 
+import functools
 import logging
 import math
 from numbers import Integral, Real
@@ -13,10 +14,12 @@ from sklearn.utils.validation import check_is_fitted
 from ..base import BaseELM
 from ..cluster import kmeans
 from ..gram import hidden_stats
-from ..graph import input_order, normalized_cut, smoothed_graph_if_kept
+from ..graph import input_order, neighbour_mean, normalized_cut, smoothed_graph_if_kept
+from ..hidden import apply_scaling
 from ..mixins import DataNodesMixin, EmbeddingFeaturesOutMixin, GraphMixin
 from ..solvers import sign_flip, uselm_dual, uselm_primal
 from ..utils._random import draw_seed
+from ..utils._validation import as_row_chunked
 from ..validation import Interval, StrOptions
 from ._embedding import nearest_center, resolve_n_components, unit_rows
 from ._output import negative_sse
@@ -71,8 +74,9 @@ class USELM(
     The embedding is ``E = H beta`` where beta solves ``(I + lam H^T L H) v = gamma H^T H v``
     (eq. 20) for the ``n_components`` smallest gamma after the trivial first one, each column
     scaled so that ``||H v|| = 1`` (eq. 22). When ``n_hidden`` exceeds the number of samples
-    the dual problem (eqs. 23-24) is solved instead. Unlike spectral embedding, the map
-    ``x -> h(x) beta`` applies to unseen points.
+    the dual problem (eqs. 23-24) is solved instead. Unlike spectral embedding, the model
+    embeds unseen points: by ``x -> h(x) beta`` without the graph filter, and from the
+    embedding of their nearest training rows with it (``transform``).
 
     Parameters
     ----------
@@ -127,9 +131,9 @@ class USELM(
         float32 whatever ``compute_dtype`` is (averages of rows, far above float32's
         rounding). The embedding of the fit
         (``embedding_``, ``labels_``) is that of the filtered rows; ``transform`` and
-        ``predict`` apply ``h(x) beta`` to the rows they are given, unfiltered (new points
-        have no place in the training graph), so on the training rows they approximate
-        ``embedding_`` and ``labels_`` when ``smoothing`` > 0.
+        ``predict`` embed a row by the filter's out-of-sample step, the weighted mean of
+        ``embedding_`` over its nearest training rows, so that on the training rows they
+        give ``embedding_`` and ``labels_`` back up to the rows at cluster borders.
     graph : "auto", str or callable, default="auto"
         kNN backend (``elmscale.available("graph")``). "auto" takes "exact" up to 10,000
         samples (faster and exact there) and "cells", the distributed search, above.
@@ -172,6 +176,11 @@ class USELM(
     labels_ : ndarray or dask array (n_samples,)
     cluster_centers_ : ndarray (n_clusters, n_components)
     inertia_ : float
+    fit_X_ : ndarray, dask array or None
+        The training rows, searched by ``transform`` and ``predict`` for a new row's nearest
+        training rows when the fit filtered its rows (``smoothing_steps_`` > 0; None
+        otherwise). A reference to the input for dask input: nothing N-sized is held on the
+        client, and each ``transform`` reads the training rows again.
     n_features_in_ : int
     timings_ : dict
         Wall seconds of the fit's stages (hidden, graph, smoothing when the graph filter
@@ -187,6 +196,11 @@ class USELM(
     ``n_clusters``, ``row_normalize`` and ``n_init`` do not enter the reduction
     (``reduce``: hidden layer, graph, H^T H and H^T L H): ``elmscale.sweep`` fits a grid
     over them with one Gram pass, and ``reduce(X).graph`` is the kNN graph of the fit.
+    With the graph filter, ``transform`` and ``predict`` search the training rows exactly
+    for each new row's ``n_neighbors`` nearest, one task per pair of row chunks:
+    O(n_query N d) work on the workers, the k candidates' embedding rows per query row
+    through the scheduler (:func:`elmscale.graph.neighbour_mean`). Pickling the model
+    stores ``fit_X_`` and ``embedding_`` with it.
 
     ``row_normalize=True`` is the default because, chosen on all benchmark sets but one, it
     scored better on the left-out set on most sets, which a wider grid over the hidden layer,
@@ -335,6 +349,12 @@ class USELM(
                 )
             self.lap("smoothing")
         reduction.fitted["smoothing_steps_"] = steps
+        # new rows are embedded from their nearest training rows when the fit filtered them
+        # (see ``transform``): the model keeps the training rows (a reference to the dask
+        # array for dask input) and the graph's weights
+        X = reduction.X
+        reduction.fitted["fit_X_"] = (X if reduction.was_dask else X.compute()) if steps else None
+        reduction.fitted["_graph_sigma"] = graph.sigma
         features = reduction.features
         if self._solver == "primal":
             reduction.stats = reduction.stage(
@@ -395,17 +415,44 @@ class USELM(
         return choices[best]
 
     def transform(self, X):
-        """Embed X (seen or unseen points): ``E = h(x) beta``."""
+        """Embed X (seen or unseen rows).
+
+        Without the graph filter (``smoothing_steps_`` 0) a row's embedding is ``h(x) beta``,
+        the map the fit applied. With it, the fit embedded filtered rows, each an average
+        over its graph neighbourhood, which a new row does not have; its embedding is then
+        the weighted mean of ``embedding_`` over its ``n_neighbors`` nearest training rows
+        (``fit_X_``), weighted as the graph's edges (:func:`elmscale.graph.neighbour_mean`):
+        the out-of-sample step of the filter, so that on the training rows ``transform``
+        stays close to ``embedding_`` and ``predict`` to ``labels_``."""
         check_is_fitted(self, "output_weights_")
         Xd, was_dask = self.validate_X(X, reset=False)
-        E = self.project(Xd, self.output_weights_)
-        return self.as_output(E, was_dask)
+        return self.as_output(self._embed(Xd), was_dask)
+
+    def _embed(self, Xd):
+        """The lazy embedding of the rows of Xd (:meth:`transform`)."""
+        if getattr(self, "fit_X_", None) is None:
+            return self.project(Xd, self.output_weights_)
+        X_fit, _ = as_row_chunked(self.fit_X_, name="fit_X_", n_hidden=self.n_hidden)
+        E_fit = self.embedding_
+        if not isinstance(E_fit, da.Array):
+            E_fit = da.from_array(E_fit, chunks=(X_fit.chunks[0], E_fit.shape[1]))
+        layer = self.hidden_layer_
+        return neighbour_mean(
+            Xd,
+            X_fit,
+            E_fit,
+            self.n_neighbors,
+            weights=self.weights,
+            sigma=self._graph_sigma,
+            transform=functools.partial(apply_scaling, offset=layer.offset, scale=layer.scale),
+        )
 
     def predict(self, X):
-        """Index of the nearest cluster centre in the embedding."""
+        """Index of the nearest cluster centre in the embedding of X (:meth:`transform`;
+        unit rows with ``row_normalize``)."""
         check_is_fitted(self, "cluster_centers_")
         Xd, was_dask = self.validate_X(X, reset=False)
-        E = self.project(Xd, self.output_weights_)
+        E = self._embed(Xd)
         if self.row_normalize:
             E = unit_rows(E)
         centers = self.cluster_centers_

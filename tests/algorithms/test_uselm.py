@@ -7,6 +7,7 @@ import pytest
 import scipy.linalg as sla
 from sklearn.base import clone
 from sklearn.metrics import adjusted_rand_score
+from sklearn.neighbors import NearestNeighbors
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 import elmscale
@@ -318,8 +319,11 @@ def test_smoothing_solves_eq20_on_the_filtered_rows(rng):
     scale = np.abs(m.embedding_).max()
     np.testing.assert_allclose(np.asarray(md.embedding_), m.embedding_, atol=1e-6 * scale)
     np.testing.assert_array_equal(np.asarray(md.labels_), m.labels_)
-    # transform applies h(x) beta to the rows it is given, unfiltered
-    np.testing.assert_allclose(m.transform(X), hidden(X, m.hidden_layer_) @ m.output_weights_)
+    # a row's embedding is the mean of embedding_ over its 8 nearest training rows
+    new = X[:50] + 0.1 * rng.standard_normal((50, 5))
+    _, idx = NearestNeighbors(n_neighbors=8).fit(X).kneighbors(new)
+    np.testing.assert_allclose(m.transform(new), m.embedding_[idx].mean(axis=1), rtol=1e-10)
+    np.testing.assert_allclose(md.transform(new), m.transform(new), atol=1e-6 * scale)
 
 
 def test_smoothing_on_locality_ordered_rows(monkeypatch):
@@ -409,3 +413,56 @@ def test_auto_components_keep_the_partition_that_cuts_the_graph_least(monkeypatc
     monkeypatch.setattr("elmscale.algorithms._uselm.normalized_cut", refuse)
     assert USELM(n_components=6, **params).fit(X).n_components_ == 6
     assert USELM(n_clusters=None, n_hidden=80, random_state=0).fit(X).n_components_ == 2
+
+
+@pytest.fixture(scope="module")
+def digits_fits():
+    """USELM's defaults on scikit-learn's digits (filtered: 1,797 rows), on NumPy and on dask
+    input in uneven chunks: ``(X, numpy_model, dask_model)``."""
+    from sklearn.datasets import load_digits
+
+    X, _ = load_digits(return_X_y=True)
+    params = dict(n_clusters=10, random_state=0)
+    # the threaded scheduler whatever ran before: the dask fit's persisted embedding must not
+    # live on a cluster that another test's client may close
+    with dask.config.set(scheduler="threads"):
+        m = USELM(**params).fit(X)
+        md = USELM(**params).fit(da.from_array(X, chunks=((600, 600, 597), 64)))
+    return X, m, md
+
+
+def test_predict_on_training_rows_agrees_with_labels(digits_fits):
+    """The fit clusters filtered rows; predict embeds a row from its nearest training rows, so
+    on the training rows it gives labels_ back (nearly: a row's own neighbourhood is its
+    filtered value's), where h(x) beta of the unfiltered row does not."""
+    X, m, _ = digits_fits
+    assert m.smoothing_steps_ == 8 and m.fit_X_.shape == X.shape
+    assert (m.predict(X) == m.labels_).mean() >= 0.99
+    E = m.transform(X)
+    raw = m.project(da.from_array(X), m.output_weights_).compute()  # h(x) beta, unfiltered
+    assert np.linalg.norm(E - m.embedding_) < 0.5 * np.linalg.norm(raw - m.embedding_)
+
+
+def test_predict_numpy_and_dask_agree(digits_fits):
+    """The out-of-sample step gives the same labels for NumPy and dask fits and queries."""
+    X, m, md = digits_fits
+    assert isinstance(md.fit_X_, da.Array)
+    Xq = X[::3] + 0.5
+    expected = m.predict(Xq)
+    np.testing.assert_array_equal(md.predict(Xq), expected)
+    out = md.predict(da.from_array(Xq, chunks=(100, 64)))
+    assert isinstance(out, da.Array)
+    np.testing.assert_array_equal(out.compute(), expected)
+
+
+def test_pickled_model_still_predicts(digits_fits):
+    """A fitted model keeps what predict needs (the training rows, the embedding) through a
+    pickle round trip, from NumPy and from dask fits."""
+    import pickle
+
+    X, m, md = digits_fits
+    for model in (m, md):
+        loaded = pickle.loads(pickle.dumps(model))
+        np.testing.assert_array_equal(
+            np.asarray(loaded.predict(X[:300])), np.asarray(model.predict(X[:300]))
+        )

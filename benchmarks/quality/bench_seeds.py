@@ -1,0 +1,327 @@
+"""How much USELM's defaults depend on the seed: every shared set, seeds 0..S-1 and unseeded fits,
+each set's mean, worst and spread of ACC (Hungarian matching) and NMI.
+
+    python -m benchmarks.quality.bench_seeds --seeds 10 --unseeded 3 --csv seeds.csv
+    python -m benchmarks.quality.bench_seeds --datasets mnist --seeds 10 --unseeded 3 --predict
+    python -m benchmarks.quality.bench_seeds --datasets mnist --holdout --seeds 10
+
+One fit per (set, seed): ``USELM(n_clusters=c, random_state=seed)`` with its defaults, or with
+``--set param=value`` overrides (give the variant a ``--tag``). ``--predict`` also records how
+often ``predict`` on the training rows agrees with ``labels_``; ``--holdout`` fits on the rows
+the set marks as its training rows (``is_test`` false: mnist, usps, shuttle) and records the
+ACC of ``labels_`` on them and of ``predict`` on the test rows. Each fit appends one row to the
+CSV file (``benchmarks/results/quality_seeds.csv`` by default) and fits already there (same set,
+tag, mode and seed) are skipped, so an interrupted run resumes; the summary at the end reads
+the whole file. Sets: bench_quality's ``load`` (float64; MNIST pixels / 255 in float32, as the
+MNIST headline is measured). ``--datasets large`` are the sets of at least 1,000 rows,
+``small`` the others.
+"""
+
+import argparse
+import csv
+import logging
+import time
+from pathlib import Path
+
+import numpy as np
+
+from benchmarks._common import RESULTS_DIR, command_line
+from benchmarks.quality.bench_quality import SHARED, load, parse_config, score
+
+LARGE = (
+    "digits",
+    "coil20",
+    "uspst",
+    "usps",
+    "yaleb",
+    "segment",
+    "letter",
+    "ringnorm",
+    "frogs",
+    "shuttle",
+    "mnist",
+)
+SMALL = (
+    "iris",
+    "wine",
+    "breast_cancer",
+    "orl",
+    "yale",
+    "ecoli",
+    "diabetes",
+    "g50c",
+    "ionosphere",
+)
+FIELDS = (
+    "dataset",
+    "n",
+    "tag",
+    "mode",
+    "seed",
+    "acc",
+    "nmi",
+    "agree",
+    "test_acc",
+    "test_nmi",
+    "n_components",
+    "seconds",
+    "single_acc",
+    "single_nmi",
+    "single_cut",
+)
+
+
+class _Cuts(logging.Handler):
+    """Keeps the estimator's log line on the normalised cuts of ``n_components="auto"``."""
+
+    def __init__(self):
+        super().__init__(logging.INFO)
+        self.lines = []
+
+    def emit(self, record):
+        text = record.getMessage()
+        if text.startswith("n_components"):
+            self.lines.append(text)
+
+
+def _data(name, holdout):
+    """``(X, y, X_test, y_test)``; the test part only with ``holdout``."""
+    X, y = load(name)
+    if name == "mnist":
+        X = X.astype(np.float32)
+    if not holdout:
+        return X, y, None, None
+    with np.load(SHARED / f"{name}.npz") as d:
+        if "is_test" not in d:
+            raise SystemExit(f"{name} has no is_test rows: --holdout needs mnist, usps or shuttle")
+        test = np.asarray(d["is_test"], dtype=bool)
+    return X[~test], y[~test], X[test], y[test]
+
+
+def fit_one(name, data, seed, params, mode, cuts):
+    """One fit and its record."""
+    import elmscale
+
+    X, y, X_test, y_test = data
+    c = len(np.unique(y))
+    cuts.lines.clear()
+    t0 = time.perf_counter()
+    model = elmscale.USELM(c, random_state=seed, **params).fit(X)
+    sec = time.perf_counter() - t0
+    labels = np.asarray(model.labels_)
+    acc, mi = score(y, labels)
+    rec = dict(acc=acc, nmi=mi, n_components=model.n_components_, seconds=sec)
+    if mode == "predict":
+        rec["agree"] = float(np.mean(np.asarray(model.predict(X)) == labels))
+    if mode == "holdout":
+        rec["test_acc"], rec["test_nmi"] = score(y_test, np.asarray(model.predict(X_test)))
+    return rec
+
+
+def components_one(name, data, seed, params):
+    """``n_components="auto"``'s two candidates, from one fit: the narrow (c) and the wide
+    (ceil(1.5 c)) embedding's k-means partitions (the estimator's own k-means, same seed) with
+    their normalised cuts on the fit's graph and their ACC / NMI; labels are used only for the
+    scores. One record per dimension."""
+    import dask.array as da
+
+    import elmscale
+    from elmscale.algorithms._embedding import unit_rows
+    from elmscale.cluster import kmeans
+    from elmscale.graph import normalized_cut
+    from elmscale.utils._random import draw_seed
+
+    X, y, _, _ = data
+    c = len(np.unique(y))
+    t0 = time.perf_counter()
+    base = elmscale.USELM(c, random_state=seed, **params)
+    reduction = base.reduce(X)
+    narrow, wide = base._component_choices(X.shape[0])
+    model = elmscale.USELM(c, n_components=wide, random_state=seed, **params)
+    model.solve(reduction)  # k-means in the wide dimension
+    seed_k = draw_seed(reduction.random_state())  # the seed the estimator's k-means draws
+    chunks = reduction.X.chunks[0]
+    E = da.from_array(np.asarray(model.embedding_)[:, :narrow], chunks=(chunks, -1))
+    _, labels, _, _ = kmeans(unit_rows(E), c, n_init=model.n_init, random_state=seed_k)
+    parts = [np.asarray(labels.compute()), np.asarray(model.labels_)]
+    cuts = normalized_cut(reduction.graph, [da.from_array(p, chunks=chunks) for p in parts], c)
+    sec = time.perf_counter() - t0
+    reduction.release()
+    recs = []
+    for n, labels, cut in zip((narrow, wide), parts, cuts, strict=True):
+        acc, mi = score(y, labels)
+        recs.append(
+            dict(n_components=n, single_acc=acc, single_nmi=mi, single_cut=float(cut), seconds=sec)
+        )
+    return recs
+
+
+def _done(path):
+    if not Path(path).is_file():
+        return []
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def _append(path, row):
+    new = not Path(path).is_file()
+    with open(path, "a", newline="") as f:
+        w = csv.DictWriter(f, FIELDS)
+        if new:
+            w.writeheader()
+        w.writerow({k: row.get(k, "") for k in FIELDS})
+
+
+def _num(rows, key):
+    return np.array([float(r[key]) for r in rows if r.get(key) not in ("", None)])
+
+
+def summary(rows):
+    """One line per (set, tag, mode): fits, mean / worst / std of ACC and NMI, and more."""
+    lines = [
+        "| set | tag | mode | fits | ACC mean | ACC worst | ACC std | NMI mean | NMI worst "
+        "| n_components | agree (worst) | test ACC mean (worst) | s |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    keys = dict.fromkeys((r["dataset"], r["tag"], r["mode"]) for r in rows)
+    for key in keys:
+        sel = [r for r in rows if (r["dataset"], r["tag"], r["mode"]) == key]
+        acc, mi, sec = _num(sel, "acc"), _num(sel, "nmi"), _num(sel, "seconds")
+        ncomp = np.unique(_num(sel, "n_components").astype(int), return_counts=True)
+        agree, test = _num(sel, "agree"), _num(sel, "test_acc")
+        lines.append(
+            f"| {key[0]} | {key[1] or '-'} | {key[2]} | {len(sel)} | {acc.mean():.4f} "
+            f"| {acc.min():.4f} | {acc.std():.4f} | {mi.mean():.4f} | {mi.min():.4f} "
+            f"| {dict(zip(ncomp[0].tolist(), ncomp[1].tolist(), strict=True))} "
+            f"| {f'{agree.mean():.4f} ({agree.min():.4f})' if agree.size else '-'} "
+            f"| {f'{test.mean():.4f} ({test.min():.4f})' if test.size else '-'} "
+            f"| {sec.mean():.1f} |"
+        )
+    return "\n".join(lines)
+
+
+MARGINS = (0.0, 0.025, 0.05, 0.1, 0.2)
+
+
+def _scores(record):
+    return float(record["single_acc"]), float(record["single_nmi"])
+
+
+def _rule_scores(rows):
+    """For each ``n_components="auto"`` rule, the ACC and NMI it gives per (set, seed), from
+    the ``--components`` records: ``{rule: {(set, seed): (acc, nmi)}}``. A rule sees only the
+    cuts of each dimension's k-means partition (the estimator's). ``m=x``: the narrow
+    dimension only when its cut is below (1 - x) times the wide one's (x = 0: the lower cut,
+    the rule before); ``narrow``, ``wide``: always that dimension."""
+    by = {}
+    for r in rows:
+        by.setdefault((r["dataset"], r["seed"]), []).append(r)
+    out = {}
+    for key, pair in by.items():
+        if len(pair) != 2:
+            continue
+        narrow, wide = sorted(pair, key=lambda r: int(r["n_components"]))
+        for m in MARGINS:
+            cut = float(narrow["single_cut"]), float(wide["single_cut"])
+            pick = narrow if cut[0] < (1 - m) * cut[1] else wide
+            out.setdefault(f"m={m:g}", {})[key] = _scores(pick)
+        for name, pick in (("narrow", narrow), ("wide", wide)):
+            out.setdefault(name, {})[key] = _scores(pick)
+    return out
+
+
+def rules_table(rows):
+    """Per rule and set: mean (worst) ACC over the seeds; then each set left out in turn:
+    the rule of best mean ACC over the other sets, scored on the left-out one."""
+    scores = _rule_scores(rows)
+    sets = list(dict.fromkeys(k[0] for v in scores.values() for k in v))
+
+    def per_set(rule, name):
+        return np.array([a for (d, _), (a, _) in scores[rule].items() if d == name])
+
+    lines = ["| rule | " + " | ".join(sets) + " | mean |", "|---" * (len(sets) + 2) + "|"]
+    for rule in scores:
+        cells = [per_set(rule, d) for d in sets]
+        lines.append(
+            f"| {rule} | "
+            + " | ".join(f"{100 * c.mean():.1f} ({100 * c.min():.1f})" for c in cells)
+            + f" | {100 * np.mean([c.mean() for c in cells]):.1f} |"
+        )
+    lines.append("")
+    lines.append("| left out | rule chosen on the others | its mean (worst) | old rule |")
+    lines.append("|---|---|---|---|")
+    for out in sets:
+        others = [d for d in sets if d != out]
+        best = max(scores, key=lambda r: np.mean([per_set(r, d).mean() for d in others]))
+        got, old = per_set(best, out), per_set("m=0", out)
+        lines.append(
+            f"| {out} | {best} | {100 * got.mean():.1f} ({100 * got.min():.1f}) "
+            f"| {100 * old.mean():.1f} ({100 * old.min():.1f}) |"
+        )
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--datasets", default="large", help="comma list, or large / small / all")
+    p.add_argument("--seeds", type=int, default=10, help="seeds 0..S-1")
+    p.add_argument("--first-seed", type=int, default=0)
+    p.add_argument("--unseeded", type=int, default=3, help="fits with random_state=None")
+    p.add_argument("--set", default="", help="USELM parameters, e.g. 'n_components=15'")
+    p.add_argument("--tag", default="")
+    p.add_argument("--predict", action="store_true", help="predict(X) vs labels_ agreement")
+    p.add_argument("--holdout", action="store_true", help="fit on train rows, predict test rows")
+    p.add_argument("--components", action="store_true", help="record both n_components candidates")
+    p.add_argument("--csv", default=str(RESULTS_DIR / "quality_seeds.csv"))
+    p.add_argument("--summary", action="store_true", help="only print the summary of --csv")
+    args = p.parse_args(argv)
+    groups = {"large": LARGE, "small": SMALL, "all": LARGE + SMALL}
+    names = [n for item in args.datasets.split(",") for n in groups.get(item, (item,))]
+    mode = "holdout" if args.holdout else "predict" if args.predict else "fit"
+    mode = "components" if args.components else mode
+    params = parse_config(args.set) if args.set else {}
+    Path(args.csv).parent.mkdir(parents=True, exist_ok=True)
+    cuts = _Cuts()
+    logging.getLogger("elmscale").addHandler(cuts)
+    logging.getLogger("elmscale").setLevel(logging.INFO)
+    seeds = [*range(args.first_seed, args.first_seed + args.seeds)]
+    seeds += [f"none-{i}" for i in range(args.unseeded)]
+    print(command_line(), flush=True)
+    if not args.summary:
+        done = {(r["dataset"], r["tag"], r["mode"], r["seed"]) for r in _done(args.csv)}
+        for name in names:
+            todo = [s for s in seeds if (name, args.tag, mode, str(s)) not in done]
+            if not todo:
+                continue
+            data = _data(name, args.holdout)
+            for seed in todo:
+                state = None if isinstance(seed, str) else seed
+                if mode == "components":
+                    for rec in components_one(name, data, state, params):
+                        row = dict(dataset=name, n=data[0].shape[0], tag=args.tag, mode=mode)
+                        _append(args.csv, {**row, "seed": seed, **rec})
+                        print({**row, "seed": seed, **rec}, flush=True)
+                    continue
+                rec = fit_one(name, data, state, params, mode, cuts)
+                row = dict(dataset=name, n=data[0].shape[0], tag=args.tag, mode=mode, seed=seed)
+                row.update(rec)
+                _append(args.csv, row)
+                print(
+                    f"{name} {args.tag} {mode} seed {seed}: ACC {rec['acc']:.4f} "
+                    f"NMI {rec['nmi']:.4f} n_o {rec['n_components']} "
+                    + (f"agree {rec['agree']:.4f} " if "agree" in rec else "")
+                    + (f"test ACC {rec['test_acc']:.4f} " if "test_acc" in rec else "")
+                    + f"{rec['seconds']:.1f} s {' '.join(cuts.lines)}",
+                    flush=True,
+                )
+    rows = [r for r in _done(args.csv) if r["dataset"] in names]
+    comp = [r for r in rows if r["mode"] == "components"]
+    fits = [r for r in rows if r["mode"] != "components"]
+    if fits:
+        print(summary(fits))
+    if comp:
+        print(rules_table(comp))
+
+
+if __name__ == "__main__":
+    main()

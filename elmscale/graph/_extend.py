@@ -1,0 +1,97 @@
+"""Values at new rows from their nearest training rows: the out-of-sample step of a graph filter.
+
+A function f known on the rows of a kNN graph (the embedding of rows the graph filter smoothed)
+extends to a new row x as the walk does inside the graph: ``f(x) = sum_j w(x, j) f(j) /
+sum_j w(x, j)`` over the ``k`` nearest training rows j of x, ``w`` the graph's edge weights (ones,
+or the heat kernel of the fit's width). Where f is smooth on the graph, which is what the filter
+makes of it, this is close to f at the training rows themselves and carries f to rows the fit
+did not see (the Nystrom extension of a low-pass function, Bengio et al., NIPS 2003).
+
+The search is exact and blockwise: one task per pair of a query chunk and a training chunk
+proposes that chunk's k best rows with their values, and one task per query chunk merges them,
+so no task holds more than two chunks and the values of k candidates per query row, and nothing
+N-sized reaches the client. Work is O(n_query N d), as for
+:meth:`elmscale.neighbors.KNNGraphTransformer.transform`.
+"""
+
+import dask.array as da
+import numpy as np
+
+from ._laplacian import _edge_weights
+from ._select import block_topk
+from ._tasks import task
+
+
+def _chunk_candidates(Xq, Xr, values, r_start, k, transform):
+    """The k nearest rows of one training chunk for each query row: their global ids, squared
+    distances and values (n_query, k, n_values); padding has id -1, distance inf."""
+    Q = np.asarray(transform(Xq))
+    R = np.asarray(transform(Xr))
+    n = Q.shape[0]
+    k = min(k, R.shape[0])
+    ids, d2 = block_topk(Q, -1 - np.arange(n), R, np.arange(r_start, r_start + R.shape[0]), k)
+    local = np.where(ids >= 0, ids - r_start, 0)
+    return ids, d2, np.asarray(values, dtype=np.float64)[local]
+
+
+def _weighted_mean(k, weights, sigma, *candidates):
+    """The weighted mean of the values of each query row's k nearest candidates, ranked by
+    (distance, id) as the graph's search ranks them."""
+    ids = np.concatenate([c[0] for c in candidates], axis=1)
+    d2 = np.concatenate([c[1] for c in candidates], axis=1)
+    values = np.concatenate([c[2] for c in candidates], axis=1)
+    best = np.lexsort((ids, d2), axis=-1)[:, :k]
+    d2 = np.take_along_axis(d2, best, axis=1)
+    w = np.where(np.isfinite(d2), _edge_weights(np.sqrt(d2), weights, sigma), 0.0)
+    total = w.sum(axis=1, keepdims=True)
+    # heat weights that all underflow: the neighbours count alike
+    w = np.where(total > 0, w, np.isfinite(d2))
+    w /= w.sum(axis=1, keepdims=True)
+    return np.einsum("ik,ikj->ij", w, np.take_along_axis(values, best[:, :, None], axis=1))
+
+
+def neighbour_mean(X, X_fit, values, n_neighbors, *, weights="binary", sigma=None, transform=None):
+    """The mean of ``values`` over each row's nearest rows of ``X_fit``, weighted as the graph.
+
+    Parameters
+    ----------
+    X : dask array (n_query, n_features), chunked by rows
+        The new rows.
+    X_fit : dask array (n_samples, n_features), chunked by rows
+        The rows ``values`` belong to (the graph's training rows, in the input's order).
+    values : dask array (n_samples, n_values), chunked like ``X_fit``'s rows
+        The function to extend, e.g. the fit's embedding.
+    n_neighbors : int
+        Training rows each new row averages over (a training row finds itself among them).
+    weights, sigma
+        The graph's edge weights: "binary" (ones) or "heat" (``exp(-d^2 / (2 sigma^2))``, sigma
+        the fit's width).
+    transform : callable or None
+        Applied to each block of ``X`` and ``X_fit`` before distances are taken (the scaling the
+        graph was searched in).
+
+    Returns
+    -------
+    dask array of float64 (n_query, n_values), chunked like X's rows.
+    """
+    if tuple(values.chunks[0]) != tuple(X_fit.chunks[0]):
+        values = values.rechunk({0: X_fit.chunks[0]})
+    if len(values.chunks[1]) > 1:
+        values = values.rechunk({1: -1})
+    transform = transform or (lambda A: A)
+    k = min(int(n_neighbors), X_fit.shape[0])
+    starts = np.concatenate([[0], np.cumsum(X_fit.chunks[0])]).astype(int)
+    fit_blocks = X_fit.to_delayed(optimize_graph=False).ravel()
+    value_blocks = values.to_delayed(optimize_graph=False).ravel()
+    out = []
+    for Xb, n in zip(X.to_delayed(optimize_graph=False).ravel(), X.chunks[0], strict=True):
+        cands = [
+            task("extend-candidates", _chunk_candidates, Xb, Xr, vr, starts[s], k, transform)
+            for s, (Xr, vr) in enumerate(zip(fit_blocks, value_blocks, strict=True))
+        ]
+        mean = task("extend-mean", _weighted_mean, k, weights, sigma, *cands)
+        out.append(da.from_delayed(mean, (n, values.shape[1]), dtype=np.float64))
+    return da.concatenate(out)
+
+
+__all__ = ["neighbour_mean"]
