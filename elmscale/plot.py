@@ -209,35 +209,20 @@ def embedding(
     -------
     ax : matplotlib Axes
     """
-    import dask
-
     if projection not in PROJECTIONS:
         raise ValueError(f"projection must be one of {PROJECTIONS}, got {projection!r}")
     if max_points == "auto":
         max_points = MAX_POINTS["linear" if projection in LINEAR else "layout"]
     ax = _axes(ax)
     step = _every(X.shape[0], max_points)
-    Xs = X[::step]
-    embed = getattr(model, "transform", None) or getattr(model, "decision_function", None)
-    if embed is None:
-        raise TypeError(
-            f"{_name(model)} has neither transform nor decision_function: no embedding to draw"
-        )
-    E = embed(Xs)
-    clusters = model.predict(Xs) if hasattr(model, "predict") else None
+    E, clusters, colours = _drawn_rows(model, X, labels, step)
     predicted = labels is None and clusters is not None
-    colours = clusters if labels is None else labels[::step]
-    E, clusters, colours = dask.compute(E, clusters, colours)
-    E = np.asarray(E, dtype=np.float64).reshape(E.shape[0], -1)
-    colours = None if colours is None else np.asarray(colours)
     if projection == "auto":
         projection = "columns" if E.shape[1] <= 2 else "tsne"
     if projection in LAYOUTS:  # the same layout whatever the colours
         P, (xlabel, ylabel) = layout(E, projection, random_state=random_state)
     else:  # the model's clusters place the plane (the same whatever the colours), else labels
-        P, (xlabel, ylabel) = project(
-            E, colours if clusters is None else np.asarray(clusters), projection
-        )
+        P, (xlabel, ylabel) = project(E, colours if clusters is None else clusters, projection)
     kw = {"s": 6, "alpha": 0.8, "linewidths": 0}
     kw.update(scatter_kw)
     if colours is not None:
@@ -253,6 +238,28 @@ def embedding(
     how = {"tsne": ", t-SNE", "umap": ", UMAP"}.get(projection, "")
     ax.set_title(f"{_name(model)} embedding ({shown}{how})")
     return ax
+
+
+def _drawn_rows(model, X, labels, step):
+    """``(E, clusters, colours)`` of every ``step``-th row of X: its embedding (2-D float64),
+    the model's clusters (None without ``predict``) and the colours (``labels`` of those
+    rows, else the clusters), computed together."""
+    import dask
+
+    Xs = X[::step]
+    embed = getattr(model, "transform", None) or getattr(model, "decision_function", None)
+    if embed is None:
+        raise TypeError(
+            f"{_name(model)} has neither transform nor decision_function: no embedding to draw"
+        )
+    E = embed(Xs)
+    clusters = model.predict(Xs) if hasattr(model, "predict") else None
+    colours = clusters if labels is None else labels[::step]
+    E, clusters, colours = dask.compute(E, clusters, colours)
+    E = np.asarray(E, dtype=np.float64).reshape(E.shape[0], -1)
+    clusters = None if clusters is None else np.asarray(clusters)
+    colours = None if colours is None else np.asarray(colours)
+    return E, clusters, colours
 
 
 def history(model, ax=None):
