@@ -1,9 +1,13 @@
 """k-means on a row-chunked dask array, in a few passes over it.
 
 The restarts run where they are cheap: scikit-learn's k-means (``n_init`` k-means++ starts)
-on a random sample of at most ``init_sample`` rows of the small embedding, gathered to the
-client. Its best centres then start Lloyd's iterations on all rows on the cluster, where each
-pass reduces per-cluster sums and counts (n_clusters x n_features) from every block. Starting
+on random samples of at most ``init_sample`` rows of the small embedding, gathered to the
+client. When the rows outnumber a sample, ``SAMPLE_DRAWS`` samples are drawn, each with its
+share of the starts, and the best centres of each start Lloyd's iterations on all rows
+together: a start that is best on one sample can be a weaker optimum on all rows, and which
+one wins is then decided by the inertia on all rows, not by one sample's draw. Each pass of
+Lloyd's iterations reduces per-cluster sums and counts (n_clusters x n_features) from every
+block. Starting
 from centres that are already good, the full-data phase needs few passes, so what a pass
 costs is mostly the scheduler's: the rows are regrouped once into a few large blocks (the
 N x n_features array is small next to X), held in memory while the iterations run, and each
@@ -30,6 +34,8 @@ logger = logging.getLogger(__name__)
 #: rows of one block of the Lloyd passes: at least this many, and at most ``MAX_BLOCKS`` blocks
 MIN_BLOCK_ROWS = 65_536
 MAX_BLOCKS = 16
+#: samples of ``init_sample`` rows whose best k-means++ starts are refined on all rows together
+SAMPLE_DRAWS = 4
 
 
 def _nearest(block, centers):
@@ -72,12 +78,14 @@ def _final_block(block, centers):
     return lab[0].astype(np.int64), float(best[0].sum())
 
 
-def _draw_sample(E, size, rng):
+def _draw_samples(E, size, draws, rng):
+    """``draws`` random samples of ``size`` rows of E, gathered in one computation (all rows,
+    once, when E has no more than ``size``)."""
     N = E.shape[0]
     if size >= N:
-        return np.asarray(E.compute(), dtype=np.float64)
-    idx = np.sort(rng.choice(N, size=size, replace=False))
-    return np.asarray(E[idx].compute(), dtype=np.float64)
+        return [np.asarray(E.compute(), dtype=np.float64)]
+    picks = [E[np.sort(rng.choice(N, size=size, replace=False))] for _ in range(draws)]
+    return [np.asarray(p, dtype=np.float64) for p in dask.compute(*picks)]
 
 
 def block_rows(n_samples):
@@ -109,7 +117,9 @@ def kmeans(
         the mean feature variance of the data).
     init : ndarray (n_clusters, n_features) or (n_starts, n_clusters, n_features), or None
         Start from these centres (n_init is then ignored; the best start wins); None runs
-        scikit-learn's k-means with n_init k-means++ starts on a sample of rows.
+        scikit-learn's k-means with n_init k-means++ starts on samples of rows (all rows
+        when there are at most ``init_sample``; else ``SAMPLE_DRAWS`` samples sharing the
+        starts, whose best centres are refined on all rows and compared there).
 
     Returns
     -------
@@ -148,15 +158,22 @@ def kmeans(
 
 def _starts(Eb, n_clusters, n_init, init, init_sample, rng):
     """The starting centres, (n_starts, n_clusters, n_features): ``init``, or the best of
-    scikit-learn's k-means++ starts on a sample of rows."""
+    scikit-learn's k-means++ starts on samples of rows, one row of starts per sample."""
     if init is not None:
         starts = np.asarray(init, dtype=np.float64)
         return starts[None] if starts.ndim == 2 else starts
-    sample = _draw_sample(Eb, init_sample, rng)
-    if sample.shape[0] < n_clusters:
+    samples = _draw_samples(Eb, init_sample, min(SAMPLE_DRAWS, n_init), rng)
+    if samples[0].shape[0] < n_clusters:
         raise ValueError(f"n_clusters={n_clusters} is larger than n_samples={Eb.shape[0]}")
-    km = KMeans(n_clusters, n_init=n_init, random_state=rng.randint(2**31 - 1)).fit(sample)
-    return km.cluster_centers_[None]
+    shares = np.array_split(np.arange(n_init), len(samples))  # the starts each sample gets
+    return np.stack(
+        [
+            KMeans(n_clusters, n_init=len(share), random_state=rng.randint(2**31 - 1))
+            .fit(sample)
+            .cluster_centers_
+            for sample, share in zip(samples, shares, strict=True)
+        ]
+    )
 
 
 def _pass(blocks, centers):
