@@ -60,10 +60,12 @@ def _data(spec, k):
 
 
 def _backend(name, args):
-    if name == "cells" and (args.rows_per_cell or args.n_probes):
+    """A backend name, or ``cells+R``: the cell search with ``n_refine=R``."""
+    base, _, refine = name.partition("+")
+    if base == "cells" and (args.rows_per_cell or args.n_probes or refine):
         from elmscale.graph import CellSearch
 
-        kw = {}
+        kw = {"n_refine": int(refine)} if refine else {}
         if args.rows_per_cell:
             kw["rows_per_cell"] = args.rows_per_cell
         if args.n_probes:
