@@ -56,7 +56,7 @@ logger = logging.getLogger(__name__)
 #: the most refinement rounds ``n_refine="auto"`` runs
 MAX_AUTO_REFINE = 4
 #: refinement keeps this many times k neighbours per row between rounds
-JOIN_WIDTH = 1
+JOIN_WIDTH = 2
 #: ``n_refine="auto"`` stops after a round that raised the recall estimate by less
 MIN_RECALL_GAIN = 0.005
 
