@@ -110,38 +110,62 @@ def _dedup(cand, lo):
     return cand
 
 
-def _neighbours_of_neighbours(lo, lists, pieces):
-    """Candidate positions of each row: its list and its members' lists (``pieces`` holds the
-    lists of members in other chunks), deduplicated, the row itself and padding -1."""
+#: rows whose candidates a join task holds at once (each has up to (4k)^2 + 4k candidates)
+JOIN_BLOCK = 2048
+
+
+def _candidate_blocks(lo, lists, pieces):
+    """Candidate positions of the rows, JOIN_BLOCK rows at a time: ``(first row, block)``.
+    A row's candidates are its list and its members' lists (``pieces`` holds the lists of
+    members in other chunks), deduplicated, the row itself and padding -1."""
     n, w = lists.shape
     table_pos = np.concatenate([np.arange(lo, lo + n)] + [p[0] for p in pieces])
     table = np.concatenate([lists] + [p[1] for p in pieces])
-    valid = lists >= 0
-    at = _lookup(table_pos, np.where(valid, lists, lo))
-    second = np.where(valid[:, :, None], table[at], -1).reshape(n, w * w)
-    return _dedup(np.concatenate([lists, second], axis=1), lo)
+    where = _position_map(table_pos)
+    for r0 in range(0, n, JOIN_BLOCK):
+        block = lists[r0 : r0 + JOIN_BLOCK]
+        valid = block >= 0
+        second = np.where(valid[:, :, None], table[where[np.where(valid, block, lo)]], -1)
+        cand = np.concatenate([block, second.reshape(len(block), w * w)], axis=1)
+        yield r0, _dedup(cand, lo + r0)
 
 
-def _lookup(table_pos, positions):
-    """Where each of ``positions`` sits in a task's table (``table_pos``, distinct), through
-    a map over positions: one gather instead of a binary search per candidate."""
+def _wanted_rows(lo, hi, lists, pieces):
+    """The distinct candidate positions outside this chunk's rows [lo, hi), sorted."""
+    flags = np.zeros(0, dtype=bool)
+    for _, cand in _candidate_blocks(lo, lists, pieces):
+        top = int(cand.max(initial=-1)) + 1
+        if top > len(flags):
+            flags = np.concatenate([flags, np.zeros(top - len(flags), dtype=bool)])
+        flags[cand[cand >= 0]] = True
+    flags[lo:hi] = False
+    return np.flatnonzero(flags)
+
+
+def _position_map(table_pos):
+    """An array mapping each of a task's positions (``table_pos``, distinct) to its place in
+    the task's table: one gather per lookup instead of a binary search."""
     where = np.zeros(int(table_pos.max(initial=-1)) + 1, dtype=np.int64)
     where[table_pos] = np.arange(len(table_pos))
-    return where[positions]
+    return where
 
 
-def _best_candidates(k, lo, X, original, cand, pieces):
+def _best_candidates(k, lo, X, original, lists, list_pieces, row_pieces):
     """The k nearest of each row's candidates, by (exact distance, original index):
     (ordered positions, original indices, distances)."""
-    table_pos, table_X, table_orig = _task_table(lo, X, original, pieces)
+    table_pos, table_X, table_orig = _task_table(lo, X, original, row_pieces)
     table_orig = table_orig.astype(np.int64, copy=False)
-    rows, cols = np.nonzero(cand >= 0)
-    at = _lookup(table_pos, cand[rows, cols])
-    e = np.full(cand.shape, np.inf)
-    e[rows, cols] = exact_sq_distances(X, rows, table_X, at)
-    ids = np.full(cand.shape, -1, dtype=np.int64)
-    ids[rows, cols] = table_orig[at]
-    ids, d2 = _topk(k, ids, e)
+    where = _position_map(table_pos)
+    out = []
+    for r0, cand in _candidate_blocks(lo, lists, list_pieces):
+        rows, cols = np.nonzero(cand >= 0)
+        at = where[cand[rows, cols]]
+        e = np.full(cand.shape, np.inf)
+        e[rows, cols] = exact_sq_distances(X, rows + r0, table_X, at)
+        ids = np.full(cand.shape, -1, dtype=np.int64)
+        ids[rows, cols] = table_orig[at]
+        out.append(_topk(k, ids, e))
+    ids, d2 = (np.concatenate(c) for c in zip(*out, strict=True))
     return _positions(table_pos, table_orig, ids), ids, np.sqrt(d2)
 
 
@@ -236,22 +260,24 @@ def local_join(starts, original, X, pos, dist, n_neighbors, n_reverse=None):
         [task("join-want", _outside, lists[t], *bounds[t]) for t in range(nb)],
         [task("join-pack", tuple, [b]) for b in lists],
     )
-    cand = list(
-        dask.persist(
-            *[
-                task("join-candidates", _neighbours_of_neighbours, lo, lists[t], their_lists[t])
-                for t, (lo, _) in enumerate(bounds)
-            ]
-        )
-    )
     rows = _exchange_positions(
         "join-rows",
         starts,
-        [task("join-want", _outside, cand[t], *bounds[t]) for t in range(nb)],
+        [task("join-want", _wanted_rows, *bounds[t], lists[t], their_lists[t]) for t in range(nb)],
         [task("join-pack", tuple, [xb, ob]) for xb, ob in zip(X_blocks, orig_blocks, strict=True)],
     )
     out = [
-        task("join", _best_candidates, k, lo, X_blocks[t], orig_blocks[t], cand[t], rows[t])
+        task(
+            "join",
+            _best_candidates,
+            k,
+            lo,
+            X_blocks[t],
+            orig_blocks[t],
+            lists[t],
+            their_lists[t],
+            rows[t],
+        )
         for t, (lo, _) in enumerate(bounds)
     ]
     return tuple(
