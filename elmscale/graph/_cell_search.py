@@ -16,8 +16,14 @@ The design of NVIDIA cuVS's all-neighbours batching and faiss's IVF self-join
    distances of the candidates decide, ties go to the smaller original row index
    (:func:`~elmscale.graph._select.block_topk`).
 
-A row's neighbours are thus the k nearest among the rows of its probed cells: a function of
-the data and the seed alone, the same for any chunking and any number of workers. A task holds
+4. **Refinement.** Where cells cut many neighbourhoods (data of high intrinsic dimension),
+   rounds of NN-descent's local join (:mod:`elmscale.graph._local_join`) compare each row
+   with the neighbours of its neighbours and its reverse neighbours; a recall estimate on a
+   sample of rows searched exactly decides how many rounds run.
+
+A row's neighbours are thus the k nearest among the rows of its probed cells and the
+candidates the refinement rounds propose: a function of the data and the seed alone, the same
+for any chunking and any number of workers. A task holds
 its own chunk plus the rows of the cells its queries probe (logged at INFO); no worker holds X
 and nothing with N rows reaches the client.
 Nothing is compiled at run time.
