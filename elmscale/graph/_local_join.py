@@ -131,15 +131,14 @@ def _candidate_blocks(lo, lists, pieces):
 
 
 def _wanted_rows(lo, hi, lists, pieces):
-    """The distinct candidate positions outside this chunk's rows [lo, hi), sorted."""
-    flags = np.zeros(0, dtype=bool)
-    for _, cand in _candidate_blocks(lo, lists, pieces):
-        top = int(cand.max(initial=-1)) + 1
-        if top > len(flags):
-            flags = np.concatenate([flags, np.zeros(top - len(flags), dtype=bool)])
-        flags[cand[cand >= 0]] = True
-    flags[lo:hi] = False
-    return np.flatnonzero(flags)
+    """The distinct candidate positions outside this chunk's rows [lo, hi), sorted: the
+    union of the rows' lists and their members' lists (``pieces``: those of members in other
+    chunks), without building each row's candidates."""
+    inside = lists[(lists >= lo) & (lists < hi)] - lo
+    members = np.zeros(len(lists), dtype=bool)
+    members[inside] = True
+    parts = [lists.ravel(), lists[members].ravel()] + [p[1].ravel() for p in pieces]
+    return _outside(np.concatenate(parts), lo, hi)
 
 
 def _position_map(table_pos):
