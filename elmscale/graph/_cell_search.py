@@ -409,9 +409,8 @@ class CellSearch:
             if rows is None:
                 continue
             lists = dask.persist(*lists)
-            gain, estimate = -estimate, recall_estimate(lists[0][:, :k], rows, exact)
-            gain += estimate
-            if auto and gain < MIN_RECALL_GAIN:
+            previous, estimate = estimate, recall_estimate(lists[0][:, :k], rows, exact)
+            if auto and estimate - previous < MIN_RECALL_GAIN:
                 break
         logger.info(
             "kNN search: %d refinement rounds, recall estimate %s",
