@@ -60,10 +60,12 @@ def _data(spec, k):
 
 
 def _backend(name, args):
-    if name == "cells" and (args.rows_per_cell or args.n_probes):
+    """A backend name, or ``cells+R``: the cell search with ``n_refine=R``."""
+    base, _, refine = name.partition("+")
+    if base == "cells" and (args.rows_per_cell or args.n_probes or refine):
         from elmscale.graph import CellSearch
 
-        kw = {}
+        kw = {"n_refine": int(refine)} if refine else {}
         if args.rows_per_cell:
             kw["rows_per_cell"] = args.rows_per_cell
         if args.n_probes:
@@ -76,7 +78,7 @@ def one_run(spec, backend, workers, args, log):
     import dask
     from distributed import wait
 
-    from elmscale.graph import knn_graph
+    from elmscale.graph import BUILTIN_BACKENDS, knn_graph
 
     out = {
         "data": spec,
@@ -96,12 +98,13 @@ def one_run(spec, backend, workers, args, log):
         wait(X)
         out["n"], out["d"], out["n_chunks"] = X.shape[0], X.shape[1], len(X.chunks[0])
         sent0 = sum(client.run(_sent_bytes).values())
+        chosen = _backend(backend, args)
+        # a named built-in is the registered object: read what its search reports from it
+        reporter = BUILTIN_BACKENDS.get(chosen) if isinstance(chosen, str) else chosen
         for seed, label in enumerate(("cold", "warm") if args.warm else ("cold",)):
             # another seed for the warm call: pure task keys must not hit the cold result
             t0 = time.perf_counter()
-            g = knn_graph(
-                X, args.k, backend=_backend(backend, args), order=args.order, random_state=seed
-            )
+            g = knn_graph(X, args.k, backend=chosen, order=args.order, random_state=seed)
             wait([g.indices, g.distances, *((g.X, *g.blocks) if args.order else ())])
             out[f"{label}_s"] = time.perf_counter() - t0
             if label == "cold":
@@ -109,6 +112,8 @@ def one_run(spec, backend, workers, args, log):
                 out["worker_peak_mb"] = sorted(client.run(_peak_mb).values())
                 # with order=True the lists index the rows of g.X, X in the graph's order
                 out["recall"] = recall_at_k(g.X if args.order else X, g.indices, args.k)
+                out["recall_estimate"] = getattr(reporter, "recall_estimate_", None)
+                out["refine_rounds"] = getattr(reporter, "n_refine_", None)
             log(f"  {name} {backend} {workers}w {label}: {out[f'{label}_s']:.1f} s")
             del g
         if args.halo:

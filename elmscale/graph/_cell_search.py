@@ -16,8 +16,14 @@ The design of NVIDIA cuVS's all-neighbours batching and faiss's IVF self-join
    distances of the candidates decide, ties go to the smaller original row index
    (:func:`~elmscale.graph._select.block_topk`).
 
-A row's neighbours are thus the k nearest among the rows of its probed cells: a function of
-the data and the seed alone, the same for any chunking and any number of workers. A task holds
+4. **Refinement.** Where cells cut many neighbourhoods (data of high intrinsic dimension),
+   rounds of NN-descent's local join (:mod:`elmscale.graph._local_join`) compare each row
+   with the neighbours of its neighbours and its reverse neighbours; a recall estimate on a
+   sample of rows searched exactly decides how many rounds run.
+
+A row's neighbours are thus the k nearest among the rows of its probed cells and the
+candidates the refinement rounds propose: a function of the data and the seed alone, the same
+for any chunking and any number of workers. A task holds
 its own chunk plus the rows of the cells its queries probe (logged at INFO); no worker holds X
 and nothing with N rows reaches the client.
 Nothing is compiled at run time.
@@ -33,18 +39,32 @@ import numpy as np
 from ._backends import check_n_neighbors
 from ._cells import assign_cells, fit_cells, sample_rows
 from ._exchange import exchange
+from ._local_join import (
+    _positions,
+    _task_table,
+    exact_sample_neighbours,
+    local_join,
+    recall_estimate,
+    recall_sample,
+)
 from ._ordering import order_by_cells
 from ._select import (
     Operands,
     decide,
     exact_sq_distances,
     propose,
-    topk_exact,
     within_limits,
 )
 from ._tasks import PREFIX, row_numbers, task
 
 logger = logging.getLogger(__name__)
+
+#: the most refinement rounds ``n_refine="auto"`` runs
+MAX_AUTO_REFINE = 4
+#: refinement keeps this many times k neighbours per row between rounds
+JOIN_WIDTH = 2
+#: ``n_refine="auto"`` stops after a round that raised the recall estimate by less
+MIN_RECALL_GAIN = 0.005
 
 #: cells beyond ``n_probes`` each row keeps in reserve, for probes of cells too small for k
 EXTRA_PROBES = 3
@@ -180,68 +200,6 @@ def _fallback(X, Q, R, original, db_X, db_orig, span, cells, rows, limits):
     return queries, db_orig[cc], exact_sq_distances(X, queries, db_X, cc)
 
 
-def _task_table(lo, X, original, pieces):
-    """A search task's rows, its chunk's and the probed cells' rows from other chunks
-    (``pieces``), sorted by ordered position: ``(positions, rows of X, original indices)``.
-    Each piece holds increasing positions of one source chunk, and chunks hold disjoint
-    ranges, so putting the pieces in the order of their first positions sorts the table."""
-    parts = [(np.arange(lo, lo + X.shape[0]), X, original)] + [p for p in pieces if len(p[0])]
-    parts.sort(key=lambda p: p[0][0] if len(p[0]) else lo)
-    return tuple(np.concatenate(column) for column in zip(*parts, strict=True))
-
-
-def _positions(db_pos, db_orig, ids):
-    """Original indices -> ordered positions, through the task's own table."""
-    by_orig = np.argsort(db_orig)
-    at = np.searchsorted(db_orig[by_orig], ids)
-    return db_pos[by_orig[np.minimum(at, len(db_orig) - 1)]]
-
-
-def _outside(positions, lo, hi):
-    """Sorted distinct ordered positions outside [lo, hi) (negative entries are padding)."""
-    p = np.unique(positions)
-    return p[(p >= 0) & ((p < lo) | (p >= hi))]
-
-
-def _source_chunks(positions, starts):
-    return np.unique(np.searchsorted(starts, positions, side="right") - 1)
-
-
-def _take_positions(block, positions, lo, hi):
-    """Rows of this chunk (ordered rows [lo, hi)) at ``positions``, with the positions."""
-    mine = positions[(positions >= lo) & (positions < hi)]
-    return (mine,) + tuple(b[mine - lo] for b in block)
-
-
-def _neighbours_of_neighbours(k, lo, pos, pieces):
-    """Candidate positions of each row: its neighbours and theirs (self and duplicates -1)."""
-    n = pos.shape[0]
-    table_pos = np.concatenate([np.arange(lo, lo + n)] + [p[0] for p in pieces])
-    table = np.concatenate([pos] + [p[1] for p in pieces])
-    sort = np.argsort(table_pos)
-    at = sort[np.searchsorted(table_pos[sort], pos)]
-    cand = np.concatenate([pos, table[at].reshape(n, -1)], axis=1)
-    cand.sort(axis=1)
-    dup = np.zeros(cand.shape, dtype=bool)
-    dup[:, 1:] = cand[:, 1:] == cand[:, :-1]
-    cand[dup | (cand == np.arange(lo, lo + n)[:, None])] = -1
-    return cand
-
-
-def _refine_chunk(k, lo, X, original, cand, pieces):
-    """The k nearest of each row's candidates, by (exact distance, original index)."""
-    table_pos, table_X, table_orig = _task_table(lo, X, original, pieces)
-    table_orig = table_orig.astype(np.int64, copy=False)
-    rows, cols = np.nonzero(cand >= 0)
-    at = np.searchsorted(table_pos, cand[rows, cols])
-    e = np.full(cand.shape, np.inf)
-    e[rows, cols] = exact_sq_distances(X, rows, table_X, at)
-    ids = np.full(cand.shape, -1, dtype=np.int64)
-    ids[rows, cols] = table_orig[at]
-    ids, d2 = topk_exact(k, ids, e)
-    return _positions(table_pos, table_orig, ids), ids, np.sqrt(d2)
-
-
 def _ranges_outside(cells, cell_start, lo, hi):
     """Merged ordered-position ranges of ``cells`` that lie outside [lo, hi)."""
     out = []
@@ -261,10 +219,14 @@ class CellPartition:
 
     ``order`` is a :class:`~elmscale.graph._ordering.RowOrder`; ``probes`` (N x m, ordered
     rows) each row's nearest cells; ``original`` the original index of each ordered row;
-    ``cell_start`` where each cell's rows begin in the order (P + 1 positions)."""
+    ``cell_start`` where each cell's rows begin in the order (P + 1 positions); ``seed``
+    the seed the cells and the recall sample are drawn from; ``recall_estimate_`` the
+    estimate of the search run on it (:class:`CellSearch`)."""
 
-    def __init__(self, order, probes, original, cell_start, centers):
+    def __init__(self, order, probes, original, cell_start, centers, seed=0):
         self.order = order
+        self.seed = seed
+        self.recall_estimate_ = None
         self.probes = probes
         self.original = original
         self.cell_start = cell_start
@@ -285,10 +247,20 @@ class CellSearch:
         recall.
     n_probes : int, default=6
         Cells each row is searched in: its own, then those whose boundary with it is nearest.
-    n_refine : int, default=0
-        Rounds of neighbours-of-neighbours after the cell search (:meth:`refine`), each
-        comparing every row with its neighbours' k neighbours; they lift recall where cells
-        cut many neighbourhoods (high intrinsic dimension) for about ``k^2 * d`` work per row.
+    n_refine : "auto" or int, default="auto"
+        Rounds of NN-descent's local join after the cell search (:meth:`refine`), each
+        comparing every row with the neighbours of its neighbours and reverse neighbours
+        (about ``4 k^2 * d`` work per row); they lift recall where cells cut many
+        neighbourhoods (data of high intrinsic dimension). "auto" runs rounds while the
+        recall estimate is below ``target_recall`` and rose by at least
+        :data:`MIN_RECALL_GAIN` in the last round, at most :data:`MAX_AUTO_REFINE`; an int
+        runs that many.
+    target_recall : float, default=0.95
+        The recall estimate at which "auto" stops refining.
+    recall_sample : int, default=500
+        Rows whose lists are checked against an exact search of all rows to estimate
+        recall@k (``recall_estimate_``): one pass over X for that many queries. 0 skips the
+        estimate (then ``n_refine`` must be an int).
     kernel : callable, optional
         The in-cell search kernel, ``kernel(Q, R, q_ids, r_ids, m, bound) -> (cols, g)``;
         default the built-in NumPy one (:func:`elmscale.graph._select.propose`). ``Q`` and
@@ -312,37 +284,68 @@ class CellSearch:
     shuffle of X's rows into cell order, and one search task per chunk doing about
     ``N * n_probes * rows_per_cell * d`` multiply-adds in all, plus the probed cells' rows
     received from other chunks. The client holds a sample of rows (at most 128 MiB), the
-    centres and per-chunk tables of cell numbers. Use it through ``backend="cells"``;
+    centres and per-chunk tables of cell numbers. Each refinement round moves the rows'
+    reverse edges, the lists of their neighbours and the distinct candidate rows of X a chunk
+    lacks (:mod:`elmscale.graph._local_join`). Use it through ``backend="cells"``;
     ``CellSearch(rows_per_cell=..., n_probes=...)`` is itself a backend callable.
+
+    Attributes
+    ----------
+    recall_estimate_ : float or None
+        Set by each search: the fraction of the exact k nearest neighbours of
+        ``recall_sample`` sampled rows that their final lists hold (None without a sample).
+        The same value is set on the search's :class:`CellPartition`.
+    n_refine_ : int
+        Set by each search: the refinement rounds it ran.
     """
 
     #: this backend provides its own locality order (see :func:`elmscale.graph.knn_graph`)
     provides_order = True
 
-    def __init__(self, rows_per_cell=500, n_probes=6, n_refine=0, kernel=None):
-        for name, value, low in (
-            ("rows_per_cell", rows_per_cell, 1),
-            ("n_probes", n_probes, 1),
-            ("n_refine", n_refine, 0),
-        ):
+    def __init__(
+        self,
+        rows_per_cell=500,
+        n_probes=6,
+        n_refine="auto",
+        kernel=None,
+        *,
+        target_recall=0.95,
+        recall_sample=500,
+    ):
+        checks = [("rows_per_cell", rows_per_cell, 1), ("n_probes", n_probes, 1)]
+        checks += [("recall_sample", recall_sample, 0)]
+        if not (isinstance(n_refine, str) and n_refine == "auto"):
+            checks.append(("n_refine", n_refine, 0))
+        for name, value, low in checks:
             if not (
                 isinstance(value, (int, np.integer))
                 and not isinstance(value, bool)
                 and value >= low
             ):
                 raise ValueError(f"{name} must be an int >= {low}, got {value!r}")
+        if not (
+            isinstance(target_recall, (float, int, np.floating, np.integer))
+            and not isinstance(target_recall, bool)
+            and 0 < target_recall <= 1
+        ):
+            raise ValueError(f"target_recall must be a float in (0, 1], got {target_recall!r}")
+        if n_refine == "auto" and recall_sample == 0:
+            raise ValueError("n_refine='auto' needs recall_sample > 0 (its rule is measured)")
         self.rows_per_cell = int(rows_per_cell)
         self.n_probes = int(n_probes)
-        self.n_refine = int(n_refine)
+        self.n_refine = n_refine if n_refine == "auto" else int(n_refine)
         if kernel is not None and not callable(kernel):
             raise TypeError(f"kernel must be a callable or None, got {type(kernel).__name__}")
         self.kernel = kernel
+        self.target_recall = float(target_recall)
+        self.recall_sample = int(recall_sample)
 
     def __repr__(self):
         kernel = "" if self.kernel is None else f", kernel={self.kernel!r}"
         return (
             f"CellSearch(rows_per_cell={self.rows_per_cell}, n_probes={self.n_probes}, "
-            f"n_refine={self.n_refine}{kernel})"
+            f"n_refine={self.n_refine!r}{kernel}, target_recall={self.target_recall}, "
+            f"recall_sample={self.recall_sample})"
         )
 
     def __call__(self, X, n_neighbors, *, random_state=None):
@@ -373,91 +376,50 @@ class CellSearch:
             self.rows_per_cell,
             len(idx),
         )
-        return CellPartition(order, probes, original, cell_start, centers)
+        return CellPartition(order, probes, original, cell_start, centers, seed)
 
-    def refine(self, part, X, pos, n_neighbors):
-        """One round of neighbours-of-neighbours: every row compares itself with its
-        neighbours' neighbours and keeps the k nearest of all it has seen. Two exchanges,
-        each of the distinct rows a chunk needs from others: neighbour lists, then rows of X.
-        """
-        k = n_neighbors
-        starts = part.order.starts
-        nb = len(part.order.chunks)
-        X_blocks = X.to_delayed(optimize_graph=False).ravel()
-        orig_blocks = part.original.to_delayed(optimize_graph=False).ravel()
-        pos_blocks = pos.to_delayed(optimize_graph=False).ravel()
-        bounds = [(int(starts[t]), int(starts[t + 1])) for t in range(nb)]
-
-        def exchange_positions(stage, wanted, blocks):
-            """Per chunk: the pieces of ``blocks`` at the positions ``wanted[t]`` lists."""
-            wanted = list(dask.persist(*wanted))
-            sources = dask.compute(*[task("sources", _source_chunks, w, starts) for w in wanted])
-            return exchange(
-                f"{PREFIX}-{stage}",
-                _take_positions,
-                [(blk,) for blk in blocks],
-                [[(s, bounds[s]) for s in sources[t]] for t in range(nb)],
-                wanted,
-            )
-
-        lists = exchange_positions(
-            "refine-lists",
-            [task("refine-want", _outside, pos_blocks[t], *bounds[t]) for t in range(nb)],
-            [task("refine-pack", tuple, [b]) for b in pos_blocks],
-        )
-        cand = list(
-            dask.persist(
-                *[
-                    task(
-                        "refine-candidates",
-                        _neighbours_of_neighbours,
-                        k,
-                        bounds[t][0],
-                        pos_blocks[t],
-                        lists[t],
-                    )
-                    for t in range(nb)
-                ]
-            )
-        )
-        rows = exchange_positions(
-            "refine-rows",
-            [task("refine-want", _outside, cand[t][None], *bounds[t]) for t in range(nb)],
-            [
-                task("refine-pack", tuple, [xb, ob])
-                for xb, ob in zip(X_blocks, orig_blocks, strict=True)
-            ],
-        )
-        out = [
-            task(
-                "refine",
-                _refine_chunk,
-                k,
-                bounds[t][0],
-                X_blocks[t],
-                orig_blocks[t],
-                cand[t],
-                rows[t],
-            )
-            for t in range(nb)
-        ]
-        return tuple(
-            da.concatenate(
-                [
-                    da.from_delayed(o[i], (hi - lo, k), dtype=dt)
-                    for o, (lo, hi) in zip(out, bounds, strict=True)
-                ]
-            )
-            for i, dt in enumerate((np.int64, np.int64, np.float64))
-        )
+    def refine(self, part, X, pos, dist, n_neighbors):
+        """One round of NN-descent's local join (:func:`~elmscale.graph._local_join.local_join`):
+        every row compares itself with the neighbours of its neighbours, reverse neighbours
+        included, and keeps the k nearest of all it has seen."""
+        return local_join(part.order.starts, part.original, X, pos, dist, n_neighbors)
 
     def search(self, part, X, n_neighbors):
         """kNN of the rows of X, already in ``part``'s order and chunked like it:
-        (ordered positions, original indices, distances), row-chunked dask arrays."""
-        pos, orig, dist = self._search_cells(part, X, n_neighbors)
-        for _ in range(self.n_refine):
-            pos, orig, dist = self.refine(part, X, pos, n_neighbors)
-        return pos, orig, dist
+        (ordered positions, original indices, distances), row-chunked dask arrays.
+
+        The cell search, then refinement rounds as ``n_refine`` says; with a recall sample,
+        each round's lists are persisted and checked against the sample's exact neighbours.
+        """
+        k = n_neighbors
+        width = min(JOIN_WIDTH * k, X.shape[0] - 1)
+        lists = self._search_cells(part, X, k)
+        auto = self.n_refine == "auto"
+        cap = MAX_AUTO_REFINE if auto else self.n_refine
+        estimate = rows = exact = None
+        if self.recall_sample:
+            rows = recall_sample(X.shape[0], self.recall_sample, part.seed)
+            exact = exact_sample_neighbours(X, rows, k)
+            lists = dask.persist(*lists)
+            estimate = recall_estimate(lists[0][:, :k], rows, exact)
+        rounds = 0
+        while rounds < cap and not (auto and estimate >= self.target_recall):
+            lists = self.refine(part, X, lists[0], lists[2], width)
+            rounds += 1
+            if rows is None:
+                continue
+            lists = dask.persist(*lists)
+            previous, estimate = estimate, recall_estimate(lists[0][:, :k], rows, exact)
+            if auto and estimate - previous < MIN_RECALL_GAIN:
+                break
+        logger.info(
+            "kNN search: %d refinement rounds, recall estimate %s",
+            rounds,
+            "not measured" if estimate is None else f"{estimate:.3f}",
+        )
+        self.recall_estimate_ = part.recall_estimate_ = estimate
+        self.n_refine_ = rounds
+        return tuple(a[:, :k] for a in lists)
 
     def _search_cells(self, part, X, n_neighbors):
         k = n_neighbors
