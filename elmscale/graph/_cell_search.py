@@ -247,14 +247,16 @@ class CellSearch:
         recall.
     n_probes : int, default=6
         Cells each row is searched in: its own, then those whose boundary with it is nearest.
-    n_refine : "auto" or int, default="auto"
+    n_refine : "auto" or int, default=0
         Rounds of NN-descent's local join after the cell search (:meth:`refine`), each
         comparing every row with the neighbours of its neighbours and reverse neighbours
         (about ``4 k^2 * d`` work per row); they lift recall where cells cut many
         neighbourhoods (data of high intrinsic dimension). "auto" runs rounds while the
         recall estimate is below ``target_recall`` and rose by at least
         :data:`MIN_RECALL_GAIN` in the last round, at most :data:`MAX_AUTO_REFINE`; an int
-        runs that many.
+        runs that many. The default runs none: on data of high intrinsic dimension a round
+        exchanges many candidate rows and costs more than the cell search (look at
+        ``recall_estimate_`` to decide).
     target_recall : float, default=0.95
         The recall estimate at which "auto" stops refining.
     recall_sample : int, default=500
@@ -306,7 +308,7 @@ class CellSearch:
         self,
         rows_per_cell=500,
         n_probes=6,
-        n_refine="auto",
+        n_refine=0,
         kernel=None,
         *,
         target_recall=0.95,

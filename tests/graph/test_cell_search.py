@@ -196,7 +196,7 @@ def test_backend_parameter_errors():
     with pytest.raises(ValueError, match="recall_sample must be an int >= 0"):
         CellSearch(recall_sample=-1)
     with pytest.raises(ValueError, match="n_refine='auto' needs recall_sample > 0"):
-        CellSearch(recall_sample=0)
+        CellSearch(n_refine="auto", recall_sample=0)
     Xd = da.from_array(np.zeros((5, 2)), chunks=(5, 2))
     with pytest.raises(ValueError, match=r"n_neighbors=\d+ must be in"):
         CellSearch()(Xd, 5)
@@ -280,7 +280,7 @@ def hard_mixture():
 def test_auto_refinement_restores_recall_the_same_on_any_chunking_and_cluster(
     hard_mixture, dask_client
 ):
-    """The default search on a hard set: the cell search alone finds about 0.65 of the true
+    """The measured rule on a hard set: the cell search alone finds about 0.65 of the true
     neighbours and the measured rule refines until about 0.955 (measured on this set;
     thresholds leave a margin). The lists are the same on two chunkings, one of them built
     on the session's two worker processes, and the estimate tracks the measured recall."""
@@ -289,7 +289,7 @@ def test_auto_refinement_restores_recall_the_same_on_any_chunking_and_cluster(
     base = cells_only(da.from_array(X, chunks=(20_000, 30)), 10, random_state=0)[0].compute()
     graphs, searches = [], []
     for chunks, scheduler in ((20_000, "sync"), (6_000, dask_client)):
-        search = CellSearch()
+        search = CellSearch(n_refine="auto")
         with dask.config.set(scheduler=scheduler):
             graphs.append(dask.compute(*search(da.from_array(X, chunks=(chunks, 30)), 10)))
         searches.append(search)
@@ -308,10 +308,10 @@ def test_auto_refinement_stops_at_the_target(clustered):
     """Where the cells already find the neighbours the rule runs no round; a fixed count
     runs exactly that many and a zero sample skips the estimate."""
     Xd = da.from_array(clustered, chunks=(700, 5))
-    search = CellSearch(rows_per_cell=200, n_probes=4)
+    search = CellSearch(rows_per_cell=200, n_probes=4, n_refine="auto")
     search(Xd, 10, random_state=0)
     assert search.n_refine_ == 0 and search.recall_estimate_ >= 0.95
-    strict = CellSearch(rows_per_cell=200, n_probes=1, target_recall=1.0)
+    strict = CellSearch(rows_per_cell=200, n_probes=1, n_refine="auto", target_recall=1.0)
     strict(Xd, 10, random_state=0)
     assert 1 <= strict.n_refine_ <= 4
     fixed = CellSearch(rows_per_cell=200, n_probes=4, n_refine=1, recall_sample=0)
