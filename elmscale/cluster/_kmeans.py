@@ -1,13 +1,13 @@
 """k-means on a row-chunked dask array, in a few passes over it.
 
 The restarts run where they are cheap: scikit-learn's k-means (``n_init`` k-means++ starts)
-on random samples of at most ``init_sample`` rows of the small embedding, gathered to the
-client. When the rows outnumber a sample, ``SAMPLE_DRAWS`` samples are drawn, each with its
-share of the starts, and the best centres of each start Lloyd's iterations on all rows
-together: a start that is best on one sample can be a weaker optimum on all rows, and which
-one wins is then decided by the inertia on all rows, not by one sample's draw. Each pass of
-Lloyd's iterations reduces per-cluster sums and counts (n_clusters x n_features) from every
-block. Starting
+on a random sample of at most ``init_sample`` rows of the small embedding, gathered to the
+client. Its best centres then start Lloyd's iterations on all rows on the cluster. With
+``sample_draws`` > 1 and more rows than a sample, that many samples are drawn, each with its
+share of the starts, and the best centres of each are refined on all rows together: a start
+that is best on one sample can be a weaker optimum on all rows, and the inertia on all rows
+then decides. Each pass of Lloyd's iterations reduces per-cluster sums and counts
+(n_clusters x n_features) from every block. Starting
 from centres that are already good, the full-data phase needs few passes, so what a pass
 costs is mostly the scheduler's: the rows are regrouped once into a few large blocks (the
 N x n_features array is small next to X), held in memory while the iterations run, and each
@@ -34,8 +34,6 @@ logger = logging.getLogger(__name__)
 #: rows of one block of the Lloyd passes: at least this many, and at most ``MAX_BLOCKS`` blocks
 MIN_BLOCK_ROWS = 65_536
 MAX_BLOCKS = 16
-#: samples of ``init_sample`` rows whose best k-means++ starts are refined on all rows together
-SAMPLE_DRAWS = 4
 
 
 def _nearest(block, centers):
@@ -104,6 +102,7 @@ def kmeans(
     init=None,
     random_state=None,
     init_sample=20000,
+    sample_draws=1,
 ):
     """Cluster the rows of a dask array with Lloyd's algorithm.
 
@@ -117,9 +116,12 @@ def kmeans(
         the mean feature variance of the data).
     init : ndarray (n_clusters, n_features) or (n_starts, n_clusters, n_features), or None
         Start from these centres (n_init is then ignored; the best start wins); None runs
-        scikit-learn's k-means with n_init k-means++ starts on samples of rows (all rows
-        when there are at most ``init_sample``; else ``SAMPLE_DRAWS`` samples sharing the
-        starts, whose best centres are refined on all rows and compared there).
+        scikit-learn's k-means with n_init k-means++ starts on a sample of ``init_sample``
+        rows (all rows when there are no more).
+    sample_draws : int, default=1
+        Samples drawn when the rows outnumber ``init_sample``; they share the ``n_init``
+        starts, and the best centres of each are refined on all rows, where the least
+        inertia wins.
 
     Returns
     -------
@@ -142,7 +144,7 @@ def kmeans(
         Eb.nbytes / 1e6,
     )
     blocks = Eb.to_delayed(optimize_graph=False).ravel().tolist()
-    starts = _starts(Eb, n_clusters, n_init, init, init_sample, rng)
+    starts = _starts(Eb, n_clusters, n_init, init, (init_sample, sample_draws), rng)
     centers, n_iter = _lloyd(blocks, starts, N, max_iter, tol)
     best = _best_restart(blocks, centers)
     best_centers = centers[best]
@@ -156,13 +158,14 @@ def kmeans(
     return best_centers, labels, inertia, int(n_iter[best])
 
 
-def _starts(Eb, n_clusters, n_init, init, init_sample, rng):
+def _starts(Eb, n_clusters, n_init, init, sampling, rng):
     """The starting centres, (n_starts, n_clusters, n_features): ``init``, or the best of
     scikit-learn's k-means++ starts on samples of rows, one row of starts per sample."""
     if init is not None:
         starts = np.asarray(init, dtype=np.float64)
         return starts[None] if starts.ndim == 2 else starts
-    samples = _draw_samples(Eb, init_sample, min(SAMPLE_DRAWS, n_init), rng)
+    init_sample, draws = sampling
+    samples = _draw_samples(Eb, init_sample, max(1, min(draws, n_init)), rng)
     if samples[0].shape[0] < n_clusters:
         raise ValueError(f"n_clusters={n_clusters} is larger than n_samples={Eb.shape[0]}")
     shares = np.array_split(np.arange(n_init), len(samples))  # the starts each sample gets

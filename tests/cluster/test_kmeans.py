@@ -137,15 +137,16 @@ def test_small_data_starts_are_scikit_learns_on_all_rows(rng):
 
     X = rng.randn(3000, 4)
     Eb = da.from_array(X, chunks=1000)
-    starts = _kmeans._starts(Eb, 5, 10, None, 20_000, check_random_state(7))
+    starts = _kmeans._starts(Eb, 5, 10, None, (20_000, 4), check_random_state(7))
     seed = check_random_state(7).randint(2**31 - 1)
     ref = KMeans(5, n_init=10, random_state=seed).fit(X).cluster_centers_
     np.testing.assert_array_equal(starts, ref[None])
 
 
 def test_samples_share_the_starts_and_all_rows_choose(rng):
-    """More rows than init_sample: SAMPLE_DRAWS starts, each the best of its sample's share of
-    n_init; the result is the refined start of least inertia on all rows."""
+    """More rows than init_sample and sample_draws=4: four starts, each the best of its
+    sample's share of n_init; the result is the refined start of least inertia on all rows.
+    The default, one sample, gives the one start of before."""
     from sklearn.utils import check_random_state
 
     from elmscale.cluster import _kmeans
@@ -154,9 +155,10 @@ def test_samples_share_the_starts_and_all_rows_choose(rng):
     X = C[rng.randint(0, 12, 20_000)] + rng.randn(20_000, 5)
     Xd = da.from_array(X, chunks=5000)
     with dask.config.set(scheduler="sync"):
-        starts = _kmeans._starts(Xd, 12, 10, None, 600, check_random_state(1))
-        assert starts.shape == (_kmeans.SAMPLE_DRAWS, 12, 5)
-        assert len({s.tobytes() for s in starts}) == _kmeans.SAMPLE_DRAWS
+        assert _kmeans._starts(Xd, 12, 10, None, (600, 1), check_random_state(1)).shape[0] == 1
+        starts = _kmeans._starts(Xd, 12, 10, None, (600, 4), check_random_state(1))
+        assert starts.shape == (4, 12, 5)
+        assert len({s.tobytes() for s in starts}) == 4
         inertias = [kmeans(Xd, 12, init=s)[2] for s in starts]
-        _, _, inertia, _ = kmeans(Xd, 12, random_state=1, init_sample=600)
+        _, _, inertia, _ = kmeans(Xd, 12, random_state=1, init_sample=600, sample_draws=4)
     assert inertia == pytest.approx(min(inertias), rel=1e-12)
