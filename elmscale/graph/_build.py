@@ -96,9 +96,8 @@ def knn_graph(
         k of the kNN graph, before symmetrisation.
     backend : "auto", str or callable, default="auto"
         A graph backend callable, or the name (or alias) of a registered one
-        (``elmscale.available("graph")``: built-in or a plugin's). "auto" takes "exact" up to
-        10,000 rows and "cells" (the distributed search, :class:`~elmscale.graph.CellSearch`)
-        above.
+        (``elmscale.available("graph")``). "auto" takes "exact" up to 10,000 rows and "cells"
+        (the distributed search, :class:`~elmscale.graph.CellSearch`) above.
     weights : {"binary", "heat"}
         1 on every edge, or ``exp(-||xi - xj||^2 / (2 sigma^2))``.
     sigma : float or None
@@ -107,10 +106,9 @@ def knn_graph(
         Use ``I - D^-1/2 W D^-1/2`` instead of ``D - W``.
     random_state : int or None
         Seed for approximate backends and the locality ordering.
-    transform : callable or None
-        Applied (lazily) to X before the neighbour search.
-    scaling : (offset, scale) or None
-        Search ``(X - offset) / scale`` instead (the estimators' input scaling, as data).
+    transform, scaling : callable or None, (offset, scale) or None
+        Search ``transform(X)`` (lazily), or ``(X - offset) / scale`` (the estimators' input
+        scaling, as data).
     order : "auto" or bool
         Sort rows by coarse cells first so neighbours share chunks (see ``locality_order``);
         "auto" does so when X has more than one chunk and more than 20,000 rows. The order
@@ -120,6 +118,7 @@ def knn_graph(
     Returns
     -------
     KNNGraph
+        With ``recall_estimate_``: the backend's estimate of its recall@k (None for none).
     """
     _check_graph_params(X, n_neighbors, weights, sigma, order, transform, scaling)
     backend_fn = backend_callable(backend, X.shape[0])
@@ -151,6 +150,7 @@ def knn_graph(
         order=row_order,
         source_name=source_name,
     )
+    graph.recall_estimate_ = getattr(backend_fn, "recall_estimate_", None)
     logger.info("kNN graph: %r, %d halo rows in all", graph, graph.halo_size())
     return graph
 

@@ -48,6 +48,10 @@ class KNNGraph:
         Halo rows each block takes from each chunk.
     halo_sources : list of list of int
         For each block, the chunks that hold its halo rows.
+    recall_estimate_ : float or None
+        Set by :func:`knn_graph`: the share of true k nearest neighbours that the search
+        found for a sample of rows (``CellSearch``'s estimate), None for an exact search or a
+        backend that gives none.
     """
 
     def __init__(

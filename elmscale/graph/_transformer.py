@@ -66,6 +66,10 @@ class KNNGraphTransformer(TransformerMixin, BaseEstimator):
         Number of training points (the graph's columns).
     fit_X_ : ndarray or dask array
         The training data, searched by :meth:`transform` for new points.
+    recall_estimate_ : float or None
+        After :meth:`fit_transform` with an approximate backend that estimates it (the
+        "cells" search): the share of true nearest neighbours found for a sample of rows
+        against an exact search. None otherwise.
 
     See Also
     --------
@@ -143,6 +147,7 @@ class KNNGraphTransformer(TransformerMixin, BaseEstimator):
         self._check_size(Xd.shape[0])
         self.fit_X_ = Xd if was_dask else Xd.compute()
         self.n_samples_fit_ = Xd.shape[0]
+        self.recall_estimate_ = None  # set by fit_transform's search when it estimates one
         return Xd, was_dask
 
     def transform(self, X):
@@ -190,6 +195,7 @@ class KNNGraphTransformer(TransformerMixin, BaseEstimator):
             # searched on the runs of chunks knn_graph searches on (fewer, larger exchanges)
             Xg = Xd.rechunk({0: graph_chunks(rows)})
             others, d = backend(Xg, self._n_others, random_state=seed)
+            self.recall_estimate_ = getattr(backend, "recall_estimate_", None)
             idx = da.concatenate([idx, others.rechunk((rows, -1))], axis=1)
             dist = da.concatenate([dist, d.rechunk((rows, -1))], axis=1)
         return self._output(idx, dist, was_dask)

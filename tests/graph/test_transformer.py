@@ -145,3 +145,19 @@ def test_exported_from_the_package():
 @parametrize_with_checks([KNNGraphTransformer(n_neighbors=3)])
 def test_sklearn_contract(estimator, check):
     check(estimator)
+
+
+def test_recall_estimate_is_reported_by_the_cell_search():
+    """The cells search reports its sampled recall on the transformer and on knn_graph's
+    graph; an exact search reports none."""
+    from elmscale.graph import knn_graph
+
+    X, _ = make_blobs(3000, n_features=8, centers=6, random_state=0)
+    cells = KNNGraphTransformer(n_neighbors=5, graph="cells", random_state=0)
+    cells.fit_transform(X)
+    assert 0.5 <= cells.recall_estimate_ <= 1.0
+    exact = KNNGraphTransformer(n_neighbors=5, graph="exact").fit(X)
+    assert exact.recall_estimate_ is None
+    graph = knn_graph(da.from_array(X, chunks=1000), 5, backend="cells", random_state=0)
+    assert 0.5 <= graph.recall_estimate_ <= 1.0
+    assert knn_graph(da.from_array(X, chunks=1000), 5, backend="exact").recall_estimate_ is None
