@@ -246,7 +246,16 @@ def test_the_cli_fits_on_the_tls_recipe_with_its_certificates(tmp_path):
         assert started.returncode == 0, started.stderr + started.stdout
         address = (tmp_path / "run" / "address").read_text().strip()
         assert address.startswith("tls://")
-        fit = ["fit", "us-elm", tmp_path / "X.npy", "-p", "n_clusters=3", "--scheduler", address]
+        fit = [
+            "fit",
+            "us-elm",
+            tmp_path / "X.npy",
+            "-p",
+            "n_clusters=3",
+            "random_state=0",
+            "--scheduler",
+            address,
+        ]
         tls = ["--tls-ca-file", certs / "ca.pem", "--tls-cert", certs / "node.pem"]
         labels = tmp_path / "labels.npy"
         done = _cli(*fit, *tls, "--tls-key", certs / "node-key.pem", "--labels", labels, env=env)

@@ -118,6 +118,13 @@ def fit_one(name, data, seed, params, mode, cuts):
     return rec
 
 
+def _unit_rows(E):
+    """Rows scaled to unit length, zero rows kept: USELM's ``row_normalize`` before k-means."""
+    norms = np.sqrt(np.einsum("ij,ij->i", E, E))
+    norms[norms == 0] = 1.0
+    return E / norms[:, None]
+
+
 def components_one(name, data, seed, params):
     """``n_components="auto"``'s two candidates, from one fit: the narrow (c) and the wide
     (ceil(1.5 c)) embedding's k-means partitions (the estimator's own k-means, same seed) with
@@ -126,10 +133,9 @@ def components_one(name, data, seed, params):
     import dask.array as da
 
     import elmscale
-    from elmscale.algorithms._embedding import unit_rows
     from elmscale.cluster import kmeans
     from elmscale.graph import normalized_cut
-    from elmscale.utils._random import draw_seed
+    from elmscale.utils import draw_seed
 
     X, y, _, _ = data
     c = len(np.unique(y))
@@ -142,7 +148,9 @@ def components_one(name, data, seed, params):
     seed_k = draw_seed(reduction.random_state())  # the seed the estimator's k-means draws
     chunks = reduction.X.chunks[0]
     E = da.from_array(np.asarray(model.embedding_)[:, :narrow], chunks=(chunks, -1))
-    _, labels, _, _ = kmeans(unit_rows(E), c, n_init=model.n_init, random_state=seed_k)
+    _, labels, _, _ = kmeans(
+        E.map_blocks(_unit_rows, dtype=E.dtype), c, n_init=model.n_init, random_state=seed_k
+    )
     parts = [np.asarray(labels.compute()), np.asarray(model.labels_)]
     cuts = normalized_cut(reduction.graph, [da.from_array(p, chunks=chunks) for p in parts], c)
     sec = time.perf_counter() - t0
