@@ -31,7 +31,7 @@ from .hidden import (
 from .utils._dask import in_worker_memory
 from .utils._persistence import DaskStateMixin
 from .utils._threads import blas_for_dask
-from .utils._validation import validate_data
+from .utils._validation import in_process_rows, validate_data
 from .validation import Interval, Registered, StrOptions, fit_context
 
 logger = logging.getLogger(__name__)
@@ -83,6 +83,9 @@ class Reduction:
         self.n_solves = 1
         self.checkpoint = None
         self._rng_state = None
+        #: the input's rows as this process holds them (NumPy input only; see
+        #: :func:`~elmscale.utils._validation.in_process_rows`)
+        self.X_in_process = None
 
     @property
     def n_samples(self):
@@ -218,6 +221,8 @@ class BaseELM(DaskStateMixin, BaseEstimator):
             reduction = Reduction(
                 Xd, was_dask, check_random_state(self.random_state), self.reduce_key()
             )
+            if not was_dask:
+                reduction.X_in_process = in_process_rows(X)
             if checkpoint is not None:
                 reduction.checkpoint = self.open_checkpoint(checkpoint, Xd, y)
             # the input scaling is a pass over X: a stage (its result, the layer, is small)

@@ -64,3 +64,35 @@ def test_sselm_primal_higher_power_brings_back_no_n_sized_array(no_large_compute
     assert model._solver == "primal"
     assert no_large_compute, "the spy saw no compute at all"
     assert max(no_large_compute) <= 20_000 < N
+
+
+def _shapes(obj, out):
+    """Collect the shape of every array in a computed result."""
+    if isinstance(obj, dict):
+        obj = list(obj.values())
+    if isinstance(obj, (tuple, list)):
+        for v in obj:
+            _shapes(v, out)
+    elif hasattr(obj, "shape"):
+        out.append(tuple(obj.shape))
+    return out
+
+
+def test_uselm_keeps_numpy_training_rows_without_gathering_them(monkeypatch):
+    """A filtered NumPy fit keeps its training rows for ``predict`` (``fit_X_``): the array
+    this process already holds, never the N x d rows computed back from the dask copy (on a
+    cluster, every row of X in the compute dtype gathered from the workers)."""
+    seen = []
+    real = dask.base.compute
+
+    def spy(*args, **kwargs):
+        result = real(*args, **kwargs)
+        seen.extend(_shapes(result, []))
+        return result
+
+    monkeypatch.setattr(dask.base, "compute", spy)
+    monkeypatch.setattr(dask, "compute", spy)
+    X = np.random.RandomState(0).rand(2_000, 6).astype(np.float32)
+    model = elmscale.USELM(n_clusters=3, n_hidden=20, random_state=0).fit(X)
+    assert model.smoothing_steps_ > 0 and model.fit_X_ is X
+    assert X.shape not in seen

@@ -180,7 +180,9 @@ class USELM(
         The training rows, searched by ``transform`` and ``predict`` for a new row's nearest
         training rows when the fit filtered its rows (``smoothing_steps_`` > 0; None
         otherwise). A reference to the input for dask input: nothing N-sized is held on the
-        client, and each ``transform`` reads the training rows again.
+        client, and each ``transform`` reads the training rows again. For NumPy input the
+        array given to ``fit`` itself, as scikit-learn's nearest-neighbour estimators keep it
+        (not a copy: changing it afterwards changes what ``predict`` finds).
     n_features_in_ : int
     timings_ : dict
         Wall seconds of the fit's stages (hidden, graph, smoothing when the graph filter
@@ -351,9 +353,10 @@ class USELM(
         reduction.fitted["smoothing_steps_"] = steps
         # new rows are embedded from their nearest training rows when the fit filtered them
         # (see ``transform``): the model keeps the training rows (a reference to the dask
-        # array for dask input) and the graph's weights
-        X = reduction.X
-        reduction.fitted["fit_X_"] = (X if reduction.was_dask else X.compute()) if steps else None
+        # array for dask input, the NumPy rows this process already holds otherwise) and the
+        # graph's weights
+        fit_X = reduction.X if reduction.was_dask else reduction.X_in_process
+        reduction.fitted["fit_X_"] = fit_X if steps else None
         reduction.fitted["_graph_sigma"] = graph.sigma
         features = reduction.features
         if self._solver == "primal":

@@ -176,6 +176,15 @@ def _to_array(X, name):
     return X
 
 
+def in_process_rows(X, name="X"):
+    """Input that is not dask as the NumPy array :func:`as_row_chunked` validates, in its own
+    dtype: the same object for a NumPy array (no copy), else converted as there (lists,
+    DataFrames). For a model that keeps its training rows: a NumPy fit already holds them
+    in this process, and computing the validated dask array back would gather every row,
+    cast to the compute dtype, from the workers."""
+    return np.asarray(_to_array(X, name))
+
+
 def row_chunks(n_samples, n_hidden=1000, dtype=None):
     """Row chunks of NumPy input in :func:`as_row_chunked`: blocks of rows such that one
     block of H (rows x n_hidden) is about ``config["chunk_bytes"]``, the last one shorter."""
