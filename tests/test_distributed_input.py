@@ -66,6 +66,29 @@ def test_numpy_input_is_sent_once_outside_the_graphs(dask_client, global_seed):
 
 
 @pytest.mark.distributed
+def test_numpy_input_travels_in_its_own_dtype(dask_client, monkeypatch, global_seed):
+    """Integer pixels are scattered as they are (one byte each for uint8, not the eight of
+    the compute dtype) and cast on the workers; the fit equals the threaded one."""
+    from distributed import Client
+
+    rng = np.random.RandomState(global_seed)
+    X = (rng.rand(1500, 30) * 255).astype(np.uint8)
+    sent = []
+    real = Client.scatter
+
+    def spy(self, data, *args, **kwargs):
+        sent.extend(np.asarray(v).dtype for v in data.values())
+        return real(self, data, *args, **kwargs)
+
+    monkeypatch.setattr(Client, "scatter", spy)
+    labels = USELM(n_clusters=3, n_hidden=30, random_state=0).fit(X).labels_
+    assert sent and set(sent) == {np.dtype(np.uint8)}
+    with dask.config.set(scheduler="threads"):
+        threaded = USELM(n_clusters=3, n_hidden=30, random_state=0).fit(X).labels_
+    np.testing.assert_array_equal(labels, threaded)
+
+
+@pytest.mark.distributed
 @pytest.mark.parametrize("name", ["TUMKELM", "ELMClassifier"])
 def test_numpy_input_under_a_client_fits_as_threaded(dask_client, blobs, name):
     """Estimators that fit NumPy input in this process (TUMK-ELM's exact mode) and those that

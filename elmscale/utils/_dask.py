@@ -51,9 +51,10 @@ def distributed_client():
     return client
 
 
-def scatter_rows(client, X, chunks, dtype, name):
-    """NumPy ``X`` as a dask array ``name`` of ``chunks`` whose blocks (cast to ``dtype``)
-    are sent to the workers once by ``client.scatter``, like a persisted array.
+def scatter_rows(client, X, chunks, name):
+    """NumPy ``X`` as a dask array ``name`` of ``chunks`` whose blocks are sent to the
+    workers once by ``client.scatter``, like a persisted array, in X's own dtype (uint8
+    pixels travel as one byte each; the caller casts them on the workers).
 
     ``da.from_array`` would put X inside the task graph of every computation that reads
     it. The keys are unique per call rather than hashed from X: releasing the blocks of an
@@ -64,12 +65,11 @@ def scatter_rows(client, X, chunks, dtype, name):
 
     starts = np.cumsum((0, *chunks[0]))
     blocks = {
-        (name, i, 0): X[a:b].astype(dtype, copy=False)
-        for i, (a, b) in enumerate(zip(starts[:-1], starts[1:], strict=True))
+        (name, i, 0): X[a:b] for i, (a, b) in enumerate(zip(starts[:-1], starts[1:], strict=True))
     }
     futures = client.scatter(blocks)
     graph = HighLevelGraph.from_collections(name, futures, dependencies=())
-    return da.Array(graph, name, chunks, dtype=dtype)
+    return da.Array(graph, name, chunks, dtype=X.dtype)
 
 
 def in_worker_memory(X):

@@ -72,9 +72,12 @@ def as_row_chunked(X, *, n_hidden=1000, name="X", dtype=None, check_finite=True,
             return X.astype(dtype, copy=False), False
         chunks = (row_chunks(X.shape[0], n_hidden, dtype), (X.shape[1],))
         client = distributed_client()
-        if client is not None:  # sent to the workers once, not inside every graph
-            return scatter_rows(client, X, chunks, dtype, task_name("elmscale-input")), False
-        X = da.from_array(X, chunks=chunks)
+        if client is None:
+            X = da.from_array(X, chunks=chunks)
+        else:  # sent to the workers once, not inside every graph, and cast there
+            X = scatter_rows(client, X, chunks, task_name("elmscale-input"))
+            if X.dtype == dtype:
+                return X, False
     # one task per block under a name unique to this call, never a name hashed from the
     # input: a key must not stand for two different tasks on the distributed scheduler
     # (dask/dask#9888), and the fused forms of a hashed key differ from graph to graph
