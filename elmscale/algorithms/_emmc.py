@@ -30,7 +30,7 @@ from sklearn.base import ClusterMixin
 from sklearn.utils.validation import check_is_fitted
 
 from ..base import BaseELM
-from ..cluster import kmeans
+from ..cluster import kmeans, negative_sse
 from ..gram import hidden_stats
 from ..mixins import DataNodesMixin
 from ..solvers import sign_flip
@@ -38,7 +38,6 @@ from ..sweep import sweep
 from ..utils._dask import tree_sum
 from ..utils._random import draw_seed
 from ..validation import Interval, StrOptions
-from ._output import negative_sse
 
 logger = logging.getLogger(__name__)
 
