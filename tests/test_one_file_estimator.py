@@ -99,6 +99,8 @@ COMMON = (
     "tests/test_persistence.py",
     "tests/test_determinism.py",
     "tests/test_dataframe_input.py",
+    "tests/test_numpy_dask_agreement.py",
+    "tests/test_bad_inputs.py",
 )
 
 
