@@ -195,7 +195,8 @@ class BaseELM(DaskStateMixin, BaseEstimator):
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
-        if cls.solve_params is not None:
+        # a class that lists its own reduce_params keeps them
+        if cls.solve_params is not None and "reduce_params" not in vars(cls):
             names = [p for p in inspect.signature(cls.__init__).parameters if p != "self"]
             unknown = sorted(set(cls.solve_params) - set(names))
             if unknown:

@@ -453,3 +453,22 @@ def test_plugin_and_builtins_run_dask_tasks_on_one_blas_thread(celm, name, sched
     want = {1} if scheduler == "threads" else set(before.values())
     assert all(s == want for s in seen), seen
     assert _blas_threads() == before
+
+
+def test_solve_params_give_reduce_params_as_every_other_parameter():
+    """``solve_params`` names what only the solve reads; ``reduce_params`` is then every
+    other parameter of ``__init__``, in its order (a class listing its own keeps them)."""
+
+    class SolveC(RidgeELM):
+        solve_params = ("C",)
+
+    assert SolveC.reduce_params == ("n_hidden", "activation", "scaling", "cache", "random_state")
+    regressor = elmscale.ELMRegressor
+    assert set(regressor.reduce_params) == set(regressor().get_params()) - {"C"}
+
+    class Listed(SolveC):
+        reduce_params = ("n_hidden",)
+
+    assert Listed.reduce_params == ("n_hidden",)
+    with pytest.raises(TypeError, match=r"solve_params names \['lam'\], not parameters"):
+        type("Wrong", (RidgeELM,), {"solve_params": ("lam",)})
