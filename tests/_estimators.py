@@ -38,6 +38,12 @@ SUPERVISED = tuple(
 )
 
 
+def having(parameter):
+    """The estimators with ``parameter`` in ``__init__``: the shared names mean the same
+    everywhere, so each gets the bad values of that parameter."""
+    return tuple(n for n in NAMES if parameter in estimators()[n]().get_params(deep=False))
+
+
 def make(name, **params):
     """A small instance of estimator ``name``: ``SMALL`` for the parameters it has."""
     cls = estimators()[name]
