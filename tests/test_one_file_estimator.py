@@ -3,16 +3,16 @@ way any plugin registers one, is in the public listing (``elmscale.all_estimator
 ``elmscale.available``, ``elmscale.make``) and passes the common tests, with no other file
 of the repository touched.
 
-The estimator, k-means on the leading principal directions of H (written on ``BaseELM``
-and ``EmbeddingClusterMixin``, so it gets ``transform``, ``predict``, ``score``...), and
-its plugin module are written to a temporary folder; the common test modules then run in a
-fresh pytest process in which a ``-p`` plugin registers it before they are collected."""
+The estimator is the architecture page's (k-means on the leading principal directions of H,
+written on ``BaseELM`` and ``EmbeddingClusterMixin``, so it gets ``transform``, ``predict``,
+``score``...). It and its registration are written to a temporary folder as a plugin module;
+the common test modules then run in a fresh pytest process in which a ``-p`` plugin
+registers it before they are collected."""
 
 import os
 import re
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -21,68 +21,21 @@ import pytest
 import elmscale
 from elmscale import registry
 
+from .test_docs_run import rst_python_blocks
+
 ROOT = Path(__file__).resolve().parents[1]
 
-#: the new estimator's file, complete
-ESTIMATOR = '''
-"""k-means on the leading principal directions of H: a plugin's estimator in one file."""
-
-from numbers import Integral
-
-import numpy as np
-
-import elmscale
-from elmscale.cluster import kmeans
-from elmscale.gram import hidden_stats
-from elmscale.mixins import EmbeddingClusterMixin
-from elmscale.solvers import sign_flip
-from elmscale.utils import draw_seed
-from elmscale.validation import Interval
-
-
-class HiddenPCAKMeans(EmbeddingClusterMixin, elmscale.BaseELM):
-    """k-means on ``H W``, W the ``n_components`` leading eigenvectors of H's covariance."""
-
-    _parameter_constraints = {
-        **elmscale.BaseELM._parameter_constraints,
-        "n_clusters": [Interval(Integral, 1, None, closed="left")],
-        "n_components": [Interval(Integral, 1, None, closed="left")],
-    }
-    reduce_params = ("n_hidden", "activation", "scaling", "cache", "random_state")
-
-    def __init__(self, n_clusters=3, *, n_components=2, n_hidden=100, activation="sigmoid",
-                 scaling="standard", cache="auto", random_state=None):
-        self.n_clusters = n_clusters
-        self.n_components = n_components
-        self.n_hidden = n_hidden
-        self.activation = activation
-        self.scaling = scaling
-        self.cache = cache
-        self.random_state = random_state
-
-    def reduce_hidden(self, reduction, y):
-        reduction.stats = hidden_stats(reduction.features, ("count", "colsum", "hth"))
-
-    def solve_reduced(self, reduction, rng):
-        s = reduction.stats
-        mean = s["colsum"] / s["count"]
-        cov = s["hth"] / s["count"] - np.outer(mean, mean)
-        n = min(self.n_components, self.n_hidden)
-        self.output_weights_ = sign_flip(np.linalg.eigh(cov)[1][:, ::-1][:, :n])
-        E = reduction.features.project(self.output_weights_)
-        centers, labels, inertia, _ = kmeans(E, self.n_clusters, random_state=draw_seed(rng))
-        self.cluster_centers_, self.inertia_ = centers, inertia
-        self.labels_ = self.as_output(labels, reduction.was_dask)
-        self.embedding_ = self.as_output(E, reduction.was_dask)
-
-    def embed_rows(self, Xd):
-        return self.project(Xd, self.output_weights_)
-
+#: the new estimator's file: the one the architecture page writes (docs/developer.rst, run
+#: as written by tests/test_docs_run.py), with its registration
+(ESTIMATOR,) = [
+    b for b in rst_python_blocks(ROOT / "docs" / "developer.rst") if "class YourELM" in b
+]
+ESTIMATOR += """
 
 @elmscale.hookimpl
 def register_algorithms(register):
-    register("hidden-pca-kmeans", HiddenPCAKMeans, description="k-means on H's principal axes")
-'''
+    register("your-elm", YourELM, description="k-means on H's principal directions")
+"""
 
 #: what the fresh pytest process loads first (``-p``): the plugin, registered
 REGISTER = """
@@ -108,7 +61,7 @@ COMMON = (
 def plugin_folder(tmp_path, monkeypatch):
     """A folder holding the estimator's module (``elmscale_tiny``) and the ``-p`` plugin,
     on ``sys.path``."""
-    (tmp_path / "elmscale_tiny.py").write_text(textwrap.dedent(ESTIMATOR))
+    (tmp_path / "elmscale_tiny.py").write_text(ESTIMATOR)
     (tmp_path / "register_tiny.py").write_text(REGISTER)
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.delitem(sys.modules, "elmscale_tiny", raising=False)
@@ -127,13 +80,13 @@ def tiny(plugin_folder):
 
 
 def test_a_registered_estimator_is_in_the_public_listing(tiny):
-    cls = tiny.HiddenPCAKMeans
-    assert ("hidden-pca-kmeans", cls) in elmscale.all_estimators()
-    assert ("hidden-pca-kmeans", cls) in elmscale.all_estimators(type_filter="cluster")
-    assert ("hidden-pca-kmeans", cls) in elmscale.all_estimators(type_filter=["transformer"])
+    cls = tiny.YourELM
+    assert ("your-elm", cls) in elmscale.all_estimators()
+    assert ("your-elm", cls) in elmscale.all_estimators(type_filter="cluster")
+    assert ("your-elm", cls) in elmscale.all_estimators(type_filter=["transformer"])
     assert cls not in dict(elmscale.all_estimators(type_filter="classifier")).values()
-    assert "hidden-pca-kmeans" in elmscale.available("algorithm")
-    model = elmscale.make("hidden-pca-kmeans", n_hidden=20, random_state=0)
+    assert "your-elm" in elmscale.available("algorithm")
+    model = elmscale.make("your-elm", n_hidden=20, random_state=0)
     X = np.random.RandomState(0).randn(60, 3)
     model.fit(X)
     # the shared tail works from the one hook: predict is the nearest centre of transform
@@ -142,7 +95,7 @@ def test_a_registered_estimator_is_in_the_public_listing(tiny):
     np.testing.assert_array_equal(model.predict(X), d2.argmin(axis=1))
     assert model.score(X) == pytest.approx(-d2.min(axis=1).sum(), rel=1e-10)
     # a plugin's estimator is not a name of the elmscale namespace: built-ins only
-    assert "HiddenPCAKMeans" not in elmscale.__all__
+    assert "YourELM" not in elmscale.__all__
 
 
 def test_all_estimators_rejects_an_unknown_type_filter():
@@ -160,7 +113,7 @@ def test_a_registered_estimator_passes_the_common_tests(plugin_folder):
     )
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "register_tiny", "-p", "no:cacheprovider"]
-        + ["-k", "HiddenPCAKMeans", *COMMON],
+        + ["-k", "YourELM", *COMMON],
         cwd=ROOT,
         env=env,
         capture_output=True,
