@@ -127,8 +127,45 @@ def write_api_pages():
             path.write_text(text)
 
 
+def write_estimator_table():
+    """``api/estimators.rst``: every estimator the built-in plugins register, with its
+    registered name, aliases and description, from the registry (a new built-in is listed
+    by registering it)."""
+    reg = elmscale.registry.get_registry()
+    lines = [
+        "Estimators",
+        "==========",
+        "",
+        "Every estimator elmscale registers, by the name ``elmscale.make`` and the command",
+        "line take (``elmscale.all_estimators()`` lists them, and an installed plugin's too).",
+        "",
+        ".. list-table::",
+        "   :header-rows: 1",
+        "   :widths: 25 25 50",
+        "",
+        "   * - class",
+        "     - name (aliases)",
+        "     - what it does",
+    ]
+    for name, cls in elmscale.all_estimators():
+        entry = reg.entry("algorithm", name)
+        if not entry.plugin.startswith(elmscale.registry.BUILTIN_PACKAGE):
+            continue
+        aliases = ", ".join(f"``{a}``" for a in entry.aliases)
+        lines += [
+            f"   * - :class:`~elmscale.{cls.__name__}`",
+            f"     - ``{name}``" + (f" ({aliases})" if aliases else ""),
+            f"     - {entry.description}",
+        ]
+    text = "\n".join(lines) + "\n"
+    path = HERE / "api" / "estimators.rst"
+    if not path.exists() or path.read_text() != text:
+        path.write_text(text)
+
+
 # written when this file is read, before Sphinx looks for the source files
 write_api_pages()
+write_estimator_table()
 
 
 def skip_scikit_learn_members(app, what, name, obj, skip, options):

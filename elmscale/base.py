@@ -9,6 +9,7 @@ reads (``lam`` of US-ELM, ``C`` of EMMC) can change between solves of one reduct
 what :func:`elmscale.sweep` does.
 """
 
+import inspect
 import logging
 import time
 from numbers import Integral
@@ -166,7 +167,9 @@ class BaseELM(DaskStateMixin, BaseEstimator):
       ``reduction.stats``, fitted attributes in ``reduction.fitted``).
     - ``reduce_params`` (optional class attribute): the parameters ``reduce_hidden`` reads;
       the others may change between solves of one reduction (:func:`elmscale.sweep`).
-      None (the default) means every parameter.
+      None (the default) means every parameter. Where the solve reads fewer, name those
+      instead as ``solve_params``: ``reduce_params`` is then every parameter of
+      ``__init__`` but them, in its order.
 
     ``fit`` validates the parameters, then runs :meth:`reduce` (X through
     :meth:`validate_X`, :meth:`check_params_vs_input`, the random state, the hidden layer
@@ -186,10 +189,22 @@ class BaseELM(DaskStateMixin, BaseEstimator):
     }
     #: Parameters the reduction depends on; None: all of them.
     reduce_params = None
+    #: Parameters only the solve reads: when set, ``reduce_params`` is all the others.
+    solve_params = None
     #: Whether the hooks run their passes over the data through ``Reduction.stage``, so
     #: that ``fit(..., checkpoint=PATH)`` keeps them (``draw_hidden_layer``, a stage of its
     #: own, must then set no attribute but ``hidden_layer_``).
     supports_checkpoint = False
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        # a class that lists its own reduce_params keeps them
+        if cls.solve_params is not None and "reduce_params" not in vars(cls):
+            names = [p for p in inspect.signature(cls.__init__).parameters if p != "self"]
+            unknown = sorted(set(cls.solve_params) - set(names))
+            if unknown:
+                raise TypeError(f"{cls.__name__}.solve_params names {unknown}, not parameters")
+            cls.reduce_params = tuple(p for p in names if p not in cls.solve_params)
 
     # -- the template ----------------------------------------------------------------------
     @fit_context(prefer_skip_nested_validation=True)

@@ -13,14 +13,20 @@ into ``_parameter_constraints``) and the step:
   ``draw_hidden_layer`` through ``data_node_params``.
 
 :class:`EmbeddingFeaturesOutMixin` gives an embedding's ``get_feature_names_out`` (and with it
-``set_output``). Put the mixins left of ``BaseELM`` in the class's bases.
+``set_output``); :class:`EmbeddingClusterMixin` gives an estimator that embeds its rows and
+clusters them the methods that follow (``transform``, ``predict``, ``fit_transform``,
+``score``), as scikit-learn's ``_BaseKMeans`` holds them once for its k-means estimators. Put
+the mixins left of ``BaseELM`` in the class's bases.
 """
 
 from numbers import Integral, Real
 
-from sklearn.base import ClassNamePrefixFeaturesOutMixin
+import numpy as np
+from sklearn.base import ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMixin
+from sklearn.utils.validation import check_is_fitted
 
 from . import registry
+from .cluster import nearest_center, negative_sse
 from .graph import WEIGHTS, knn_graph, resolve_backend
 from .utils._random import draw_seed
 from .validation import HasMethods, Interval, Registered, StrOptions
@@ -30,6 +36,77 @@ class EmbeddingFeaturesOutMixin(ClassNamePrefixFeaturesOutMixin):
     """``get_feature_names_out`` for an embedding: ``"<classname>0"``, ``"<classname>1"``...,
     one per column of ``transform``'s output, whose width the estimator gives as the
     property ``_n_features_out``."""
+
+
+class EmbeddingClusterMixin(ClusterMixin, EmbeddingFeaturesOutMixin, TransformerMixin):
+    """``transform``, ``predict``, ``fit_transform`` and ``score`` of an estimator whose fit
+    embeds the rows (``embedding_``) and clusters them (``labels_``, ``cluster_centers_``).
+
+    What differs between such estimators are hooks:
+
+    - :meth:`embed_rows` (required): the lazy embedding of validated rows, the map
+      ``transform`` applies;
+    - :meth:`to_cluster_space` (optional): the embedding in the space where
+      ``cluster_centers_`` live (the identity by default; unit rows for an estimator that
+      clusters the directions of its embedding);
+    - ``_n_features_out`` (optional): the embedding's width, by default the columns of
+      ``output_weights_``.
+
+    ``predict`` gives each row the nearest of ``cluster_centers_``; ``score`` is minus the
+    sum of squared distances to it (``KMeans.score``). An estimator with another assignment
+    rule overrides them.
+    """
+
+    def embed_rows(self, Xd):
+        """Hook: the embedding of the rows of Xd (validated by ``validate_X``), lazy and
+        chunked like Xd's rows (or NumPy for NumPy Xd)."""
+        raise NotImplementedError(f"{type(self).__name__} must implement embed_rows(Xd)")
+
+    def to_cluster_space(self, E):
+        """Hook: the embedding E in the space of ``cluster_centers_`` (here E itself)."""
+        return E
+
+    def transform(self, X):
+        """Embed X (seen or unseen rows): :meth:`embed_rows` of the validated X, NumPy for
+        NumPy input and lazy dask for dask input."""
+        check_is_fitted(self)
+        Xd, was_dask = self.validate_X(X, reset=False)
+        return self.as_output(self.embed_rows(Xd), was_dask)
+
+    def predict(self, X):
+        """Index of the nearest cluster centre of each row of X in the embedding (in
+        :meth:`to_cluster_space`)."""
+        check_is_fitted(self, "cluster_centers_")
+        Xd, was_dask = self.validate_X(X, reset=False)
+        E = self.to_cluster_space(self.embed_rows(Xd))
+        labels = E.map_blocks(
+            nearest_center,
+            self.cluster_centers_,
+            drop_axis=1,
+            dtype=np.int64,
+            meta=np.empty((0,), dtype=np.int64),
+        )
+        return self.as_output(labels, was_dask)
+
+    def fit_transform(self, X, y=None):
+        """Fit and return the training embedding (``embedding_``)."""
+        return self.fit(X).embedding_
+
+    def score(self, X, y=None):
+        """Opposite of the k-means objective of X in the embedding: ``-sum ||e(x) - c||^2``
+        over the points, e(x) the embedding (in :meth:`to_cluster_space`) and c the nearest
+        cluster centre (as ``KMeans.score``; higher is better). ``y`` is ignored."""
+        check_is_fitted(self, "cluster_centers_")
+        return negative_sse(self.to_cluster_space(self.transform(X)), self.cluster_centers_)
+
+    @property
+    def _n_features_out(self):
+        return self.output_weights_.shape[1]
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.transformer_tags.preserves_dtype = ["float64"]
+        return tags
 
 
 class GraphMixin:
@@ -90,4 +167,9 @@ class DataNodesMixin:
         return self.rbf_fraction, self.rbf_width, getattr(self, "data_nodes", "gaussian-rows")
 
 
-__all__ = ["DataNodesMixin", "EmbeddingFeaturesOutMixin", "GraphMixin"]
+__all__ = [
+    "DataNodesMixin",
+    "EmbeddingClusterMixin",
+    "EmbeddingFeaturesOutMixin",
+    "GraphMixin",
+]

@@ -23,6 +23,7 @@ name already in use, without disturbing the first.
 """
 
 import dataclasses
+import functools
 import importlib.metadata
 import logging
 import os
@@ -58,6 +59,25 @@ def builtin_plugins():
         f"{BUILTIN_PACKAGE}.{m.name}"
         for m in sorted(pkgutil.iter_modules(_builtins.__path__), key=lambda m: m.name)
     ]
+
+
+@functools.cache
+def builtin_algorithms():
+    """The estimator classes elmscale's own plugins register, by class name: what the
+    ``elmscale`` namespace exports (``elmscale.USELM``). Read from the built-in plugins'
+    ``register_algorithms`` hooks alone, so no other plugin is loaded for it."""
+    import importlib
+
+    found = {}
+
+    def register(name, obj, *, aliases=(), description=""):
+        found[obj.__name__] = obj
+
+    for modname in builtin_plugins():
+        hook = getattr(importlib.import_module(modname), KINDS["algorithm"], None)
+        if hook is not None:
+            hook(register)
+    return dict(sorted(found.items()))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -394,6 +414,39 @@ def is_registered(kind, name):
 def get(kind, name):
     """The object registered as ``name`` for ``kind``; ``UnknownPluginError`` lists the choices."""
     return _registry.get(kind, name)
+
+
+#: ``all_estimators``' type filters and the scikit-learn mixin each one asks for
+_TYPE_FILTERS = {
+    "classifier": "ClassifierMixin",
+    "regressor": "RegressorMixin",
+    "cluster": "ClusterMixin",
+    "transformer": "TransformerMixin",
+}
+
+
+def all_estimators(type_filter=None):
+    """Every registered estimator class, built-in or from a plugin, as ``(name, class)``
+    pairs sorted by the registered name, as ``sklearn.utils.discovery.all_estimators`` lists
+    scikit-learn's. ``type_filter`` ("classifier", "regressor", "cluster", "transformer" or
+    a list of them) keeps the classes with any of those scikit-learn mixins.
+
+    Registering an estimator is all it takes to be listed here, and so to be in elmscale's
+    common tests and (for a built-in) in the ``elmscale`` namespace and the API reference.
+    """
+    import sklearn.base
+
+    pairs = [(name, _registry.get("algorithm", name)) for name in available("algorithm")]
+    if type_filter is None:
+        return pairs
+    filters = [type_filter] if isinstance(type_filter, str) else list(type_filter)
+    unknown = sorted(set(filters) - set(_TYPE_FILTERS))
+    if unknown:
+        raise ValueError(
+            f"type_filter must be None or among {sorted(_TYPE_FILTERS)}, got {unknown}"
+        )
+    mixins = tuple(getattr(sklearn.base, _TYPE_FILTERS[f]) for f in filters)
+    return [(name, cls) for name, cls in pairs if issubclass(cls, mixins)]
 
 
 def make(name, **params):

@@ -1,57 +1,65 @@
-"""Every estimator, small and fast, with the targets its ``fit`` takes: shared by the
-reliability tests (bad inputs, persistence, determinism, faults)."""
+"""Every registered estimator, small and fast, with the targets its ``fit`` takes: shared by
+the common tests (scikit-learn's checks, bad inputs, persistence, determinism, NumPy/dask
+agreement, faults). Nothing here names an estimator: a registered one is in."""
 
 from contextlib import contextmanager
 
 import dask
 import numpy as np
+from sklearn.base import is_classifier, is_regressor
 
-from elmscale import ELMJEC, EMMC, SSELM, TUMKELM, USELM, ELMClassifier, ELMRegressor
+import elmscale
 
-SUPERVISED = ("SSELM", "ELMClassifier", "ELMRegressor")
+#: small, fast settings for the parameters an estimator has (exact graph, few hidden nodes,
+#: restarts, iterations and landmarks, seed 0), whatever the estimator
+SMALL = {
+    "n_clusters": 3,
+    "n_hidden": 30,
+    "graph": "exact",
+    "n_neighbors": 5,
+    "n_init": 2,
+    "n_restarts": 2,
+    "max_iter": 3,
+    "n_landmarks": 20,
+    "random_state": 0,
+}
+
+
+def estimators():
+    """Every registered estimator class by class name (``elmscale.all_estimators``): the
+    built-ins, and any plugin registered before the tests are collected."""
+    return {cls.__name__: cls for _, cls in elmscale.all_estimators()}
+
+
+#: the estimators every common test runs on
+NAMES = tuple(sorted(estimators()))
+SUPERVISED = tuple(
+    n for n in NAMES if is_classifier(estimators()[n]()) or is_regressor(estimators()[n]())
+)
+
+
+def having(parameter):
+    """The estimators with ``parameter`` in ``__init__``: the shared names mean the same
+    everywhere, so each gets the bad values of that parameter."""
+    return tuple(n for n in NAMES if parameter in estimators()[n]().get_params(deep=False))
 
 
 def make(name, **params):
-    """A small instance of estimator ``name`` (exact graph, few hidden nodes, seed 0)."""
-    defaults = {
-        "USELM": dict(n_clusters=3, n_hidden=30, graph="exact", n_neighbors=5, n_init=2),
-        "SSELM": dict(n_hidden=30, graph="exact", n_neighbors=5),
-        "ELMClassifier": dict(n_hidden=30),
-        "ELMRegressor": dict(n_hidden=30),
-        "ELMJEC": dict(
-            n_clusters=3, n_hidden=30, graph="exact", n_neighbors=5, n_restarts=2, max_iter=3
-        ),
-        "EMMC": dict(n_clusters=3, n_hidden=30, n_init=2, max_iter=5),
-        "TUMKELM": dict(n_clusters=3, max_iter=3, n_landmarks=20),
-    }[name]
-    cls = {
-        "USELM": USELM,
-        "SSELM": SSELM,
-        "ELMClassifier": ELMClassifier,
-        "ELMRegressor": ELMRegressor,
-        "ELMJEC": ELMJEC,
-        "EMMC": EMMC,
-        "TUMKELM": TUMKELM,
-    }
-    return cls[name](**{**defaults, "random_state": 0, **params})
-
-
-NAMES = ("USELM", "SSELM", "ELMClassifier", "ELMRegressor", "ELMJEC", "EMMC", "TUMKELM")
+    """A small instance of estimator ``name``: ``SMALL`` for the parameters it has."""
+    cls = estimators()[name]
+    names = cls().get_params(deep=False)
+    return cls(**{**{k: v for k, v in SMALL.items() if k in names}, **params})
 
 
 def targets(name, y):
-    """What ``fit`` of ``name`` takes as y, from class labels y: None for the clusterers,
-    all but 3 labels per class set to -1 for SS-ELM, floats for the regressor."""
-    if name == "SSELM":
-        semi = np.full_like(y, -1)
-        for c in np.unique(y):
-            semi[np.flatnonzero(y == c)[:3]] = c
-        return semi
-    if name == "ELMRegressor":
+    """What ``fit`` of ``name`` takes as y, from class labels y: None for the estimators
+    without targets (clusterers, embedders), floats for a regressor, y for a classifier (a
+    semi-supervised one too, as scikit-learn's common tests fit them: every row
+    labelled)."""
+    model = estimators()[name]()
+    if is_regressor(model):
         return y.astype(np.float64)
-    if name in SUPERVISED:
-        return y
-    return None
+    return y if is_classifier(model) else None
 
 
 def fit(model, name, X, y):

@@ -1,14 +1,16 @@
-"""The code examples of the getting-started page, the README (with ``--runslow``) and the
-kNN-graph guide run as written: each document's Python blocks are executed in order in one
-namespace, with warnings as errors, on small data (scikit-learn's digits cut to their first
-360 rows, all ten digits).
+"""The code examples of the getting-started page, the README (with ``--runslow``), the
+kNN-graph guide and the architecture page run as written: each document's Python blocks are
+executed in order in one namespace, with warnings as errors, on small data (scikit-learn's
+digits cut to their first 360 rows, all ten digits).
 
 What a block points at outside this machine is replaced by a local equivalent, listed in
 ``OUTSIDE``: the cluster a block connects to or starts becomes the test session's
 ``distributed.LocalCluster``, an S3 checkpoint URL a temporary folder."""
 
 import re
+import sys
 import textwrap
+import types
 import warnings
 from pathlib import Path
 
@@ -19,6 +21,7 @@ ROOT = Path(__file__).resolve().parents[1]
 GETTING_STARTED = ROOT / "docs" / "getting_started.rst"
 README = ROOT / "README.md"
 GRAPH_GUIDE = ROOT / "docs" / "user_guide" / "graph.rst"
+DEVELOPER = ROOT / "docs" / "developer.rst"
 #: rows of the digits the examples run on: seconds, not minutes, for every estimator
 ROWS = 360
 
@@ -126,18 +129,26 @@ def test_timings_comment_lists_the_stages_of_the_example():
     assert _timings_comment(markdown_python_blocks(README)) == stages
 
 
-# the plugin package's __init__ imports its sibling module: it is not a script
-README_NOT_RUN = ("# elmscale_yours/__init__.py",)
-
-
 @pytest.mark.slow  # every estimator at its defaults (1,000 hidden nodes), six ELM-JEC fits:
 @pytest.mark.distributed  # about a minute of CPU whatever the rows
 def test_readme_runs(small_digits, dask_client, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # the saving example writes files into the working folder
-    blocks = [b for b in markdown_python_blocks(README) if not b.startswith(README_NOT_RUN)]
+    blocks = markdown_python_blocks(README)
     ns = run_blocks(blocks, {}, _outside(dask_client.scheduler.address, tmp_path))
     assert list(ns["fitted"].timings_)  # the last runnable block ran to its end
-    assert "YourELM" in ns
+
+
+def test_architecture_page_runs(small_digits, monkeypatch):
+    """The estimator, graph backend and activation of the architecture page, each checked
+    with ``elmscale.testing`` as the page does; run as a module, so that the estimator
+    pickles (scikit-learn's pickling check)."""
+    module = types.ModuleType("architecture_page")
+    monkeypatch.setitem(sys.modules, module.__name__, module)
+    blocks = rst_python_blocks(DEVELOPER)
+    assert len(blocks) == DEVELOPER.read_text().count(".. code-block:: python") == 4
+    ns = run_blocks(blocks, module.__dict__, {})
+    assert ns["model"].labels_.shape == (ROWS,)
+    assert {"YourELM", "sklearn_knn", "softsign"} <= set(ns)
 
 
 def _graph_guide(umap_lines):

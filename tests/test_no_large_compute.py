@@ -96,3 +96,28 @@ def test_uselm_keeps_numpy_training_rows_without_gathering_them(monkeypatch):
     model = elmscale.USELM(n_clusters=3, n_hidden=20, random_state=0).fit(X)
     assert model.smoothing_steps_ > 0 and model.fit_X_ is X
     assert X.shape not in seen
+
+
+def test_tumkelm_score_on_dask_input_brings_back_no_n_sized_array(no_large_compute):
+    """``score`` needs the mean training embedding of each cluster: per-block sums reduced on
+    the workers, n_clusters rows to the client, never the training embedding and labels."""
+    N = 6_000
+    X = np.random.RandomState(0).randn(N, 3)
+    Xd = da.from_array(X, chunks=(1_500, 3))
+    model = elmscale.TUMKELM(
+        n_clusters=3,
+        kernels=["linear", ("rbf", {"width": 1.0})],
+        n_landmarks=20,
+        max_iter=2,
+        random_state=0,
+    ).fit(Xd)
+    assert model.mode_ == "scalable" and isinstance(model.embedding_, da.Array)
+    no_large_compute.clear()
+    score = model.score(Xd)
+    assert no_large_compute, "the spy saw no compute at all"
+    assert max(no_large_compute) < N
+    # the same score as from the gathered arrays
+    E, labels = dask.compute(model.embedding_, model.labels_)
+    centers = np.array([E[labels == c].mean(axis=0) for c in range(3)])
+    U, pred = dask.compute(model.transform(Xd), model.predict(Xd))
+    assert score == pytest.approx(-((U - centers[pred]) ** 2).sum(), rel=1e-10)

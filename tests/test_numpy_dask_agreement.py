@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from sklearn.datasets import load_digits
 
-from ._estimators import fit, make, on_cluster
+from ._estimators import NAMES, estimators, fit, make, on_cluster
 
 pytestmark = [
     pytest.mark.distributed,
@@ -28,18 +28,8 @@ CHUNK_ROWS = 600
 # float outputs, relative to each array's largest entry: sums over other blocks round
 # differently, and an eigenvector of a close pair of eigenvalues carries that further
 RTOL = 1e-6
-NAMES = ("USELM", "SSELM", "ELMClassifier", "ELMRegressor", "ELMJEC", "EMMC", "TUMKELM")
-# each estimator's defaults but for its size (hidden nodes, restarts, iterations, landmarks)
-SIZES = {
-    "USELM": dict(n_hidden=200, graph="auto", n_neighbors=10, n_init=2),
-    "SSELM": dict(n_hidden=200, graph="auto", n_neighbors=10),
-    "ELMClassifier": dict(n_hidden=200),
-    "ELMRegressor": dict(n_hidden=200),
-    "ELMJEC": dict(n_hidden=200, graph="auto", n_neighbors=5, n_restarts=2, max_iter=3),
-    "EMMC": dict(n_hidden=100, n_init=3, max_iter=5),
-    "TUMKELM": dict(mode="auto", n_landmarks=10, n_init=3, max_iter=2),
-}
-CLUSTERERS = ("USELM", "ELMJEC", "EMMC", "TUMKELM")
+#: each estimator's defaults but for its size (hidden nodes, restarts, iterations, landmarks)
+SIZE = {"n_hidden": 200, "n_init": 3, "n_restarts": 2, "max_iter": 3, "n_landmarks": 10}
 
 
 def _digits():
@@ -61,8 +51,10 @@ DATASETS = {
 
 
 def _model(name, n_classes):
-    params = dict(SIZES[name])
-    if name in CLUSTERERS:
+    defaults = estimators()[name]().get_params(deep=False)
+    params = {k: v for k, v in SIZE.items() if k in defaults}
+    params.update({k: defaults[k] for k in ("graph", "n_neighbors") if k in defaults})
+    if "n_clusters" in defaults:
         params["n_clusters"] = n_classes
     return make(name, **params)
 

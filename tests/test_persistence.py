@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from sklearn.datasets import make_blobs
 
-from ._estimators import NAMES, assert_same_results, fit, make, on_cluster, outputs
+from ._estimators import NAMES, assert_same_results, estimators, fit, make, on_cluster, outputs
 
 skops_io = pytest.importorskip("skops.io")
 
@@ -26,6 +26,9 @@ MODELS = {
     **{name: (name, {}) for name in NAMES},
     "TUMKELM-scalable": ("TUMKELM", {"mode": "scalable"}),
 }
+
+#: what skops may ask to trust: elmscale's names, and each registered estimator's class
+OWN = ("elmscale.", *(f"{c.__module__}.{c.__qualname__}" for c in estimators().values()))
 
 # Loads every saved model listed in argv[1]/index.txt (a fresh interpreter: no client, no
 # elmscale imported until the load) and saves what each gives for X into <path>.out.npz.
@@ -68,8 +71,9 @@ def _load_elsewhere(folder, saved):
     lines = []
     for fmt, path in saved:
         trusted = skops_io.get_untrusted_types(file=path) if fmt == "skops" else []
-        # only elmscale's own classes and functions need trusting; nothing foreign
-        assert all(t.startswith("elmscale.") for t in trusted), trusted
+        # only elmscale's own classes and functions need trusting, and a plugin estimator's
+        # own class; nothing foreign
+        assert all(t.startswith(OWN) for t in trusted), trusted
         lines.append(" ".join([fmt, str(path), *trusted]))
     (folder / "index.txt").write_text("\n".join(lines))
     done = subprocess.run(

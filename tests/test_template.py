@@ -25,6 +25,7 @@ from elmscale.testing import check_algorithm
 from elmscale.validation import Interval
 
 from ._reference import elm_ridge, hidden, knn_laplacian
+from .test_docs_run import rst_python_blocks
 from .test_threads import _blas_threads, _recording_activation
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -235,26 +236,30 @@ def test_check_algorithm_fails_when_reduce_params_misses_what_reduce_hidden_read
         check_algorithm(LeakyRidgeELM, y="blobs", sklearn_checks=False, sweep_values={"C": 5.0})
 
 
-def test_the_readme_plugin_example_fits_sweeps_and_passes_the_contract(blobs, monkeypatch):
-    """The algorithm of the README's plugin section, executed as written (as a module, so
-    that its estimator pickles)."""
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    start = readme.index("# elmscale_yours/_model.py")
-    module = types.ModuleType("readme_plugin_example")
+def test_the_developer_page_estimator_is_dense_pca_then_kmeans_and_sweeps(blobs, monkeypatch):
+    """The estimator of the documentation's architecture page, executed as written (as a
+    module, so that its estimator pickles): its embedding is H's leading principal
+    directions, as a dense eigendecomposition gives them, and a sweep equals a fit."""
+    page = (ROOT / "docs" / "developer.rst").read_text()
+    (source,) = [
+        b for b in rst_python_blocks(ROOT / "docs" / "developer.rst") if "class YourELM" in b
+    ]
+    assert source.startswith("# elmscale_yours/_model.py") and "class YourELM" in page
+    module = types.ModuleType("developer_page_example")
     monkeypatch.setitem(sys.modules, module.__name__, module)
-    exec(compile(readme[start : readme.index("```", start)], "README.md", "exec"), module.__dict__)
+    exec(compile(source, "docs/developer.rst", "exec"), module.__dict__)
     YourELM = module.YourELM
     X, _ = blobs
     model = YourELM(3, n_components=2, n_hidden=30, random_state=0).fit(X)
     H = hidden(X, model.hidden_layer_)
     cov = np.cov(H, rowvar=False, bias=True)
     top = np.linalg.eigh(cov)[0][::-1][:2]
-    np.testing.assert_allclose(
-        np.diag(model.components_.T @ cov @ model.components_), top, rtol=1e-8
-    )
+    W = model.output_weights_
+    np.testing.assert_allclose(np.diag(W.T @ cov @ W), top, rtol=1e-8)
+    np.testing.assert_allclose(model.transform(X), H @ W, rtol=1e-10, atol=1e-12)
     fits = elmscale.sweep(YourELM(3, n_hidden=30, random_state=0), X, {"n_components": [2, 4]})
     np.testing.assert_array_equal(fits[0][1].labels_, model.labels_)
-    check_algorithm(YourELM)
+    assert YourELM.reduce_params == ("n_hidden", "activation", "scaling", "cache", "random_state")
 
 
 def test_template_checks_n_clusters_and_needs_a_solve(blobs):
@@ -377,17 +382,24 @@ def test_private_import_finder_finds_private_imports(tmp_path):
     ]
 
 
-def _readme_python_blocks():
+def _copied_python_blocks():
+    """The README's Python blocks and the architecture page's, by where they stand."""
     readme = (ROOT / "README.md").read_text()
-    return re.findall(r"```python\n(.*?)```", readme, flags=re.S)
+    blocks = [
+        (f"README block {i}", b)
+        for i, b in enumerate(re.findall(r"```python\n(.*?)```", readme, flags=re.S))
+    ]
+    page = rst_python_blocks(ROOT / "docs" / "developer.rst")
+    return blocks + [(f"docs/developer.rst block {i}", b) for i, b in enumerate(page)]
 
 
 def test_readme_and_plugins_import_nothing_private_from_elmscale_or_sklearn():
-    """What a plugin author copies (the README's code, plugins/) builds on public names only."""
-    blocks = _readme_python_blocks()
-    assert any("class YourELM" in b for b in blocks)
-    for i, block in enumerate(blocks):
-        assert _private_imports(block, ("elmscale", "sklearn"), f"README block {i}") == [], block
+    """What a plugin author copies (the README's and the architecture page's code,
+    plugins/) builds on public names only."""
+    blocks = _copied_python_blocks()
+    assert any("class YourELM" in b for _, b in blocks)
+    for where, block in blocks:
+        assert _private_imports(block, ("elmscale", "sklearn"), where) == [], block
     files = sorted((ROOT / "plugins").rglob("*.py"))
     assert len(files) >= 5
     for path in files:
@@ -441,3 +453,22 @@ def test_plugin_and_builtins_run_dask_tasks_on_one_blas_thread(celm, name, sched
     want = {1} if scheduler == "threads" else set(before.values())
     assert all(s == want for s in seen), seen
     assert _blas_threads() == before
+
+
+def test_solve_params_give_reduce_params_as_every_other_parameter():
+    """``solve_params`` names what only the solve reads; ``reduce_params`` is then every
+    other parameter of ``__init__``, in its order (a class listing its own keeps them)."""
+
+    class SolveC(RidgeELM):
+        solve_params = ("C",)
+
+    assert SolveC.reduce_params == ("n_hidden", "activation", "scaling", "cache", "random_state")
+    regressor = elmscale.ELMRegressor
+    assert set(regressor.reduce_params) == set(regressor().get_params()) - {"C"}
+
+    class Listed(SolveC):
+        reduce_params = ("n_hidden",)
+
+    assert Listed.reduce_params == ("n_hidden",)
+    with pytest.raises(TypeError, match=r"solve_params names \['lam'\], not parameters"):
+        type("Wrong", (RidgeELM,), {"solve_params": ("lam",)})

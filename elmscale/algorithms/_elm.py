@@ -240,11 +240,35 @@ class _ClassifierOutputsMixin(_OutputWeightsMixin):
 
 
 class _BaseSupervisedELM(_OutputWeightsMixin, BaseELM):
+    """The supervised ELMs' parameters, reduction (H^T W H, H^T W Y) and ridge solve;
+    a subclass gives its targets (``_targets``)."""
+
     _parameter_constraints = {
         **BaseELM._parameter_constraints,
         "C": [Interval(Real, 0, None, closed="neither")],
         "solver": [StrOptions({"auto", "primal", "dual"})],
     }
+    #: only the ridge solve reads C: a sweep over C reduces once
+    solve_params = ("C",)
+
+    def __init__(
+        self,
+        n_hidden=1000,
+        *,
+        C=1.0,
+        activation="sigmoid",
+        scaling="standard",
+        solver="auto",
+        cache=False,
+        random_state=None,
+    ):
+        self.n_hidden = n_hidden
+        self.C = C
+        self.activation = activation
+        self.scaling = scaling
+        self.solver = solver
+        self.cache = cache
+        self.random_state = random_state
 
     def check_params_vs_input(self, Xd):
         super().check_params_vs_input(Xd)
@@ -341,27 +365,6 @@ class ELMRegressor(RegressorMixin, _BaseSupervisedELM):
     True
     """
     )
-
-    def __init__(
-        self,
-        n_hidden=1000,
-        *,
-        C=1.0,
-        activation="sigmoid",
-        scaling="standard",
-        solver="auto",
-        cache=False,
-        random_state=None,
-    ):
-        self.n_hidden = n_hidden
-        self.C = C
-        self.activation = activation
-        self.scaling = scaling
-        self.solver = solver
-        self.cache = cache
-        self.random_state = random_state
-
-    reduce_params = ("n_hidden", "activation", "scaling", "solver", "cache", "random_state")
 
     def _targets(self, reduction, y):
         """y as a float (N, n_targets) dask array chunked like X's rows; no weights."""
@@ -465,24 +468,16 @@ class ELMClassifier(_ClassifierOutputsMixin, ClassifierMixin, _BaseSupervisedELM
         cache=False,
         random_state=None,
     ):
-        self.n_hidden = n_hidden
-        self.C = C
-        self.activation = activation
+        super().__init__(
+            n_hidden,
+            C=C,
+            activation=activation,
+            scaling=scaling,
+            solver=solver,
+            cache=cache,
+            random_state=random_state,
+        )
         self.class_weight = class_weight
-        self.scaling = scaling
-        self.solver = solver
-        self.cache = cache
-        self.random_state = random_state
-
-    reduce_params = (
-        "n_hidden",
-        "activation",
-        "class_weight",
-        "scaling",
-        "solver",
-        "cache",
-        "random_state",
-    )
 
     def _targets(self, reduction, y):
         """One-hot targets of y and, with ``class_weight``, the weight of each sample."""

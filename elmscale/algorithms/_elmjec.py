@@ -9,21 +9,18 @@ import dask.array as da
 import numpy as np
 import scipy.linalg as sla
 from scipy.optimize import linear_sum_assignment
-from sklearn.base import ClusterMixin, TransformerMixin
 from sklearn.exceptions import ConvergenceWarning
-from sklearn.utils.validation import check_is_fitted
 
 from ..base import BaseELM
 from ..cluster import kmeans
 from ..exceptions import ElmscaleWarning
 from ..gram import hidden_stats
-from ..mixins import EmbeddingFeaturesOutMixin, GraphMixin
+from ..mixins import EmbeddingClusterMixin, GraphMixin
 from ..solvers import sign_flip
 from ..sweep import sweep
 from ..utils._random import draw_seed
 from ..validation import Interval, StrOptions
-from ._embedding import nearest_center, resolve_n_components
-from ._output import negative_sse
+from ._embedding import resolve_n_components
 
 logger = logging.getLogger(__name__)
 
@@ -220,7 +217,7 @@ def _changed_from_table(table, n_clusters):
     return int(table.sum() - table[rows, cols].sum())
 
 
-class ELMJEC(GraphMixin, ClusterMixin, EmbeddingFeaturesOutMixin, TransformerMixin, BaseELM):
+class ELMJEC(GraphMixin, EmbeddingClusterMixin, BaseELM):
     """Extreme Learning Machine for joint embedding and clustering (Liu et al. 2017).
 
     Finds an embedding ``E = H~ beta`` of the centred hidden-layer output
@@ -548,50 +545,11 @@ class ELMJEC(GraphMixin, ClusterMixin, EmbeddingFeaturesOutMixin, TransformerMix
         return features.project(beta).map_blocks(_center_rows, shift, dtype=features.X.dtype)
 
     # -- use -------------------------------------------------------------------------------
-    def transform(self, X):
-        """Embed X (seen or unseen points): ``E = (h(x) - mu) beta``."""
-        check_is_fitted(self, "output_weights_")
-        Xd, was_dask = self.validate_X(X, reset=False)
-        E = self._embed(
-            self.hidden_features(Xd, cache=False), self.hidden_mean_, self.output_weights_
-        )
-        return self.as_output(E, was_dask)
-
-    def predict(self, X):
-        """Index of the nearest centre (a column of G) in the embedding."""
-        check_is_fitted(self, "cluster_centers_")
-        Xd, was_dask = self.validate_X(X, reset=False)
-        E = self._embed(
-            self.hidden_features(Xd, cache=False), self.hidden_mean_, self.output_weights_
-        )
-        labels = E.map_blocks(
-            nearest_center,
-            self.cluster_centers_,
-            drop_axis=1,
-            dtype=np.int64,
-            meta=np.empty((0,), dtype=np.int64),
-        )
-        return self.as_output(labels, was_dask)
-
-    def fit_transform(self, X, y=None):
-        """Fit and return the training embedding (``embedding_``)."""
-        return self.fit(X).embedding_
-
-    def score(self, X, y=None):
-        """Opposite of the k-means term of eq. 6 for X: ``-sum ||(h(x) - mu) beta - g||^2``
-        over the points, g the nearest centre (a column of G); higher is better, as
-        ``KMeans.score``. ``y`` is ignored."""
-        check_is_fitted(self, "cluster_centers_")
-        return negative_sse(self.transform(X), self.cluster_centers_)
-
-    @property
-    def _n_features_out(self):
-        return self.output_weights_.shape[1]
-
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.transformer_tags.preserves_dtype = ["float64"]
-        return tags
+    def embed_rows(self, Xd):
+        """``E = (h(x) - mu) beta`` for the rows x of Xd (lazy); ``predict`` gives the
+        nearest centre (a column of G) and ``score`` the k-means term of eq. 6."""
+        features = self.hidden_features(Xd, cache=False)
+        return self._embed(features, self.hidden_mean_, self.output_weights_)
 
 
 def elmjec_sweep(X, param_grid, estimator=None, **params):

@@ -26,9 +26,3 @@ def _unit_rows(E):
     norms = np.sqrt(np.einsum("ij,ij->i", E, E))
     norms[norms == 0] = 1.0
     return E / norms[:, None]
-
-
-def nearest_center(E, centers):
-    """Index of the nearest row of ``centers`` for each row of the block E (float64)."""
-    d2 = ((E[:, None, :].astype(np.float64) - centers[None]) ** 2).sum(axis=2)
-    return np.argmin(d2, axis=1)

@@ -43,25 +43,23 @@ from numbers import Integral, Real
 import dask
 import dask.array as da
 import numpy as np
-from sklearn.base import ClusterMixin, TransformerMixin
 from sklearn.cluster import KMeans
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.validation import check_is_fitted
 
 from .. import registry
 from ..base import BaseELM
-from ..cluster import kmeans
+from ..cluster import cluster_means, kmeans, negative_sse
 from ..exceptions import UnknownPluginError
 from ..hidden import HiddenFeatures, apply_scaling, fit_scaling
 from ..kernels import FactorLayer, Kernel, paper_kernels
-from ..mixins import EmbeddingFeaturesOutMixin
+from ..mixins import EmbeddingClusterMixin
 from ..solvers import ridge_solve
 from ..utils._random import draw_seed
 from ..utils._threads import blas_threads
 from ..utils._validation import row_chunks, validate_data
 from ..validation import Interval, StrOptions
 from ._embedding import unit_rows
-from ._output import negative_sse
 from ._tumkelm_exact import (
     DenseKernels,
     exact_combined,
@@ -156,7 +154,7 @@ def resolve_kernels(kernels):
     return out
 
 
-class TUMKELM(ClusterMixin, EmbeddingFeaturesOutMixin, TransformerMixin, BaseELM):
+class TUMKELM(EmbeddingClusterMixin, BaseELM):
     """TUMK-ELM: unsupervised multiple-kernel ELM clustering (Xiang et al. 2018,
     Algorithm 1), exact for small data and scalable on dask for large data.
 
@@ -720,25 +718,23 @@ class TUMKELM(ClusterMixin, EmbeddingFeaturesOutMixin, TransformerMixin, BaseELM
         else:
             self.labels_, self.embedding_ = dask.compute(labels, U)
 
-    def fit_predict(self, X, y=None):
-        """Fit and return ``labels_``."""
-        return self.fit(X).labels_
-
     # -- use -------------------------------------------------------------------------------
     def _validate_new(self, X):
         check_is_fitted(self, "labels_")
         Xd, was_dask = self.validate_X(X, reset=False)
         return apply_scaling(Xd, *self.scaling_), was_dask
 
-    def transform(self, X):
-        """Embed X (seen or unseen points) in the space of the leading eigenvectors of K^.
+    def embed_rows(self, Xd):
+        """The rows of Xd in the space of the leading eigenvectors of K^ (NumPy for NumPy
+        Xd, lazy dask for dask).
 
         Exact mode: the Nystrom extension ``u(x) = K^(x, X_fit) U / s`` (s the eigenvalues),
         which gives back ``embedding_`` on the training points. Scalable mode: the map of
         the training embedding, ``u(x) = sum_q phi_q(x) P_q`` on the kernel factors (the
         ``alpha_q I`` part of a kernel is zero between distinct points).
         """
-        Xs, was_dask = self._validate_new(X)
+        Xs = apply_scaling(Xd, *self.scaling_)
+        was_dask = isinstance(Xs, da.Array)
         if self._fit_X is not None:
             fitted = (
                 self._fit_X,
@@ -802,22 +798,13 @@ class TUMKELM(ClusterMixin, EmbeddingFeaturesOutMixin, TransformerMixin, BaseELM
             _nearest_rows, centers, drop_axis=1, dtype=np.int64, meta=np.empty((0,), np.int64)
         )
 
-    def fit_transform(self, X, y=None):
-        """Fit and return the training embedding (``embedding_``)."""
-        return self.fit(X).embedding_
-
     def score(self, X, y=None):
         """Opposite of the k-means objective of X in the embedding: ``-sum ||u(x) - c||^2``
         over the points, c the mean training embedding of the cluster ``predict`` gives x
-        (higher is better, as ``KMeans.score``). ``y`` is ignored."""
+        (higher is better, as ``KMeans.score``); the means are reduced where the training
+        embedding lives. ``y`` is ignored."""
         check_is_fitted(self, "labels_")
-        E, labels = self.embedding_, self.labels_
-        if isinstance(E, da.Array):
-            E, labels = dask.compute(E, labels)
-        sizes = np.bincount(labels, minlength=self.n_clusters)
-        centers = np.zeros((self.n_clusters, E.shape[1]))
-        np.add.at(centers, labels, E)
-        centers /= np.maximum(sizes, 1)[:, None]
+        centers = cluster_means(self.embedding_, self.labels_, self.n_clusters)
         return negative_sse(self.transform(X), centers, self.predict(X))
 
     @property

@@ -8,21 +8,18 @@ from numbers import Integral, Real
 import dask
 import dask.array as da
 import numpy as np
-from sklearn.base import ClusterMixin, TransformerMixin
-from sklearn.utils.validation import check_is_fitted
 
 from ..base import BaseELM
 from ..cluster import kmeans
 from ..gram import hidden_stats
 from ..graph import input_order, neighbour_mean, normalized_cut, smoothed_graph_if_kept
 from ..hidden import apply_scaling
-from ..mixins import DataNodesMixin, EmbeddingFeaturesOutMixin, GraphMixin
+from ..mixins import DataNodesMixin, EmbeddingClusterMixin, GraphMixin
 from ..solvers import sign_flip, uselm_dual, uselm_primal
 from ..utils._random import draw_seed
 from ..utils._validation import as_row_chunked
 from ..validation import Interval, StrOptions
-from ._embedding import nearest_center, resolve_n_components, unit_rows
-from ._output import negative_sse
+from ._embedding import resolve_n_components, unit_rows
 
 logger = logging.getLogger(__name__)
 
@@ -65,9 +62,7 @@ def _dual_stats(features, graph):
     return {"H": np.asarray(H, dtype=np.float64), "L": L.toarray()}
 
 
-class USELM(
-    GraphMixin, DataNodesMixin, ClusterMixin, EmbeddingFeaturesOutMixin, TransformerMixin, BaseELM
-):
+class USELM(GraphMixin, DataNodesMixin, EmbeddingClusterMixin, BaseELM):
     """Unsupervised Extreme Learning Machine: spectral embedding through a random hidden
     layer, then k-means (Huang et al. 2014, Algorithm 2).
 
@@ -417,8 +412,8 @@ class USELM(
         self.inertia_ = inertia
         return choices[best]
 
-    def transform(self, X):
-        """Embed X (seen or unseen rows).
+    def embed_rows(self, Xd):
+        """The lazy embedding of the rows of Xd (``transform``).
 
         Without the graph filter (``smoothing_steps_`` 0) a row's embedding is ``h(x) beta``,
         the map the fit applied. With it, the fit embedded filtered rows, each an average
@@ -427,12 +422,6 @@ class USELM(
         (``fit_X_``), weighted as the graph's edges (:func:`elmscale.graph.neighbour_mean`):
         the out-of-sample step of the filter, so that on the training rows ``transform``
         stays close to ``embedding_`` and ``predict`` to ``labels_``."""
-        check_is_fitted(self, "output_weights_")
-        Xd, was_dask = self.validate_X(X, reset=False)
-        return self.as_output(self._embed(Xd), was_dask)
-
-    def _embed(self, Xd):
-        """The lazy embedding of the rows of Xd (:meth:`transform`)."""
         if getattr(self, "fit_X_", None) is None:
             return self.project(Xd, self.output_weights_)
         X_fit, _ = as_row_chunked(self.fit_X_, name="fit_X_", n_hidden=self.n_hidden)
@@ -450,41 +439,7 @@ class USELM(
             transform=functools.partial(apply_scaling, offset=layer.offset, scale=layer.scale),
         )
 
-    def predict(self, X):
-        """Index of the nearest cluster centre in the embedding of X (:meth:`transform`;
-        unit rows with ``row_normalize``)."""
-        check_is_fitted(self, "cluster_centers_")
-        Xd, was_dask = self.validate_X(X, reset=False)
-        E = self._embed(Xd)
-        if self.row_normalize:
-            E = unit_rows(E)
-        centers = self.cluster_centers_
-        labels = E.map_blocks(
-            nearest_center,
-            centers,
-            drop_axis=1,
-            dtype=np.int64,
-            meta=np.empty((0,), dtype=np.int64),
-        )
-        return self.as_output(labels, was_dask)
-
-    def fit_transform(self, X, y=None):
-        """Fit and return the training embedding (``embedding_``)."""
-        return self.fit(X).embedding_
-
-    def score(self, X, y=None):
-        """Opposite of the k-means objective of X in the embedding: ``-sum ||e(x) - c||^2``
-        over the points, e(x) = h(x) beta (unit length with ``row_normalize``) and c the
-        nearest cluster centre (as ``KMeans.score``; higher is better). ``y`` is ignored."""
-        check_is_fitted(self, "cluster_centers_")
-        E = self.transform(X)
-        return negative_sse(unit_rows(E) if self.row_normalize else E, self.cluster_centers_)
-
-    @property
-    def _n_features_out(self):
-        return self.output_weights_.shape[1]
-
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.transformer_tags.preserves_dtype = ["float64"]
-        return tags
+    def to_cluster_space(self, E):
+        """The rows of E scaled to unit length with ``row_normalize`` (the space k-means
+        clustered and ``cluster_centers_`` live in), else E."""
+        return unit_rows(E) if self.row_normalize else E

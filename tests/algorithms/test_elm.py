@@ -3,7 +3,6 @@
 import dask.array as da
 import numpy as np
 import pytest
-from sklearn.utils.estimator_checks import parametrize_with_checks
 
 import elmscale
 from elmscale.algorithms._elm import (
@@ -208,9 +207,3 @@ def test_distributed_matches_sync(dask_client, blobs):
 
 
 # -- the scikit-learn contract -------------------------------------------------------------------
-@parametrize_with_checks(
-    [ELMRegressor(n_hidden=40, random_state=0), ELMClassifier(n_hidden=40, random_state=0)],
-    expected_failed_checks=lambda est: {},
-)
-def test_sklearn_contract(estimator, check):
-    check(estimator)

@@ -7,9 +7,7 @@ import numpy as np
 import pytest
 from sklearn.base import clone
 from sklearn.datasets import make_blobs
-from sklearn.exceptions import ConvergenceWarning
 from sklearn.metrics import adjusted_rand_score
-from sklearn.utils.estimator_checks import parametrize_with_checks
 
 import elmscale
 from elmscale import gram
@@ -341,27 +339,3 @@ def test_predict_before_fit_and_wrong_features(overlapping):
     m = _model(max_iter=1).fit(overlapping[0])
     with pytest.raises(ValueError, match="X has 3 features, but ELMJEC is expecting 4 features"):
         m.predict(overlapping[0][:, :3])
-
-
-EXPECTED_FAILED_CHECKS = {}  # none: every applicable check passes
-
-
-@parametrize_with_checks(
-    [
-        ELMJEC(
-            n_clusters=2,
-            n_hidden=12,
-            graph="exact",
-            n_neighbors=3,
-            n_restarts=2,
-            max_iter=3,
-            random_state=0,
-        )
-    ],
-    expected_failed_checks=lambda est: EXPECTED_FAILED_CHECKS,
-)
-def test_sklearn_compatible(estimator, check):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", FewerComponentsWarning)
-        warnings.simplefilter("ignore", ConvergenceWarning)
-        check(estimator)

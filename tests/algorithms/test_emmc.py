@@ -485,29 +485,6 @@ def _small_sample(func):
     return wrapped
 
 
-from sklearn.utils.estimator_checks import parametrize_with_checks  # noqa: E402
-
-_N_CLUSTERS_1 = "sets n_clusters=1, which EMMC refuses (a margin needs two clusters)"
-EXPECTED_FAILED_CHECKS = {
-    name: _N_CLUSTERS_1
-    for name in (
-        "check_dont_overwrite_parameters",
-        "check_methods_subset_invariance",
-        "check_fit2d_1sample",
-        "check_fit2d_1feature",
-        "check_fit2d_predict1d",
-    )
-}
-
-
-@parametrize_with_checks(
-    [EMMC(n_hidden=12, n_init=2, max_iter=5, random_state=0)],
-    expected_failed_checks=lambda est: EXPECTED_FAILED_CHECKS,
-)
-def test_sklearn_compatible(estimator, check):
-    check(estimator)
-
-
 # -- the objective and the choice of the returned labels ---------------------------------------
 def _dense_objective(H, labels, T, C):
     """(min_beta ||H beta - T[labels]||^2 + ||beta||^2 / C) / N, by a dense solve."""

@@ -5,7 +5,6 @@ import dask
 import dask.array as da
 import numpy as np
 import pytest
-from sklearn.utils.estimator_checks import parametrize_with_checks
 
 import elmscale
 from elmscale.algorithms._elm import ELMClassifier, elm_output_weights
@@ -227,18 +226,3 @@ def test_distributed_matches_sync(dask_client, moons_partially_labelled):
     m = SSELM(**kw).fit(Xd, y_semi)
     assert _rel(m.output_weights_, ref.output_weights_) < RTOL
     np.testing.assert_array_equal(m.predict(Xd).compute(), ref.predict(X))
-
-
-# -- the scikit-learn contract -------------------------------------------------------------------
-EXPECTED_FAILED_CHECKS = {
-    "check_classifiers_classes": "its binary case uses the labels {-1, 1}; -1 marks "
-    "unlabelled samples (scikit-learn's semi-supervised convention), so one class is left",
-}
-
-
-@parametrize_with_checks(
-    [SSELM(n_hidden=40, graph="exact", random_state=0)],
-    expected_failed_checks=lambda est: EXPECTED_FAILED_CHECKS,
-)
-def test_sklearn_contract(estimator, check):
-    check(estimator)

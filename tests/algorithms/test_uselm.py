@@ -8,7 +8,6 @@ import scipy.linalg as sla
 from sklearn.base import clone
 from sklearn.metrics import adjusted_rand_score
 from sklearn.neighbors import NearestNeighbors
-from sklearn.utils.estimator_checks import parametrize_with_checks
 
 import elmscale
 from elmscale import USELM
@@ -202,14 +201,6 @@ def test_reduce_exposes_the_graph_of_the_fit(blobs):
     np.testing.assert_array_equal(
         fitted.labels_, _model(scaling=None, normalized=False).fit(X).labels_
     )
-
-
-@parametrize_with_checks(
-    [USELM(n_clusters=3, n_hidden=30, graph="exact", n_neighbors=3, random_state=0)]
-)
-def test_sklearn_compatible(estimator, check):
-    """Every scikit-learn estimator check passes; none is expected to fail."""
-    check(estimator)
 
 
 def test_data_rbf_layer_equals_dense_gaussians_and_eq20(blobs):
