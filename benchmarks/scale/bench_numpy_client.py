@@ -6,7 +6,9 @@ NumPy array on each, alternated, the labels compared and dask's large-graph warn
 Both run in this process: the threaded scheduler on this machine's cores, and a LocalCluster of
 2 worker processes x 1 thread (``--workers``), on which elmscale scatters the NumPy rows to
 the workers once instead of putting them in every task graph. Reported per round: the wall
-seconds of each fit, the ratio cluster / threads, the large-graph warnings, the load average;
+seconds of each fit, the ratio cluster / threads, the large-graph warnings, the load average,
+and for the cluster the bytes the workers sent each other (and the client) during the fit,
+per stage of ``timings_`` (a host's speed drifts; what crosses between processes does not);
 at the end the adjusted Rand index between the two fits' labels.
 """
 
@@ -18,6 +20,40 @@ import warnings
 import numpy as np
 
 from benchmarks._common import load_dataset, machine_info, utc_now
+
+
+def _sent_bytes(dask_worker):
+    return dask_worker.transfer_outgoing_bytes_total
+
+
+class StageBytes:
+    """Bytes the workers of ``client`` sent, per stage of the fit's ``timings_``: read at
+    each stage's end through the estimator's ``lap``."""
+
+    def __init__(self, client):
+        self.client, self.stages, self._last = client, {}, None
+
+    def total(self):
+        return sum(self.client.run(_sent_bytes).values())
+
+    def __enter__(self):
+        import elmscale.base
+
+        self._cls, self._lap = elmscale.base.BaseELM, elmscale.base.BaseELM.lap
+        self._last = self.total()
+
+        def lap(model, name):
+            now = self.total()
+            self.stages[name] = self.stages.get(name, 0) + now - self._last
+            self._last = now
+            self._lap(model, name)
+
+        self._cls.lap = lap
+        return self
+
+    def __exit__(self, *exc):
+        self._cls.lap = self._lap
+        self.stages["rest"] = self.total() - self._last
 
 
 def fit_seconds(X, seed):
@@ -57,11 +93,16 @@ def main(argv=None):
                         seconds, labels[kind], large = fit_seconds(X, args.seed)
                 else:
                     with client.as_current(), dask.config.set(scheduler="dask.distributed"):
-                        seconds, labels[kind], large = fit_seconds(X, args.seed)
+                        with StageBytes(client) as sent:
+                            seconds, labels[kind], large = fit_seconds(X, args.seed)
                 times[kind].append(seconds)
+                moved = ""
+                if kind == "cluster":
+                    per_stage = ", ".join(f"{k} {v / 1e6:.0f}" for k, v in sent.stages.items())
+                    moved = f", sent {sum(sent.stages.values()) / 1e6:.0f} MB ({per_stage})"
                 print(
                     f"round {rnd} {kind}: {seconds:.1f} s, large-graph warnings {len(large)}, "
-                    f"load {os.getloadavg()[0]:.2f}",
+                    f"load {os.getloadavg()[0]:.2f}{moved}",
                     flush=True,
                 )
         client.close()
