@@ -22,8 +22,10 @@ graphs stay serial. A global dispatch cost per task (the scheduler's measured CP
 task) bounds the rate at which tasks can start on any number of workers.
 """
 
+import functools
 import heapq
 import statistics
+import time
 
 from dask.utils import key_split
 from distributed.diagnostics.plugin import SchedulerPlugin
@@ -49,8 +51,6 @@ class GraphRecorder(SchedulerPlugin):
         self.scheduler = scheduler
 
     def update_graph(self, scheduler, *, keys, tasks, **kwargs):
-        import time
-
         deps = {}
         for key in tasks:
             ts = scheduler.tasks.get(key)
@@ -60,6 +60,94 @@ class GraphRecorder(SchedulerPlugin):
 
     def records(self):
         return list(self.graphs)
+
+
+class RoundTrips:
+    """A context manager that records what a client submits while it is active: each
+    ``Client.get`` (what ``dask.compute`` and ``.compute()`` call on a distributed client)
+    is a blocking round trip, the client waiting for its results; each ``Client.persist`` a
+    submission it does not wait for. ``calls`` holds ``{"kind": "compute" | "persist",
+    "start", "stop", "keys"}`` (``keys``: ``key_split`` of the requested keys or of the
+    persisted collections' names, sorted), in call order.
+
+    The methods are wrapped on the class for the duration (``dask.persist`` recognises the
+    client's scheduler by its bound ``get``), and calls of other clients pass through
+    unrecorded.
+    """
+
+    def __init__(self, client):
+        self.client, self.calls, self._saved = client, [], None
+
+    def __enter__(self):
+        from distributed import Client
+
+        self._saved = {name: Client.__dict__[name] for name in ("get", "persist")}
+        recorder = self
+
+        def wrap(name, kind):
+            method = self._saved[name]
+
+            @functools.wraps(method)
+            def recorded(client, *args, **kwargs):
+                if client is not recorder.client:
+                    return method(client, *args, **kwargs)
+                start = time.time()
+                try:
+                    return method(client, *args, **kwargs)
+                finally:
+                    recorder.calls.append(
+                        {"kind": kind, "start": start, "stop": time.time(), "keys": []}
+                    )
+                    recorder.calls[-1]["keys"] = _requested(kind, args, kwargs)
+
+            return recorded
+
+        Client.get = wrap("get", "compute")
+        Client.persist = wrap("persist", "persist")
+        return self
+
+    def __exit__(self, *exc):
+        from distributed import Client
+
+        for name, method in self._saved.items():
+            setattr(Client, name, method)
+
+    def blocking(self):
+        """The calls the client waited for (``kind == "compute"``)."""
+        return [c for c in self.calls if c["kind"] == "compute"]
+
+
+def _requested(kind, args, kwargs):
+    """``key_split`` of what a recorded call asked for: the keys of a ``get``, the names of
+    the collections of a ``persist``."""
+    if kind == "compute":
+        keys = args[1] if len(args) > 1 else kwargs.get("keys", [])
+    else:
+        collections = args[0] if args else kwargs.get("collections", [])
+        if not isinstance(collections, (list, tuple, set, frozenset)):
+            collections = [collections]
+        keys = [c.__dask_layers__()[0] for c in collections]
+    return sorted({key_split(k) for k in keys})
+
+
+#: Key prefixes of the computes that are k-means passes over the embedding (Lloyd
+#: iterations and the choice between restarts): their number follows k-means' convergence.
+KMEANS_PASS_PREFIXES = ("elmscale-kmeans-sum", "elmscale-kmeans-lloyd")
+
+
+def calls_by_stage(calls, windows):
+    """``{(stage, what): count}`` of :attr:`RoundTrips.calls` by the stage window (of
+    :func:`stage_windows`; "after" past the last) each started in; ``what`` is "persist",
+    "compute", or "kmeans-pass" for a compute of k-means' passes
+    (:data:`KMEANS_PASS_PREFIXES`)."""
+    counts = {}
+    for c in calls:
+        stage = next((n for n, a, b in windows if a <= c["start"] < b), "after")
+        what = c["kind"]
+        if what == "compute" and c["keys"] and all(k in KMEANS_PASS_PREFIXES for k in c["keys"]):
+            what = "kmeans-pass"
+        counts[stage, what] = counts.get((stage, what), 0) + 1
+    return counts
 
 
 def interval_union(intervals):
@@ -236,10 +324,11 @@ def stage_windows(fit_start, laps):
     return out
 
 
-def stage_table(tasks, graphs, windows):
+def stage_table(tasks, graphs, windows, calls=()):
     """Per stage window: wall, worker-busy seconds, serial seconds (no worker computing,
     fetching or spilling), tasks started, the longest and the median task, graphs
-    submitted."""
+    submitted, and of ``calls`` (:attr:`RoundTrips.calls`) the blocking round trips that
+    started in it."""
     rows = []
     for name, start, stop in windows:
         inside = [t for t in tasks if start <= t.start < stop]
@@ -259,6 +348,9 @@ def stage_table(tasks, graphs, windows):
                 "longest_s": max(durations, default=0.0),
                 "median_s": statistics.median(durations) if durations else 0.0,
                 "graphs": sum(start <= g["time"] < stop for g in graphs),
+                "round_trips": sum(
+                    c["kind"] == "compute" and start <= c["start"] < stop for c in calls
+                ),
             }
         )
     return rows

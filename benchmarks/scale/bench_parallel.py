@@ -11,7 +11,8 @@ Reported, per stage of ``timings_`` and for the whole fit:
 
 - wall seconds, worker-busy seconds (computing, reading or writing spilled data), serial seconds
   (no worker computing, fetching or spilling: the client, the scheduler, round trips), tasks,
-  the longest task against the median, graphs submitted;
+  the longest task against the median, graphs submitted, blocking round trips (each
+  ``compute`` the client waits for, counted by ``_taskstream.RoundTrips``; persists apart);
 - the client's main-thread CPU seconds and the CPU seconds of the thread running the
   scheduler's event loop (the scheduler runs in this process; with ``--scheduler-process`` it
   has its own and its CPU is that process's);
@@ -77,6 +78,7 @@ def measure(args):
         with (
             elmscale.config_context(compute_dtype=args.dtype),
             get_task_stream(client) as stream,
+            ts.RoundTrips(client) as trips,
         ):
             t0 = time.time()
             model.fit(X)
@@ -101,6 +103,7 @@ def measure(args):
             "client_cpu_s": client_cpu,
             "scheduler_cpu_s": sched_cpu,
             "timings": dict(getattr(model, "timings_", {}) or {}),
+            "calls": trips.calls,
         }
     windows = ts.stage_windows(t0, record["timings"])
     records = [
@@ -140,7 +143,9 @@ def analyse(record, stream, graphs, span, project):
         serial_s=serial,
         serial_share=serial / wall,
         dispatch_s_per_task=dispatch,
-        stages=ts.stage_table(tasks, graphs, windows),
+        round_trips=sum(c["kind"] == "compute" for c in record["calls"]),
+        persists=sum(c["kind"] == "persist" for c in record["calls"]),
+        stages=ts.stage_table(tasks, graphs, windows, record["calls"]),
         replay_measured_workers_s=replayed[W],
         replay_error=replayed[W] / wall - 1,
         projection={
@@ -191,7 +196,8 @@ def _print_summary(out, log):
     log(
         f"# fit {out['fit_s']:.1f} s on {out['workers']} workers: busy {out['busy_s']:.1f} "
         f"worker-s, serial {out['serial_s']:.1f} s ({100 * out['serial_share']:.1f} %), "
-        f"{out['tasks']} tasks, {out['graphs']} graphs; client CPU {out['client_cpu_s']:.1f} s, "
+        f"{out['tasks']} tasks, {out['graphs']} graphs, {out['round_trips']} blocking round "
+        f"trips, {out['persists']} persists; client CPU {out['client_cpu_s']:.1f} s, "
         f"scheduler CPU {out['scheduler_cpu_s']:.1f} s; replay on {out['workers']}: "
         f"{out['replay_measured_workers_s']:.1f} s ({100 * out['replay_error']:+.1f} %)"
     )
@@ -199,7 +205,7 @@ def _print_summary(out, log):
         log(
             f"#   {s['stage']:<12} wall {s['wall_s']:6.1f}  busy {s['busy_s']:6.1f}  serial "
             f"{s['serial_s']:5.1f}  tasks {s['tasks']:5d}  longest {s['longest_s']:.2f} / median "
-            f"{s['median_s']:.3f}  graphs {s['graphs']}"
+            f"{s['median_s']:.3f}  graphs {s['graphs']}  round trips {s['round_trips']}"
         )
     for w, p in out["projection"].items():
         log(
