@@ -90,6 +90,24 @@ def test_a_graph_recorded_after_its_first_task_started():
     assert replay(records, graphs, 2.0, 1) == pytest.approx(2.0)
 
 
+def test_overhead_between_ready_tasks_is_measured_and_replayed():
+    # one worker runs 4 independent tasks of 1 s with 0.1 s between them (all ready from
+    # t = 0), then one that waited 2 s for the client's second graph: that wait is not
+    # the workers' overhead
+    records = [record(f"a-{i}", 1.1 * i, 1.1 * i + 1) for i in range(4)]
+    records.append(record("b", 6.3, 7.3))
+    graphs = [graph(0.0, {f"a-{i}": [] for i in range(4)}), graph(6.3, {"b": []})]
+    tasks = ts.build_tasks(records, graphs)
+    overhead = ts.task_overhead(tasks, graphs)
+    assert overhead == pytest.approx(0.1)
+    # the replay reproduces the measured wall with it, and falls short by the gaps without
+    kw = {"n_workers": 1, "measured_workers": 1}
+    assert ts.replay(tasks, graphs, 0.0, 7.3, **kw, overhead=overhead) == pytest.approx(7.3)
+    assert ts.replay(tasks, graphs, 0.0, 7.3, **kw) == pytest.approx(7.3 - 0.3)
+    # on 4 workers the a-tasks run side by side: 1 s, then the client's 2 s, then b
+    assert ts.replay(tasks, graphs, 0.0, 7.3, 4, 1, overhead=overhead) == pytest.approx(4.0)
+
+
 def test_round_trips_are_counted_by_kind_and_stage():
     windows = ts.stage_windows(0.0, {"graph": 2.0, "embed": 2.0})
     calls = [

@@ -15,7 +15,9 @@ The replay is list scheduling: W single-threaded workers; a task is ready when i
 been submitted and every dependency computed in the stream has finished, plus the time its
 inputs took to arrive (scaled to the share of inputs that are remote on W workers:
 ``(W - 1) / W`` against the measured run's); a free worker takes the ready task that started
-first in the measured run. The client is modelled from the measured run: each graph is
+first in the measured run, and holds its worker for its busy time plus a fixed overhead
+per task (what the measured workers spent between two tasks when the next one was ready:
+:func:`task_overhead`). The client is modelled from the measured run: each graph is
 submitted a fixed lag after the task that finished last before it (what the client waited
 for), and the fit ends the same lag after its last task, so client and scheduler time between
 graphs stay serial. A global dispatch cost per task (the scheduler's measured CPU seconds per
@@ -24,6 +26,7 @@ task) bounds the rate at which tasks can start on any number of workers.
 
 import functools
 import heapq
+import itertools
 import statistics
 import time
 
@@ -164,11 +167,12 @@ def interval_union(intervals):
 class Task:
     """One task run of the stream, as the replay needs it."""
 
-    __slots__ = ("key", "prefix", "start", "stop", "busy", "transfer", "deps", "graph")
+    __slots__ = ("key", "prefix", "worker", "start", "stop", "busy", "transfer", "deps", "graph")
 
     def __init__(self, record):
         ss = record["startstops"]
         self.key = str(record["key"])
+        self.worker = record.get("worker")
         self.prefix = key_split(record["key"])
         self.start = min(s["start"] for s in ss)
         self.stop = max(s["stop"] for s in ss)
@@ -236,21 +240,46 @@ def client_lags(tasks, graphs, fit_end):
     return out
 
 
-def replay(tasks, graphs, fit_start, fit_end, n_workers, measured_workers, dispatch=0.0):
-    """The wall seconds of the fit replayed on ``n_workers`` (see the module docstring)."""
-    sim = _Replay(tasks, graphs, n_workers, measured_workers, dispatch)
+def task_overhead(tasks, graphs):
+    """The mean seconds a worker spent between two tasks of its own when the second was
+    already ready as the first ended (its graph submitted, its dependencies finished and
+    its inputs fetched): what running a task costs beyond its compute (the scheduler's
+    decision, the messages to and from the worker, the worker's bookkeeping)."""
+    submitted = submit_times(tasks, graphs)
+    by_worker = {}
+    for t in tasks:
+        by_worker.setdefault(t.worker, []).append(t)
+    gaps = []
+    for runs in by_worker.values():
+        runs.sort(key=lambda t: t.compute_start)
+        for a, b in itertools.pairwise(runs):
+            inputs = max((tasks[j].stop for j in b.deps), default=float("-inf")) + b.transfer
+            if max(inputs, submitted[b.graph]) <= a.stop:
+                gaps.append(max(b.compute_start - a.stop, 0.0))
+    return statistics.fmean(gaps) if gaps else 0.0
+
+
+def replay(
+    tasks, graphs, fit_start, fit_end, n_workers, measured_workers, dispatch=0.0, overhead=0.0
+):
+    """The wall seconds of the fit replayed on ``n_workers`` (see the module docstring);
+    ``overhead``: seconds each task holds its worker beyond its busy time
+    (:func:`task_overhead`)."""
+    sim = _Replay(tasks, graphs, n_workers, measured_workers, dispatch, overhead)
     return sim.run(client_lags(tasks, graphs, fit_end), fit_start)
 
 
 class _Replay:
     """The event loop of :func:`replay`. Events are ``(time, kind, payload)``: kind 0 a
     graph submitted (payload its index; ``len(graphs)`` is the fit's end), 1 a task done,
-    2 a task ready (its inputs arrived), 3 a wake-up when the dispatcher is free again."""
+    2 a task ready (its inputs arrived), 3 a wake-up when the dispatcher or a worker is free
+    again."""
 
-    def __init__(self, tasks, graphs, n_workers, measured_workers, dispatch):
+    def __init__(self, tasks, graphs, n_workers, measured_workers, dispatch, overhead=0.0):
         remote = lambda w: (w - 1) / w  # noqa: E731 - share of a task's inputs on other workers
         self.scale = remote(n_workers) / remote(measured_workers) if measured_workers > 1 else 1.0
-        self.tasks, self.n_graphs, self.dispatch = tasks, len(graphs), dispatch
+        self.tasks, self.n_graphs = tasks, len(graphs)
+        self.dispatch, self.overhead = dispatch, overhead
         self.waiting = [len(t.deps) for t in tasks]
         self.dependents = [[] for _ in tasks]
         self.by_graph = {}
@@ -304,15 +333,16 @@ class _Replay:
     def _start_ready(self, now):
         while self.ready:
             w = min(range(len(self.workers)), key=self.workers.__getitem__)
-            if self.workers[w] > now:
-                return  # a task-done event will wake the loop
+            if self.workers[w] > now:  # wake when it is free (after a task and its overhead)
+                heapq.heappush(self.events, (self.workers[w], 3, None))
+                return
             if self.free_dispatch > now:
                 heapq.heappush(self.events, (self.free_dispatch, 3, None))
                 return
             _, i = heapq.heappop(self.ready)
             self.free_dispatch = now + self.dispatch
-            self.workers[w] = now + self.tasks[i].busy
-            heapq.heappush(self.events, (self.workers[w], 1, i))
+            self.workers[w] = now + self.tasks[i].busy + self.overhead
+            heapq.heappush(self.events, (now + self.tasks[i].busy, 1, i))
 
 
 def stage_windows(fit_start, laps):

@@ -19,8 +19,10 @@ Reported, per stage of ``timings_`` and for the whole fit:
 - projections to W workers: Amdahl's ``S + B/W`` (S the serial seconds, B the busy seconds),
   the per-stage barrier model (``S + sum over task-name prefixes of max(longest task, work /
   W)``) and a list-scheduling replay of the measured tasks with their dependencies
-  (``_taskstream.replay``); the replay on the measured worker count is printed beside the
-  measured wall as its check.
+  (``_taskstream.replay``), each task holding its worker for its busy time plus the mean
+  gap the measured workers left between two tasks when the next was ready
+  (``_taskstream.task_overhead``); the replay on the measured worker count is printed
+  beside the measured wall as its check.
 
 One JSON line with everything; ``--stream FILE`` also writes the raw records (tasks, graphs,
 windows) for a later replay with other parameters.
@@ -132,8 +134,10 @@ def analyse(record, stream, graphs, span, project):
     )
     W = record["workers"]
     dispatch = record["scheduler_cpu_s"] / max(len(tasks), 1)
+    overhead = ts.task_overhead(tasks, graphs)
     replayed = {
-        w: ts.replay(tasks, graphs, t0, t1, w, W, dispatch=dispatch) for w in sorted({W, *project})
+        w: ts.replay(tasks, graphs, t0, t1, w, W, dispatch=dispatch, overhead=overhead)
+        for w in sorted({W, *project})
     }
     at = lambda w, f: f / w  # noqa: E731
     record.update(
@@ -143,6 +147,7 @@ def analyse(record, stream, graphs, span, project):
         serial_s=serial,
         serial_share=serial / wall,
         dispatch_s_per_task=dispatch,
+        overhead_s_per_task=overhead,
         round_trips=sum(c["kind"] == "compute" for c in record["calls"]),
         persists=sum(c["kind"] == "persist" for c in record["calls"]),
         stages=ts.stage_table(tasks, graphs, windows, record["calls"]),
@@ -199,7 +204,8 @@ def _print_summary(out, log):
         f"{out['tasks']} tasks, {out['graphs']} graphs, {out['round_trips']} blocking round "
         f"trips, {out['persists']} persists; client CPU {out['client_cpu_s']:.1f} s, "
         f"scheduler CPU {out['scheduler_cpu_s']:.1f} s; replay on {out['workers']}: "
-        f"{out['replay_measured_workers_s']:.1f} s ({100 * out['replay_error']:+.1f} %)"
+        f"{out['replay_measured_workers_s']:.1f} s ({100 * out['replay_error']:+.1f} %; "
+        f"{1000 * out['overhead_s_per_task']:.1f} ms per task between tasks)"
     )
     for s in out["stages"]:
         log(
