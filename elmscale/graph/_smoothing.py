@@ -70,11 +70,11 @@ def _smooth_group(walk, halo_pieces, block, go=True, *, dtype):
 class _RandomWalk:
     """The lazy random walk ``(I + P) / 2`` on a graph, as tasks over runs of consecutive
     graph chunks (:meth:`KNNGraph.row_groups`, rows of ``width`` numbers in ``dtype``). Each
-    run's rows of P are built once and persisted. The rows being filtered are held chunked by
-    the runs while the steps run (:meth:`start`, :meth:`step`), so a step is one task per run
-    plus its halo exchange between runs, whatever the number of graph chunks. The steps are
-    lazy: several of them go to the scheduler as one graph, without a round trip between
-    them."""
+    run's rows of P are built once, in the graph of the steps. The rows being filtered are
+    held chunked by the runs while the steps run (:meth:`start`, :meth:`step`), so a step is
+    one task per run plus its halo exchange between runs, whatever the number of graph
+    chunks. The steps are lazy: several of them go to the scheduler as one graph, without a
+    round trip between them."""
 
     def __init__(self, graph, width, dtype):
         self.graph, self.dtype = graph, dtype
@@ -82,9 +82,8 @@ class _RandomWalk:
         starts = graph.starts
         self.run_chunks = tuple(int(starts[g[-1] + 1] - starts[g[0]]) for g in self.groups)
         patterns = [graph.group_pattern(group, half=False) for group in self.groups]
-        walks = [task("smooth-walk", _group_walk, pattern, dtype) for pattern, _ in patterns]
-        state = dask.persist(*walks, *[need for _, need in patterns])
-        self.walks, self.needs = state[: len(walks)], state[len(walks) :]
+        self.walks = [task("smooth-walk", _group_walk, pattern, dtype) for pattern, _ in patterns]
+        self.needs = [need for _, need in patterns]
 
     def start(self, Z):
         """Z (row-chunked like the graph) in the steps' dtype, chunked by the runs."""
