@@ -25,7 +25,6 @@ import dask
 import dask.array as da
 import numpy as np
 import scipy.sparse as sp
-from dask.delayed import Delayed
 
 from ..utils._dask import tree_reduce
 from ._tasks import row_numbers, task
@@ -70,11 +69,10 @@ def _smooth_group(walk, halo_pieces, block, go=True, *, dtype):
 class _RandomWalk:
     """The lazy random walk ``(I + P) / 2`` on a graph, as tasks over runs of consecutive
     graph chunks (:meth:`KNNGraph.row_groups`, rows of ``width`` numbers in ``dtype``). Each
-    run's rows of P are built once, in the graph of the steps. The rows being filtered are
+    run's rows of P are built once and persisted. The rows being filtered are
     held chunked by the runs while the steps run (:meth:`start`, :meth:`step`), so a step is
     one task per run plus its halo exchange between runs, whatever the number of graph
-    chunks. The steps are lazy: several of them go to the scheduler as one graph, without a
-    round trip between them."""
+    chunks."""
 
     def __init__(self, graph, width, dtype):
         self.graph, self.dtype = graph, dtype
@@ -82,8 +80,9 @@ class _RandomWalk:
         starts = graph.starts
         self.run_chunks = tuple(int(starts[g[-1] + 1] - starts[g[0]]) for g in self.groups)
         patterns = [graph.group_pattern(group, half=False) for group in self.groups]
-        self.walks = [task("smooth-walk", _group_walk, pattern, dtype) for pattern, _ in patterns]
-        self.needs = [need for _, need in patterns]
+        walks = [task("smooth-walk", _group_walk, pattern, dtype) for pattern, _ in patterns]
+        state = dask.persist(*walks, *[need for _, need in patterns])
+        self.walks, self.needs = state[: len(walks)], state[len(walks) :]
 
     def start(self, Z):
         """Z (row-chunked like the graph) in the steps' dtype, chunked by the runs."""
@@ -111,7 +110,7 @@ class _RandomWalk:
                 strict=True,
             )
         ]
-        return _flat(da.concatenate(out))
+        return da.concatenate(out)
 
 
 def _gate(block, go):
@@ -130,16 +129,6 @@ def _gated(Z, go):
             )
         ]
     )
-
-
-def _flat(collection):
-    """A dask array or delayed with its graph as one layer: a step's tasks each merge the
-    graphs of their inputs, and with every earlier step's layers in them building a graph of
-    several steps would cost the client time quadratic in the steps."""
-    graph = dict(collection.__dask_graph__())
-    if isinstance(collection, da.Array):
-        return da.Array(graph, collection.name, collection.chunks, meta=collection._meta)
-    return Delayed(collection.key, graph)
 
 
 def _walk_input(graph, X, dtype):
@@ -178,8 +167,8 @@ def smooth_rows(graph, steps, X=None, *, dtype=None):
 
     Returns
     -------
-    dask array of X's shape in ``dtype``, persisted. The steps are submitted as one graph
-    (each step's rows are released once the next step and its halo have read them);
+    dask array of X's shape in ``dtype``, persisted. Each step is persisted as it is built,
+    without waiting for it (its rows are released once the next step has read them);
     nothing is gathered to the client.
     """
     if isinstance(steps, (bool, np.bool_)) or not isinstance(steps, (int, np.integer)):
@@ -192,7 +181,7 @@ def smooth_rows(graph, steps, X=None, *, dtype=None):
     walk = _RandomWalk(graph, Z.shape[1], dtype)
     Z = walk.start(Z)
     for _ in range(steps):
-        Z = walk.step(Z)
+        Z = walk.step(Z).persist()
     return walk.by_graph_chunks(Z).persist()
 
 
@@ -288,7 +277,8 @@ def smoothed_graph_if_kept(graph, steps, min_variance, scale=None, *, dtype=None
     noise-like data, where the rule says no, the first few steps already erase most of the
     variance. The checks run on the workers with the steps: each step's tasks also reduce
     the sampled rows' moments, and the steps after the first one below pass their rows
-    through without computing; all steps and their shares are one graph and one round trip.
+    through without computing. The client submits the steps without waiting for any and
+    gathers all shares at the end: one round trip.
     Returns ``(graph_f, kept, steps_taken)``: ``graph_f`` None when a step fell below
     ``min_variance``, else the graph of :func:`smoothed_graph` (equal to it), ``kept`` the
     share after the last step taken. ``dtype``: the steps' dtype (:func:`smooth_rows`);
@@ -303,11 +293,15 @@ def smoothed_graph_if_kept(graph, steps, min_variance, scale=None, *, dtype=None
     before = _sampled_moments(graph.X, every)
     Z, go, shares = walk.start(X), True, []
     for _ in range(int(steps)):
+        # each step is submitted as soon as it is built and the client builds the next one
+        # while the workers compute: persists, which the client does not wait for
         Z = walk.step(Z, go)
-        shares.append(task("smooth-share", _kept_share, before, _sampled_moments(Z, every), w))
+        share = task("smooth-share", _kept_share, before, _sampled_moments(Z, every), w)
         if min_variance > 0:
-            go = _flat(task("smooth-go", _keep_going, go, shares[-1], min_variance))
-    Z, *shares = dask.persist(walk.by_graph_chunks(Z).astype(graph.X.dtype, copy=False), *shares)
+            go = task("smooth-go", _keep_going, go, share, min_variance)
+        Z, share, go = dask.persist(Z, share, go)
+        shares.append(share)
+    (Z,) = dask.persist(walk.by_graph_chunks(Z).astype(graph.X.dtype, copy=False))
     shares = dask.compute(*shares)
     for t, kept in enumerate(shares, start=1):
         if kept < min_variance:
