@@ -108,6 +108,15 @@ def test_overhead_between_ready_tasks_is_measured_and_replayed():
     assert ts.replay(tasks, graphs, 0.0, 7.3, 4, 1, overhead=overhead) == pytest.approx(4.0)
 
 
+def test_the_workers_start_when_the_first_task_did():
+    # graph submitted at 0, the fresh workers import for 2 s, then 4 tasks of 1 s on one
+    # worker: on 4 workers the import stays, the tasks run side by side
+    records = [record(f"a-{i}", 2.0 + i, 3.0 + i) for i in range(4)]
+    graphs = [graph(0.0, {f"a-{i}": [] for i in range(4)})]
+    assert replay(records, graphs, 6.0, 1) == pytest.approx(6.0)
+    assert replay(records, graphs, 6.0, 4) == pytest.approx(3.0)
+
+
 def test_round_trips_are_counted_by_kind_and_stage():
     windows = ts.stage_windows(0.0, {"graph": 2.0, "embed": 2.0})
     calls = [

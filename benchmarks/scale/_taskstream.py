@@ -20,8 +20,10 @@ per task (what the measured workers spent between two tasks when the next one wa
 :func:`task_overhead`). The client is modelled from the measured run: each graph is
 submitted a fixed lag after the task that finished last before it (what the client waited
 for), and the fit ends the same lag after its last task, so client and scheduler time between
-graphs stay serial. A global dispatch cost per task (the scheduler's measured CPU seconds per
-task) bounds the rate at which tasks can start on any number of workers.
+graphs stay serial; no worker starts before the first measured task did (fresh workers
+import the code of the first tasks). A global dispatch cost per task (the scheduler's
+measured CPU seconds per task) bounds the rate at which tasks can start on any number of
+workers.
 """
 
 import functools
@@ -266,6 +268,10 @@ def replay(
     ``overhead``: seconds each task holds its worker beyond its busy time
     (:func:`task_overhead`)."""
     sim = _Replay(tasks, graphs, n_workers, measured_workers, dispatch, overhead)
+    # no worker computes before the first measured task did: fresh workers import the
+    # code the first tasks need (all of them at once, whatever their number)
+    first = min((t.compute_start for t in tasks), default=fit_start) - fit_start
+    sim.workers = [max(first, 0.0)] * n_workers
     return sim.run(client_lags(tasks, graphs, fit_end), fit_start)
 
 
