@@ -290,7 +290,7 @@ def smoothed_graph_if_kept(graph, steps, min_variance, scale=None, *, dtype=None
     if not steps:
         return _with_rows(graph, X.astype(graph.X.dtype, copy=False)), 1.0, 0
     walk = _RandomWalk(graph, X.shape[1], dtype)
-    before = _sampled_moments(graph.X, every)
+    (before,) = dask.persist(_sampled_moments(graph.X, every))  # read by every step's share
     Z, go, shares = walk.start(X), True, []
     for _ in range(int(steps)):
         # each step is submitted as soon as it is built and the client builds the next one
