@@ -88,3 +88,81 @@ def test_a_graph_recorded_after_its_first_task_started():
     records = [record("a", 0.0, 1.0), record("b", 1.0, 2.0)]
     graphs = [graph(0.0, {"a": []}), graph(1.01, {"b": []})]
     assert replay(records, graphs, 2.0, 1) == pytest.approx(2.0)
+
+
+def test_overhead_between_ready_tasks_is_measured_and_replayed():
+    # one worker runs 4 independent tasks of 1 s with 0.1 s between them (all ready from
+    # t = 0), then one that waited 2 s for the client's second graph: that wait is not
+    # the workers' overhead
+    records = [record(f"a-{i}", 1.1 * i, 1.1 * i + 1) for i in range(4)]
+    records.append(record("b", 6.3, 7.3))
+    graphs = [graph(0.0, {f"a-{i}": [] for i in range(4)}), graph(6.3, {"b": []})]
+    tasks = ts.build_tasks(records, graphs)
+    overhead = ts.task_overhead(tasks, graphs)
+    assert overhead == pytest.approx(0.1)
+    # the replay reproduces the measured wall with it, and falls short by the gaps without
+    kw = {"n_workers": 1, "measured_workers": 1}
+    assert ts.replay(tasks, graphs, 0.0, 7.3, **kw, overhead=overhead) == pytest.approx(7.3)
+    assert ts.replay(tasks, graphs, 0.0, 7.3, **kw) == pytest.approx(7.3 - 0.3)
+    # on 4 workers the a-tasks run side by side: 1 s, then the client's 2 s, then b
+    assert ts.replay(tasks, graphs, 0.0, 7.3, 4, 1, overhead=overhead) == pytest.approx(4.0)
+
+
+def test_the_workers_start_when_the_first_task_did():
+    # graph submitted at 0, the fresh workers import for 2 s, then 4 tasks of 1 s on one
+    # worker: on 4 workers the import stays, the tasks run side by side
+    records = [record(f"a-{i}", 2.0 + i, 3.0 + i) for i in range(4)]
+    graphs = [graph(0.0, {f"a-{i}": [] for i in range(4)})]
+    assert replay(records, graphs, 6.0, 1) == pytest.approx(6.0)
+    assert replay(records, graphs, 6.0, 4) == pytest.approx(3.0)
+
+
+def test_round_trips_are_counted_by_kind_and_stage():
+    windows = ts.stage_windows(0.0, {"graph": 2.0, "embed": 2.0})
+    calls = [
+        {"kind": "persist", "start": 0.1, "stop": 0.1, "keys": []},
+        {"kind": "compute", "start": 0.5, "stop": 1.0, "keys": ["elmscale-graph-probed"]},
+        {"kind": "compute", "start": 2.5, "stop": 2.6, "keys": ["elmscale-kmeans-sum"]},
+        {"kind": "compute", "start": 2.7, "stop": 2.8, "keys": ["elmscale-kmeans-lloyd"]},
+        {"kind": "compute", "start": 3.0, "stop": 3.1, "keys": ["finalize-hlgfinalizecompute"]},
+        {"kind": "compute", "start": 4.5, "stop": 4.6, "keys": ["getitem"]},
+    ]
+    assert ts.calls_by_stage(calls, windows) == {
+        ("graph", "persist"): 1,
+        ("graph", "compute"): 1,
+        ("embed", "kmeans-pass"): 2,
+        ("embed", "compute"): 1,
+        ("after", "compute"): 1,
+    }
+
+
+def _fit_calls(client, n):
+    """The calls by stage of a US-ELM fit of ``n`` rows of the benchmark's mixture, in
+    chunks of 2,048 rows (so more rows are more chunks), and the fit's k-means passes."""
+    import time
+
+    import elmscale
+    from benchmarks._mixture import mixture_dask
+
+    X, _ = mixture_dask(n, 20, 5, seed=0)
+    X = X.rechunk({0: 2048, 1: -1}).persist()
+    model = elmscale.USELM(n_clusters=5, n_hidden=100, random_state=0)
+    with ts.RoundTrips(client) as trips:
+        start = time.time()
+        model.fit(X)
+    return ts.calls_by_stage(trips.calls, ts.stage_windows(start, model.timings_))
+
+
+@pytest.mark.distributed
+def test_a_fits_blocking_round_trips_do_not_grow_with_the_rows(dask_client):
+    """The computes the client waits for, stage by stage, are the same at 3x the rows and 3x
+    the chunks (the cells graph and the graph filter both times: above 10,000 rows). Left
+    out: k-means' passes over the embedding, one per Lloyd iteration until the centres
+    settle, whose number follows the data's convergence and is bounded by ``max_iter``
+    (counted apart), and persists, which the client does not wait for (some are choices by
+    size, such as keeping H's blocks in memory)."""
+    small, large = (_fit_calls(dask_client, n) for n in (11_000, 33_000))
+    blocking = lambda calls: {k: v for k, v in calls.items() if k[1] == "compute"}  # noqa: E731
+    assert blocking(small) == blocking(large)
+    assert sum(blocking(large).values()) > 0
+    assert small.get(("embed_cluster", "kmeans-pass"), 0) > 0

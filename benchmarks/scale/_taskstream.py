@@ -15,15 +15,22 @@ The replay is list scheduling: W single-threaded workers; a task is ready when i
 been submitted and every dependency computed in the stream has finished, plus the time its
 inputs took to arrive (scaled to the share of inputs that are remote on W workers:
 ``(W - 1) / W`` against the measured run's); a free worker takes the ready task that started
-first in the measured run. The client is modelled from the measured run: each graph is
+first in the measured run, and holds its worker for its busy time plus a fixed overhead
+per task (what the measured workers spent between two tasks when the next one was ready:
+:func:`task_overhead`). The client is modelled from the measured run: each graph is
 submitted a fixed lag after the task that finished last before it (what the client waited
 for), and the fit ends the same lag after its last task, so client and scheduler time between
-graphs stay serial. A global dispatch cost per task (the scheduler's measured CPU seconds per
-task) bounds the rate at which tasks can start on any number of workers.
+graphs stay serial; no worker starts before the first measured task did (fresh workers
+import the code of the first tasks). A global dispatch cost per task (the scheduler's
+measured CPU seconds per task) bounds the rate at which tasks can start on any number of
+workers.
 """
 
+import functools
 import heapq
+import itertools
 import statistics
+import time
 
 from dask.utils import key_split
 from distributed.diagnostics.plugin import SchedulerPlugin
@@ -49,8 +56,6 @@ class GraphRecorder(SchedulerPlugin):
         self.scheduler = scheduler
 
     def update_graph(self, scheduler, *, keys, tasks, **kwargs):
-        import time
-
         deps = {}
         for key in tasks:
             ts = scheduler.tasks.get(key)
@@ -60,6 +65,94 @@ class GraphRecorder(SchedulerPlugin):
 
     def records(self):
         return list(self.graphs)
+
+
+class RoundTrips:
+    """A context manager that records what a client submits while it is active: each
+    ``Client.get`` (what ``dask.compute`` and ``.compute()`` call on a distributed client)
+    is a blocking round trip, the client waiting for its results; each ``Client.persist`` a
+    submission it does not wait for. ``calls`` holds ``{"kind": "compute" | "persist",
+    "start", "stop", "keys"}`` (``keys``: ``key_split`` of the requested keys or of the
+    persisted collections' names, sorted), in call order.
+
+    The methods are wrapped on the class for the duration (``dask.persist`` recognises the
+    client's scheduler by its bound ``get``), and calls of other clients pass through
+    unrecorded.
+    """
+
+    def __init__(self, client):
+        self.client, self.calls, self._saved = client, [], None
+
+    def __enter__(self):
+        from distributed import Client
+
+        self._saved = {name: Client.__dict__[name] for name in ("get", "persist")}
+        recorder = self
+
+        def wrap(name, kind):
+            method = self._saved[name]
+
+            @functools.wraps(method)
+            def recorded(client, *args, **kwargs):
+                if client is not recorder.client:
+                    return method(client, *args, **kwargs)
+                start = time.time()
+                try:
+                    return method(client, *args, **kwargs)
+                finally:
+                    recorder.calls.append(
+                        {"kind": kind, "start": start, "stop": time.time(), "keys": []}
+                    )
+                    recorder.calls[-1]["keys"] = _requested(kind, args, kwargs)
+
+            return recorded
+
+        Client.get = wrap("get", "compute")
+        Client.persist = wrap("persist", "persist")
+        return self
+
+    def __exit__(self, *exc):
+        from distributed import Client
+
+        for name, method in self._saved.items():
+            setattr(Client, name, method)
+
+    def blocking(self):
+        """The calls the client waited for (``kind == "compute"``)."""
+        return [c for c in self.calls if c["kind"] == "compute"]
+
+
+def _requested(kind, args, kwargs):
+    """``key_split`` of what a recorded call asked for: the keys of a ``get``, the names of
+    the collections of a ``persist``."""
+    if kind == "compute":
+        keys = args[1] if len(args) > 1 else kwargs.get("keys", [])
+    else:
+        collections = args[0] if args else kwargs.get("collections", [])
+        if not isinstance(collections, (list, tuple, set, frozenset)):
+            collections = [collections]
+        keys = [c.__dask_layers__()[0] for c in collections]
+    return sorted({key_split(k) for k in keys})
+
+
+#: Key prefixes of the computes that are k-means passes over the embedding (Lloyd
+#: iterations and the choice between restarts): their number follows k-means' convergence.
+KMEANS_PASS_PREFIXES = ("elmscale-kmeans-sum", "elmscale-kmeans-lloyd")
+
+
+def calls_by_stage(calls, windows):
+    """``{(stage, what): count}`` of :attr:`RoundTrips.calls` by the stage window (of
+    :func:`stage_windows`; "after" past the last) each started in; ``what`` is "persist",
+    "compute", or "kmeans-pass" for a compute of k-means' passes
+    (:data:`KMEANS_PASS_PREFIXES`)."""
+    counts = {}
+    for c in calls:
+        stage = next((n for n, a, b in windows if a <= c["start"] < b), "after")
+        what = c["kind"]
+        if what == "compute" and c["keys"] and all(k in KMEANS_PASS_PREFIXES for k in c["keys"]):
+            what = "kmeans-pass"
+        counts[stage, what] = counts.get((stage, what), 0) + 1
+    return counts
 
 
 def interval_union(intervals):
@@ -76,11 +169,12 @@ def interval_union(intervals):
 class Task:
     """One task run of the stream, as the replay needs it."""
 
-    __slots__ = ("key", "prefix", "start", "stop", "busy", "transfer", "deps", "graph")
+    __slots__ = ("key", "prefix", "worker", "start", "stop", "busy", "transfer", "deps", "graph")
 
     def __init__(self, record):
         ss = record["startstops"]
         self.key = str(record["key"])
+        self.worker = record.get("worker")
         self.prefix = key_split(record["key"])
         self.start = min(s["start"] for s in ss)
         self.stop = max(s["stop"] for s in ss)
@@ -148,21 +242,50 @@ def client_lags(tasks, graphs, fit_end):
     return out
 
 
-def replay(tasks, graphs, fit_start, fit_end, n_workers, measured_workers, dispatch=0.0):
-    """The wall seconds of the fit replayed on ``n_workers`` (see the module docstring)."""
-    sim = _Replay(tasks, graphs, n_workers, measured_workers, dispatch)
+def task_overhead(tasks, graphs):
+    """The mean seconds a worker spent between two tasks of its own when the second was
+    already ready as the first ended (its graph submitted, its dependencies finished and
+    its inputs fetched): what running a task costs beyond its compute (the scheduler's
+    decision, the messages to and from the worker, the worker's bookkeeping)."""
+    submitted = submit_times(tasks, graphs)
+    by_worker = {}
+    for t in tasks:
+        by_worker.setdefault(t.worker, []).append(t)
+    gaps = []
+    for runs in by_worker.values():
+        runs.sort(key=lambda t: t.compute_start)
+        for a, b in itertools.pairwise(runs):
+            inputs = max((tasks[j].stop for j in b.deps), default=float("-inf")) + b.transfer
+            if max(inputs, submitted[b.graph]) <= a.stop:
+                gaps.append(max(b.compute_start - a.stop, 0.0))
+    return statistics.fmean(gaps) if gaps else 0.0
+
+
+def replay(
+    tasks, graphs, fit_start, fit_end, n_workers, measured_workers, dispatch=0.0, overhead=0.0
+):
+    """The wall seconds of the fit replayed on ``n_workers`` (see the module docstring);
+    ``overhead``: seconds each task holds its worker beyond its busy time
+    (:func:`task_overhead`)."""
+    sim = _Replay(tasks, graphs, n_workers, measured_workers, dispatch, overhead)
+    # no worker computes before the first measured task did: fresh workers import the
+    # code the first tasks need (all of them at once, whatever their number)
+    first = min((t.compute_start for t in tasks), default=fit_start) - fit_start
+    sim.workers = [max(first, 0.0)] * n_workers
     return sim.run(client_lags(tasks, graphs, fit_end), fit_start)
 
 
 class _Replay:
     """The event loop of :func:`replay`. Events are ``(time, kind, payload)``: kind 0 a
     graph submitted (payload its index; ``len(graphs)`` is the fit's end), 1 a task done,
-    2 a task ready (its inputs arrived), 3 a wake-up when the dispatcher is free again."""
+    2 a task ready (its inputs arrived), 3 a wake-up when the dispatcher or a worker is free
+    again."""
 
-    def __init__(self, tasks, graphs, n_workers, measured_workers, dispatch):
+    def __init__(self, tasks, graphs, n_workers, measured_workers, dispatch, overhead=0.0):
         remote = lambda w: (w - 1) / w  # noqa: E731 - share of a task's inputs on other workers
         self.scale = remote(n_workers) / remote(measured_workers) if measured_workers > 1 else 1.0
-        self.tasks, self.n_graphs, self.dispatch = tasks, len(graphs), dispatch
+        self.tasks, self.n_graphs = tasks, len(graphs)
+        self.dispatch, self.overhead = dispatch, overhead
         self.waiting = [len(t.deps) for t in tasks]
         self.dependents = [[] for _ in tasks]
         self.by_graph = {}
@@ -216,15 +339,16 @@ class _Replay:
     def _start_ready(self, now):
         while self.ready:
             w = min(range(len(self.workers)), key=self.workers.__getitem__)
-            if self.workers[w] > now:
-                return  # a task-done event will wake the loop
+            if self.workers[w] > now:  # wake when it is free (after a task and its overhead)
+                heapq.heappush(self.events, (self.workers[w], 3, None))
+                return
             if self.free_dispatch > now:
                 heapq.heappush(self.events, (self.free_dispatch, 3, None))
                 return
             _, i = heapq.heappop(self.ready)
             self.free_dispatch = now + self.dispatch
-            self.workers[w] = now + self.tasks[i].busy
-            heapq.heappush(self.events, (self.workers[w], 1, i))
+            self.workers[w] = now + self.tasks[i].busy + self.overhead
+            heapq.heappush(self.events, (now + self.tasks[i].busy, 1, i))
 
 
 def stage_windows(fit_start, laps):
@@ -236,10 +360,11 @@ def stage_windows(fit_start, laps):
     return out
 
 
-def stage_table(tasks, graphs, windows):
+def stage_table(tasks, graphs, windows, calls=()):
     """Per stage window: wall, worker-busy seconds, serial seconds (no worker computing,
     fetching or spilling), tasks started, the longest and the median task, graphs
-    submitted."""
+    submitted, and of ``calls`` (:attr:`RoundTrips.calls`) the blocking round trips that
+    started in it."""
     rows = []
     for name, start, stop in windows:
         inside = [t for t in tasks if start <= t.start < stop]
@@ -259,6 +384,9 @@ def stage_table(tasks, graphs, windows):
                 "longest_s": max(durations, default=0.0),
                 "median_s": statistics.median(durations) if durations else 0.0,
                 "graphs": sum(start <= g["time"] < stop for g in graphs),
+                "round_trips": sum(
+                    c["kind"] == "compute" and start <= c["start"] < stop for c in calls
+                ),
             }
         )
     return rows

@@ -11,15 +11,18 @@ Reported, per stage of ``timings_`` and for the whole fit:
 
 - wall seconds, worker-busy seconds (computing, reading or writing spilled data), serial seconds
   (no worker computing, fetching or spilling: the client, the scheduler, round trips), tasks,
-  the longest task against the median, graphs submitted;
+  the longest task against the median, graphs submitted, blocking round trips (each
+  ``compute`` the client waits for, counted by ``_taskstream.RoundTrips``; persists apart);
 - the client's main-thread CPU seconds and the CPU seconds of the thread running the
   scheduler's event loop (the scheduler runs in this process; with ``--scheduler-process`` it
   has its own and its CPU is that process's);
 - projections to W workers: Amdahl's ``S + B/W`` (S the serial seconds, B the busy seconds),
   the per-stage barrier model (``S + sum over task-name prefixes of max(longest task, work /
   W)``) and a list-scheduling replay of the measured tasks with their dependencies
-  (``_taskstream.replay``); the replay on the measured worker count is printed beside the
-  measured wall as its check.
+  (``_taskstream.replay``), each task holding its worker for its busy time plus the mean
+  gap the measured workers left between two tasks when the next was ready
+  (``_taskstream.task_overhead``); the replay on the measured worker count is printed
+  beside the measured wall as its check.
 
 One JSON line with everything; ``--stream FILE`` also writes the raw records (tasks, graphs,
 windows) for a later replay with other parameters.
@@ -77,6 +80,7 @@ def measure(args):
         with (
             elmscale.config_context(compute_dtype=args.dtype),
             get_task_stream(client) as stream,
+            ts.RoundTrips(client) as trips,
         ):
             t0 = time.time()
             model.fit(X)
@@ -101,6 +105,7 @@ def measure(args):
             "client_cpu_s": client_cpu,
             "scheduler_cpu_s": sched_cpu,
             "timings": dict(getattr(model, "timings_", {}) or {}),
+            "calls": trips.calls,
         }
     windows = ts.stage_windows(t0, record["timings"])
     records = [
@@ -129,8 +134,10 @@ def analyse(record, stream, graphs, span, project):
     )
     W = record["workers"]
     dispatch = record["scheduler_cpu_s"] / max(len(tasks), 1)
+    overhead = ts.task_overhead(tasks, graphs)
     replayed = {
-        w: ts.replay(tasks, graphs, t0, t1, w, W, dispatch=dispatch) for w in sorted({W, *project})
+        w: ts.replay(tasks, graphs, t0, t1, w, W, dispatch=dispatch, overhead=overhead)
+        for w in sorted({W, *project})
     }
     at = lambda w, f: f / w  # noqa: E731
     record.update(
@@ -140,7 +147,10 @@ def analyse(record, stream, graphs, span, project):
         serial_s=serial,
         serial_share=serial / wall,
         dispatch_s_per_task=dispatch,
-        stages=ts.stage_table(tasks, graphs, windows),
+        overhead_s_per_task=overhead,
+        round_trips=sum(c["kind"] == "compute" for c in record["calls"]),
+        persists=sum(c["kind"] == "persist" for c in record["calls"]),
+        stages=ts.stage_table(tasks, graphs, windows, record["calls"]),
         replay_measured_workers_s=replayed[W],
         replay_error=replayed[W] / wall - 1,
         projection={
@@ -191,15 +201,17 @@ def _print_summary(out, log):
     log(
         f"# fit {out['fit_s']:.1f} s on {out['workers']} workers: busy {out['busy_s']:.1f} "
         f"worker-s, serial {out['serial_s']:.1f} s ({100 * out['serial_share']:.1f} %), "
-        f"{out['tasks']} tasks, {out['graphs']} graphs; client CPU {out['client_cpu_s']:.1f} s, "
+        f"{out['tasks']} tasks, {out['graphs']} graphs, {out['round_trips']} blocking round "
+        f"trips, {out['persists']} persists; client CPU {out['client_cpu_s']:.1f} s, "
         f"scheduler CPU {out['scheduler_cpu_s']:.1f} s; replay on {out['workers']}: "
-        f"{out['replay_measured_workers_s']:.1f} s ({100 * out['replay_error']:+.1f} %)"
+        f"{out['replay_measured_workers_s']:.1f} s ({100 * out['replay_error']:+.1f} %; "
+        f"{1000 * out['overhead_s_per_task']:.1f} ms per task between tasks)"
     )
     for s in out["stages"]:
         log(
             f"#   {s['stage']:<12} wall {s['wall_s']:6.1f}  busy {s['busy_s']:6.1f}  serial "
             f"{s['serial_s']:5.1f}  tasks {s['tasks']:5d}  longest {s['longest_s']:.2f} / median "
-            f"{s['median_s']:.3f}  graphs {s['graphs']}"
+            f"{s['median_s']:.3f}  graphs {s['graphs']}  round trips {s['round_trips']}"
         )
     for w, p in out["projection"].items():
         log(

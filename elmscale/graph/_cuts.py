@@ -90,7 +90,7 @@ def normalized_cut(graph, labels, n_clusters):
             )
             for b, (blk, n) in enumerate(zip(graph.blocks, graph.chunks, strict=True))
         ]
-    ).persist()
+    )  # read by the runs' tasks and their halo exchange, all in the one graph computed below
     blocks = columns.to_delayed(optimize_graph=False).ravel()
     groups = graph.row_groups(width * 8)
     edges = [

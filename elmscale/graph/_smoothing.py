@@ -26,6 +26,7 @@ import dask.array as da
 import numpy as np
 import scipy.sparse as sp
 
+from ..utils._dask import tree_reduce
 from ._tasks import row_numbers, task
 
 
@@ -44,12 +45,15 @@ def _group_walk(pattern, dtype):
     )
 
 
-def _smooth_group(walk, halo_pieces, block, *, dtype):
+def _smooth_group(walk, halo_pieces, block, go=True, *, dtype):
     """One lazy random-walk step on a run of consecutive chunks' rows ``block``:
     ``(Z_g + P_local Z_g + P_halo Z_halo) / 2``. Rows without edges keep their values (P acts
-    as the identity on them)."""
+    as the identity on them). With ``go`` false (an earlier step ended the filter) the rows
+    pass through unchanged, at no cost."""
     P_local, P_halo, isolated = walk
     Z = np.asarray(block).astype(dtype, copy=False)
+    if not go:
+        return Z
     PZ = P_local @ Z
     n_halo = sum(piece.shape[0] for piece in halo_pieces)
     if n_halo != P_halo.shape[1]:
@@ -65,9 +69,10 @@ def _smooth_group(walk, halo_pieces, block, *, dtype):
 class _RandomWalk:
     """The lazy random walk ``(I + P) / 2`` on a graph, as tasks over runs of consecutive
     graph chunks (:meth:`KNNGraph.row_groups`, rows of ``width`` numbers in ``dtype``). Each
-    run's rows of P are built once and persisted. The rows being filtered are held chunked by
-    the runs while the steps run (:meth:`steps`), so a step is one task per run plus its
-    halo exchange between runs, whatever the number of graph chunks."""
+    run's rows of P are built once and persisted. The rows being filtered are
+    held chunked by the runs while the steps run (:meth:`start`, :meth:`step`), so a step is
+    one task per run plus its halo exchange between runs, whatever the number of graph
+    chunks."""
 
     def __init__(self, graph, width, dtype):
         self.graph, self.dtype = graph, dtype
@@ -79,24 +84,24 @@ class _RandomWalk:
         state = dask.persist(*walks, *[need for _, need in patterns])
         self.walks, self.needs = state[: len(walks)], state[len(walks) :]
 
-    def steps(self, Z, n):
-        """The rows after each of ``n`` steps from Z (row-chunked like the graph), each
-        persisted and chunked by the runs (:meth:`by_graph_chunks` gives the graph's)."""
-        Z = Z.astype(self.dtype, copy=False).rechunk({0: self.run_chunks})
-        for _ in range(int(n)):
-            Z = self._step(Z)
-            yield Z
+    def start(self, Z):
+        """Z (row-chunked like the graph) in the steps' dtype, chunked by the runs."""
+        return Z.astype(self.dtype, copy=False).rechunk({0: self.run_chunks})
 
     def by_graph_chunks(self, Z):
         """Z, chunked by the runs, chunked like the graph's rows again."""
         return Z.rechunk({0: self.graph.chunks})
 
-    def _step(self, Z):
-        """``(Z + P Z) / 2`` for Z chunked by the runs, persisted."""
-        halo = self.graph.runs_halo(self.groups, self.needs, Z)
+    def step(self, Z, go=True):
+        """``(Z + P Z) / 2`` for Z chunked by the runs, lazily; Z itself where ``go`` (a bool
+        or a delayed one, computed with the step) is false. The halo exchange then moves
+        rows of no columns (:func:`_gated`)."""
+        halo = self.graph.runs_halo(self.groups, self.needs, Z if go is True else _gated(Z, go))
         step = functools.partial(_smooth_group, dtype=self.dtype)
         out = [
-            da.from_delayed(task("smooth", step, walk, rows, block), (n, Z.shape[1]), self.dtype)
+            da.from_delayed(
+                task("smooth", step, walk, rows, block, go), (n, Z.shape[1]), self.dtype
+            )
             for walk, rows, block, n in zip(
                 self.walks,
                 halo,
@@ -105,7 +110,25 @@ class _RandomWalk:
                 strict=True,
             )
         ]
-        return da.concatenate(out).persist()
+        return da.concatenate(out)
+
+
+def _gate(block, go):
+    return block if go else block[:, :0]
+
+
+def _gated(Z, go):
+    """Z's blocks, or where the delayed ``go`` is false the same rows with no columns: what a
+    step that passes its rows through reads of its halo (the array's declared shape is Z's
+    either way; only the halo exchange, which selects rows, reads it)."""
+    return da.concatenate(
+        [
+            da.from_delayed(task("smooth-gate", _gate, block, go), (n, Z.shape[1]), Z.dtype)
+            for block, n in zip(
+                Z.to_delayed(optimize_graph=False).ravel(), Z.chunks[0], strict=True
+            )
+        ]
+    )
 
 
 def _walk_input(graph, X, dtype):
@@ -144,8 +167,9 @@ def smooth_rows(graph, steps, X=None, *, dtype=None):
 
     Returns
     -------
-    dask array of X's shape in ``dtype``. Each step persists its result and releases the
-    previous one; nothing is gathered to the client.
+    dask array of X's shape in ``dtype``, persisted. Each step is persisted as it is built,
+    without waiting for it (its rows are released once the next step has read them);
+    nothing is gathered to the client.
     """
     if isinstance(steps, (bool, np.bool_)) or not isinstance(steps, (int, np.integer)):
         raise TypeError(f"steps must be an integer >= 0, got {steps!r}")
@@ -155,7 +179,9 @@ def smooth_rows(graph, steps, X=None, *, dtype=None):
     if not steps:
         return Z
     walk = _RandomWalk(graph, Z.shape[1], dtype)
-    *_, Z = walk.steps(Z, steps)
+    Z = walk.start(Z)
+    for _ in range(steps):
+        Z = walk.step(Z).persist()
     return walk.by_graph_chunks(Z).persist()
 
 
@@ -191,6 +217,55 @@ def retained_variance(X, X_filtered, scale=None):
 SHARE_SAMPLE_ROWS = 10_000
 
 
+def _sample_moments(block, start, every):
+    """``(n, mean, m2)`` in float64 over the rows of ``block`` whose global index (``start``
+    + row) is a multiple of ``every``: their count, column means and column sums of squared
+    deviations from the means."""
+    rows = np.asarray(block)[(-int(start)) % every :: every].astype(np.float64)
+    n = rows.shape[0]
+    mean = rows.mean(axis=0) if n else np.zeros(rows.shape[1])
+    return n, mean, np.square(rows - mean).sum(axis=0)
+
+
+def _merge_moments(*parts):
+    """The moments of the union of disjoint row sets from each one's (Chan et al.'s
+    pairwise update)."""
+    n, mean, m2 = parts[0]
+    for n_b, mean_b, m2_b in parts[1:]:
+        total = n + n_b
+        if n_b:
+            delta = mean_b - mean
+            mean = mean + delta * (n_b / total)
+            m2 = m2 + m2_b + np.square(delta) * (n * n_b / total)
+        n = total
+    return n, mean, m2
+
+
+def _sampled_moments(Z, every):
+    """A delayed ``(n, mean, m2)`` of Z's every ``every``-th row (:func:`_sample_moments`),
+    one task per row chunk, merged by a tree."""
+    starts = np.cumsum((0, *Z.chunks[0]))
+    parts = [
+        task("smooth-moments", _sample_moments, block, int(start), every)
+        for block, start in zip(
+            Z.to_delayed(optimize_graph=False).ravel(), starts[:-1], strict=True
+        )
+    ]
+    return tree_reduce(parts, functools.partial(task, "smooth-moments-merge", _merge_moments))
+
+
+def _kept_share(before, after, weights):
+    """The share of ``sum_j var_j * weights_j`` that the ``after`` moments keep of the
+    ``before`` ones (1 when there is none before)."""
+    total = lambda moments: float((moments[2] / max(moments[0], 1) * weights).sum())  # noqa: E731
+    return _share(total(after), total(before))
+
+
+def _keep_going(go, share, min_variance):
+    """Whether the next step runs: every step so far kept at least ``min_variance``."""
+    return bool(go) and share >= min_variance
+
+
 def smoothed_graph_if_kept(graph, steps, min_variance, scale=None, *, dtype=None):
     """The graph filtered ``steps`` times (:func:`smoothed_graph`), unless a step's rows keep
     less than ``min_variance`` of X's variance (the share of :func:`retained_variance`).
@@ -200,28 +275,37 @@ def smoothed_graph_if_kept(graph, steps, min_variance, scale=None, *, dtype=None
     and the first step below ``min_variance`` ends the filter: each step averages the rows
     once more, so the share falls step by step on the data the filter is for, and on
     noise-like data, where the rule says no, the first few steps already erase most of the
-    variance; the remaining steps are not computed. Returns ``(graph_f, kept,
-    steps_taken)``: ``graph_f`` None when a step fell below ``min_variance``, else the graph
-    of :func:`smoothed_graph` (equal to it), ``kept`` the share after the last step taken.
-    ``dtype``: the steps' dtype (:func:`smooth_rows`); ``graph_f.X`` has X's.
+    variance. The checks run on the workers with the steps: each step's tasks also reduce
+    the sampled rows' moments, and the steps after the first one below pass their rows
+    through without computing. The client submits the steps without waiting for any and
+    gathers all shares at the end: one round trip.
+    Returns ``(graph_f, kept, steps_taken)``: ``graph_f`` None when a step fell below
+    ``min_variance``, else the graph of :func:`smoothed_graph` (equal to it), ``kept`` the
+    share after the last step taken. ``dtype``: the steps' dtype (:func:`smooth_rows`);
+    ``graph_f.X`` has X's.
     """
     w = _feature_weights(scale)
-    every = slice(None, None, max(1, graph.X.shape[0] // SHARE_SAMPLE_ROWS))
-    before = None
+    every = max(1, graph.X.shape[0] // SHARE_SAMPLE_ROWS)
     X, dtype = _walk_input(graph, None, dtype)
     if not steps:
         return _with_rows(graph, X.astype(graph.X.dtype, copy=False)), 1.0, 0
     walk = _RandomWalk(graph, X.shape[1], dtype)
-    for t, Z in enumerate(walk.steps(X, steps), start=1):
-        after = _total_variance(Z[every], w)
-        if before is None:
-            before, after = dask.compute(_total_variance(graph.X[every], w), after)
-        else:
-            (after,) = dask.compute(after)
-        kept = _share(after, before)
+    (before,) = dask.persist(_sampled_moments(graph.X, every))  # read by every step's share
+    Z, go, shares = walk.start(X), True, []
+    for _ in range(int(steps)):
+        # each step is submitted as soon as it is built and the client builds the next one
+        # while the workers compute: persists, which the client does not wait for
+        Z = walk.step(Z, go)
+        share = task("smooth-share", _kept_share, before, _sampled_moments(Z, every), w)
+        if min_variance > 0:
+            go = task("smooth-go", _keep_going, go, share, min_variance)
+        Z, share, go = dask.persist(Z, share, go)
+        shares.append(share)
+    (Z,) = dask.persist(walk.by_graph_chunks(Z).astype(graph.X.dtype, copy=False))
+    shares = dask.compute(*shares)
+    for t, kept in enumerate(shares, start=1):
         if kept < min_variance:
             return None, kept, t
-    Z = walk.by_graph_chunks(Z).astype(graph.X.dtype, copy=False).persist()
     return _with_rows(graph, Z), kept, int(steps)
 
 

@@ -208,6 +208,13 @@ def tree_sum(parts, fan_in=8, prefix=None):
     return _tree(parts, fan_in, add, "tree_sum")
 
 
+def tree_reduce(parts, combine, fan_in=8):
+    """Reduce a list of delayed parts with ``combine(*group)`` (a call that returns a
+    delayed), level by level in groups of ``fan_in``: :func:`tree_sum` for any associative
+    combination, in an order that depends only on the list."""
+    return _tree(parts, fan_in, combine, "tree_reduce")
+
+
 def frame_to_array(frame):
     """A dask DataFrame or Series as a dask array with known row chunks, one block per
     partition.

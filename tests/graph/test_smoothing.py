@@ -108,6 +108,39 @@ def test_filter_if_kept_equals_the_filter_or_stops_at_the_first_step_below(mixtu
     assert kept_1 == pytest.approx(first, rel=1e-12)
 
 
+def test_sampled_share_equals_numpy_on_the_same_rows(mixture, monkeypatch):
+    """Estimated on every s-th row, the share is NumPy's variance share of exactly those rows
+    of X and of the filtered rows (the moments of each chunk merged, in float64)."""
+    from elmscale.graph import _smoothing, smoothed_graph_if_kept
+
+    Xd = da.from_array(mixture, chunks=(170, 4))  # chunks that do not start on a sampled row
+    graph = knn_graph(Xd, 6, backend="cells", order=True, random_state=0)
+    scale = np.array([1.0, 2.0, 0.5, 3.0])
+    monkeypatch.setattr(_smoothing, "SHARE_SAMPLE_ROWS", 200)  # every 7th row
+    graph_f, kept, _ = smoothed_graph_if_kept(graph, 2, 0.0, scale)
+    X, Z = graph.X.compute()[::7], graph_f.X.compute()[::7]
+    w = 1 / scale**2
+    assert kept == pytest.approx((Z.var(0) * w).sum() / (X.var(0) * w).sum(), rel=1e-12)
+
+
+@pytest.mark.distributed
+@pytest.mark.parametrize("min_variance", [0.0, 0.999])
+def test_the_filter_and_its_checks_are_one_round_trip(mixture, dask_client, min_variance):
+    """All steps and their variance checks go to the scheduler together: the client waits
+    once, whether every step is kept or the first one already falls below, and the share is
+    that of the steps taken."""
+    from benchmarks.scale._taskstream import RoundTrips
+    from elmscale.graph import smoothed_graph_if_kept
+
+    Xd = da.from_array(mixture, chunks=(200, 4))
+    graph = knn_graph(Xd, 6, backend="exact", random_state=0)
+    with RoundTrips(dask_client) as trips:
+        graph_f, kept, taken = smoothed_graph_if_kept(graph, 4, min_variance)
+    assert len(trips.blocking()) == 1
+    assert kept == pytest.approx(retained_variance(graph.X, smooth_rows(graph, taken)), rel=1e-12)
+    assert taken == (4 if min_variance == 0 else 1) and (graph_f is None) == (min_variance > 0)
+
+
 def test_float32_steps_agree_with_float64(mixture):
     """US-ELM filters in float32 whatever X's dtype: the result stays within float32's
     rounding of the float64 filter; smoothed_graph_if_kept hands back X's dtype."""
