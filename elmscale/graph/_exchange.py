@@ -55,6 +55,25 @@ def worker_groups(n_destinations, nbytes=None):
     return [(w, run) for w, group in groups for run in split_by_bytes(group, nbytes, budget)]
 
 
+def destination_workers(n_destinations):
+    """Per destination ``0..n-1`` of an exchange, the worker its unpack task prefers
+    (:func:`worker_groups`' consecutive split), or None without a distributed client. A task
+    that reads a destination's pieces runs best there: placed elsewhere, it pulls its own
+    rows or its pieces across the network (:func:`near`)."""
+    out = [None] * n_destinations
+    for worker, group in worker_groups(n_destinations):
+        for b in group:
+            out[b] = worker
+    return out
+
+
+def near(worker):
+    """``dask.annotate`` preferring ``worker`` (others allowed), or no annotation."""
+    if worker is None:
+        return dask.annotate()
+    return dask.annotate(workers=[worker], allow_other_workers=True)
+
+
 def split_by_bytes(destinations, nbytes, budget):
     """Consecutive runs of ``destinations`` whose ``nbytes`` sum to at most ``budget`` (a
     destination that alone receives more forms a run of its own)."""
@@ -140,8 +159,7 @@ def exchange(stage, take, sources, requests, wants=None, *, make=None, nbytes=No
         packs = {
             s: make(stage, _pack, take, items[s], group_wants, *sources[s]) for s in sorted(items)
         }
-        annotations = {} if worker is None else {"workers": [worker], "allow_other_workers": True}
-        with dask.annotate(**annotations):
+        with near(worker):
             for b in group:
                 if b not in where:
                     out[b] = ()

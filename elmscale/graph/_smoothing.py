@@ -27,6 +27,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..utils._dask import tree_reduce
+from ._exchange import destination_workers, near
 from ._tasks import row_numbers, task
 
 
@@ -72,7 +73,8 @@ class _RandomWalk:
     run's rows of P are built once and persisted. The rows being filtered are
     held chunked by the runs while the steps run (:meth:`start`, :meth:`step`), so a step is
     one task per run plus its halo exchange between runs, whatever the number of graph
-    chunks."""
+    chunks. A run's tasks prefer the worker its halo is delivered to, so on a cluster a run's
+    rows stay on one worker from step to step and only halo rows cross between workers."""
 
     def __init__(self, graph, width, dtype):
         self.graph, self.dtype = graph, dtype
@@ -80,7 +82,11 @@ class _RandomWalk:
         starts = graph.starts
         self.run_chunks = tuple(int(starts[g[-1] + 1] - starts[g[0]]) for g in self.groups)
         patterns = [graph.group_pattern(group, half=False) for group in self.groups]
-        walks = [task("smooth-walk", _group_walk, pattern, dtype) for pattern, _ in patterns]
+        self.workers = destination_workers(len(self.groups))
+        walks = []
+        for (pattern, _), worker in zip(patterns, self.workers, strict=True):
+            with near(worker):
+                walks.append(task("smooth-walk", _group_walk, pattern, dtype))
         state = dask.persist(*walks, *[need for _, need in patterns])
         self.walks, self.needs = state[: len(walks)], state[len(walks) :]
 
@@ -98,18 +104,18 @@ class _RandomWalk:
         rows of no columns (:func:`_gated`)."""
         halo = self.graph.runs_halo(self.groups, self.needs, Z if go is True else _gated(Z, go))
         step = functools.partial(_smooth_group, dtype=self.dtype)
-        out = [
-            da.from_delayed(
-                task("smooth", step, walk, rows, block, go), (n, Z.shape[1]), self.dtype
-            )
-            for walk, rows, block, n in zip(
-                self.walks,
-                halo,
-                Z.to_delayed(optimize_graph=False).ravel(),
-                self.run_chunks,
-                strict=True,
-            )
-        ]
+        out = []
+        for walk, rows, block, n, worker in zip(
+            self.walks,
+            halo,
+            Z.to_delayed(optimize_graph=False).ravel(),
+            self.run_chunks,
+            self.workers,
+            strict=True,
+        ):
+            with near(worker):
+                smoothed = task("smooth", step, walk, rows, block, go)
+            out.append(da.from_delayed(smoothed, (n, Z.shape[1]), self.dtype))
         return da.concatenate(out)
 
 
@@ -181,7 +187,7 @@ def smooth_rows(graph, steps, X=None, *, dtype=None):
     walk = _RandomWalk(graph, Z.shape[1], dtype)
     Z = walk.start(Z)
     for _ in range(steps):
-        Z = walk.step(Z).persist()
+        Z = walk.step(Z).persist(optimize_graph=False)  # as in smoothed_graph_if_kept
     return walk.by_graph_chunks(Z).persist()
 
 
@@ -299,7 +305,9 @@ def smoothed_graph_if_kept(graph, steps, min_variance, scale=None, *, dtype=None
         share = task("smooth-share", _kept_share, before, _sampled_moments(Z, every), w)
         if min_variance > 0:
             go = task("smooth-go", _keep_going, go, share, min_variance)
-        Z, share, go = dask.persist(Z, share, go)
+        # unoptimised: fusing a step's tasks with their blocks' aliases drops the worker
+        # each run's task prefers (:class:`_RandomWalk`)
+        Z, share, go = dask.persist(Z, share, go, optimize_graph=False)
         shares.append(share)
     (Z,) = dask.persist(walk.by_graph_chunks(Z).astype(graph.X.dtype, copy=False))
     shares = dask.compute(*shares)

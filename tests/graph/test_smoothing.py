@@ -4,6 +4,7 @@ order, and its variance share equal to NumPy's."""
 import dask.array as da
 import numpy as np
 import pytest
+from distributed.diagnostics.plugin import SchedulerPlugin
 
 from elmscale.graph import input_order, knn_graph, retained_variance, smooth_rows, smoothed_graph
 
@@ -139,6 +140,61 @@ def test_the_filter_and_its_checks_are_one_round_trip(mixture, dask_client, min_
     assert len(trips.blocking()) == 1
     assert kept == pytest.approx(retained_variance(graph.X, smooth_rows(graph, taken)), rel=1e-12)
     assert taken == (4 if min_variance == 0 else 1) and (graph_f is None) == (min_variance > 0)
+
+
+class _SmoothPlacement(SchedulerPlugin):
+    """Scheduler plugin: the worker restrictions each filter step's task carries when it
+    starts processing."""
+
+    name = "smooth-placement"
+
+    def __init__(self):
+        self.seen = {}
+
+    def start(self, scheduler):
+        self.scheduler = scheduler
+
+    def transition(self, key, start, finish, *args, **kwargs):
+        import re
+
+        if finish == "processing" and re.fullmatch(r"elmscale-graph-smooth-[0-9a-f]+", str(key)):
+            ts = self.scheduler.tasks[key]
+            self.seen[key] = (tuple(sorted(ts.worker_restrictions or ())), ts.loose_restrictions)
+
+
+def _placements(dask_scheduler):
+    return list(dask_scheduler.plugins["smooth-placement"].seen.values())
+
+
+@pytest.mark.distributed
+def test_each_run_prefers_the_worker_its_halo_goes_to(dask_client):
+    """On a cluster each run's step prefers the worker its halo pieces are delivered to (the
+    same worker every step, runs spread over both workers), loosely: a busy worker's task
+    may still move, never wait for a lost worker. The steps equal the dense filter."""
+    from distributed import wait
+    from sklearn.datasets import make_blobs
+
+    from elmscale.graph._smoothing import _RandomWalk
+
+    X, _ = make_blobs(3000, n_features=16, centers=4, random_state=3)
+    graph = knn_graph(da.from_array(X, chunks=(375, 16)), 6, backend="exact", random_state=0)
+    walk = _RandomWalk(graph, 16, np.dtype(np.float64))
+    assert len(walk.groups) == 8 and sorted(set(walk.workers)) == sorted(
+        dask_client.scheduler_info()["workers"]
+    )
+    dask_client.register_plugin(_SmoothPlacement())
+    try:
+        Z = walk.start(graph.X)
+        for _ in range(3):
+            Z = walk.step(Z).persist(optimize_graph=False)
+        wait(Z)
+        seen = dask_client.run_on_scheduler(_placements)
+    finally:
+        dask_client.unregister_scheduler_plugin("smooth-placement")
+    assert sorted(seen) == sorted(((w,), True) for w in walk.workers for _ in range(3))
+    np.testing.assert_allclose(
+        walk.by_graph_chunks(Z).compute(), _dense_filter(graph, graph.X.compute(), 3), atol=1e-12
+    )
 
 
 def test_float32_steps_agree_with_float64(mixture):
