@@ -430,13 +430,13 @@ class CellSearch:
         cap = MAX_AUTO_REFINE if auto else self.n_refine
         width = min(JOIN_WIDTH * k, X.shape[0] - 1) if cap else k
         lists = _widen(self._search_cells(part, X, k), width)
-        new = lists[0] >= 0
         estimate = rows = exact = None
         if self.recall_sample:
             rows = recall_sample(X.shape[0], self.recall_sample, part.seed)
             exact = exact_sample_neighbours(X, rows, k)
             lists = dask.persist(*lists)
             estimate = recall_estimate(lists[0][:, :k], rows, exact)
+        new = lists[0] >= 0  # of the persisted lists: one graph per key
         rounds = 0
         while rounds < cap and not (auto and estimate >= self.target_recall):
             *lists, new = self.refine(part, X, lists, new, width, rounds)
