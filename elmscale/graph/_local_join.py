@@ -21,8 +21,9 @@ pynndescent's implementation:
    list only if its exact distance is at most p's threshold, hence its proposal at most the
    threshold plus the product's error bound (:mod:`elmscale.graph._select`). Only those
    pairs get their exact squared distance (a function of the two rows alone,
-   :func:`~elmscale.graph._select.exact_sq_distances`); those still within the threshold go
-   to the chunk holding p (one exchange of (row, candidate, distance) triples).
+   :func:`~elmscale.graph._select.exact_sq_distances`); those still within the threshold,
+   at most p's ``width`` best from one task, go to the chunk holding p (one exchange of
+   (row, candidate, distance) triples).
 4. **Merge.** A row keeps the best of its list and the triples it received, by (exact
    distance, original index), and flags what entered as new. A round never loses a
    neighbour it had found.
@@ -194,11 +195,11 @@ def _threshold(sq_dist):
 HUB_BLOCK_VALUES = 1 << 22
 
 
-def _join_chunk(lo, X, original, threshold, hubs, pieces):
+def _join_chunk(width, lo, X, original, threshold, hubs, pieces):
     """The local join of this chunk's hub sets (module docstring, step 3): the pairs
     ``(p, q)`` of a hub set with at least one new member and an exact squared distance
-    within p's threshold, as ``(p, q, original index of q, squared distance)`` sorted by p
-    (ordered positions)."""
+    within p's threshold, at most p's ``width`` best by (squared distance, original index),
+    as ``(p, q, original index of q, squared distance)`` sorted by p (ordered positions)."""
     H, H_new, _ = hubs
     t_pos, t_X, t_orig, t_thr = _task_table(lo, X, original, pieces, threshold)
     where = _position_map(t_pos)
@@ -229,8 +230,14 @@ def _join_chunk(lo, X, original, threshold, hubs, pieces):
     p, q = np.divmod(keys[_first_of_runs(keys)], len(t_pos))
     sq_dist = exact_sq_distances(t_X, p, t_X, q).astype(np.float64)
     keep = sq_dist <= t_thr[p]
-    p, q = p[keep], q[keep]
-    return t_pos[p], t_pos[q], t_orig[q].astype(np.int64), sq_dist[keep]
+    p, q, sq_dist = p[keep], q[keep], sq_dist[keep]
+    # only a row's best ``width`` of this task's candidates can be among its best of all
+    ids = t_orig[q].astype(np.int64)
+    order = np.lexsort((ids, sq_dist, p))
+    p, q, ids, sq_dist = p[order], q[order], ids[order], sq_dist[order]
+    rank, _ = _rank_in_groups(p, len(t_pos))
+    keep = rank < width
+    return t_pos[p[keep]], t_pos[q[keep]], ids[keep], sq_dist[keep]
 
 
 def _take_updates(updates, bounds):
@@ -365,7 +372,9 @@ def local_join(starts, original, X, lists, new, n_neighbors, *, max_candidates, 
         ],
     )
     updates = [
-        task("join", _join_chunk, lo, X_blocks[t], orig_blocks[t], thresholds[t], hubs[t], rows[t])
+        task(
+            "join", _join_chunk, w, lo, X_blocks[t], orig_blocks[t], thresholds[t], hubs[t], rows[t]
+        )
         for t, (lo, _) in enumerate(bounds)
     ]
     received = exchange(
