@@ -21,12 +21,13 @@ def check_n_neighbors(X, n_neighbors):
         )
 
 
-def _block_candidates(Xq, Xr, q_start, r_start, k, transform=None, values=None):
+def _block_candidates(Xq, Xr, q_start, r_start, k, transform=None, values=None, dtype=None):
     """The k nearest rows of Xr for each row of Xq (at most Xr's rows): (global ids,
     squared distances), and with ``values`` (Xr's rows of them) the nearest rows' values
     (n_query, k, n_values). With ``q_start`` None the queries are other points than the
     reference rows (negative ids: no reference row is excluded as the query itself).
-    ``transform`` is applied to both blocks first."""
+    ``transform`` is applied to both blocks first; ``dtype`` is the proposing product's
+    (:func:`~elmscale.graph._select.block_topk`; the result does not depend on it)."""
     if transform is not None:
         Xq, Xr = np.asarray(transform(Xq)), np.asarray(transform(Xr))
     n = Xq.shape[0]
@@ -36,7 +37,7 @@ def _block_candidates(Xq, Xr, q_start, r_start, k, transform=None, values=None):
         Xr,
         np.arange(r_start, r_start + Xr.shape[0]),
         min(k, Xr.shape[0]),
-        dtype=np.float64,
+        dtype=dtype or np.float64,
     )
     if values is None:
         return ids, d2
@@ -53,7 +54,17 @@ def _merge_candidates(k, *cands):
 
 
 def blockwise_search(
-    stage, Xq, Xr, n_neighbors, finish, *, same=False, values=None, transform=None, nout=None
+    stage,
+    Xq,
+    Xr,
+    n_neighbors,
+    finish,
+    *,
+    same=False,
+    values=None,
+    transform=None,
+    nout=None,
+    dtype=None,
 ):
     """Exact kNN of the rows of Xq among the rows of Xr (row-chunked dask arrays), blockwise:
     one task per pair of a query chunk and a reference chunk proposes that chunk's k
@@ -63,7 +74,8 @@ def blockwise_search(
     per query row; nothing N-sized reaches the client. Work is O(n_query N d).
 
     ``same`` says Xq is Xr, whose rows then exclude themselves; ``transform`` is applied to
-    each block of both before distances are taken. Returns the delayed ``finish`` results,
+    each block of both before distances are taken; ``dtype`` is the precision of the
+    proposing product (float64 by default). Returns the delayed ``finish`` results,
     one per chunk of Xq (tasks named ``<stage>`` and ``<stage>-merge``; ``nout`` as
     :func:`~elmscale.graph._tasks.task`)."""
     q_starts = np.concatenate([[0], np.cumsum(Xq.chunks[0])]).astype(int)
@@ -86,6 +98,7 @@ def blockwise_search(
                 n_neighbors,
                 transform,
                 vs,
+                dtype,
             )
             for s, (Xs, vs) in enumerate(zip(r_blocks, v_blocks, strict=True))
         ]

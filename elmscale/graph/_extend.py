@@ -76,6 +76,7 @@ def neighbour_mean(X, X_fit, values, n_neighbors, *, weights="binary", sigma=Non
         functools.partial(_weighted_mean, weights, sigma),
         values=values,
         transform=transform,
+        dtype=np.float32,
     )
     return da.concatenate(
         [
