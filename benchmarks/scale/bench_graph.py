@@ -60,12 +60,13 @@ def _data(spec, k):
 
 
 def _backend(name, args):
-    """A backend name, or ``cells+R``: the cell search with ``n_refine=R``."""
+    """A backend name, or ``cells+R``: the cell search with ``n_refine=R`` (an int or
+    "auto")."""
     base, _, refine = name.partition("+")
     if base == "cells" and (args.rows_per_cell or args.n_probes or refine):
         from elmscale.graph import CellSearch
 
-        kw = {"n_refine": int(refine)} if refine else {}
+        kw = {"n_refine": refine if refine == "auto" else int(refine)} if refine else {}
         if args.rows_per_cell:
             kw["rows_per_cell"] = args.rows_per_cell
         if args.n_probes:

@@ -21,19 +21,27 @@ def check_n_neighbors(X, n_neighbors):
         )
 
 
-def _block_candidates(Xq, Xr, q_start, r_start, k):
-    """The k nearest rows of Xr for each row of Xq: (global ids, squared distances). With
-    ``q_start`` None the queries are other points than the reference rows (negative ids: no
-    reference row is excluded as the query itself)."""
+def _block_candidates(Xq, Xr, q_start, r_start, k, transform=None, values=None, dtype=None):
+    """The k nearest rows of Xr for each row of Xq (at most Xr's rows): (global ids,
+    squared distances), and with ``values`` (Xr's rows of them) the nearest rows' values
+    (n_query, k, n_values). With ``q_start`` None the queries are other points than the
+    reference rows (negative ids: no reference row is excluded as the query itself).
+    ``transform`` is applied to both blocks first; ``dtype`` is the proposing product's
+    (:func:`~elmscale.graph._select.block_topk`; the result does not depend on it)."""
+    if transform is not None:
+        Xq, Xr = np.asarray(transform(Xq)), np.asarray(transform(Xr))
     n = Xq.shape[0]
-    return block_topk(
+    ids, d2 = block_topk(
         Xq,
         -1 - np.arange(n) if q_start is None else np.arange(q_start, q_start + n),
         Xr,
         np.arange(r_start, r_start + Xr.shape[0]),
-        k,
-        dtype=np.float64,
+        min(k, Xr.shape[0]),
+        dtype=dtype or np.float64,
     )
+    if values is None:
+        return ids, d2
+    return ids, d2, np.asarray(values, dtype=np.float64)[np.where(ids >= 0, ids - r_start, 0)]
 
 
 def _merge_candidates(k, *cands):
@@ -43,6 +51,59 @@ def _merge_candidates(k, *cands):
         np.concatenate([c[1] for c in cands], axis=1),
     )
     return idx, np.sqrt(d2)
+
+
+def blockwise_search(
+    stage,
+    Xq,
+    Xr,
+    n_neighbors,
+    finish,
+    *,
+    same=False,
+    values=None,
+    transform=None,
+    nout=None,
+    dtype=None,
+):
+    """Exact kNN of the rows of Xq among the rows of Xr (row-chunked dask arrays), blockwise:
+    one task per pair of a query chunk and a reference chunk proposes that chunk's k
+    nearest rows (with their rows of ``values``, chunked like Xr's rows, when given), ranked
+    by (exact distance, global index), and one task per query chunk calls
+    ``finish(k, *candidates)`` on them. No task holds more than two chunks and k candidates
+    per query row; nothing N-sized reaches the client. Work is O(n_query N d).
+
+    ``same`` says Xq is Xr, whose rows then exclude themselves; ``transform`` is applied to
+    each block of both before distances are taken; ``dtype`` is the precision of the
+    proposing product (float64 by default). Returns the delayed ``finish`` results,
+    one per chunk of Xq (tasks named ``<stage>`` and ``<stage>-merge``; ``nout`` as
+    :func:`~elmscale.graph._tasks.task`)."""
+    q_starts = np.concatenate([[0], np.cumsum(Xq.chunks[0])]).astype(int)
+    r_starts = np.concatenate([[0], np.cumsum(Xr.chunks[0])]).astype(int)
+    r_blocks = Xr.to_delayed(optimize_graph=False).ravel()
+    v_blocks = [None] * len(r_blocks)
+    if values is not None:
+        v_blocks = values.to_delayed(optimize_graph=False).ravel()
+    out = []
+    for b, Xb in enumerate(Xq.to_delayed(optimize_graph=False).ravel()):
+        q_start = int(q_starts[b]) if same else None
+        cands = [
+            task(
+                stage,
+                _block_candidates,
+                Xb,
+                Xs,
+                q_start,
+                int(r_starts[s]),
+                n_neighbors,
+                transform,
+                vs,
+                dtype,
+            )
+            for s, (Xs, vs) in enumerate(zip(r_blocks, v_blocks, strict=True))
+        ]
+        out.append(task(f"{stage}-merge", finish, n_neighbors, *cands, nout=nout))
+    return out
 
 
 def exact_knn(X, n_neighbors, *, random_state=None):
@@ -56,33 +117,21 @@ def exact_knn(X, n_neighbors, *, random_state=None):
 
 def exact_kneighbors(Xq, Xr, n_neighbors, *, same=False):
     """Exact kNN of the rows of Xq among the rows of Xr (both row-chunked dask arrays), by
-    blocked brute force as :func:`exact_knn`: ``(indices, distances)`` chunked like Xq's rows,
-    indices into Xr, nearest first. ``same`` says Xq is Xr, whose rows then exclude
-    themselves; otherwise a query row equal to a reference row finds it at distance 0."""
-    q_starts = np.concatenate([[0], np.cumsum(Xq.chunks[0])])
-    r_starts = np.concatenate([[0], np.cumsum(Xr.chunks[0])])
-    r_blocks = Xr.to_delayed(optimize_graph=False).ravel()
-    idx_blocks, dist_blocks = [], []
-    for b, Xb in enumerate(Xq.to_delayed(optimize_graph=False).ravel()):
-        q_start = int(q_starts[b]) if same else None
-        cands = [
-            task(
-                "exact",
-                _block_candidates,
-                Xb,
-                Xs,
-                q_start,
-                int(r_starts[s]),
-                n_neighbors,
-                nout=2,
-            )
-            for s, Xs in enumerate(r_blocks)
-        ]
-        merged = task("exact-merge", _merge_candidates, n_neighbors, *cands, nout=2)
-        n = Xq.chunks[0][b]
-        idx_blocks.append(da.from_delayed(merged[0], (n, n_neighbors), dtype=np.int64))
-        dist_blocks.append(da.from_delayed(merged[1], (n, n_neighbors), dtype=np.float64))
-    return da.concatenate(idx_blocks), da.concatenate(dist_blocks)
+    blocked brute force (:func:`blockwise_search`): ``(indices, distances)`` chunked like
+    Xq's rows, indices into Xr, nearest first. ``same`` says Xq is Xr, whose rows then
+    exclude themselves; otherwise a query row equal to a reference row finds it at
+    distance 0."""
+    merged = blockwise_search("exact", Xq, Xr, n_neighbors, _merge_candidates, same=same, nout=2)
+    k = n_neighbors
+    return tuple(
+        da.concatenate(
+            [
+                da.from_delayed(m[i], (n, k), dtype=dt)
+                for m, n in zip(merged, Xq.chunks[0], strict=True)
+            ]
+        )
+        for i, dt in enumerate((np.int64, np.float64))
+    )
 
 
 def _nndescent_graph(X_blocks, n_neighbors, n_build, seed):

@@ -60,9 +60,12 @@ from ._tasks import PREFIX, row_numbers, task
 logger = logging.getLogger(__name__)
 
 #: the most refinement rounds ``n_refine="auto"`` runs
-MAX_AUTO_REFINE = 4
+MAX_AUTO_REFINE = 10
 #: refinement keeps this many times k neighbours per row between rounds
 JOIN_WIDTH = 2
+#: a row's hub set in a refinement round holds at most this many times k new entries (and
+#: as many old ones)
+CANDIDATES_PER_K = 2
 #: ``n_refine="auto"`` stops after a round that raised the recall estimate by less
 MIN_RECALL_GAIN = 0.005
 
@@ -112,7 +115,7 @@ def _cell_runs(table):
 
 def _search_chunk(kernel, k, n_probes, cell_start, lo, X, original, probes, pieces):
     """The k nearest neighbours of this ordered chunk's rows among their probed cells:
-    (ordered positions, original indices, distances), each (n, k).
+    (ordered positions, original indices, squared distances), each (n, k).
 
     Each query is searched in its own cell first; the (k + 1)-th proposal found there then
     bounds what the other probed cells are asked to propose. ``kernel`` proposes
@@ -177,7 +180,7 @@ def _search_chunk(kernel, k, n_probes, cell_start, lo, X, original, probes, piec
     # the own cell's (k + 1)-th proposal (+ 2 tau) bounds what another cell can add
     propose_in(list(range(1, M)), g[:, 0].max(axis=1) + 2 * tau)
     ids, d2 = rank(M)
-    return _positions(db_pos, db_orig, ids), ids, np.sqrt(d2)
+    return _positions(db_pos, db_orig, ids), ids, d2
 
 
 def _fallback(X, Q, R, original, db_X, db_orig, span, cells, rows, limits):
@@ -214,6 +217,21 @@ def _ranges_outside(cells, cell_start, lo, hi):
     return out
 
 
+def _widen(lists, width):
+    """Lists (positions, original indices, squared distances) padded to ``width`` columns
+    with (-1, -1, inf)."""
+    extra = width - lists[0].shape[1]
+    if extra <= 0:
+        return lists
+    chunks = (lists[0].chunks[0], extra)
+    return tuple(
+        da.concatenate(
+            [a, da.full(a.shape[:1] + (extra,), fill, chunks=chunks, dtype=a.dtype)], axis=1
+        ).rechunk({1: -1})
+        for a, fill in zip(lists, (-1, -1, np.inf), strict=True)
+    )
+
+
 class CellPartition:
     """Cells of X's rows and the order that sorts rows by cell (see :class:`CellSearch`).
 
@@ -248,15 +266,15 @@ class CellSearch:
     n_probes : int, default=6
         Cells each row is searched in: its own, then those whose boundary with it is nearest.
     n_refine : "auto" or int, default=0
-        Rounds of NN-descent's local join after the cell search (:meth:`refine`), each
-        comparing every row with the neighbours of its neighbours and reverse neighbours
-        (about ``4 k^2 * d`` work per row); they lift recall where cells cut many
-        neighbourhoods (data of high intrinsic dimension). "auto" runs rounds while the
-        recall estimate is below ``target_recall`` and rose by at least
+        Rounds of NN-descent's local join after the cell search (:meth:`refine`): rows that
+        share a neighbour (forward or reverse) are compared, each row's hub set holding at
+        most ``CANDIDATES_PER_K * k`` new and as many old entries, and only pairs with a
+        new member are joined, so later rounds cost less than the first. They lift recall
+        where cells cut many neighbourhoods (data of high intrinsic dimension). "auto" runs
+        rounds while the recall estimate is below ``target_recall`` and rose by at least
         :data:`MIN_RECALL_GAIN` in the last round, at most :data:`MAX_AUTO_REFINE`; an int
-        runs that many. The default runs none: on data of high intrinsic dimension a round
-        exchanges many candidate rows and costs more than the cell search (look at
-        ``recall_estimate_`` to decide).
+        runs that many. Refinement keeps ``JOIN_WIDTH * k`` neighbours per row between
+        rounds. The default runs none (look at ``recall_estimate_`` to decide).
     target_recall : float, default=0.95
         The recall estimate at which "auto" stops refining.
     recall_sample : int, default=500
@@ -287,8 +305,9 @@ class CellSearch:
     ``N * n_probes * rows_per_cell * d`` multiply-adds in all, plus the probed cells' rows
     received from other chunks. The client holds a sample of rows (at most 128 MiB), the
     centres and per-chunk tables of cell numbers. Each refinement round moves the rows'
-    reverse edges, the lists of their neighbours and the distinct candidate rows of X a chunk
-    lacks (:mod:`elmscale.graph._local_join`). Use it through ``backend="cells"``;
+    reverse edges, once each distinct row of X a chunk's hub sets name and it lacks, and the
+    (row, candidate, distance) triples that pass the exact test
+    (:mod:`elmscale.graph._local_join`). Use it through ``backend="cells"``;
     ``CellSearch(rows_per_cell=..., n_probes=...)`` is itself a backend callable.
 
     Attributes
@@ -380,11 +399,22 @@ class CellSearch:
         )
         return CellPartition(order, probes, original, cell_start, centers, seed)
 
-    def refine(self, part, X, pos, dist, n_neighbors):
+    def refine(self, part, X, lists, new, width, round_):
         """One round of NN-descent's local join (:func:`~elmscale.graph._local_join.local_join`):
-        every row compares itself with the neighbours of its neighbours, reverse neighbours
-        included, and keeps the k nearest of all it has seen."""
-        return local_join(part.order.starts, part.original, X, pos, dist, n_neighbors)
+        every pair of rows sharing a neighbour (forward or reverse), one of them new to that
+        neighbour's list since the last round, is compared, and each row keeps the ``width``
+        nearest of all it has seen. ``lists`` are (positions, original indices, squared
+        distances), ``new`` their flags; returns the refined four."""
+        return local_join(
+            part.order.starts,
+            part.original,
+            X,
+            lists,
+            new,
+            width,
+            max_candidates=CANDIDATES_PER_K * (width // JOIN_WIDTH),
+            salt=(part.seed * 1_000_003 + round_) % (1 << 63),
+        )
 
     def search(self, part, X, n_neighbors):
         """kNN of the rows of X, already in ``part``'s order and chunked like it:
@@ -392,25 +422,28 @@ class CellSearch:
 
         The cell search, then refinement rounds as ``n_refine`` says; with a recall sample,
         each round's lists are persisted and checked against the sample's exact neighbours.
+        Refinement works on lists of ``JOIN_WIDTH * k`` neighbours (the cell search then
+        finds that many) and keeps the k nearest at the end.
         """
         k = n_neighbors
-        width = min(JOIN_WIDTH * k, X.shape[0] - 1)
-        lists = self._search_cells(part, X, k)
         auto = self.n_refine == "auto"
         cap = MAX_AUTO_REFINE if auto else self.n_refine
+        width = min(JOIN_WIDTH * k, X.shape[0] - 1) if cap else k
+        lists = _widen(self._search_cells(part, X, k), width)
         estimate = rows = exact = None
         if self.recall_sample:
             rows = recall_sample(X.shape[0], self.recall_sample, part.seed)
             exact = exact_sample_neighbours(X, rows, k)
             lists = dask.persist(*lists)
             estimate = recall_estimate(lists[0][:, :k], rows, exact)
+        new = lists[0] >= 0  # of the persisted lists: one graph per key
         rounds = 0
         while rounds < cap and not (auto and estimate >= self.target_recall):
-            lists = self.refine(part, X, lists[0], lists[2], width)
+            *lists, new = self.refine(part, X, lists, new, width, rounds)
             rounds += 1
+            lists, new = dask.persist(lists, new)
             if rows is None:
                 continue
-            lists = dask.persist(*lists)
             previous, estimate = estimate, recall_estimate(lists[0][:, :k], rows, exact)
             if auto and estimate - previous < MIN_RECALL_GAIN:
                 break
@@ -421,7 +454,8 @@ class CellSearch:
         )
         self.recall_estimate_ = part.recall_estimate_ = estimate
         self.n_refine_ = rounds
-        return tuple(a[:, :k] for a in lists)
+        pos, orig, sq_dist = (a[:, :k] for a in lists)
+        return pos, orig, da.sqrt(sq_dist)
 
     def _search_cells(self, part, X, n_neighbors):
         k = n_neighbors

@@ -14,27 +14,16 @@ N-sized reaches the client. Work is O(n_query N d), as for
 :meth:`elmscale.neighbors.KNNGraphTransformer.transform`.
 """
 
+import functools
+
 import dask.array as da
 import numpy as np
 
+from ._backends import blockwise_search
 from ._laplacian import _edge_weights
-from ._select import block_topk
-from ._tasks import task
 
 
-def _chunk_candidates(Xq, Xr, values, r_start, k, transform):
-    """The k nearest rows of one training chunk for each query row: their global ids, squared
-    distances and values (n_query, k, n_values); padding has id -1, distance inf."""
-    Q = np.asarray(transform(Xq))
-    R = np.asarray(transform(Xr))
-    n = Q.shape[0]
-    k = min(k, R.shape[0])
-    ids, d2 = block_topk(Q, -1 - np.arange(n), R, np.arange(r_start, r_start + R.shape[0]), k)
-    local = np.where(ids >= 0, ids - r_start, 0)
-    return ids, d2, np.asarray(values, dtype=np.float64)[local]
-
-
-def _weighted_mean(k, weights, sigma, *candidates):
+def _weighted_mean(weights, sigma, k, *candidates):
     """The weighted mean of the values of each query row's k nearest candidates, ranked by
     (distance, id) as the graph's search ranks them."""
     ids = np.concatenate([c[0] for c in candidates], axis=1)
@@ -78,20 +67,23 @@ def neighbour_mean(X, X_fit, values, n_neighbors, *, weights="binary", sigma=Non
         values = values.rechunk({0: X_fit.chunks[0]})
     if len(values.chunks[1]) > 1:
         values = values.rechunk({1: -1})
-    transform = transform or (lambda A: A)
     k = min(int(n_neighbors), X_fit.shape[0])
-    starts = np.concatenate([[0], np.cumsum(X_fit.chunks[0])]).astype(int)
-    fit_blocks = X_fit.to_delayed(optimize_graph=False).ravel()
-    value_blocks = values.to_delayed(optimize_graph=False).ravel()
-    out = []
-    for Xb, n in zip(X.to_delayed(optimize_graph=False).ravel(), X.chunks[0], strict=True):
-        cands = [
-            task("extend-candidates", _chunk_candidates, Xb, Xr, vr, starts[s], k, transform)
-            for s, (Xr, vr) in enumerate(zip(fit_blocks, value_blocks, strict=True))
+    means = blockwise_search(
+        "extend",
+        X,
+        X_fit,
+        k,
+        functools.partial(_weighted_mean, weights, sigma),
+        values=values,
+        transform=transform,
+        dtype=np.float32,
+    )
+    return da.concatenate(
+        [
+            da.from_delayed(m, (n, values.shape[1]), dtype=np.float64)
+            for m, n in zip(means, X.chunks[0], strict=True)
         ]
-        mean = task("extend-mean", _weighted_mean, k, weights, sigma, *cands)
-        out.append(da.from_delayed(mean, (n, values.shape[1]), dtype=np.float64))
-    return da.concatenate(out)
+    )
 
 
 __all__ = ["neighbour_mean"]

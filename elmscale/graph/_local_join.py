@@ -3,23 +3,34 @@ estimate that decides how many rounds to run.
 
 Exact search inside coarse cells misses the neighbours that lie across a cell's boundary, and
 in data of high intrinsic dimension most neighbourhoods cross one. NN-descent (Dong, Charikar
-and Li, WWW 2011) repairs such a graph from its own edges: a neighbour of a neighbour is
-likely a neighbour, and so is a row that lists you. One round here, on the workers:
+and Li, WWW 2011) repairs such a graph from its own edges: two rows that share a neighbour are
+likely neighbours of each other. One round here, on the workers, with the economies of
+pynndescent's implementation:
 
-1. **Reverse lists.** Each chunk sends every edge ``i -> j`` to the chunk holding j (one
-   exchange); a row keeps its ``k`` nearest reverse neighbours, ranked by (distance,
-   position). With its own k neighbours they form its joined list (at most 2k rows).
-2. **Neighbours of neighbours.** A chunk receives the joined lists of the rows its lists name
-   from other chunks (one exchange of the distinct rows asked for); a row's candidates are its
-   joined list and the joined lists of its members, deduplicated.
-3. **Rows and distances.** A chunk receives the distinct candidate rows of X it does not hold
-   (one exchange), computes every candidate's exact squared distance (a function of the two
-   rows alone, :func:`~elmscale.graph._select.exact_sq_distances`) and keeps the k best by
-   (distance, global index). A row's current neighbours are among its candidates, so a round
-   never loses a neighbour it had found.
+1. **Candidates.** Each chunk sends every edge ``i -> j`` (with its flag) to the chunk holding
+   j (one exchange). A row's pool is its list and the rows that list it; each entry is *new*
+   (it entered a list since it was last used in a join) or *old*. A row keeps at most
+   ``max_candidates`` new and as many old ones, chosen by a hash of (row, entry, round):
+   its *hub set*. Forward entries chosen as new are old from the next round on.
+2. **Rows.** A chunk receives, once per round, the distinct rows of X its hub sets name and
+   it does not hold, with each row's original index and the squared distance of its last
+   list entry (its *threshold*), from the chunks holding them (one exchange).
+3. **Join.** Every pair (p, q) of a hub set with at least one new member is a candidate for
+   both rows (pairs of two old members were joined in an earlier round). One batched float32
+   product per block of hubs proposes every pair's squared distance; a pair can enter p's
+   list only if its exact distance is at most p's threshold, hence its proposal at most the
+   threshold plus the product's error bound (:mod:`elmscale.graph._select`). Only those
+   pairs get their exact squared distance (a function of the two rows alone,
+   :func:`~elmscale.graph._select.exact_sq_distances`); those still within the threshold,
+   at most p's ``width`` best from one task, go to the chunk holding p (one exchange of
+   (row, candidate, distance) triples).
+4. **Merge.** A row keeps the best of its list and the triples it received, by (exact
+   distance, original index), and flags what entered as new. A round never loses a
+   neighbour it had found.
 
-Candidates, distances and ranks depend on the rows and the previous lists only, so a round's
-lists, like the cell search's, are the same for any chunking and any number of workers.
+Hub sets, thresholds and the exact distances depend on the rows and the previous lists only,
+and the product only filters (conservatively), so a round's lists, like the cell search's,
+are the same for any chunking and any number of workers.
 
 The number of rounds follows a measured rule: :func:`recall_estimate` compares the lists of a
 fixed sample of rows with their exact neighbours (found once, blockwise on the cluster), and
@@ -32,16 +43,19 @@ import numpy as np
 
 from ._backends import exact_kneighbors
 from ._exchange import exchange
-from ._select import exact_sq_distances, topk_exact, topk_of_pairs
+from ._select import Operands, exact_sq_distances
 from ._tasks import PREFIX, task
 
 
-def _task_table(lo, X, original, pieces):
+def _task_table(lo, X, original, pieces, *extra):
     """A task's rows, its chunk's and the rows it received from other chunks (``pieces``),
-    sorted by ordered position: ``(positions, rows of X, original indices)``. Each piece holds
+    sorted by ordered position: ``(positions, rows of X, original indices, *extra)``
+    (``extra``: further columns of the chunk's rows, which the pieces carry too). Each piece holds
     increasing positions of one source chunk, and chunks hold disjoint ranges, so putting the
     pieces in the order of their first positions sorts the table."""
-    parts = [(np.arange(lo, lo + X.shape[0]), X, original)] + [p for p in pieces if len(p[0])]
+    parts = [(np.arange(lo, lo + X.shape[0]), X, original, *extra)] + [
+        p for p in pieces if len(p[0])
+    ]
     parts.sort(key=lambda p: p[0][0] if len(p[0]) else lo)
     return tuple(np.concatenate(column) for column in zip(*parts, strict=True))
 
@@ -76,69 +90,189 @@ def _take_positions(block, positions, lo, hi):
     return (mine,) + tuple(b[mine - lo] for b in block)
 
 
-def _take_reverse(pos, dist, lo, bounds):
+def _take_reverse(pos, new, lo, bounds):
     """This chunk's edges (rows from ``lo``) into the ordered rows ``bounds``, reversed:
-    ``(target positions, source positions, distances)``."""
+    ``(target positions, source positions, new flags)``."""
     a, b = bounds
     rows, cols = np.nonzero((pos >= a) & (pos < b))
-    return pos[rows, cols], rows + lo, dist[rows, cols]
+    return pos[rows, cols], rows + lo, new[rows, cols]
 
 
-def _joined_lists(k, lo, n, pos, pieces):
-    """Each row's neighbours and its k nearest reverse neighbours, ranked by (distance,
-    position): (n, m + k) positions padded with -1."""
-    target, source, dist = (
-        np.concatenate([p[i] for p in pieces] or [np.empty(0)]) for i in range(3)
+def _columns(pieces, dtypes):
+    """The pieces' columns, concatenated (empty arrays of ``dtypes`` without pieces)."""
+    return tuple(
+        np.concatenate([p[i] for p in pieces if len(p[0])] or [np.empty(0, dtype=dt)])
+        for i, dt in enumerate(dtypes)
     )
-    target, source = target.astype(np.int64) - lo, source.astype(np.int64)
-    order = np.lexsort((source, dist, target))
-    target, source = target[order], source[order]
-    counts = np.bincount(target, minlength=n)
-    rank = np.arange(len(target)) - (np.cumsum(counts) - counts)[target]
-    keep = rank < k
-    reverse = np.full((n, k), -1, dtype=np.int64)
-    reverse[target[keep], rank[keep]] = source[keep]
-    return np.concatenate([pos, reverse], axis=1)
 
 
-def _dedup(cand, lo):
-    """Rows of candidate positions sorted, each row's duplicates and itself set to -1."""
-    cand.sort(axis=1)
-    dup = np.zeros(cand.shape, dtype=bool)
-    dup[:, 1:] = cand[:, 1:] == cand[:, :-1]
-    cand[dup | (cand == np.arange(lo, lo + cand.shape[0])[:, None])] = -1
-    return cand
+#: splitmix64's multipliers, for :func:`_priority`
+_MIX = tuple(np.uint64(m) for m in (0x9E3779B97F4A7C15, 0xBF58476D1CE4E5B9, 0x94D049BB133111EB))
 
 
-#: rows whose candidates a join task holds at once (each has up to (4k)^2 + 4k candidates)
-JOIN_BLOCK = 2048
+def _priority(a, b, salt):
+    """A pseudo-random uint64 per pair of ordered positions (symmetric in a and b) and
+    ``salt`` (seed and round): it picks a row's candidates, so the same ones on any
+    chunking."""
+    x = np.minimum(a, b).astype(np.uint64) * _MIX[0]
+    x ^= (np.maximum(a, b).astype(np.uint64) + np.uint64(salt)) * _MIX[1]
+    x ^= x >> np.uint64(31)
+    x *= _MIX[2]
+    return x ^ (x >> np.uint64(29))
 
 
-def _candidate_blocks(lo, lists, pieces):
-    """Candidate positions of the rows, JOIN_BLOCK rows at a time: ``(first row, block)``.
-    A row's candidates are its list and its members' lists (``pieces`` holds the lists of
-    members in other chunks), deduplicated, the row itself and padding -1."""
-    n, w = lists.shape
-    table_pos = np.concatenate([np.arange(lo, lo + n)] + [p[0] for p in pieces])
-    table = np.concatenate([lists] + [p[1] for p in pieces])
-    where = _position_map(table_pos)
-    for r0 in range(0, n, JOIN_BLOCK):
-        block = lists[r0 : r0 + JOIN_BLOCK]
+def _rank_in_groups(group, n_groups):
+    """Each entry's place among the entries of its group (entries sorted by group)."""
+    counts = np.bincount(group, minlength=n_groups)
+    return np.arange(len(group)) - (np.cumsum(counts) - counts)[group], counts
+
+
+def _first_of_runs(*keys):
+    """Entries whose keys differ from the previous entry's (entries sorted by the keys)."""
+    first = np.ones(len(keys[0]), dtype=bool)
+    if len(first):
+        first[1:] = np.any([k[1:] != k[:-1] for k in keys], axis=0)
+    return first
+
+
+def _hub_sets(max_candidates, salt, lo, pos, new, pieces):
+    """Each row's hub set (module docstring, step 1): ``(H, H_new, used)``; H (n, s) ordered
+    positions padded with -1, H_new their flags, ``used`` (n, m) the forward entries chosen
+    as new (old from the next round on)."""
+    n = pos.shape[0]
+    rows, cols = np.nonzero(pos >= 0)
+    target, source, flag = _columns(pieces, (np.int64, np.int64, bool))
+    hub = np.concatenate([rows, target - lo])
+    member = np.concatenate([pos[rows, cols], source])
+    is_new = np.concatenate([new[rows, cols], flag])
+    # one entry per (hub, member), new when any of its copies is
+    order = np.lexsort((~is_new, member, hub))
+    hub, member, is_new = hub[order], member[order], is_new[order]
+    first = _first_of_runs(hub, member)
+    hub, member, is_new = hub[first], member[first], is_new[first]
+    # per hub, the new entries of smallest priority, then the old ones
+    order = np.lexsort((_priority(hub + lo, member, salt), ~is_new, hub))
+    hub, member, is_new = hub[order], member[order], is_new[order]
+    rank, _ = _rank_in_groups(2 * hub + ~is_new, 2 * n)
+    keep = rank < max_candidates
+    hub, member, is_new = hub[keep], member[keep], is_new[keep]
+    slot, counts = _rank_in_groups(hub, n)
+    H = np.full((n, max(int(counts.max(initial=0)), 1)), -1, dtype=np.int64)
+    H_new = np.zeros(H.shape, dtype=bool)
+    H[hub, slot], H_new[hub, slot] = member, is_new
+    span = int(max(pos.max(initial=0), member.max(initial=0))) + 1
+    chosen = np.sort(hub[is_new] * span + member[is_new])
+    used = np.zeros(pos.shape, dtype=bool)
+    keys = rows * span + pos[rows, cols]
+    at = np.minimum(np.searchsorted(chosen, keys), max(len(chosen) - 1, 0))
+    used[rows, cols] = new[rows, cols] & (chosen[at] == keys if len(chosen) else False)
+    return H, H_new, used
+
+
+def _hub_outside(hubs, lo, hi):
+    """The distinct rows the hub sets name outside this chunk's rows [lo, hi)."""
+    return _outside(hubs[0], lo, hi)
+
+
+#: a list with free places takes candidates up to this many times the squared distance of
+#: its last entry
+FILL_FACTOR = 1.5
+
+
+def _threshold(sq_dist):
+    """Each row's threshold: the squared distance of its last list entry. A list with free
+    places (the cell search's k entries in lists of ``JOIN_WIDTH * k``) takes candidates up
+    to :data:`FILL_FACTOR` times its last entry's: enough to fill it, without every pair of
+    a first round's hub sets reaching the exact stage."""
+    finite = np.isfinite(sq_dist)
+    last = np.where(finite, sq_dist, -np.inf).max(axis=1, initial=-np.inf)
+    return np.where(
+        finite.all(axis=1), last, np.where(finite.any(axis=1), FILL_FACTOR * last, np.inf)
+    )
+
+
+#: values of a block of hub sets' rows, products or masks in a join task
+HUB_BLOCK_VALUES = 1 << 22
+
+
+def _join_chunk(width, lo, X, original, threshold, hubs, pieces):
+    """The local join of this chunk's hub sets (module docstring, step 3): the pairs
+    ``(p, q)`` of a hub set with at least one new member and an exact squared distance
+    within p's threshold, at most p's ``width`` best by (squared distance, original index),
+    as ``(p, q, original index of q, squared distance)`` sorted by p (ordered positions)."""
+    H, H_new, _ = hubs
+    t_pos, t_X, t_orig, t_thr = _task_table(lo, X, original, pieces, threshold)
+    where = _position_map(t_pos)
+    ops = Operands(t_X, t_X.mean(axis=0, dtype=np.result_type(t_X.dtype, np.float32)), np.float32)
+    # a pair enters p's list only if its exact distance is within p's threshold, so its
+    # proposal within the threshold plus the product's error bound
+    limit = t_thr + ops.error_bound()
+    n, s = H.shape
+    step = max(1, HUB_BLOCK_VALUES // (s * max(s, ops.d)))
+    found = []
+    for h0 in range(0, n, step):
+        block, block_new = H[h0 : h0 + step], H_new[h0 : h0 + step]
         valid = block >= 0
-        second = np.where(valid[:, :, None], table[where[np.where(valid, block, lo)]], -1)
-        cand = np.concatenate([block, second.reshape(len(block), w * w)], axis=1)
-        yield r0, _dedup(cand, lo + r0)
+        at = where[np.where(valid, block, t_pos[0])]
+        R = ops.rows[at]
+        G = np.matmul(R, R.transpose(0, 2, 1))
+        sq = ops.sq[at]
+        G *= -2
+        G += sq[:, :, None]
+        G += sq[:, None, :]
+        ok = G <= limit[at][:, :, None]
+        ok &= valid[:, :, None] & valid[:, None, :]
+        ok &= block_new[:, :, None] | block_new[:, None, :]
+        ok[:, np.arange(s), np.arange(s)] = False
+        b, i, j = np.nonzero(ok)
+        found.append(at[b, i] * len(t_pos) + at[b, j])
+    keys = np.sort(np.concatenate(found))
+    p, q = np.divmod(keys[_first_of_runs(keys)], len(t_pos))
+    sq_dist = exact_sq_distances(t_X, p, t_X, q).astype(np.float64)
+    keep = sq_dist <= t_thr[p]
+    p, q, sq_dist = p[keep], q[keep], sq_dist[keep]
+    # only a row's best ``width`` of this task's candidates can be among its best of all
+    ids = t_orig[q].astype(np.int64)
+    order = np.lexsort((ids, sq_dist, p))
+    p, q, ids, sq_dist = p[order], q[order], ids[order], sq_dist[order]
+    rank, _ = _rank_in_groups(p, len(t_pos))
+    keep = rank < width
+    return t_pos[p[keep]], t_pos[q[keep]], ids[keep], sq_dist[keep]
 
 
-def _wanted_rows(lo, hi, lists, pieces):
-    """The distinct candidate positions outside this chunk's rows [lo, hi), sorted: the
-    union of the rows' lists and their members' lists (``pieces``: those of members in other
-    chunks), without building each row's candidates."""
-    inside = lists[(lists >= lo) & (lists < hi)] - lo
-    members = np.zeros(len(lists), dtype=bool)
-    members[inside] = True
-    parts = [lists.ravel(), lists[members].ravel()] + [p[1].ravel() for p in pieces]
-    return _outside(np.concatenate(parts), lo, hi)
+def _take_updates(updates, bounds):
+    """The triples of one join task for the rows ``bounds`` (triples sorted by row)."""
+    a, b = np.searchsorted(updates[0], bounds)
+    return tuple(u[a:b] for u in updates)
+
+
+def _merge(width, lo, pos, orig, sq_dist, new, hubs, pieces):
+    """Each row's ``width`` best of its list and the join's triples for it, by (squared
+    distance, original index): ``(positions, original indices, squared distances, new
+    flags)``, padded with (-1, -1, inf, False)."""
+    n = pos.shape[0]
+    rows, cols = np.nonzero(pos >= 0)
+    target, cand, ids, e = _columns(pieces, (np.int64, np.int64, np.int64, np.float64))
+    row = np.concatenate([rows, target - lo])
+    cand = np.concatenate([pos[rows, cols], cand])
+    ids = np.concatenate([orig[rows, cols], ids])
+    e = np.concatenate([sq_dist[rows, cols], e])
+    received = np.concatenate([np.zeros(len(rows), dtype=bool), np.ones(len(target), dtype=bool)])
+    flag = np.concatenate([(new & ~hubs[2])[rows, cols], np.ones(len(target), dtype=bool)])
+    # ranked by (distance, index); copies of a candidate (same distance: a function of the
+    # two rows) are then adjacent, the list's own first
+    order = np.lexsort((received, ids, e, row))
+    order = order[_first_of_runs(row[order], cand[order])]
+    row, cand, ids, e, flag = row[order], cand[order], ids[order], e[order], flag[order]
+    rank, _ = _rank_in_groups(row, n)
+    keep = rank < width
+    out_pos = np.full((n, width), -1, dtype=np.int64)
+    out_ids = np.full((n, width), -1, dtype=np.int64)
+    out_e = np.full((n, width), np.inf)
+    out_new = np.zeros((n, width), dtype=bool)
+    at = (row[keep], rank[keep])
+    out_pos[at], out_ids[at], out_e[at], out_new[at] = cand[keep], ids[keep], e[keep], flag[keep]
+    return out_pos, out_ids, out_e, out_new
 
 
 def _position_map(table_pos):
@@ -147,36 +281,6 @@ def _position_map(table_pos):
     where = np.zeros(int(table_pos.max(initial=-1)) + 1, dtype=np.int64)
     where[table_pos] = np.arange(len(table_pos))
     return where
-
-
-def _best_candidates(k, lo, X, original, lists, list_pieces, row_pieces):
-    """The k nearest of each row's candidates, by (exact distance, original index):
-    (ordered positions, original indices, distances)."""
-    table_pos, table_X, table_orig = _task_table(lo, X, original, row_pieces)
-    table_orig = table_orig.astype(np.int64, copy=False)
-    where = _position_map(table_pos)
-    out = []
-    for r0, cand in _candidate_blocks(lo, lists, list_pieces):
-        rows, cols = np.nonzero(cand >= 0)
-        at = where[cand[rows, cols]]
-        e = np.full(cand.shape, np.inf)
-        e[rows, cols] = exact_sq_distances(X, rows + r0, table_X, at)
-        ids = np.full(cand.shape, -1, dtype=np.int64)
-        ids[rows, cols] = table_orig[at]
-        out.append(_topk(k, ids, e))
-    ids, d2 = (np.concatenate(c) for c in zip(*out, strict=True))
-    return _positions(table_pos, table_orig, ids), ids, np.sqrt(d2)
-
-
-def _topk(k, ids, sq_dist):
-    """:func:`~elmscale.graph._select.topk_exact` of wide candidate lists: a partition finds
-    each row's k-th smallest distance, and only the candidates at or below it (ties
-    included) are ranked by (distance, id)."""
-    if sq_dist.shape[1] <= 2 * k:
-        return topk_exact(k, ids, sq_dist)
-    kth = np.partition(sq_dist, k - 1, axis=1)[:, k - 1]
-    rows, cols = np.nonzero(sq_dist <= kth[:, None])
-    return topk_of_pairs(k, len(ids), rows, ids[rows, cols], sq_dist[rows, cols])
 
 
 def _blocks(array):
@@ -199,24 +303,22 @@ def _exchange_positions(stage, starts, wanted, blocks):
     )
 
 
-def _reverse_lists(starts, pos, dist):
-    """Per chunk, the pieces of reversed edges pointing into it (one exchange)."""
+def _reverse_lists(starts, pos, new):
+    """Per chunk, the pieces of reversed edges pointing into it, with their flags (one
+    exchange)."""
     nb = len(starts) - 1
     bounds = [(int(starts[t]), int(starts[t + 1])) for t in range(nb)]
-    pos_blocks, dist_blocks = _blocks(pos), _blocks(dist)
+    pos_blocks, new_blocks = _blocks(pos), _blocks(new)
     targets = dask.compute(*[task("join-targets", _source_chunks, p, starts) for p in pos_blocks])
     return exchange(
         f"{PREFIX}-join-reverse",
         _take_reverse,
-        [
-            (p, d, bounds[t][0])
-            for t, (p, d) in enumerate(zip(pos_blocks, dist_blocks, strict=True))
-        ],
+        [(p, f, bounds[t][0]) for t, (p, f) in enumerate(zip(pos_blocks, new_blocks, strict=True))],
         [[(t, (bounds[s],)) for t in range(nb) if s in targets[t]] for s in range(nb)],
     )
 
 
-def local_join(starts, original, X, pos, dist, n_neighbors, n_reverse=None):
+def local_join(starts, original, X, lists, new, n_neighbors, *, max_candidates, salt):
     """One round of NN-descent's local join on row-chunked, ordered data (module docstring).
 
     Parameters
@@ -227,66 +329,83 @@ def local_join(starts, original, X, pos, dist, n_neighbors, n_reverse=None):
         The original index of each ordered row, chunked like X.
     X : dask array (N, d)
         The rows, in order.
-    pos, dist : dask arrays (N, m)
-        The current lists: ordered positions of each row's neighbours and their distances.
+    lists : tuple of dask arrays (N, m)
+        The current lists, each row's sorted by (squared distance, original index): ordered
+        positions of the neighbours, their original indices and exact squared distances.
+    new : dask array of bool (N, m)
+        Which entries are new (all, before the first round).
     n_neighbors : int
-        k, the width of the refined lists.
-    n_reverse : int, optional
-        Reverse neighbours each row joins with (default k).
+        The width of the refined lists.
+    max_candidates : int
+        New (and old) entries at most in a row's hub set.
+    salt : int >= 0
+        Picks the hub sets (a different one each round).
 
     Returns
     -------
-    (pos, orig, dist) : dask arrays (N, k), chunked like X
-        The refined lists: ordered positions, original indices and distances.
+    (pos, orig, sq_dist, new) : dask arrays (N, n_neighbors), chunked like X
+        The refined lists and their flags.
     """
-    k = n_neighbors
-    r = k if n_reverse is None else n_reverse
+    w = n_neighbors
     nb = len(starts) - 1
     bounds = [(int(starts[t]), int(starts[t + 1])) for t in range(nb)]
-    X_blocks, orig_blocks, pos_blocks = _blocks(X), _blocks(original), _blocks(pos)
-    reverse = _reverse_lists(starts, pos, dist)
-    lists = list(
+    X_blocks, orig_blocks = _blocks(X), _blocks(original)
+    pos_b, ids_b, e_b = (_blocks(a) for a in lists)
+    new_b = _blocks(new)
+    reverse = _reverse_lists(starts, lists[0], new)
+    hubs = list(
         dask.persist(
             *[
-                task("join-lists", _joined_lists, r, lo, hi - lo, pos_blocks[t], reverse[t])
-                for t, (lo, hi) in enumerate(bounds)
+                task("join-hubs", _hub_sets, max_candidates, salt, lo, pos_b[t], new_b[t], rev)
+                for t, ((lo, _), rev) in enumerate(zip(bounds, reverse, strict=True))
             ]
         )
     )
-    their_lists = _exchange_positions(
-        "join-lists",
-        starts,
-        [task("join-want", _outside, lists[t], *bounds[t]) for t in range(nb)],
-        [task("join-pack", tuple, [b]) for b in lists],
-    )
+    thresholds = [task("join-threshold", _threshold, e) for e in e_b]
     rows = _exchange_positions(
         "join-rows",
         starts,
-        [task("join-want", _wanted_rows, *bounds[t], lists[t], their_lists[t]) for t in range(nb)],
-        [task("join-pack", tuple, [xb, ob]) for xb, ob in zip(X_blocks, orig_blocks, strict=True)],
+        [task("join-want", _hub_outside, hubs[t], *bounds[t]) for t in range(nb)],
+        [
+            task("join-pack", tuple, [xb, ob, tb])
+            for xb, ob, tb in zip(X_blocks, orig_blocks, thresholds, strict=True)
+        ],
+    )
+    updates = [
+        task(
+            "join", _join_chunk, w, lo, X_blocks[t], orig_blocks[t], thresholds[t], hubs[t], rows[t]
+        )
+        for t, (lo, _) in enumerate(bounds)
+    ]
+    received = exchange(
+        f"{PREFIX}-join-updates",
+        _take_updates,
+        [(u,) for u in updates],
+        [[(s, (bounds[t],)) for s in range(nb)] for t in range(nb)],
     )
     out = [
         task(
-            "join",
-            _best_candidates,
-            k,
+            "join-merge",
+            _merge,
+            w,
             lo,
-            X_blocks[t],
-            orig_blocks[t],
-            lists[t],
-            their_lists[t],
-            rows[t],
+            pos_b[t],
+            ids_b[t],
+            e_b[t],
+            new_b[t],
+            hubs[t],
+            received[t],
         )
         for t, (lo, _) in enumerate(bounds)
     ]
     return tuple(
         da.concatenate(
             [
-                da.from_delayed(o[i], (hi - lo, k), dtype=dt)
+                da.from_delayed(o[i], (hi - lo, w), dtype=dt)
                 for o, (lo, hi) in zip(out, bounds, strict=True)
             ]
         )
-        for i, dt in enumerate((np.int64, np.int64, np.float64))
+        for i, dt in enumerate((np.int64, np.int64, np.float64, bool))
     )
 
 

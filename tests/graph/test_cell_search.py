@@ -331,3 +331,63 @@ def test_two_step_assignment_agrees_with_the_flat_one(monkeypatch):
     monkeypatch.setattr(cells, "FLAT_MAX_CELLS", 10)
     grouped = cells.assign_cells(Xd, centers, 3).compute()
     assert np.mean(flat[:, 0] == grouped[:, 0]) > 0.99
+
+
+@pytest.mark.parametrize("chunks", [300, 70])
+def test_one_join_round_equals_a_dense_reference(chunks):
+    """A round of the local join keeps, per row, the best of its list and of every row that
+    shares a hub set with it, one of the two new there: the same as a dense computation of
+    those pairs, on any chunking (the float32 product only filters)."""
+    from elmscale.graph._local_join import _hub_sets, local_join
+    from elmscale.graph._select import exact_sq_distances, topk_exact
+
+    rng = np.random.RandomState(5)
+    n, w, mc = 300, 6, 4
+    X = rng.randn(n, 8)
+    pos = np.array([rng.choice(np.delete(np.arange(n), i), w, replace=False) for i in range(n)])
+    rows = np.repeat(np.arange(n), w)
+    d2 = exact_sq_distances(X, rows, X, pos.ravel()).reshape(n, w)
+    order = np.lexsort((pos, d2), axis=1)
+    pos, d2 = np.take_along_axis(pos, order, 1), np.take_along_axis(d2, order, 1)
+    new = rng.rand(n, w) < 0.5
+    # the reference: hub sets of the whole data, then every pair with a new member, densely
+    reverse = [(pos.ravel(), rows, new.ravel())]
+    H, H_new, _ = _hub_sets(mc, 7, 0, pos, new, reverse)
+    assert ((H >= 0) & H_new).sum(1).max() <= mc and ((H >= 0) & ~H_new).sum(1).max() <= mc
+    cand = [set(p) for p in pos]
+    for h, h_new in zip(H, H_new, strict=True):
+        for a in range(len(h)):
+            for b in range(len(h)):
+                if a != b and h[a] >= 0 and h[b] >= 0 and (h_new[a] or h_new[b]):
+                    cand[h[a]].add(int(h[b]))
+    width = max(len(c) for c in cand)
+    ids = np.full((n, width), -1)
+    for i, c in enumerate(cand):
+        ids[i, : len(c)] = sorted(c)
+    e = np.full(ids.shape, np.inf)
+    r, c = np.nonzero(ids >= 0)
+    e[r, c] = exact_sq_distances(X, r, X, ids[r, c])
+    ref_ids, ref_d2 = topk_exact(w, ids, e)
+
+    def dask_rows(a):
+        return da.from_array(a, chunks=(chunks,) + a.shape[1:])
+
+    starts = np.arange(0, n + chunks, chunks).clip(max=n)
+    out = local_join(
+        np.unique(starts),
+        dask_rows(np.arange(n)),
+        dask_rows(X),
+        (dask_rows(pos), dask_rows(pos), dask_rows(d2)),
+        dask_rows(new),
+        w,
+        max_candidates=mc,
+        salt=7,
+    )
+    got_pos, got_ids, got_d2, got_new = dask.compute(*out)
+    np.testing.assert_array_equal(got_ids, ref_ids)
+    np.testing.assert_array_equal(got_d2, ref_d2)
+    # what entered is new; what stayed can only have turned old
+    same = got_ids[:, :, None] == pos[:, None, :]
+    assert got_new[~same.any(-1)].all()
+    was_new = (same & new[:, None, :]).any(-1)
+    assert not (got_new & same.any(-1) & ~was_new).any()

@@ -1,0 +1,63 @@
+"""The one blockwise query-vs-reference search behind exact kNN, ``neighbour_mean`` and
+``KNNGraphTransformer.transform``, against dense NumPy computations."""
+
+import dask.array as da
+import numpy as np
+import pytest
+
+from elmscale.graph import neighbour_mean
+from elmscale.graph._backends import exact_kneighbors
+
+
+@pytest.fixture
+def rows():
+    """Continuous random rows (no tied distances): 230 training rows, 70 new ones."""
+    rng = np.random.RandomState(3)
+    return rng.randn(230, 6), rng.randn(70, 6)
+
+
+def _dense_knn(Q, R, k):
+    d2 = ((Q[:, None, :] - R[None, :, :]) ** 2).sum(-1)
+    idx = np.argsort(d2, axis=1)[:, :k]
+    return idx, np.sqrt(np.take_along_axis(d2, idx, axis=1))
+
+
+@pytest.mark.parametrize("chunks", [(230, 70), (50, 30), (17, 70)])
+def test_exact_kneighbors_equals_dense_search(rows, chunks):
+    X_fit, X = rows
+    idx, dist = exact_kneighbors(
+        da.from_array(X, chunks=(chunks[1], 6)), da.from_array(X_fit, chunks=(chunks[0], 6)), 7
+    )
+    ref_idx, ref_dist = _dense_knn(X, X_fit, 7)
+    np.testing.assert_array_equal(idx.compute(), ref_idx)
+    np.testing.assert_allclose(dist.compute(), ref_dist, rtol=1e-12)
+
+
+def test_exact_kneighbors_of_the_reference_itself_leaves_each_row_out(rows):
+    X_fit, _ = rows
+    Xd = da.from_array(X_fit, chunks=(40, 6))
+    idx, _ = exact_kneighbors(Xd, Xd, 5, same=True)
+    ref_idx, _ = _dense_knn(X_fit, X_fit, 6)
+    np.testing.assert_array_equal(idx.compute(), ref_idx[:, 1:])
+
+
+@pytest.mark.parametrize("weights", ["binary", "heat"])
+def test_neighbour_mean_equals_dense_weighted_mean(rows, weights):
+    """Also with training chunks smaller than k and a transform of the rows."""
+    X_fit, X = rows
+    values = np.random.RandomState(4).randn(230, 3)
+    sigma = 1.3
+    k = 12
+    got = neighbour_mean(
+        da.from_array(X, chunks=(25, 6)),
+        da.from_array(X_fit, chunks=(9, 6)),
+        da.from_array(values, chunks=(9, 3)),
+        k,
+        weights=weights,
+        sigma=sigma,
+        transform=lambda A: 2.0 * A,
+    ).compute()
+    idx, dist = _dense_knn(2.0 * X, 2.0 * X_fit, k)
+    w = np.ones_like(dist) if weights == "binary" else np.exp(-(dist**2) / (2 * sigma**2))
+    ref = np.einsum("ik,ikj->ij", w / w.sum(axis=1, keepdims=True), values[idx])
+    np.testing.assert_allclose(got, ref, rtol=1e-10)
