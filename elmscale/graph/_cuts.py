@@ -91,7 +91,9 @@ def normalized_cut(graph, labels, n_clusters):
             for b, (blk, n) in enumerate(zip(graph.blocks, graph.chunks, strict=True))
         ]
     )  # read by the runs' tasks and their halo exchange, all in the one graph computed below
-    blocks = columns.to_delayed(optimize_graph=False).ravel()
+    # optimised as a persist of the labels would be: the labels' keys, in this graph and in
+    # the caller's later graphs, then stand for the same tasks (dask/dask#9888)
+    blocks = columns.to_delayed().ravel()
     groups = graph.row_groups(width * 8)
     edges = [
         task("cut-edges", group_edges, *[graph.blocks[b] for b in group], nout=2)
