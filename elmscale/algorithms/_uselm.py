@@ -12,9 +12,9 @@ from sklearn.base import ClusterMixin, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
 from ..base import BaseELM
-from ..cluster import kmeans
+from ..cluster import cluster_means, kmeans, refine_labels
 from ..gram import hidden_stats
-from ..graph import input_order, neighbour_mean, normalized_cut, smoothed_graph_if_kept
+from ..graph import input_order, modularity, neighbour_mean, smoothed_graph_if_kept
 from ..hidden import apply_scaling
 from ..mixins import DataNodesMixin, EmbeddingFeaturesOutMixin, GraphMixin
 from ..solvers import sign_flip, uselm_dual, uselm_primal
@@ -36,7 +36,7 @@ SMOOTHING_MIN_VARIANCE = 0.25
 #: float32's relative rounding is far below what it changes; half the bytes of float64
 SMOOTHING_DTYPE = np.float32
 #: ``n_components="auto"`` clusters in n_clusters and in ceil(this * n_clusters) dimensions
-#: and keeps the partition with the lower normalised cut on the kNN graph
+#: and keeps the partition of higher modularity on the kNN graph
 WIDE_COMPONENTS_RATIO = 1.5
 
 
@@ -85,12 +85,15 @@ class USELM(
     n_components : int or "auto", default="auto"
         Embedding dimension n_o. "auto" with ``n_clusters`` set solves eq. 20 once for
         ``ceil(1.5 n_clusters)`` columns, runs k-means on the first ``n_clusters`` of them
-        and on all of them, and keeps the embedding whose partition has the lower
-        normalised cut on the kNN graph (:func:`elmscale.graph.normalized_cut`, the
-        objective spectral clustering relaxes; no labels). Eq. 20 finds the graph's smooth
-        directions only approximately in the span of H, and on data whose classes touch
-        (digits written alike) k-means separates them better with a few more of those
-        directions; where it does not, the cut says so. The choice is ``n_components_``.
+        and on all of them, and keeps the embedding whose partition has the higher
+        modularity on the kNN graph (:func:`elmscale.graph.modularity`, Newman and Girvan
+        2004; no labels). Eq. 20 finds the graph's smooth directions only approximately in
+        the span of H, and on data whose classes touch (digits written alike) k-means
+        separates them better with a few more of those directions; where it does not, the
+        modularity says so. The modularity, not the normalised cut, decides: a partition
+        that merges two classes and splits a third can cut less, but it keeps less edge
+        weight inside its clusters than their volumes predict. The choice is
+        ``n_components_``.
         "auto" without ``n_clusters`` embeds in 2 dimensions.
     n_hidden : int, default=1000
         Hidden nodes n_h.
@@ -156,6 +159,12 @@ class USELM(
         ``cluster_centers_`` and ``predict`` are in the scaled space.
     n_init : int, default=10
         k-means restarts.
+    refine_rounds : int >= 0, default=3
+        Rounds of neighbour-majority votes on the kNN graph after k-means
+        (:func:`elmscale.cluster.refine_labels`): each row takes the label most common among
+        its graph neighbours and itself, which moves k-means's straight borders to where the
+        graph is thin. ``cluster_centers_`` are then the means of the refined clusters.
+        0 keeps k-means's labels.
     cache : "auto" or bool, default="auto"
         Keep H's blocks in worker memory between passes (see ``HiddenFeatures``).
     random_state : int, RandomState or None
@@ -235,6 +244,7 @@ class USELM(
         "smoothing": [Interval(Integral, 0, None, closed="left"), StrOptions({"auto"})],
         "row_normalize": ["boolean"],
         "n_init": [Interval(Integral, 1, None, closed="left")],
+        "refine_rounds": [Interval(Integral, 0, None, closed="left")],
     }
     reduce_params = (
         "n_hidden",
@@ -276,6 +286,7 @@ class USELM(
         solver="auto",
         row_normalize=True,
         n_init=10,
+        refine_rounds=3,
         cache="auto",
         random_state=None,
     ):
@@ -297,6 +308,7 @@ class USELM(
         self.solver = solver
         self.row_normalize = row_normalize
         self.n_init = n_init
+        self.refine_rounds = refine_rounds
         self.cache = cache
         self.random_state = random_state
 
@@ -391,24 +403,31 @@ class USELM(
 
     def _cluster(self, E, reduction, rng):
         """k-means on the embedding's rows (unit length with ``row_normalize``) in each
-        dimension of :meth:`_component_choices`, all with one seed; the partition with the
-        lowest normalised cut on the graph is kept. Returns its dimension. One path,
-        :func:`elmscale.cluster.kmeans`, for NumPy and dask input alike, so both give the
-        same labels (its result does not depend on the chunking)."""
+        dimension of :meth:`_component_choices`, all with one seed, each partition then
+        sharpened by ``refine_rounds`` rounds of neighbour-majority votes on the graph
+        (:func:`elmscale.cluster.refine_labels`); the partition of highest modularity on the
+        graph is kept (:func:`elmscale.graph.modularity`), its centres the means of its
+        clusters. Returns its dimension. One path for NumPy and dask input alike, so both
+        give the same labels (no step depends on the chunking)."""
         seed = draw_seed(rng)
         if not reduction.was_dask:
             E = da.from_array(E, chunks=(reduction.X.chunks[0], E.shape[1]))
         choices = self._component_choices(reduction.n_samples)
+        graph, k = reduction.graph, self.n_clusters
         fits = []
         for n in choices:
             En = unit_rows(E[:, :n]) if self.row_normalize else E[:, :n]
-            fits.append(kmeans(En, self.n_clusters, n_init=self.n_init, random_state=seed))
+            centers, labels, inertia, _ = kmeans(En, k, n_init=self.n_init, random_state=seed)
+            if self.refine_rounds:
+                labels = refine_labels(graph, labels, k, self.refine_rounds)
+                centers, inertia = cluster_means(En, labels, k)
+            fits.append((centers, labels, inertia))
         best = 0
         if len(fits) > 1:
-            cuts = normalized_cut(reduction.graph, [fit[1] for fit in fits], self.n_clusters)
-            best = int(np.argmin(cuts))
-            logger.info("n_components: normalised cuts %s for %s", np.round(cuts, 4), choices)
-        centers, labels, inertia, _ = fits[best]
+            q = modularity(graph, [fit[1] for fit in fits], k)
+            best = int(np.argmax(q))
+            logger.info("n_components: modularity %s for %s", np.round(q, 4), choices)
+        centers, labels, inertia = fits[best]
         self.labels_ = labels.persist() if reduction.was_dask else labels.compute()
         self.cluster_centers_ = centers
         self.inertia_ = inertia
