@@ -14,7 +14,7 @@ from sklearn.utils.validation import check_is_fitted
 from ..base import BaseELM
 from ..cluster import cluster_means, kmeans, refine_labels
 from ..gram import hidden_stats
-from ..graph import input_order, modularity, neighbour_mean, smoothed_graph_if_kept
+from ..graph import cut_and_modularity, input_order, neighbour_mean, smoothed_graph_if_kept
 from ..hidden import apply_scaling
 from ..mixins import DataNodesMixin, EmbeddingFeaturesOutMixin, GraphMixin
 from ..solvers import sign_flip, uselm_dual, uselm_primal
@@ -36,8 +36,14 @@ SMOOTHING_MIN_VARIANCE = 0.25
 #: float32's relative rounding is far below what it changes; half the bytes of float64
 SMOOTHING_DTYPE = np.float32
 #: ``n_components="auto"`` clusters in n_clusters and in ceil(this * n_clusters) dimensions
-#: and keeps the partition of higher modularity on the kNN graph
+#: and keeps the narrow partition when both its cut and its modularity on the kNN graph
+#: are better
 WIDE_COMPONENTS_RATIO = 1.5
+#: k-means's restarts draw their starts from this many random samples of the embedding's
+#: rows (when it has more rows than one sample, 20,000), and the best start of each sample
+#: is refined on all rows, where the least inertia decides: one sample's best start can be a
+#: poor optimum on all rows, which then decides the partition
+KMEANS_SAMPLE_DRAWS = 4
 
 
 def uselm_embedding(hth, htlh, lam, n_components):
@@ -57,6 +63,16 @@ def _smoothed(graph, steps, layer, min_variance):
         graph, steps, min_variance, layer.scale, dtype=SMOOTHING_DTYPE
     )
     return graph_f, kept
+
+
+def _narrow_or_wide(cut, q):
+    """Index of the partition ``n_components="auto"`` keeps, of the narrow (0) and the wide
+    (1) one: the narrow only when both label-free scores prefer it, a lower normalised cut
+    (Shi and Malik 2000) and a higher modularity (Newman and Girvan 2004). The two disagree
+    where a partition merges two clusters and splits a third (the cut can drop, the
+    modularity does not), and there the wider embedding, which separates touching clusters
+    with more of the graph's smooth directions, is the safer side."""
+    return 0 if cut[0] < cut[1] and q[0] > q[1] else 1
 
 
 def _dual_stats(features, graph):
@@ -85,15 +101,15 @@ class USELM(
     n_components : int or "auto", default="auto"
         Embedding dimension n_o. "auto" with ``n_clusters`` set solves eq. 20 once for
         ``ceil(1.5 n_clusters)`` columns, runs k-means on the first ``n_clusters`` of them
-        and on all of them, and keeps the embedding whose partition has the higher
-        modularity on the kNN graph (:func:`elmscale.graph.modularity`, Newman and Girvan
-        2004; no labels). Eq. 20 finds the graph's smooth directions only approximately in
-        the span of H, and on data whose classes touch (digits written alike) k-means
-        separates them better with a few more of those directions; where it does not, the
-        modularity says so. The modularity, not the normalised cut, decides: a partition
-        that merges two classes and splits a third can cut less, but it keeps less edge
-        weight inside its clusters than their volumes predict. The choice is
-        ``n_components_``.
+        and on all of them, and keeps the narrow partition only when it has both the lower
+        normalised cut and the higher modularity on the kNN graph
+        (:func:`elmscale.graph.cut_and_modularity`; no labels), the wide one otherwise.
+        Eq. 20 finds the graph's smooth directions only approximately in the span of H, and
+        on data whose classes touch (digits written alike) k-means separates them better
+        with a few more of those directions; where it does not, both scores say so. A
+        partition that merges two classes and splits a third can cut less, but keeps less
+        edge weight inside its clusters than their volumes predict: the cut alone flips with
+        the seed on MNIST. The choice is ``n_components_``.
         "auto" without ``n_clusters`` embeds in 2 dimensions.
     n_hidden : int, default=1000
         Hidden nodes n_h.
@@ -402,12 +418,14 @@ class USELM(
         self.lap("embed_cluster")
 
     def _cluster(self, E, reduction, rng):
-        """k-means on the embedding's rows (unit length with ``row_normalize``) in each
-        dimension of :meth:`_component_choices`, all with one seed, each partition then
+        """k-means on the embedding's rows (unit length with ``row_normalize``; starts from
+        :data:`KMEANS_SAMPLE_DRAWS` samples of rows) in each dimension of
+        :meth:`_component_choices`, all with one seed, each partition then
         sharpened by ``refine_rounds`` rounds of neighbour-majority votes on the graph
-        (:func:`elmscale.cluster.refine_labels`); the partition of highest modularity on the
-        graph is kept (:func:`elmscale.graph.modularity`), its centres the means of its
-        clusters. Returns its dimension. One path for NumPy and dask input alike, so both
+        (:func:`elmscale.cluster.refine_labels`). The narrow partition is kept when it has
+        both the lower normalised cut and the higher modularity on the graph, else the wide
+        one (:func:`_narrow_or_wide`); its centres are the means of its clusters. Returns
+        its dimension. One path for NumPy and dask input alike, so both
         give the same labels (no step depends on the chunking)."""
         seed = draw_seed(rng)
         if not reduction.was_dask:
@@ -417,16 +435,23 @@ class USELM(
         fits = []
         for n in choices:
             En = unit_rows(E[:, :n]) if self.row_normalize else E[:, :n]
-            centers, labels, inertia, _ = kmeans(En, k, n_init=self.n_init, random_state=seed)
+            centers, labels, inertia, _ = kmeans(
+                En, k, n_init=self.n_init, random_state=seed, sample_draws=KMEANS_SAMPLE_DRAWS
+            )
             if self.refine_rounds:
                 labels = refine_labels(graph, labels, k, self.refine_rounds)
                 centers, inertia = cluster_means(En, labels, k)
             fits.append((centers, labels, inertia))
         best = 0
         if len(fits) > 1:
-            q = modularity(graph, [fit[1] for fit in fits], k)
-            best = int(np.argmax(q))
-            logger.info("n_components: modularity %s for %s", np.round(q, 4), choices)
+            cut, q = cut_and_modularity(graph, [fit[1] for fit in fits], k)
+            best = _narrow_or_wide(cut, q)
+            logger.info(
+                "n_components: normalised cuts %s, modularity %s for %s",
+                np.round(cut, 4),
+                np.round(q, 4),
+                choices,
+            )
         centers, labels, inertia = fits[best]
         self.labels_ = labels.persist() if reduction.was_dask else labels.compute()
         self.cluster_centers_ = centers

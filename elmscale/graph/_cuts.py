@@ -118,6 +118,16 @@ def modularity(graph, labels, n_clusters):
     return float(q[0]) if single else q
 
 
+def cut_and_modularity(graph, labels, n_clusters):
+    """Both scores of each partition from one pass: ``(normalized_cut, modularity)``, two
+    arrays (n_partitions,) for a list of partitions, two floats for one."""
+    sums = _partition_sums(graph, labels, n_clusters)
+    cut, q = _ncut(sums), _modularity(sums)
+    if isinstance(labels, (list, tuple)):
+        return cut, q
+    return float(cut[0]), float(q[0])
+
+
 def _partition_sums(graph, labels, n_clusters):
     """Per partition and cluster, the edge weight inside the cluster and its volume:
     (2, n_partitions, n_clusters), from one blockwise pass on the graph."""

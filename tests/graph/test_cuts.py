@@ -5,7 +5,7 @@ import dask.array as da
 import numpy as np
 import pytest
 
-from elmscale.graph import knn_graph, modularity, normalized_cut
+from elmscale.graph import cut_and_modularity, knn_graph, modularity, normalized_cut
 
 
 def _dense_ncut(W, labels, k):
@@ -57,3 +57,6 @@ def test_ncut_equals_dense_in_any_row_order(data, order, normalized, rows):
     np.testing.assert_allclose(q, expected, rtol=1e-10)
     assert q[0] > 0.5 > abs(q[1]) * 10  # the blobs keep their edges, random labels do not
     assert modularity(graph, da.from_array(y, chunks=rows), 4) == pytest.approx(q[0], rel=1e-12)
+    both = cut_and_modularity(graph, [da.from_array(p, chunks=rows) for p in partitions.T], 4)
+    np.testing.assert_allclose(both[0], got, rtol=1e-12)
+    np.testing.assert_allclose(both[1], q, rtol=1e-12)
