@@ -36,7 +36,8 @@ SMOOTHING_MIN_VARIANCE = 0.25
 #: float32's relative rounding is far below what it changes; half the bytes of float64
 SMOOTHING_DTYPE = np.float32
 #: ``n_components="auto"`` clusters in n_clusters and in ceil(this * n_clusters) dimensions
-#: and keeps the partition of higher modularity on the kNN graph
+#: and keeps the narrow partition only when both its cut and its modularity on the kNN
+#: graph are better
 WIDE_COMPONENTS_RATIO = 1.5
 #: k-means's restarts draw their starts from this many random samples of the embedding's
 #: rows (when it has more rows than one sample, 20,000), and the best start of each sample
@@ -68,6 +69,16 @@ def _smoothed(graph, steps, layer, min_variance):
     return graph_f, kept
 
 
+def _narrow_or_wide(cut, q):
+    """Index of the partition ``n_components="auto"`` keeps, of the narrow (0) and the wide
+    (1) one: the narrow only when both label-free scores prefer it, a lower normalised cut
+    (Shi and Malik 2000) and a higher modularity (Newman and Girvan 2004). The two disagree
+    where a partition merges two clusters and splits a third (the cut can drop, the
+    modularity does not), and there the wider embedding, which separates touching clusters
+    with more of the graph's smooth directions, is the safer side."""
+    return 0 if cut[0] < cut[1] and q[0] > q[1] else 1
+
+
 def _dual_stats(features, graph):
     """The dual problem's data, gathered: H and the dense Laplacian."""
     H, L = dask.compute(features.H, dask.delayed(graph.laplacian)())
@@ -94,14 +105,16 @@ class USELM(
     n_components : int or "auto", default="auto"
         Embedding dimension n_o. "auto" with ``n_clusters`` set solves eq. 20 once for
         ``ceil(1.5 n_clusters)`` columns, runs k-means on the first ``n_clusters`` of them
-        and on all of them, and keeps the partition of higher modularity on the kNN graph
-        (:func:`elmscale.graph.modularity`, Newman and Girvan 2004; no labels). Eq. 20 finds
-        the graph's smooth directions only approximately in the span of H, and on data whose
-        classes touch (digits written alike) k-means separates them better with a few more
-        of those directions; where it does not, the modularity says so. A partition that
-        merges two classes and splits a third can cut fewer edges (the normalised cut, the
-        rule before, flipped with the seed on MNIST and USPS), but it keeps less edge weight
-        inside its clusters than their volumes predict. The choice is ``n_components_``.
+        and on all of them (each partition then refined, ``refine_rounds``), and keeps the
+        narrow partition only when it has both the lower normalised cut and the higher
+        modularity on the kNN graph (:func:`elmscale.graph.cut_and_modularity`, Newman and
+        Girvan 2004; no labels), the wide one otherwise. Eq. 20 finds the graph's smooth
+        directions only approximately in the span of H, and on data whose classes touch
+        (digits written alike) k-means separates them better with a few more of those
+        directions; where it does not, both scores say so. A partition that merges two
+        classes and splits a third can cut fewer edges (the cut alone flipped with the seed
+        on MNIST), but it keeps less edge weight inside its clusters than their volumes
+        predict. The choice is ``n_components_``.
         "auto" without ``n_clusters`` embeds in 2 dimensions.
     n_hidden : int, default=1000
         Hidden nodes n_h.
@@ -419,9 +432,10 @@ class USELM(
         :data:`KMEANS_SAMPLE_DRAWS` samples of rows) in each dimension of
         :meth:`_component_choices`, all with one seed, each partition then
         sharpened by ``refine_rounds`` rounds of neighbour-majority votes on the graph
-        (:func:`elmscale.cluster.refine_labels`). The partition of higher modularity on the
-        graph is kept (:func:`elmscale.graph.cut_and_modularity`, which logs the cuts
-        too); its centres are the means of its clusters. Returns its dimension. One path
+        (:func:`elmscale.cluster.refine_labels`). The narrow partition is kept when it has
+        both the lower normalised cut and the higher modularity on the graph, else the wide
+        one (:func:`_narrow_or_wide`); its centres are the means of its clusters. Returns
+        its dimension. One path
         for NumPy and dask input alike, so both give the same labels (no step depends on
         the chunking)."""
         seed = draw_seed(rng)
@@ -442,7 +456,7 @@ class USELM(
         best = 0
         if len(fits) > 1:
             cut, q = cut_and_modularity(graph, [fit[1] for fit in fits], k)
-            best = int(np.argmax(q))
+            best = _narrow_or_wide(cut, q)
             logger.info(
                 "n_components: normalised cuts %s, modularity %s for %s",
                 np.round(cut, 4),

@@ -414,21 +414,29 @@ def test_numpy_and_dask_input_give_identical_labels(chunks):
     np.testing.assert_array_equal(ref.predict(X), m.predict(X))
 
 
-def test_auto_components_keep_the_partition_of_highest_modularity(monkeypatch):
+def test_auto_components_keep_narrow_only_when_cut_and_modularity_agree(monkeypatch):
     """n_components="auto": k-means in n_clusters and in ceil(1.5 n_clusters) dimensions of
-    one solve, and the labels, embedding and weights of the partition with the higher
-    modularity on the fit's graph; a given n_components is used as it is."""
+    one solve, and the labels, embedding and weights of the narrow partition when it has
+    both the lower normalised cut and the higher modularity on the fit's graph, of the wide
+    one otherwise; a given n_components is used as it is."""
     from sklearn.datasets import make_blobs
 
-    from elmscale.graph import modularity
+    from elmscale.algorithms._uselm import _narrow_or_wide
+    from elmscale.graph import modularity, normalized_cut
+
+    assert _narrow_or_wide([0.5, 0.6], [0.8, 0.7]) == 0
+    assert _narrow_or_wide([0.5, 0.6], [0.7, 0.8]) == 1  # the scores disagree: wide
+    assert _narrow_or_wide([0.6, 0.5], [0.8, 0.7]) == 1
 
     X, _ = make_blobs(600, n_features=6, centers=4, cluster_std=4.0, random_state=2)
     params = dict(n_clusters=4, n_hidden=80, random_state=0)
     auto = USELM(**params).fit(X)
     fixed = {n: USELM(n_components=n, **params).fit(X) for n in (4, 6)}
     graph = USELM(**params).reduce(X).graph
-    q = {n: modularity(graph, da.from_array(m.labels_, chunks=600), 4) for n, m in fixed.items()}
-    best = max(q, key=q.get)
+    labels = {n: da.from_array(m.labels_, chunks=600) for n, m in fixed.items()}
+    cut = {n: normalized_cut(graph, lab, 4) for n, lab in labels.items()}
+    q = {n: modularity(graph, lab, 4) for n, lab in labels.items()}
+    best = 4 if cut[4] < cut[6] and q[4] > q[6] else 6
     assert auto.n_components_ == best and auto.embedding_.shape == (600, best)
     np.testing.assert_array_equal(auto.labels_, fixed[best].labels_)
     np.testing.assert_allclose(auto.embedding_, fixed[best].embedding_, atol=1e-8)
