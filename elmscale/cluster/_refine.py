@@ -20,9 +20,8 @@ import functools
 import dask
 import numpy as np
 
-from ..graph._smoothing import input_order
-from ..graph._tasks import task
-from ..utils._dask import named, tree_sum
+from ..graph import input_order
+from ..utils._dask import named, task, tree_sum
 
 #: the weight of a row's own label in its vote: more than a neighbour's, less than two
 OWN_VOTE = 1.5
@@ -70,7 +69,7 @@ def refine_labels(graph, labels, n_clusters, rounds=3):
     vote = functools.partial(_vote_block, n_clusters=int(n_clusters))
 
     def block_task(rows, block, halo):
-        return task("refine-vote", vote, rows, block, halo)
+        return task("elmscale-refine-vote", vote, rows, block, halo)
 
     for _ in range(int(rounds)):
         sources = current.to_delayed(optimize_graph=False).ravel()
