@@ -4,6 +4,7 @@ each set's mean, worst and spread of ACC (Hungarian matching) and NMI.
     python -m benchmarks.quality.bench_seeds --seeds 10 --unseeded 3 --csv seeds.csv
     python -m benchmarks.quality.bench_seeds --datasets mnist --seeds 10 --unseeded 3 --predict
     python -m benchmarks.quality.bench_seeds --datasets mnist --holdout --seeds 10
+    python -m benchmarks.quality.bench_seeds --peer KMeans --seeds 10 --unseeded 0
 
 One fit per (set, seed): ``USELM(n_clusters=c, random_state=seed)`` with its defaults, or with
 ``--set param=value`` overrides (give the variant a ``--tag``). ``--predict`` also records how
@@ -26,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks._common import RESULTS_DIR, command_line
-from benchmarks.quality.bench_quality import SHARED, load, parse_config, score
+from benchmarks.quality.bench_quality import PEERS, SHARED, load, parse_config, run_peer, score
 
 LARGE = (
     "digits",
@@ -116,6 +117,15 @@ def fit_one(name, data, seed, params, mode, cuts):
     if mode == "holdout":
         rec["test_acc"], rec["test_nmi"] = score(y_test, np.asarray(model.predict(X_test)))
     return rec
+
+
+def peer_one(name, data, seed, peer):
+    """One fit of a peer (bench_quality's ``run_peer``) and its record."""
+    X, y, _, _ = data
+    t0 = time.perf_counter()
+    labels = run_peer(peer, np.asarray(X, dtype=np.float64), len(np.unique(y)), seed)
+    acc, mi = score(y, labels)
+    return dict(acc=acc, nmi=mi, seconds=time.perf_counter() - t0)
 
 
 def _unit_rows(E):
@@ -280,6 +290,7 @@ def main(argv=None):
     p.add_argument("--predict", action="store_true", help="predict(X) vs labels_ agreement")
     p.add_argument("--holdout", action="store_true", help="fit on train rows, predict test rows")
     p.add_argument("--components", action="store_true", help="record both n_components candidates")
+    p.add_argument("--peer", choices=PEERS, help="fit this peer instead of USELM")
     p.add_argument("--csv", default=str(RESULTS_DIR / "quality_seeds.csv"))
     p.add_argument("--summary", action="store_true", help="only print the summary of --csv")
     args = p.parse_args(argv)
@@ -287,6 +298,8 @@ def main(argv=None):
     names = [n for item in args.datasets.split(",") for n in groups.get(item, (item,))]
     mode = "holdout" if args.holdout else "predict" if args.predict else "fit"
     mode = "components" if args.components else mode
+    if args.peer:
+        mode, args.tag = "peer", args.peer
     params = parse_config(args.set) if args.set else {}
     Path(args.csv).parent.mkdir(parents=True, exist_ok=True)
     cuts = _Cuts()
@@ -310,7 +323,11 @@ def main(argv=None):
                         _append(args.csv, {**row, "seed": seed, **rec})
                         print({**row, "seed": seed, **rec}, flush=True)
                     continue
-                rec = fit_one(name, data, state, params, mode, cuts)
+                if mode == "peer":
+                    rec = peer_one(name, data, state, args.peer)
+                    rec["n_components"] = 0
+                else:
+                    rec = fit_one(name, data, state, params, mode, cuts)
                 row = dict(dataset=name, n=data[0].shape[0], tag=args.tag, mode=mode, seed=seed)
                 row.update(rec)
                 _append(args.csv, row)

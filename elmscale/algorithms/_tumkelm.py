@@ -804,7 +804,7 @@ class TUMKELM(EmbeddingClusterMixin, BaseELM):
         (higher is better, as ``KMeans.score``); the means are reduced where the training
         embedding lives. ``y`` is ignored."""
         check_is_fitted(self, "labels_")
-        centers = cluster_means(self.embedding_, self.labels_, self.n_clusters)
+        centers, _ = cluster_means(self.embedding_, self.labels_, self.n_clusters)
         return negative_sse(self.transform(X), centers, self.predict(X))
 
     @property

@@ -1,6 +1,7 @@
 """Clustering of row-chunked embeddings on the cluster."""
 
-from ._assign import cluster_means, nearest_center, negative_sse
+from ._assign import nearest_center, negative_sse
 from ._kmeans import kmeans
+from ._refine import cluster_means, refine_labels
 
-__all__ = ["cluster_means", "kmeans", "nearest_center", "negative_sse"]
+__all__ = ["cluster_means", "kmeans", "nearest_center", "negative_sse", "refine_labels"]

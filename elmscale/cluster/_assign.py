@@ -1,11 +1,8 @@
 """Steps on a clustered embedding shared by the clusterers: the nearest centre of each row,
 the mean row of each cluster and k-means' score, for NumPy or row-chunked dask arrays."""
 
-import dask
 import dask.array as da
 import numpy as np
-
-from ..utils._dask import tree_sum
 
 
 def nearest_center(E, centers):
@@ -40,31 +37,3 @@ def _block_sse(centers, E, labels=None):
         return d2.min(axis=1)
     diff = E - centers[np.asarray(labels).ravel()]
     return np.einsum("ij,ij->i", diff, diff)
-
-
-def cluster_means(E, labels, n_clusters):
-    """The mean row of E over each cluster of ``labels`` (zero for an empty cluster), an
-    ``(n_clusters, n_features)`` NumPy array. For dask input each row block adds its
-    clusters' sums and sizes on the worker and the partials are tree-reduced: only
-    ``n_clusters`` rows reach the client."""
-    if not isinstance(E, da.Array) and not isinstance(labels, da.Array):
-        return _means(_cluster_sums(np.asarray(E), np.asarray(labels), n_clusters))
-    E = da.asarray(E)
-    labels = da.asarray(labels).rechunk((E.chunks[0],))
-    sums = dask.delayed(_cluster_sums, pure=True)
-    parts = [
-        sums(e, lab, n_clusters)
-        for e, lab in zip(E.to_delayed().ravel(), labels.to_delayed().ravel(), strict=True)
-    ]
-    return _means(dask.compute(tree_sum(parts))[0])
-
-
-def _cluster_sums(E, labels, n_clusters):
-    """Per-cluster row sums (float64) and sizes of one block."""
-    sums = np.zeros((n_clusters, E.shape[1]))
-    np.add.at(sums, labels, E)
-    return {"sums": sums, "sizes": np.bincount(labels, minlength=n_clusters)}
-
-
-def _means(parts):
-    return parts["sums"] / np.maximum(parts["sizes"], 1)[:, None]

@@ -6,7 +6,7 @@ from ._backends import exact_knn, nndescent_knn
 from ._build import WEIGHTS, knn_graph, resolve_backend
 from ._cell_search import CellSearch
 from ._container import KNNGraph
-from ._cuts import normalized_cut
+from ._cuts import cut_and_modularity, modularity, normalized_cut
 from ._extend import neighbour_mean
 from ._laplacian import GraphBlock
 from ._ordering import RowOrder
@@ -30,9 +30,11 @@ __all__ = [
     "KNNGraph",
     "Operands",
     "RowOrder",
+    "cut_and_modularity",
     "exact_knn",
     "input_order",
     "knn_graph",
+    "modularity",
     "neighbour_mean",
     "nndescent_knn",
     "normalized_cut",

@@ -1,9 +1,18 @@
-"""The normalised cut of row partitions on the kNN graph, computed blockwise on the cluster.
+"""The normalised cut and the modularity of row partitions on the kNN graph, computed
+blockwise on the cluster.
 
 ``Ncut(A_1, ..., A_k) = sum_j cut(A_j, not A_j) / vol(A_j)`` (Shi and Malik 2000): the share of
 each cluster's edge weight that leaves it, summed over the clusters. Spectral clustering
 minimises its relaxation; evaluated on partitions found by k-means in different embeddings
 of the same graph, it tells without labels which one cuts the graph where it is thin.
+
+``Q = sum_j [w(A_j, A_j) / vol(V) - (vol(A_j) / vol(V))^2]`` (Newman and Girvan 2004): the share
+of the edge weight inside the clusters minus the share a random graph with the same degrees
+would put there. Both come from the same per-cluster sums. Unlike the cut, which each
+cluster's share of leaving edges enters alike, the modularity weighs a cluster by its volume:
+a partition that merges two large clusters and splits a third in two pays for the merge
+(``(vol(A) + vol(B))^2`` in the null term), where the normalised cut of the merged pair can
+be lower than that of the two separate ones.
 
 Each run of consecutive graph chunks sums, per cluster, the weight of its rows' edges that stay
 inside the cluster and its rows' degrees; the labels and degrees of its halo rows (a few
@@ -58,6 +67,13 @@ def _ncut(sums):
     return share.sum(axis=1)
 
 
+def _modularity(sums):
+    within, volume = sums
+    total = volume.sum(axis=1)
+    total = np.where(total > 0, total, 1.0)
+    return within.sum(axis=1) / total - np.square(volume / total[:, None]).sum(axis=1)
+
+
 def normalized_cut(graph, labels, n_clusters):
     """The normalised cut of each partition of the graph's rows.
 
@@ -76,7 +92,46 @@ def normalized_cut(graph, labels, n_clusters):
     clusters' volumes. Only per-cluster sums reach the client.
     """
     single = not isinstance(labels, (list, tuple))
-    partitions = [labels] if single else list(labels)
+    cut = _ncut(_partition_sums(graph, labels, n_clusters))
+    return float(cut[0]) if single else cut
+
+
+def modularity(graph, labels, n_clusters):
+    """The modularity of each partition of the graph's rows (Newman and Girvan 2004; with
+    the graph's own weights, ``D^-1/2 W D^-1/2`` undone for a normalised graph).
+
+    Parameters
+    ----------
+    graph : KNNGraph
+    labels : dask array of int (n_samples,), or a list of them
+        As for :func:`normalized_cut`; a list is scored in one pass.
+    n_clusters : int
+
+    Returns
+    -------
+    float, or ndarray (n_partitions,) for a list: higher keeps more of the edge weight
+    inside the clusters than their degrees alone would, in [-1/2, 1). Only per-cluster sums
+    reach the client.
+    """
+    single = not isinstance(labels, (list, tuple))
+    q = _modularity(_partition_sums(graph, labels, n_clusters))
+    return float(q[0]) if single else q
+
+
+def cut_and_modularity(graph, labels, n_clusters):
+    """Both scores of each partition from one pass: ``(normalized_cut, modularity)``, two
+    arrays (n_partitions,) for a list of partitions, two floats for one."""
+    sums = _partition_sums(graph, labels, n_clusters)
+    cut, q = _ncut(sums), _modularity(sums)
+    if isinstance(labels, (list, tuple)):
+        return cut, q
+    return float(cut[0]), float(q[0])
+
+
+def _partition_sums(graph, labels, n_clusters):
+    """Per partition and cluster, the edge weight inside the cluster and its volume:
+    (2, n_partitions, n_clusters), from one blockwise pass on the graph."""
+    partitions = list(labels) if isinstance(labels, (list, tuple)) else [labels]
     label_blocks = [
         graph.in_graph_order(p).to_delayed(optimize_graph=False).ravel() for p in partitions
     ]
@@ -106,8 +161,4 @@ def normalized_cut(graph, labels, n_clusters):
         for group, (run_edges, _), rows in zip(groups, edges, halo, strict=True)
     ]
     (sums,) = dask.compute(tree_sum(parts, prefix="elmscale-graph-cut-sum"))
-    cut = _ncut(sums)
-    return float(cut[0]) if single else cut
-
-
-__all__ = ["normalized_cut"]
+    return sums

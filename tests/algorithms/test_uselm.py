@@ -248,11 +248,12 @@ def test_row_normalize_runs_kmeans_on_unit_rows(blobs, as_dask, monkeypatch):
 
     def spy(E, *a, **k):
         seen.append(np.asarray(E.compute()))
+        assert k["sample_draws"] == mod.KMEANS_SAMPLE_DRAWS  # starts from several samples
         return real(E, *a, **k)
 
     monkeypatch.setattr(mod, "kmeans", spy)
     ref = _model(n_components=3).fit(X)
-    m = _model(n_components=3, row_normalize=True).fit(
+    m = _model(n_components=3, row_normalize=True, refine_rounds=0).fit(
         da.from_array(X, chunks=(70, 5)) if as_dask else X
     )
     E = np.asarray(m.embedding_)
@@ -264,6 +265,35 @@ def test_row_normalize_runs_kmeans_on_unit_rows(blobs, as_dask, monkeypatch):
     np.testing.assert_array_equal(labels, d2.argmin(1))
     np.testing.assert_array_equal(np.asarray(m.predict(X)), labels)
     assert np.all(np.linalg.norm(m.cluster_centers_, axis=1) <= 1 + 1e-9)  # means of unit rows
+
+
+@pytest.mark.parametrize("as_dask", [False, True])
+def test_refine_rounds_vote_on_the_fit_graph(as_dask):
+    """labels_ are k-means's labels after refine_rounds rounds of neighbour-majority votes on
+    the fit's graph (a dense reference), and cluster_centers_ the means of the unit rows of
+    the refined clusters."""
+    from sklearn.datasets import make_blobs
+
+    X, _ = make_blobs(240, n_features=5, centers=3, cluster_std=3.0, random_state=1)
+    Xin = da.from_array(X, chunks=(70, 5)) if as_dask else X
+    plain = _model(n_components=3, refine_rounds=0).fit(Xin)
+    m = _model(n_components=3, refine_rounds=2).fit(Xin)
+    L = _model(n_components=3).reduce(X).graph.laplacian().toarray()
+    A = ((np.diag(np.diag(L)) - L) != 0).astype(float)
+    labels = np.asarray(plain.labels_)
+    for _ in range(2):
+        Y = np.eye(m.n_clusters)[labels]
+        labels = np.argmax(A @ Y + 1.5 * Y, axis=1)
+    np.testing.assert_array_equal(np.asarray(m.labels_), labels)
+    assert (labels != np.asarray(plain.labels_)).any()  # the votes moved some rows
+    E = np.asarray(m.embedding_)
+    U = E / np.linalg.norm(E, axis=1, keepdims=True)
+    means = np.array([U[labels == j].mean(0) for j in range(m.n_clusters)])
+    np.testing.assert_allclose(m.cluster_centers_, means, rtol=1e-10, atol=1e-12)
+    assert m.inertia_ == pytest.approx(((U - means[labels]) ** 2).sum(), rel=1e-8)
+    # "auto": no votes below 1,000 rows, where a cluster can be as small as a neighbourhood
+    auto = _model(n_components=3).fit(Xin)
+    np.testing.assert_array_equal(np.asarray(auto.labels_), np.asarray(plain.labels_))
 
 
 def test_unit_rows_numpy_and_dask_agree_and_keep_zero_rows():
@@ -375,23 +405,29 @@ def test_numpy_and_dask_input_give_identical_labels(chunks):
     np.testing.assert_array_equal(ref.predict(X), m.predict(X))
 
 
-def test_auto_components_keep_the_partition_that_cuts_the_graph_least(monkeypatch):
+def test_auto_components_keep_narrow_only_when_cut_and_modularity_agree(monkeypatch):
     """n_components="auto": k-means in n_clusters and in ceil(1.5 n_clusters) dimensions of
-    one solve, and the labels, embedding and weights of the partition with the lower
-    normalised cut on the fit's graph; a given n_components is used as it is."""
+    one solve, and the labels, embedding and weights of the narrow partition when it has
+    both the lower normalised cut and the higher modularity on the fit's graph, of the wide
+    one otherwise; a given n_components is used as it is."""
     from sklearn.datasets import make_blobs
 
-    from elmscale.graph import normalized_cut
+    from elmscale.algorithms._uselm import _narrow_or_wide
+    from elmscale.graph import modularity, normalized_cut
+
+    assert _narrow_or_wide([0.5, 0.6], [0.8, 0.7]) == 0
+    assert _narrow_or_wide([0.5, 0.6], [0.7, 0.8]) == 1  # the scores disagree: wide
+    assert _narrow_or_wide([0.6, 0.5], [0.8, 0.7]) == 1
 
     X, _ = make_blobs(600, n_features=6, centers=4, cluster_std=4.0, random_state=2)
     params = dict(n_clusters=4, n_hidden=80, random_state=0)
     auto = USELM(**params).fit(X)
     fixed = {n: USELM(n_components=n, **params).fit(X) for n in (4, 6)}
     graph = USELM(**params).reduce(X).graph
-    cuts = {
-        n: normalized_cut(graph, da.from_array(m.labels_, chunks=600), 4) for n, m in fixed.items()
-    }
-    best = min(cuts, key=cuts.get)
+    labels = {n: da.from_array(m.labels_, chunks=600) for n, m in fixed.items()}
+    cut = {n: normalized_cut(graph, lab, 4) for n, lab in labels.items()}
+    q = {n: modularity(graph, lab, 4) for n, lab in labels.items()}
+    best = 4 if cut[4] < cut[6] and q[4] > q[6] else 6
     assert auto.n_components_ == best and auto.embedding_.shape == (600, best)
     np.testing.assert_array_equal(auto.labels_, fixed[best].labels_)
     np.testing.assert_allclose(auto.embedding_, fixed[best].embedding_, atol=1e-8)
@@ -401,7 +437,7 @@ def test_auto_components_keep_the_partition_that_cuts_the_graph_least(monkeypatc
     def refuse(*args):
         raise AssertionError("a given n_components is not chosen")
 
-    monkeypatch.setattr("elmscale.algorithms._uselm.normalized_cut", refuse)
+    monkeypatch.setattr("elmscale.algorithms._uselm.cut_and_modularity", refuse)
     assert USELM(n_components=6, **params).fit(X).n_components_ == 6
     assert USELM(n_clusters=None, n_hidden=80, random_state=0).fit(X).n_components_ == 2
 

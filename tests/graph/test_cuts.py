@@ -1,11 +1,11 @@
-"""The normalised cut of partitions on the graph equals a dense NumPy computation, in any
-chunking and row order, for plain and normalised graphs."""
+"""The normalised cut and the modularity of partitions on the graph equal a dense NumPy
+computation, in any chunking and row order, for plain and normalised graphs."""
 
 import dask.array as da
 import numpy as np
 import pytest
 
-from elmscale.graph import knn_graph, normalized_cut
+from elmscale.graph import cut_and_modularity, knn_graph, modularity, normalized_cut
 
 
 def _dense_ncut(W, labels, k):
@@ -14,6 +14,13 @@ def _dense_ncut(W, labels, k):
     volume = Y.T @ W.sum(1)
     present = volume > 0  # an empty cluster cuts nothing
     return np.sum((volume[present] - within[present]) / volume[present])
+
+
+def _dense_modularity(W, labels, k):
+    """Newman and Girvan's Q = sum_ij (W_ij - d_i d_j / 2m) [c_i = c_j] / 2m."""
+    d = W.sum(1)
+    same = labels[:, None] == labels[None, :]
+    return float(((W - np.outer(d, d) / d.sum()) * same).sum() / d.sum())
 
 
 @pytest.fixture
@@ -45,3 +52,11 @@ def test_ncut_equals_dense_in_any_row_order(data, order, normalized, rows):
     assert got[0] < got[1] / 4  # the blobs cut far fewer edges than random labels
     single = normalized_cut(graph, da.from_array(y, chunks=rows), 4)
     assert single == pytest.approx(got[0], rel=1e-12)
+    q = modularity(graph, [da.from_array(p, chunks=rows) for p in partitions.T], 4)
+    expected = [_dense_modularity(W, partitions[positions, j], 4) for j in range(3)]
+    np.testing.assert_allclose(q, expected, rtol=1e-10)
+    assert q[0] > 0.5 > abs(q[1]) * 10  # the blobs keep their edges, random labels do not
+    assert modularity(graph, da.from_array(y, chunks=rows), 4) == pytest.approx(q[0], rel=1e-12)
+    both = cut_and_modularity(graph, [da.from_array(p, chunks=rows) for p in partitions.T], 4)
+    np.testing.assert_allclose(both[0], got, rtol=1e-12)
+    np.testing.assert_allclose(both[1], q, rtol=1e-12)
