@@ -180,8 +180,11 @@ class USELM(GraphMixin, DataNodesMixin, EmbeddingClusterMixin, BaseELM):
         (:func:`elmscale.cluster.refine_labels`): each row takes the label most common among
         its graph neighbours and itself, which moves k-means's straight borders to where the
         graph is thin. ``cluster_centers_`` are then the means of the refined clusters.
-        0 keeps k-means's labels. "auto" takes 3 rounds from 1,000 samples on and none
-        below, where a cluster can be as small as a neighbourhood and the votes erase it.
+        0 keeps k-means's labels. "auto" takes 3 rounds where the fit filtered its rows
+        (``smoothing_steps_`` > 0: from 1,000 samples on, where the neighbourhoods keep
+        the data's variance) and none otherwise: below 1,000 samples a cluster can be as
+        small as a neighbourhood, and where averaging over neighbourhoods erases the data
+        (noise-like classes, ringnorm) voting over them erases classes too.
     cache : "auto" or bool, default="auto"
         Keep H's blocks in worker memory between passes (see ``HiddenFeatures``).
     random_state : int, RandomState or None
@@ -441,14 +444,19 @@ class USELM(GraphMixin, DataNodesMixin, EmbeddingClusterMixin, BaseELM):
             E = da.from_array(E, chunks=(reduction.X.chunks[0], E.shape[1]))
         choices = self._component_choices(reduction.n_samples)
         graph, k = reduction.graph, self.n_clusters
+        rounds = self._refine_rounds
+        if self.refine_rounds == "auto" and not reduction.fitted["smoothing_steps_"]:
+            # the filter found the neighbourhoods too mixed to average the rows over (or was
+            # turned off): votes over the same neighbourhoods would erase classes likewise
+            rounds = 0
         fits = []
         for n in choices:
             En = unit_rows(E[:, :n]) if self.row_normalize else E[:, :n]
             centers, labels, inertia, _ = kmeans(
                 En, k, n_init=self.n_init, random_state=seed, sample_draws=KMEANS_SAMPLE_DRAWS
             )
-            if self._refine_rounds:
-                labels = refine_labels(graph, labels, k, self._refine_rounds)
+            if rounds:
+                labels = refine_labels(graph, labels, k, rounds)
                 centers, inertia = cluster_means(En, labels, k)
             fits.append((centers, labels, inertia))
         best = 0

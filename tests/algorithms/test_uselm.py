@@ -296,6 +296,31 @@ def test_refine_rounds_vote_on_the_fit_graph(as_dask):
     np.testing.assert_array_equal(np.asarray(auto.labels_), np.asarray(plain.labels_))
 
 
+@pytest.mark.parametrize("smoothing", ["auto", 0])
+def test_refine_rounds_auto_votes_where_the_fit_filtered_its_rows(smoothing, monkeypatch):
+    """From 1,000 rows "auto" votes 3 rounds on each candidate partition when the fit
+    filtered its rows and none when it did not (the votes average over the neighbourhoods
+    the filter does), and gives the labels of that explicit setting."""
+    from sklearn.datasets import make_blobs
+
+    import elmscale.algorithms._uselm as mod
+
+    X, _ = make_blobs(1200, n_features=5, centers=3, cluster_std=3.0, random_state=1)
+    rounds, real = [], mod.refine_labels
+
+    def spy(graph, labels, k, n_rounds):
+        rounds.append(n_rounds)
+        return real(graph, labels, k, n_rounds)
+
+    monkeypatch.setattr(mod, "refine_labels", spy)
+    auto = _model(n_components=3, smoothing=smoothing).fit(X)
+    assert (auto.smoothing_steps_ > 0) == (smoothing == "auto")
+    expected = 3 if smoothing == "auto" else 0
+    assert rounds == ([expected] if expected else [])
+    fixed = _model(n_components=3, smoothing=smoothing, refine_rounds=expected).fit(X)
+    np.testing.assert_array_equal(auto.labels_, fixed.labels_)
+
+
 def test_unit_rows_numpy_and_dask_agree_and_keep_zero_rows():
     from elmscale.algorithms._embedding import unit_rows
 
