@@ -280,7 +280,10 @@ def test_fit_parquet_folder_on_the_cluster_equals_python_api(table, tmp_path, da
     assert "dashboard" in err and "progress:" in err
     got = read_labels(labels)
     np.testing.assert_array_equal(got, _python_labels(X, 80))
-    assert read_labels(tmp_path / "emb.zarr").shape == (X.shape[0], 3)
+    assert read_labels(tmp_path / "emb.zarr").shape == (
+        X.shape[0],
+        cli.load_model(model).n_components_,
+    )
 
     status, _, err = run_cmd(
         "predict",
@@ -840,7 +843,7 @@ def test_transform_writes_the_embedding_of_new_data(table, tmp_path, rng):
     assert status == 0, err and out == f"embedding: {tmp_path / 'e.parquet'}\n"
     got = read_labels(tmp_path / "e.parquet")
     np.testing.assert_allclose(got, cli.load_model(model).transform(new), rtol=1e-12)
-    assert got.shape == (50, 3)
+    assert got.shape == (50, cli.load_model(model).n_components_)
 
 
 # -- progress names every stage and reaches its totals ------------------------------------------

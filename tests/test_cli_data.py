@@ -299,7 +299,7 @@ def test_a_file_without_the_fitted_columns_is_one_line_naming_them(numbered_csv,
     )  # fmt: skip
     assert status == 0, err
     assert run_cmd("transform", model, path, "--embedding", tmp_path / "e.npy", "-q")[0] == 0
-    assert np.load(tmp_path / "e.npy").shape == (len(X), 3)
+    assert np.load(tmp_path / "e.npy").shape == (len(X), cli.load_model(model).n_components_)
     pd.read_csv(path).drop(columns=["f1", "f3"]).to_csv(tmp_path / "less.csv", index=False)
     for command, output in (("predict", "--labels"), ("transform", "--embedding")):
         status, _, err = run_cmd(command, model, tmp_path / "less.csv", output, tmp_path / "o.npy")

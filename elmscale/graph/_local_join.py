@@ -383,19 +383,14 @@ def local_join(starts, original, X, lists, new, n_neighbors, *, max_candidates, 
         [(u,) for u in updates],
         [[(s, (bounds[t],)) for s in range(nb)] for t in range(nb)],
     )
+    return _merged(w, bounds, (pos_b, ids_b, e_b, new_b), hubs, received)
+
+
+def _merged(w, bounds, list_blocks, hubs, received):
+    """Each chunk's lists merged with the updates it received: ``(pos, orig, sq_dist, new)``
+    as dask arrays (N, w) chunked like the rows."""
     out = [
-        task(
-            "join-merge",
-            _merge,
-            w,
-            lo,
-            pos_b[t],
-            ids_b[t],
-            e_b[t],
-            new_b[t],
-            hubs[t],
-            received[t],
-        )
+        task("join-merge", _merge, w, lo, *(b[t] for b in list_blocks), hubs[t], received[t])
         for t, (lo, _) in enumerate(bounds)
     ]
     return tuple(
