@@ -17,6 +17,13 @@ ROOT = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "ELMSCALE_LOAD_PLUGINS": "", "PYTHONPATH": str(ROOT)}
 
 
+def _default_sigint():
+    """SIGINT's default disposition in the child, as an interactive shell gives its
+    foreground jobs: a test run started in the background (``pytest ... &``, nohup) has
+    SIGINT ignored, children inherit that, and Python then installs no KeyboardInterrupt."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _start_cli(*argv):
     """``elmscale ARGV`` in its own process group, as a shell starts a foreground job."""
     return subprocess.Popen(
@@ -27,6 +34,7 @@ def _start_cli(*argv):
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,
+        preexec_fn=_default_sigint,
     )
 
 
