@@ -1,16 +1,17 @@
 """k-means on a row-chunked dask array, in a few passes over it.
 
 The restarts run where they are cheap: scikit-learn's k-means (``n_init`` k-means++ starts)
-on a random sample of at most ``init_sample`` rows of the small embedding, gathered to the
-client. Its best centres then start Lloyd's iterations on all rows on the cluster. With
-``sample_draws`` > 1 and more rows than a sample, that many samples are drawn, each with its
-share of the starts, and the best centres of each are refined on all rows together: a start
-that is best on one sample can be a weaker optimum on all rows, and the inertia on all rows
-then decides. Each pass of Lloyd's iterations reduces per-cluster sums and counts
-(n_clusters x n_features) from every block. Starting
-from centres that are already good, the full-data phase needs few passes, so what a pass
-costs is mostly the scheduler's: the rows are regrouped once into a few large blocks (the
-N x n_features array is small next to X), held in memory while the iterations run, and each
+on a random sample of at most ``init_sample`` rows of the small embedding, one task on a
+worker (the sample is gathered there, not on the client). Its best centres then start
+Lloyd's iterations on all rows on the cluster. With ``sample_draws`` > 1 and more rows than
+a sample, that many samples are drawn, each with its share of the starts and its own task
+(the samples' fits run side by side on the workers), and the best centres of each are
+refined on all rows together: a start that is best on one sample can be a weaker optimum on
+all rows, and the inertia on all rows then decides. Each pass of Lloyd's iterations reduces
+per-cluster sums and counts (n_clusters x n_features) from every block. Starting from
+centres that are already good, the full-data phase needs few passes, so what a pass costs is
+mostly the scheduler's: the rows are regrouped once into a few large blocks (the N x
+n_features array is small next to X), held in memory while the iterations run, and each
 pass is one task per block plus a short tree of sums. The last pass gives the labels and the
 inertia of the final centres together. Several explicit starting points (``init`` of shape
 (R, k, d)) are refined together, in one pass per iteration.
@@ -28,6 +29,7 @@ from sklearn.cluster import KMeans
 from sklearn.utils import check_random_state
 
 from ..utils._dask import named, tree_sum
+from ..utils._threads import limited_threads
 
 logger = logging.getLogger(__name__)
 
@@ -76,14 +78,25 @@ def _final_block(block, centers):
     return lab[0].astype(np.int64), float(best[0].sum())
 
 
-def _draw_samples(E, size, draws, rng):
-    """``draws`` random samples of ``size`` rows of E, gathered in one computation (all rows,
-    once, when E has no more than ``size``)."""
+def _sample_rows(E, size, draws, rng):
+    """``draws`` random samples of ``size`` rows of E, as dask arrays (all rows, once, when
+    E has no more than ``size``)."""
     N = E.shape[0]
     if size >= N:
-        return [np.asarray(E.compute(), dtype=np.float64)]
-    picks = [E[np.sort(rng.choice(N, size=size, replace=False))] for _ in range(draws)]
-    return [np.asarray(p, dtype=np.float64) for p in dask.compute(*picks)]
+        return [E]
+    return [E[np.sort(rng.choice(N, size=size, replace=False))] for _ in range(draws)]
+
+
+def _sample_start(sample, n_clusters, n_init, seed):
+    """The centres of scikit-learn's best of ``n_init`` k-means++ starts on one sample.
+
+    It runs as a task on a worker (each sample's fit on its own worker, the client idle), on
+    one OpenMP thread wherever it runs: a distributed worker pins OpenMP to its threads,
+    and dask's threaded scheduler runs several of these at once; one thread also makes
+    the centres the same under any scheduler."""
+    with limited_threads(1, "openmp"):
+        fit = KMeans(n_clusters, n_init=n_init, random_state=seed)
+        return fit.fit(np.asarray(sample, dtype=np.float64)).cluster_centers_
 
 
 def block_rows(n_samples):
@@ -165,18 +178,16 @@ def _starts(Eb, n_clusters, n_init, init, sampling, rng):
         starts = np.asarray(init, dtype=np.float64)
         return starts[None] if starts.ndim == 2 else starts
     init_sample, draws = sampling
-    samples = _draw_samples(Eb, init_sample, max(1, min(draws, n_init)), rng)
-    if samples[0].shape[0] < n_clusters:
+    if min(init_sample, Eb.shape[0]) < n_clusters:
         raise ValueError(f"n_clusters={n_clusters} is larger than n_samples={Eb.shape[0]}")
+    samples = _sample_rows(Eb, init_sample, max(1, min(draws, n_init)), rng)
     shares = np.array_split(np.arange(n_init), len(samples))  # the starts each sample gets
-    return np.stack(
-        [
-            KMeans(n_clusters, n_init=len(share), random_state=rng.randint(2**31 - 1))
-            .fit(sample)
-            .cluster_centers_
-            for sample, share in zip(samples, shares, strict=True)
-        ]
-    )
+    start = named(_sample_start, "elmscale-kmeans-start")
+    fits = [
+        start(sample, n_clusters, len(share), rng.randint(2**31 - 1))
+        for sample, share in zip(samples, shares, strict=True)
+    ]
+    return np.stack(dask.compute(*fits))
 
 
 def _pass(blocks, centers):

@@ -45,6 +45,14 @@ def blas_threads(limit):
     """``threadpool_limits(limit, user_api="blas")`` on a controller built once per
     process (so a BLAS first loaded after the first call is not limited; NumPy's and
     SciPy's are loaded with elmscale); ``limit=None`` leaves the libraries as they are."""
+    with limited_threads(limit, "blas"):
+        yield
+
+
+@contextlib.contextmanager
+def limited_threads(limit, user_api):
+    """``threadpool_limits(limit, user_api=user_api)`` ("blas" or "openmp") on the
+    controller built once per process; ``limit=None`` leaves the libraries as they are."""
     global _controller
     if limit is None:
         yield
@@ -53,7 +61,7 @@ def blas_threads(limit):
         if _controller is None:
             _controller = ThreadpoolController()
         controller = _controller
-    with controller.limit(limits=limit, user_api="blas"):
+    with controller.limit(limits=limit, user_api=user_api):
         yield
 
 

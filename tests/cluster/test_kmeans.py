@@ -2,8 +2,10 @@
 
 import dask
 import dask.array as da
+import distributed
 import numpy as np
 import pytest
+from dask.utils import key_split
 from sklearn.cluster import KMeans
 
 from elmscale.cluster import kmeans
@@ -130,8 +132,10 @@ def test_input_blocks_are_computed_once(blobs_big):
 
 def test_small_data_starts_are_scikit_learns_on_all_rows(rng):
     """At most init_sample rows: one start, scikit-learn's best of n_init on every row (the
-    same random draws as a single KMeans), then the same Lloyd iterations."""
+    same random draws as a single KMeans on one OpenMP thread), then the same Lloyd
+    iterations."""
     from sklearn.utils import check_random_state
+    from threadpoolctl import threadpool_limits
 
     from elmscale.cluster import _kmeans
 
@@ -139,8 +143,29 @@ def test_small_data_starts_are_scikit_learns_on_all_rows(rng):
     Eb = da.from_array(X, chunks=1000)
     starts = _kmeans._starts(Eb, 5, 10, None, (20_000, 4), check_random_state(7))
     seed = check_random_state(7).randint(2**31 - 1)
-    ref = KMeans(5, n_init=10, random_state=seed).fit(X).cluster_centers_
+    with threadpool_limits(1, user_api="openmp"):
+        ref = KMeans(5, n_init=10, random_state=seed).fit(X).cluster_centers_
     np.testing.assert_array_equal(starts, ref[None])
+
+
+@pytest.mark.distributed
+def test_sample_starts_run_on_the_workers_and_equal_the_threaded_ones(rng, dask_client):
+    """Each sample's scikit-learn fit is a task on a worker (the client gathers only the
+    centres), and the starts are the same as under dask's threaded scheduler."""
+    from sklearn.utils import check_random_state
+
+    from elmscale.cluster import _kmeans
+
+    C = rng.randn(6, 5) * 3
+    X = C[rng.randint(0, 6, 8000)] + rng.randn(8000, 5)
+    Xd = da.from_array(X, chunks=2000)
+    with dask.config.set(scheduler="threads"):
+        threaded = _kmeans._starts(Xd, 6, 8, None, (1000, 4), check_random_state(3))
+    with distributed.get_task_stream(client=dask_client) as stream:
+        on_cluster = _kmeans._starts(Xd.persist(), 6, 8, None, (1000, 4), check_random_state(3))
+    fits = [t for t in stream.data if key_split(t["key"]) == "elmscale-kmeans-start"]
+    assert len(fits) == 4
+    np.testing.assert_array_equal(on_cluster, threaded)
 
 
 def test_samples_share_the_starts_and_all_rows_choose(rng):
