@@ -20,7 +20,10 @@ from elmscale.algorithms import _uselm
 from elmscale.checkpoint import CheckpointCorruptError, CheckpointMismatchError
 from elmscale.mixins import GraphMixin
 
-from .test_no_large_compute import no_large_compute  # noqa: F401  (fixture)
+from .test_no_large_compute import (  # noqa: F401  (fixture)
+    max_rows,
+    no_large_compute,
+)
 
 
 class Stop(Exception):
@@ -340,7 +343,7 @@ def test_writing_and_resuming_bring_no_n_sized_array_to_the_client(
     _model(**params).fit(Xd, checkpoint=tmp_path)  # locality order, smoothing, the Gram pass
     assert (tmp_path / "02-graph" / "graph-0" / "order").is_dir()
     _model(**params).fit(Xd, checkpoint=tmp_path)
-    assert max(no_large_compute) <= 20_000 < N
+    assert max_rows(no_large_compute) <= 20_000 < N
 
 
 def test_an_fsspec_url_works_as_a_folder(mixture, monkeypatch):
