@@ -8,9 +8,10 @@ from numbers import Integral, Real
 import dask
 import dask.array as da
 import numpy as np
+from sklearn.utils.validation import check_is_fitted
 
 from ..base import BaseELM
-from ..cluster import cluster_means, kmeans, refine_labels
+from ..cluster import cluster_means, kmeans, majority_vote, nearest_center, refine_labels
 from ..gram import hidden_stats
 from ..graph import cut_and_modularity, input_order, neighbour_mean, smoothed_graph_if_kept
 from ..hidden import apply_scaling
@@ -64,6 +65,16 @@ def _smoothed(graph, steps, layer, min_variance):
         graph, steps, min_variance, layer.scale, dtype=SMOOTHING_DTYPE
     )
     return graph_f, kept
+
+
+def _voted_labels(found, centers, row_normalize):
+    """Labels of a block of :meth:`USELM._from_training_rows` with votes: the embedding's
+    columns give each row's nearest centre, its own vote; the last ``len(centers)`` columns
+    count its neighbours' labels."""
+    n_clusters = centers.shape[0]
+    E, votes = found[:, :-n_clusters], found[:, -n_clusters:]
+    own = nearest_center(unit_rows(E) if row_normalize else E, centers)
+    return majority_vote(votes, own)
 
 
 def _narrow_or_wide(cut, q):
@@ -205,6 +216,10 @@ class USELM(GraphMixin, DataNodesMixin, EmbeddingClusterMixin, BaseELM):
     labels_ : ndarray or dask array (n_samples,)
     cluster_centers_ : ndarray (n_clusters, n_components)
     inertia_ : float
+    refine_rounds_ : int
+        Rounds of neighbour-majority votes that refined ``labels_`` (``refine_rounds``
+        resolved); with votes, ``predict`` casts the same vote among a row's nearest
+        training rows.
     fit_X_ : ndarray, dask array or None
         The training rows, searched by ``transform`` and ``predict`` for a new row's nearest
         training rows when the fit filtered its rows (``smoothing_steps_`` > 0; None
@@ -471,6 +486,7 @@ class USELM(GraphMixin, DataNodesMixin, EmbeddingClusterMixin, BaseELM):
             )
         centers, labels, inertia = fits[best]
         self.labels_ = labels.persist() if reduction.was_dask else labels.compute()
+        self.refine_rounds_ = rounds
         self.cluster_centers_ = centers
         self.inertia_ = inertia
         return choices[best]
@@ -487,6 +503,12 @@ class USELM(GraphMixin, DataNodesMixin, EmbeddingClusterMixin, BaseELM):
         stays close to ``embedding_`` and ``predict`` to ``labels_``."""
         if getattr(self, "fit_X_", None) is None:
             return self.project(Xd, self.output_weights_)
+        return self._from_training_rows(Xd)
+
+    def _from_training_rows(self, Xd, votes=False):
+        """The weighted mean of ``embedding_`` over each row's nearest training rows, and
+        with ``votes`` the count of each of ``labels_`` among them in n_clusters more
+        columns (one search for both)."""
         X_fit, _ = as_row_chunked(self.fit_X_, name="fit_X_", n_hidden=self.n_hidden)
         E_fit = self.embedding_
         if not isinstance(E_fit, da.Array):
@@ -500,7 +522,31 @@ class USELM(GraphMixin, DataNodesMixin, EmbeddingClusterMixin, BaseELM):
             weights=self.weights,
             sigma=self._graph_sigma,
             transform=functools.partial(apply_scaling, offset=layer.offset, scale=layer.scale),
+            labels=self.labels_ if votes else None,
+            n_labels=self.n_clusters if votes else None,
         )
+
+    def predict(self, X):
+        """The cluster of each row of X: the nearest of ``cluster_centers_`` to its embedding
+        (:meth:`transform`, in the space k-means clustered). Where the fit refined its labels
+        by neighbour-majority votes (``refine_rounds_`` > 0), a row's label is the same vote
+        cast by its nearest training rows' ``labels_`` and, weighted as a row's own label,
+        its nearest centre: on the training rows this gives ``labels_`` back where k-means's
+        nearest centre would undo the votes' moves."""
+        if not getattr(self, "refine_rounds_", 0) or getattr(self, "fit_X_", None) is None:
+            return super().predict(X)
+        check_is_fitted(self, "cluster_centers_")
+        Xd, was_dask = self.validate_X(X, reset=False)
+        found = self._from_training_rows(Xd, votes=True)
+        labels = found.map_blocks(
+            _voted_labels,
+            self.cluster_centers_,
+            self.row_normalize,
+            drop_axis=1,
+            dtype=np.int64,
+            meta=np.empty((0,), dtype=np.int64),
+        )
+        return self.as_output(labels, was_dask)
 
     def to_cluster_space(self, E):
         """The rows of E scaled to unit length with ``row_normalize`` (the space k-means

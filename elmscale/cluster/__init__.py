@@ -2,6 +2,13 @@
 
 from ._assign import nearest_center, negative_sse
 from ._kmeans import kmeans
-from ._refine import cluster_means, refine_labels
+from ._refine import cluster_means, majority_vote, refine_labels
 
-__all__ = ["cluster_means", "kmeans", "nearest_center", "negative_sse", "refine_labels"]
+__all__ = [
+    "cluster_means",
+    "kmeans",
+    "majority_vote",
+    "nearest_center",
+    "negative_sse",
+    "refine_labels",
+]

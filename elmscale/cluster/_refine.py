@@ -38,10 +38,17 @@ def _vote_block(labels, block, halo_pieces, *, n_clusters):
     edge = W.data != 0
     rows, voted = W.row[edge], every[W.col[edge]]
     n = own.size
-    votes = np.bincount(rows * n_clusters + voted, minlength=n * n_clusters).astype(np.float64)
-    votes = votes.reshape(n, n_clusters)
-    votes[np.arange(n), own] += OWN_VOTE
-    return np.argmax(votes, axis=1).astype(np.int64)[:, None]
+    votes = np.bincount(rows * n_clusters + voted, minlength=n * n_clusters)
+    return majority_vote(votes.reshape(n, n_clusters), own)[:, None]
+
+
+def majority_vote(votes, own):
+    """Each row's label of most votes: ``votes`` (n, n_clusters) counts its neighbours'
+    labels, and its own label ``own`` weighs :data:`OWN_VOTE` (so a tie keeps it)."""
+    votes = np.array(votes, dtype=np.float64)
+    own = np.asarray(own, dtype=np.int64).ravel()
+    votes[np.arange(own.size), own] += OWN_VOTE
+    return np.argmax(votes, axis=1).astype(np.int64)
 
 
 def refine_labels(graph, labels, n_clusters, rounds=3):
@@ -132,4 +139,4 @@ def _centers_and_inertia(total):
     return centers, max(float(inertia), 0.0)
 
 
-__all__ = ["cluster_means", "refine_labels"]
+__all__ = ["cluster_means", "majority_vote", "refine_labels"]

@@ -23,23 +23,44 @@ from ._backends import blockwise_search
 from ._laplacian import _edge_weights
 
 
-def _weighted_mean(weights, sigma, k, *candidates):
+def _weighted_mean(weights, sigma, n_labels, k, *candidates):
     """The weighted mean of the values of each query row's k nearest candidates, ranked by
-    (distance, id) as the graph's search ranks them."""
+    (distance, id) as the graph's search ranks them; with ``n_labels``, the values' last
+    column holds labels and is replaced by their counts among the k (one vote each)."""
     ids = np.concatenate([c[0] for c in candidates], axis=1)
     d2 = np.concatenate([c[1] for c in candidates], axis=1)
     values = np.concatenate([c[2] for c in candidates], axis=1)
     best = np.lexsort((ids, d2), axis=-1)[:, :k]
     d2 = np.take_along_axis(d2, best, axis=1)
+    values = np.take_along_axis(values, best[:, :, None], axis=1)
     w = np.where(np.isfinite(d2), _edge_weights(np.sqrt(d2), weights, sigma), 0.0)
     total = w.sum(axis=1, keepdims=True)
     # heat weights that all underflow: the neighbours count alike
     w = np.where(total > 0, w, np.isfinite(d2))
     w /= w.sum(axis=1, keepdims=True)
-    return np.einsum("ik,ikj->ij", w, np.take_along_axis(values, best[:, :, None], axis=1))
+    if not n_labels:
+        return np.einsum("ik,ikj->ij", w, values)
+    means = np.einsum("ik,ikj->ij", w, values[:, :, :-1])
+    n = values.shape[0]
+    found = np.isfinite(d2)
+    rows = np.broadcast_to(np.arange(n)[:, None], found.shape)[found]
+    labels = values[:, :, -1][found].astype(np.int64)
+    votes = np.bincount(rows * n_labels + labels, minlength=n * n_labels)
+    return np.hstack([means, votes.reshape(n, n_labels).astype(np.float64)])
 
 
-def neighbour_mean(X, X_fit, values, n_neighbors, *, weights="binary", sigma=None, transform=None):
+def neighbour_mean(
+    X,
+    X_fit,
+    values,
+    n_neighbors,
+    *,
+    weights="binary",
+    sigma=None,
+    transform=None,
+    labels=None,
+    n_labels=None,
+):
     """The mean of ``values`` over each row's nearest rows of ``X_fit``, weighted as the graph.
 
     Parameters
@@ -58,11 +79,24 @@ def neighbour_mean(X, X_fit, values, n_neighbors, *, weights="binary", sigma=Non
     transform : callable or None
         Applied to each block of ``X`` and ``X_fit`` before distances are taken (the scaling the
         graph was searched in).
+    labels : dask array of int (n_samples,) or None
+        Labels in ``[0, n_labels)`` of the training rows, chunked like ``X_fit``'s rows: the
+        same search then also counts them among each new row's nearest training rows, one
+        vote each whatever the edge's weight (as :func:`elmscale.cluster.refine_labels`
+        counts a row's neighbours).
+    n_labels : int or None
+        Required with ``labels``.
 
     Returns
     -------
-    dask array of float64 (n_query, n_values), chunked like X's rows.
+    dask array of float64 (n_query, n_values), chunked like X's rows; with ``labels``,
+    (n_query, n_values + n_labels): the means, then each label's count.
     """
+    if labels is not None:
+        if not n_labels or n_labels < 1:
+            raise ValueError(f"n_labels must be a positive integer with labels, got {n_labels!r}")
+        column = da.asarray(labels).astype(np.float64)[:, None].rechunk({0: X_fit.chunks[0]})
+        values = da.hstack([values.rechunk({0: X_fit.chunks[0]}), column])
     if tuple(values.chunks[0]) != tuple(X_fit.chunks[0]):
         values = values.rechunk({0: X_fit.chunks[0]})
     if len(values.chunks[1]) > 1:
@@ -73,14 +107,15 @@ def neighbour_mean(X, X_fit, values, n_neighbors, *, weights="binary", sigma=Non
         X,
         X_fit,
         k,
-        functools.partial(_weighted_mean, weights, sigma),
+        functools.partial(_weighted_mean, weights, sigma, n_labels if labels is not None else 0),
         values=values,
         transform=transform,
         dtype=np.float32,
     )
+    n_out = values.shape[1] if labels is None else values.shape[1] - 1 + n_labels
     return da.concatenate(
         [
-            da.from_delayed(m, (n, values.shape[1]), dtype=np.float64)
+            da.from_delayed(m, (n, n_out), dtype=np.float64)
             for m, n in zip(means, X.chunks[0], strict=True)
         ]
     )

@@ -187,8 +187,14 @@ def smooth_rows(graph, steps, X=None, *, dtype=None):
     walk = _RandomWalk(graph, Z.shape[1], dtype)
     Z = walk.start(Z)
     for _ in range(steps):
-        Z = walk.step(Z).persist(optimize_graph=False)  # as in smoothed_graph_if_kept
+        (Z,) = _persist_steps(walk.step(Z))
     return walk.by_graph_chunks(Z).persist()
+
+
+def _persist_steps(*collections):
+    """``dask.persist`` of a walk's step, unoptimised: fusing a step's tasks with their
+    blocks' aliases drops the worker each run's task prefers (:class:`_RandomWalk`)."""
+    return dask.persist(*collections, optimize_graph=False)
 
 
 def _total_variance(X, weights):
@@ -305,9 +311,7 @@ def smoothed_graph_if_kept(graph, steps, min_variance, scale=None, *, dtype=None
         share = task("smooth-share", _kept_share, before, _sampled_moments(Z, every), w)
         if min_variance > 0:
             go = task("smooth-go", _keep_going, go, share, min_variance)
-        # unoptimised: fusing a step's tasks with their blocks' aliases drops the worker
-        # each run's task prefers (:class:`_RandomWalk`)
-        Z, share, go = dask.persist(Z, share, go, optimize_graph=False)
+        Z, share, go = _persist_steps(Z, share, go)
         shares.append(share)
     (Z,) = dask.persist(walk.by_graph_chunks(Z).astype(graph.X.dtype, copy=False))
     shares = dask.compute(*shares)

@@ -489,7 +489,8 @@ def test_predict_on_training_rows_agrees_with_labels(digits_fits):
     filtered value's), where h(x) beta of the unfiltered row does not."""
     X, m, _ = digits_fits
     assert m.smoothing_steps_ == 8 and m.fit_X_.shape == X.shape
-    assert (m.predict(X) == m.labels_).mean() >= 0.99
+    assert m.refine_rounds_ == 3
+    assert (m.predict(X) == m.labels_).mean() >= 0.995
     E = m.transform(X)
     raw = m.project(da.from_array(X), m.output_weights_).compute()  # h(x) beta, unfiltered
     assert np.linalg.norm(E - m.embedding_) < 0.5 * np.linalg.norm(raw - m.embedding_)
@@ -518,3 +519,32 @@ def test_pickled_model_still_predicts(digits_fits):
         np.testing.assert_array_equal(
             np.asarray(loaded.predict(X[:300])), np.asarray(model.predict(X[:300]))
         )
+
+
+def test_predict_casts_the_fits_vote_among_the_nearest_training_rows(digits_fits):
+    """After votes refined labels_, predict is the same vote among a row's nearest training
+    rows (each one vote for its label in labels_) and its own nearest centre (OWN_VOTE):
+    a dense NumPy reference with scikit-learn's exact neighbours gives the same labels."""
+    from elmscale.algorithms._embedding import unit_rows
+    from elmscale.cluster import nearest_center
+    from elmscale.cluster._refine import OWN_VOTE
+    from elmscale.hidden import apply_scaling
+
+    X, m, _ = digits_fits
+    Xq = X[::4] + 0.25
+    layer = m.hidden_layer_
+    Z, Zq = (apply_scaling(A, layer.offset, layer.scale) for A in (X, Xq))
+    idx = NearestNeighbors(n_neighbors=m.n_neighbors).fit(Z).kneighbors(Zq)[1]
+    votes = np.stack([np.bincount(m.labels_[i], minlength=10) for i in idx]).astype(float)
+    E = m.transform(Xq)
+    E /= np.linalg.norm(E, axis=1, keepdims=True)
+    own = ((E[:, None, :] - m.cluster_centers_[None]) ** 2).sum(-1).argmin(1)
+    votes[np.arange(len(Xq)), own] += OWN_VOTE
+    expected = votes.argmax(1)
+    np.testing.assert_array_equal(m.predict(Xq), expected)
+    unvoted = USELM(n_clusters=10, random_state=0, refine_rounds=0).fit(X)
+    assert unvoted.refine_rounds_ == 0
+    np.testing.assert_array_equal(
+        unvoted.predict(Xq),
+        nearest_center(unit_rows(unvoted.transform(Xq)), unvoted.cluster_centers_),
+    )

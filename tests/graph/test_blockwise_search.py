@@ -61,3 +61,31 @@ def test_neighbour_mean_equals_dense_weighted_mean(rows, weights):
     w = np.ones_like(dist) if weights == "binary" else np.exp(-(dist**2) / (2 * sigma**2))
     ref = np.einsum("ik,ikj->ij", w / w.sum(axis=1, keepdims=True), values[idx])
     np.testing.assert_allclose(got, ref, rtol=1e-10)
+
+
+@pytest.mark.parametrize("chunks", [(9, 25, 40), (230, 70, 23)])
+def test_neighbour_mean_counts_labels_among_the_same_neighbours(rows, chunks):
+    """With labels, the same search also counts each label among a row's k nearest training
+    rows (one vote each, heat weights or not) and the means are unchanged; any chunking,
+    labels chunked unlike the rows."""
+    X_fit, X = rows
+    rng = np.random.RandomState(5)
+    values, labels = rng.randn(230, 3), rng.randint(0, 4, 230)
+    fit_chunks, query_chunks, label_chunks = chunks
+    args = (
+        da.from_array(X, chunks=(query_chunks, 6)),
+        da.from_array(X_fit, chunks=(fit_chunks, 6)),
+        da.from_array(values, chunks=(fit_chunks, 3)),
+        12,
+    )
+    kw = dict(weights="heat", sigma=1.3)
+    got = neighbour_mean(
+        *args, labels=da.from_array(labels, chunks=label_chunks), n_labels=5, **kw
+    ).compute()
+    assert got.shape == (70, 3 + 5)
+    np.testing.assert_array_equal(got[:, :3], neighbour_mean(*args, **kw).compute())
+    idx, _ = _dense_knn(X, X_fit, 12)
+    ref = np.stack([np.bincount(labels[i], minlength=5) for i in idx])
+    np.testing.assert_array_equal(got[:, 3:], ref)
+    with pytest.raises(ValueError, match="n_labels"):
+        neighbour_mean(*args, labels=da.from_array(labels, chunks=50), **kw)
