@@ -37,7 +37,7 @@ import dask.array as da
 import numpy as np
 
 from ._backends import check_n_neighbors
-from ._cells import assign_cells, fit_cells, sample_rows
+from ._cells import assign_cells, fit_cells_on_workers
 from ._exchange import exchange
 from ._local_join import (
     _positions,
@@ -303,10 +303,11 @@ class CellSearch:
     Cost: one pass over X for the cell assignment (N x P distances to the centres), one
     shuffle of X's rows into cell order, and one search task per chunk doing about
     ``N * n_probes * rows_per_cell * d`` multiply-adds in all, plus the probed cells' rows
-    received from other chunks. The client holds a sample of rows (at most 128 MiB), the
-    centres and per-chunk tables of cell numbers. Each refinement round moves the rows'
-    reverse edges, once each distinct row of X a chunk's hub sets name and it lacks, and the
-    (row, candidate, distance) triples that pass the exact test
+    received from other chunks. The cells are fitted on the workers on a sample of rows (at
+    most 128 MiB); the client holds the centres and per-chunk tables of cell numbers. Each
+    refinement round moves the rows' reverse edges, once each distinct row of X a chunk's
+    hub sets name and it lacks, and the (row, candidate, distance) triples that pass the
+    exact test
     (:mod:`elmscale.graph._local_join`). Use it through ``backend="cells"``;
     ``CellSearch(rows_per_cell=..., n_probes=...)`` is itself a backend callable.
 
@@ -382,8 +383,7 @@ class CellSearch:
         seed = 0 if random_state is None else int(random_state)
         N = X.shape[0]
         n_cells = max(1, math.ceil(N / self.rows_per_cell))
-        idx, sample = sample_rows(X, n_cells, seed)
-        centers = fit_cells(sample, len(idx) / n_cells, seed)
+        centers, n_sample = fit_cells_on_workers(X, n_cells, seed)
         probes = assign_cells(X, centers, self.n_probes + EXTRA_PROBES).persist()
         order, sizes = order_by_cells(probes[:, 0], len(centers))
         cell_start = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
@@ -395,7 +395,7 @@ class CellSearch:
             sizes.min(),
             sizes.max(),
             self.rows_per_cell,
-            len(idx),
+            n_sample,
         )
         return CellPartition(order, probes, original, cell_start, centers, seed)
 

@@ -1,6 +1,7 @@
 """Coarse cells: the partition that the distributed kNN search and the locality order share.
 
-Cells are the leaves of a k-means tree fitted on a sample of rows on the client. A node with
+Cells are the leaves of a k-means tree fitted on a sample of rows, on the workers (the root's
+children's subtrees side by side). A node with
 more than ``leaf_size`` sample rows is split by k-means into at most :data:`BRANCHING`
 children, ordered along a Ward dendrogram of their centres, so that leaves numbered depth
 first put nearby cells next to each other. Leaves smaller than a quarter of ``leaf_size`` are
@@ -14,41 +15,39 @@ assignment of a row depends on that row and the centres only, never on the chunk
 import math
 import warnings
 
+import dask
 import dask.array as da
 import numpy as np
 from scipy.cluster.hierarchy import leaves_list, linkage
 from sklearn.cluster import KMeans
-from threadpoolctl import threadpool_limits
 
+from ..utils._threads import limited_threads
 from ._select import block_topk, exact_sq_distances
-from ._tasks import task_name
+from ._tasks import task, task_name
 
 #: children per split of the k-means tree
 BRANCHING = 16
 #: sampled rows per cell the tree is fitted on (at least MIN_SAMPLE rows in all)
 SAMPLE_PER_CELL = 40
 MIN_SAMPLE = 4_000
-#: the sample that reaches the client is kept under this many bytes
+#: the sample the tree is fitted on is kept under this many bytes
 MAX_SAMPLE_BYTES = 2**27
 
 
-def sample_rows(X, n_cells, seed):
-    """A sorted sample of row indices (global, drawn from ``seed`` alone) and those rows of X
-    as float64 on the client: at most ``MAX_SAMPLE_BYTES``."""
-    N, d = X.shape
+def sample_index(shape, n_cells, seed):
+    """A sorted sample of row indices (global, drawn from ``seed`` alone) of an array of
+    ``shape``: ``SAMPLE_PER_CELL`` rows per cell, at most ``MAX_SAMPLE_BYTES`` in float64."""
+    N, d = shape
     size = min(N, max(SAMPLE_PER_CELL * n_cells, MIN_SAMPLE), max(MAX_SAMPLE_BYTES // (8 * d), 1))
-    idx = np.sort(np.random.default_rng(seed).choice(N, size=size, replace=False))
-    return idx, np.asarray(X[idx].compute(), dtype=np.float64)
+    return np.sort(np.random.default_rng(seed).choice(N, size=size, replace=False))
 
 
 def _kmeans(points, n_clusters, seed):
-    """Labels and centres of a k-means on the client (called under ``threadpool_limits(1)``:
-    OpenMP's reduction order would otherwise make the centres depend on the core count).
-    ``points`` are centred in place and restored (to within an ulp) rather than copied: the
-    client holds the sample once."""
+    """Labels and centres of a k-means of ``points`` (run under one thread:
+    OpenMP's reduction order would otherwise make the centres depend on the core count)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # duplicate points: fewer distinct clusters than asked
-        km = KMeans(n_clusters, n_init=1, max_iter=15, random_state=seed, copy_x=False).fit(points)
+        km = KMeans(n_clusters, n_init=1, max_iter=15, random_state=seed).fit(points)
     return km.labels_, km.cluster_centers_
 
 
@@ -65,37 +64,76 @@ def _fold_small(labels, centers, min_size):
     return target[labels]
 
 
+def _children(sample, rows, depth, leaf_size, seed):
+    """The sample rows of a node's children, in the order of a Ward dendrogram of their
+    centres (nearby children next to each other), or None when the node is a leaf."""
+    points = sample[rows]
+    n_children = min(BRANCHING, -(-len(rows) // leaf_size))
+    if n_children < 2:
+        return None
+    with limited_threads(1, None):
+        labels, centers = _kmeans(points, n_children, seed + depth)
+    labels = _fold_small(labels, centers, max(leaf_size // 4, 1))
+    kept = np.unique(labels)
+    if len(kept) < 2:  # identical points: nothing to split
+        return None
+    centers = np.array([points[labels == c].mean(axis=0) for c in kept])
+    if len(kept) > 2:
+        kept = kept[leaves_list(linkage(centers, method="ward"))]
+    return [rows[labels == c] for c in kept]
+
+
+def _leaves(sample, rows, depth, leaf_size, seed):
+    """Centres of the leaves under a node, depth first."""
+    children = _children(sample, rows, depth, leaf_size, seed)
+    if children is None:
+        return [sample[rows].mean(axis=0)]
+    return [
+        leaf for child in children for leaf in _leaves(sample, child, depth + 1, leaf_size, seed)
+    ]
+
+
 def fit_cells(sample, leaf_size, seed):
-    """Centres of the leaves of a balanced k-means tree on ``sample``, numbered depth first.
+    """Centres of the leaves of a balanced k-means tree on ``sample``, numbered depth first:
+    a node with more than ``leaf_size`` rows is split by k-means into at most
+    :data:`BRANCHING` children; children under a quarter of ``leaf_size`` rows are folded
+    into their nearest sibling.
 
     Returns ``(P, d)`` float64 centres, each the mean of its leaf's sample rows.
     """
-    leaf_size = max(int(leaf_size), 1)
-    min_size = max(leaf_size // 4, 1)
-    leaves = []
+    sample = np.asarray(sample, dtype=np.float64)
+    return np.array(_leaves(sample, np.arange(len(sample)), 0, max(int(leaf_size), 1), seed))
 
-    def split(rows, depth):
-        # the root's rows are the whole sample: no copy of it
-        points = sample if len(rows) == len(sample) else sample[rows]
-        n_children = min(BRANCHING, -(-len(rows) // leaf_size))
-        if n_children < 2:
-            leaves.append(points.mean(axis=0))
-            return
-        labels, centers = _kmeans(points, n_children, seed + depth)
-        labels = _fold_small(labels, centers, min_size)
-        kept = np.unique(labels)
-        if len(kept) < 2:  # identical points: nothing to split
-            leaves.append(points.mean(axis=0))
-            return
-        centers = np.array([points[labels == c].mean(axis=0) for c in kept])
-        if len(kept) > 2:
-            kept = kept[leaves_list(linkage(centers, method="ward"))]
-        for c in kept:
-            split(rows[labels == c], depth + 1)
 
-    with threadpool_limits(1):  # once: each call inspects the loaded libraries
-        split(np.arange(len(sample)), 0)
-    return np.array(leaves)
+def _subtree(sample, root_children, i, leaf_size, seed):
+    """The leaves under the root's child ``i`` (none past the last child; the root itself
+    when it is a leaf, as child 0)."""
+    if root_children is None:
+        return [sample.mean(axis=0)] if i == 0 else []
+    if i >= len(root_children):
+        return []
+    return _leaves(sample, root_children[i], 1, leaf_size, seed)
+
+
+def fit_cells_on_workers(X, n_cells, seed):
+    """:func:`fit_cells` on a sample of X's rows (:func:`sample_index`), fitted where the
+    rows are: the sample is gathered by one task, the root split by another, and each of
+    the root's children's subtrees is fitted by its own task, side by side on the workers.
+    Only the (P, d) centres reach the client, in one computation; they equal
+    :func:`fit_cells` of the same sample. Returns ``(centers, sample_size)``."""
+    idx = sample_index(X.shape, n_cells, seed)
+    leaf_size = max(int(len(idx) / n_cells), 1)
+    sample = task("cells-sample", _float64_rows, X[idx])
+    root = task("cells-root", _children, sample, np.arange(len(idx)), 0, leaf_size, seed)
+    subtrees = [
+        task("cells-subtree", _subtree, sample, root, i, leaf_size, seed) for i in range(BRANCHING)
+    ]
+    leaves = [leaf for part in dask.compute(*subtrees) for leaf in part]
+    return np.array(leaves), len(idx)
+
+
+def _float64_rows(rows):
+    return np.asarray(rows, dtype=np.float64)
 
 
 #: above this many cells rows are assigned in two steps (group of cells, then cells)

@@ -20,7 +20,7 @@ import dask
 import dask.array as da
 import numpy as np
 
-from ._cells import assign_cells, fit_cells, sample_rows
+from ._cells import assign_cells, fit_cells_on_workers
 from ._exchange import exchange
 from ._tasks import PREFIX, task
 
@@ -214,11 +214,10 @@ def order_by_cells(cells, n_cells):
 
 def locality_order(X, *, rows_per_cell=None, random_state=0):
     """A :class:`RowOrder` sorting X's rows by coarse cell, cells fitted on a sample of rows
-    on the client. ``rows_per_cell`` defaults to ``ROWS_PER_CELL``, or an eighth of a row
+    on the workers. ``rows_per_cell`` defaults to ``ROWS_PER_CELL``, or an eighth of a row
     chunk when chunks are smaller: a chunk then holds whole cells and few cut ones."""
     if rows_per_cell is None:
         rows_per_cell = max(1, min(ROWS_PER_CELL, int(np.median(X.chunks[0])) // 8))
     n_cells = max(1, math.ceil(X.shape[0] / rows_per_cell))
-    idx, sample = sample_rows(X, n_cells, random_state)
-    centers = fit_cells(sample, len(idx) / n_cells, random_state)
+    centers, _ = fit_cells_on_workers(X, n_cells, random_state)
     return order_by_cells(assign_cells(X, centers, 1)[:, 0], len(centers))[0]

@@ -7,13 +7,14 @@ import numpy as np
 import pytest
 import scipy.linalg
 from dask.callbacks import Callback
+from dask.utils import key_split
 from sklearn.datasets import load_digits, make_blobs
 from sklearn.neighbors import NearestNeighbors
 
 import elmscale
 from elmscale import get
 from elmscale.graph import CellSearch, knn_graph
-from elmscale.graph._cells import fit_cells
+from elmscale.graph._cells import BRANCHING, fit_cells
 from elmscale.graph._select import block_topk
 
 from ..test_no_large_compute import (  # noqa: F401  (fixture)
@@ -182,6 +183,28 @@ def test_cells_are_balanced_and_numbered_depth_first():
     sizes = np.bincount(np.argmin(((X[:, None] - centers[None]) ** 2).sum(-1), axis=1))
     assert 60 <= len(centers) <= 160
     assert sizes.max() <= 4 * 100
+
+
+@pytest.mark.distributed
+def test_cells_fitted_on_the_workers_equal_the_tree_of_the_same_sample(dask_client):
+    """The sample is gathered, split and its subtrees fitted by tasks on the workers (one per
+    child of the root); the centres equal fit_cells of the same sample, for a root that
+    splits and for one that is a leaf."""
+    from distributed import get_task_stream
+
+    from elmscale.graph._cells import fit_cells_on_workers, sample_index
+
+    X, _ = make_blobs(12_000, n_features=4, centers=6, random_state=1)
+    Xd = da.from_array(X, chunks=(2500, 4)).persist()
+    for n_cells in (60, 1):
+        idx = sample_index(X.shape, n_cells, 3)
+        with get_task_stream(client=dask_client) as stream:
+            centers, n_sample = fit_cells_on_workers(Xd, n_cells, 3)
+        assert n_sample == len(idx)
+        np.testing.assert_array_equal(centers, fit_cells(X[idx], len(idx) / n_cells, 3))
+        names = [key_split(t["key"]) for t in stream.data]
+        assert names.count("elmscale-graph-cells-subtree") == BRANCHING
+    assert len(centers) == 1
 
 
 def test_backend_parameter_errors():
