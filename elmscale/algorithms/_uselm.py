@@ -34,8 +34,11 @@ SMOOTHING_MIN_VARIANCE = 0.25
 SMOOTHING_DTYPE = np.float32
 #: ``n_components="auto"`` clusters in n_clusters and in ceil(this * n_clusters) dimensions
 #: and keeps the narrow partition only when both its cut and its modularity on the kNN
-#: graph are better
+#: graph are better, ...
 WIDE_COMPONENTS_RATIO = 1.5
+#: ... or when its normalised cut is below this share of the wide one's, whatever the
+#: modularity says
+NARROW_CUT_SHARE = 0.7
 #: k-means's restarts draw their starts from this many random samples of the embedding's
 #: rows (when it has more rows than one sample, 20,000), and the best start of each sample
 #: is refined on all rows, where the least inertia decides: one sample's best start can be a
@@ -68,11 +71,19 @@ def _smoothed(graph, steps, layer, min_variance):
 
 def _narrow_or_wide(cut, q):
     """Index of the partition ``n_components="auto"`` keeps, of the narrow (0) and the wide
-    (1) one: the narrow only when both label-free scores prefer it, a lower normalised cut
+    (1) one: the narrow when both label-free scores prefer it, a lower normalised cut
     (Shi and Malik 2000) and a higher modularity (Newman and Girvan 2004). The two disagree
     where a partition merges two clusters and splits a third (the cut can drop, the
     modularity does not), and there the wider embedding, which separates touching clusters
-    with more of the graph's smooth directions, is the safer side."""
+    with more of the graph's smooth directions, is the safer side, unless the narrow cut is
+    below :data:`NARROW_CUT_SHARE` of the wide one. Then the graph falls into nearly
+    separate pieces that the narrow partition follows and the wide one cuts through, and the
+    modularity's preference is its null term's: ``sum_j (vol(A_j) / vol(V))^2`` is lower
+    for clusters of more equal volume, so between two partitions that both keep almost all
+    edge weight inside their clusters it favours the more balanced one, however many more
+    edges that one cuts."""
+    if cut[0] < NARROW_CUT_SHARE * cut[1]:
+        return 0
     return 0 if cut[0] < cut[1] and q[0] > q[1] else 1
 
 
@@ -101,9 +112,11 @@ class USELM(GraphMixin, DataNodesMixin, EmbeddingClusterMixin, BaseELM):
         Embedding dimension n_o. "auto" with ``n_clusters`` set solves eq. 20 once for
         ``ceil(1.5 n_clusters)`` columns, runs k-means on the first ``n_clusters`` of them
         and on all of them (each partition then refined, ``refine_rounds``), and keeps the
-        narrow partition only when it has both the lower normalised cut and the higher
+        narrow partition when it has both the lower normalised cut and the higher
         modularity on the kNN graph (:func:`elmscale.graph.cut_and_modularity`, Newman and
-        Girvan 2004; no labels), the wide one otherwise. Eq. 20 finds the graph's smooth
+        Girvan 2004; no labels), or a cut below 0.7 times the wide one's (the graph falls
+        into nearly separate pieces, which the narrow partition follows), the wide one
+        otherwise. Eq. 20 finds the graph's smooth
         directions only approximately in the span of H, and on data whose classes touch
         (digits written alike) k-means separates them better with a few more of those
         directions; where it does not, both scores say so. A partition that merges two
@@ -434,11 +447,10 @@ class USELM(GraphMixin, DataNodesMixin, EmbeddingClusterMixin, BaseELM):
         :meth:`_component_choices`, all with one seed, each partition then
         sharpened by ``refine_rounds`` rounds of neighbour-majority votes on the graph
         (:func:`elmscale.cluster.refine_labels`). The narrow partition is kept when it has
-        both the lower normalised cut and the higher modularity on the graph, else the wide
-        one (:func:`_narrow_or_wide`); its centres are the means of its clusters. Returns
-        its dimension. One path
-        for NumPy and dask input alike, so both give the same labels (no step depends on
-        the chunking)."""
+        both the lower normalised cut and the higher modularity on the graph, or a far lower
+        cut, else the wide one (:func:`_narrow_or_wide`); its centres are the means of its
+        clusters. Returns its dimension. One path for NumPy and dask input alike, so both
+        give the same labels (no step depends on the chunking)."""
         seed = draw_seed(rng)
         if not reduction.was_dask:
             E = da.from_array(E, chunks=(reduction.X.chunks[0], E.shape[1]))
