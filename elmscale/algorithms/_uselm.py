@@ -38,7 +38,7 @@ SMOOTHING_DTYPE = np.float32
 WIDE_COMPONENTS_RATIO = 1.5
 #: ... or when its normalised cut is below this share of the wide one's, whatever the
 #: modularity says
-NARROW_CUT_SHARE = 0.75
+NARROW_CUT_SHARE = 0.8
 #: k-means's restarts draw their starts from this many random samples of the embedding's
 #: rows (when it has more rows than one sample, 20,000), and the best start of each sample
 #: is refined on all rows, where the least inertia decides: one sample's best start can be a
@@ -114,7 +114,7 @@ class USELM(GraphMixin, DataNodesMixin, EmbeddingClusterMixin, BaseELM):
         and on all of them (each partition then refined, ``refine_rounds``), and keeps the
         narrow partition when it has both the lower normalised cut and the higher
         modularity on the kNN graph (:func:`elmscale.graph.cut_and_modularity`, Newman and
-        Girvan 2004; no labels), or a cut below 0.75 times the wide one's (the graph falls
+        Girvan 2004; no labels), or a cut below 0.8 times the wide one's (the graph falls
         into nearly separate pieces, which the narrow partition follows), the wide one
         otherwise. Eq. 20 finds the graph's smooth
         directions only approximately in the span of H, and on data whose classes touch
