@@ -438,13 +438,15 @@ def test_auto_components_keep_narrow_only_when_cut_and_modularity_agree(monkeypa
     is used as it is."""
     from sklearn.datasets import make_blobs
 
-    from elmscale.algorithms._uselm import NARROW_CUT_SHARE, _narrow_or_wide
+    from elmscale.algorithms._uselm import SEPARATE_PIECES_CUT, _narrow_or_wide
     from elmscale.graph import modularity, normalized_cut
 
-    assert _narrow_or_wide([0.5, 0.6], [0.8, 0.7]) == 0
-    assert _narrow_or_wide([0.5, 0.6], [0.7, 0.8]) == 1  # the scores disagree: wide
-    assert _narrow_or_wide([0.6, 0.5], [0.8, 0.7]) == 1
-    assert _narrow_or_wide([0.2, 0.6], [0.7, 0.8]) == 0  # a third of the cut: narrow
+    assert _narrow_or_wide([0.5, 0.6], [0.8, 0.7], 4) == 0
+    assert _narrow_or_wide([0.2, 0.6], [0.7, 0.8], 4) == 1  # the scores disagree: wide
+    assert _narrow_or_wide([0.6, 0.5], [0.8, 0.7], 4) == 1
+    # clusters that lose 0.5 % of their edges: the graph's separate pieces, narrow
+    assert _narrow_or_wide([0.02, 0.06], [0.7, 0.8], 4) == 0
+    assert _narrow_or_wide([0.02, 0.01], [0.8, 0.7], 4) == 1  # unless the wide cuts less
 
     X, _ = make_blobs(600, n_features=6, centers=4, cluster_std=4.0, random_state=2)
     params = dict(n_clusters=4, n_hidden=80, random_state=0)
@@ -454,7 +456,7 @@ def test_auto_components_keep_narrow_only_when_cut_and_modularity_agree(monkeypa
     labels = {n: da.from_array(m.labels_, chunks=600) for n, m in fixed.items()}
     cut = {n: normalized_cut(graph, lab, 4) for n, lab in labels.items()}
     q = {n: modularity(graph, lab, 4) for n, lab in labels.items()}
-    narrow = cut[4] < NARROW_CUT_SHARE * cut[6] or (cut[4] < cut[6] and q[4] > q[6])
+    narrow = cut[4] < cut[6] and (q[4] > q[6] or cut[4] < SEPARATE_PIECES_CUT * 4)
     best = 4 if narrow else 6
     assert auto.n_components_ == best and auto.embedding_.shape == (600, best)
     np.testing.assert_array_equal(auto.labels_, fixed[best].labels_)
@@ -487,7 +489,7 @@ def test_auto_components_follow_separate_pieces_of_unequal_size():
     parts = [da.from_array(p, chunks=200) for p in (y, split)]
     cut, q = cut_and_modularity(graph, parts, 3)
     assert cut[0] == 0 < cut[1] and q[0] < q[1]
-    assert _narrow_or_wide(cut, q) == 0
+    assert _narrow_or_wide(cut, q, 3) == 0
 
 
 @pytest.fixture(scope="module")
