@@ -11,10 +11,11 @@ k-means (``elmscale.cluster.kmeans``, its ``n_init``, ``sample_draws`` and unit 
 ``elmscale.cluster.refine_labels`` for 0, 1 and 3 rounds, each partition's normalised cut and
 modularity on the fit's graph (``elmscale.graph.cut_and_modularity``), and its ACC / NMI
 (labels score, never choose). A rule picks one of the two partitions from the cut and the
-modularity alone (``both|cut<x``: both agree, or the narrow cut is below x times the wide
-one's). Each partition's record also keeps label-free scores no rule uses yet: its agreement
-(ARI) with k-means from a second seed, its cluster sizes, its silhouette on 3,000 rows (in its
-own and in the wide embedding), k-means's inertia, and the solve's eigenvalues.
+modularity alone (``both|pieces<x``: the narrow partition when its cut is lower and its
+modularity higher, or its cut is lower and below x per cluster: USELM's rule for x = 0.01).
+Each partition's record also keeps label-free scores no rule uses yet: its agreement (ARI)
+with k-means from a second seed, its cluster sizes, its silhouette on 3,000 rows (in its own
+and in the wide embedding), k-means's inertia, and the solve's eigenvalues.
 One JSON line per (set, seed) in ``--out``; an interrupted run resumes; ``--labels DIR`` also
 saves each fit's partitions, labels and wide unit rows (``DIR/<set>_<seed>.npz``).
 The summary prints every rule's mean (worst) ACC per set, then each set left out in turn:
@@ -133,22 +134,23 @@ def _pick(rec, rule, rounds):
         return (narrow if narrow["cut"] < wide["cut"] and narrow["mod"] > wide["mod"] else wide)[
             "acc"
         ]
-    if rule.startswith("both|cut<"):  # both agree, or the narrow cut below x times the wide
-        x = float(rule.split("<")[1])
-        narrow_wins = narrow["cut"] < x * wide["cut"] or (
-            narrow["cut"] < wide["cut"] and narrow["mod"] > wide["mod"]
+    if rule.startswith("both|pieces<"):  # the lower cut, and a higher modularity or a cut
+        x = float(rule.split("<")[1])  # per cluster below x (USELM's SEPARATE_PIECES_CUT)
+        k = len(narrow["counts"])
+        narrow_wins = narrow["cut"] < wide["cut"] and (
+            narrow["mod"] > wide["mod"] or narrow["cut"] < x * k
         )
         return (narrow if narrow_wins else wide)["acc"]
     raise ValueError(rule)
 
 
-#: "both", or the narrow partition whenever its cut is below x times the wide one's
-CUT_MARGINS = tuple(f"both|cut<{x:g}" for x in (0.5, 0.7, 0.8, 0.9))
+#: "both", or the narrow partition whenever its cut is lower and below x per cluster
+PIECES = tuple(f"both|pieces<{x:g}" for x in (0.003, 0.01, 0.03))
 
 RULES = [
     (rule, rounds)
     for rounds in (0, 1, 3, "auto")
-    for rule in ("cut", "modularity", "both", "wide", "narrow", *CUT_MARGINS)
+    for rule in ("cut", "modularity", "both", "wide", "narrow", *PIECES)
 ]
 
 
