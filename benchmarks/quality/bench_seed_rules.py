@@ -11,7 +11,13 @@ k-means (``elmscale.cluster.kmeans``, its ``n_init``, ``sample_draws`` and unit 
 ``elmscale.cluster.refine_labels`` for 0, 1 and 3 rounds, each partition's normalised cut and
 modularity on the fit's graph (``elmscale.graph.cut_and_modularity``), and its ACC / NMI
 (labels score, never choose). A rule picks one of the two partitions from the cut and the
-modularity alone. One JSON line per (set, seed) in ``--out``; an interrupted run resumes.
+modularity alone (``both|pieces<x``: the narrow partition when its cut is lower and its
+modularity higher, or its cut is lower and below x per cluster: USELM's rule for x = 0.01).
+Each partition's record also keeps label-free scores no rule uses yet: its agreement (ARI)
+with k-means from a second seed, its cluster sizes, its silhouette on 3,000 rows (in its own
+and in the wide embedding), k-means's inertia, and the solve's eigenvalues.
+One JSON line per (set, seed) in ``--out``; an interrupted run resumes; ``--labels DIR`` also
+saves each fit's partitions, labels and wide unit rows (``DIR/<set>_<seed>.npz``).
 The summary prints every rule's mean (worst) ACC per set, then each set left out in turn:
 the rule of best mean of (mean + worst) / 2 over the other sets, scored on the left-out one.
 """
@@ -22,6 +28,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from sklearn.metrics import adjusted_rand_score
 
 from benchmarks._common import RESULTS_DIR, command_line
 from benchmarks.quality.bench_quality import score
@@ -30,9 +37,26 @@ from benchmarks.quality.bench_seeds import LARGE, SMALL, _data
 ROUNDS = (0, 1, 3)
 #: k-means's samples of starts, as USELM draws them
 SAMPLE_DRAWS = 4
+#: the second k-means of each size (its agreement with the first, ``ari``) adds this to the seed
+SECOND_SEED = 7919
+#: silhouettes are computed on this many rows (the same rows for every partition)
+SILHOUETTE_ROWS = 3000
 
 
-def fit_one(name, X, y, seed):
+def _unit(E):
+    norms = np.linalg.norm(E, axis=1, keepdims=True)
+    return E / np.where(norms > 0, norms, 1.0)
+
+
+def _silhouette(U, labels):
+    from sklearn.metrics import silhouette_score
+
+    if len(np.unique(labels)) < 2:
+        return -1.0
+    return float(silhouette_score(U, labels))
+
+
+def fit_one(name, X, y, seed, labels_dir=None):
     """The record of one (set, seed): per size and rounds, ACC, NMI, cut and modularity."""
     import dask.array as da
 
@@ -50,18 +74,41 @@ def fit_one(name, X, y, seed):
     chunks = reduction.X.chunks[0]
     graph = reduction.graph
     rec = dict(set=name, seed=seed, n=X.shape[0], sizes=list(sizes))
+    rec["gamma"] = np.asarray(model.eigenvalues_, dtype=float).tolist()
+    rec["steps"] = int(reduction.fitted["smoothing_steps_"])
+    sample = np.random.RandomState(0).permutation(X.shape[0])[:SILHOUETTE_ROWS]
+    Uw = _unit(E)
+    saved = {"y": y}
     for n in sizes:
-        norms = np.linalg.norm(E[:, :n], axis=1, keepdims=True)
-        U = E[:, :n] / np.where(norms > 0, norms, 1.0)  # row_normalize's unit rows
+        U = _unit(E[:, :n])  # row_normalize's unit rows
         En = da.from_array(U, chunks=(chunks, n))
-        _, labels, _, _ = kmeans(
-            En, c, n_init=model.n_init, random_state=seed, sample_draws=SAMPLE_DRAWS
-        )
-        parts = [refine_labels(graph, labels, c, r) for r in ROUNDS]
+        runs = []
+        for s in (seed, seed + SECOND_SEED):
+            _, labels, inertia, _ = kmeans(
+                En, c, n_init=model.n_init, random_state=s, sample_draws=SAMPLE_DRAWS
+            )
+            runs.append(([refine_labels(graph, labels, c, r) for r in ROUNDS], inertia))
+        parts, inertia = runs[0]
         cut, q = cut_and_modularity(graph, parts, c)
-        for r, p, cu, qu in zip(ROUNDS, parts, cut, q, strict=True):
-            acc, mi = score(y, np.asarray(p.compute()))
-            rec[f"{n}_r{r}"] = dict(acc=acc, nmi=mi, cut=float(cu), mod=float(qu))
+        for r, p, p2, cu, qu in zip(ROUNDS, parts, runs[1][0], cut, q, strict=True):
+            lab, lab2 = np.asarray(p.compute()), np.asarray(p2.compute())
+            saved[f"{n}_r{r}"] = lab
+            acc, mi = score(y, lab)
+            rec[f"{n}_r{r}"] = dict(
+                acc=acc,
+                nmi=mi,
+                cut=float(cu),
+                mod=float(qu),
+                ari=float(adjusted_rand_score(lab, lab2)),
+                counts=np.bincount(lab, minlength=c).tolist(),
+                sil=_silhouette(U[sample], lab[sample]),
+                sil_w=_silhouette(Uw[sample], lab[sample]),
+                inertia=float(inertia) if r == 0 else None,
+            )
+    if labels_dir is not None:
+        np.savez_compressed(
+            Path(labels_dir) / f"{name}_{seed}.npz", U=Uw.astype(np.float32), **saved
+        )
     reduction.release()
     rec["seconds"] = time.perf_counter() - t0
     return rec
@@ -71,7 +118,7 @@ def _pick(rec, rule, rounds):
     """The ACC rule ``rule`` gives with ``rounds`` rounds of votes (``"auto"``: 3 from 1,000
     rows, as the estimator)."""
     if rounds == "auto":
-        rounds = 3 if rec["n"] >= 1000 else 0
+        rounds = 3 if rec.get("steps", rec["n"] >= 1000) else 0
     sizes = rec["sizes"]
     cands = [rec[f"{n}_r{rounds}"] for n in sizes]
     if len(cands) == 1 or rule == "narrow":
@@ -87,13 +134,23 @@ def _pick(rec, rule, rounds):
         return (narrow if narrow["cut"] < wide["cut"] and narrow["mod"] > wide["mod"] else wide)[
             "acc"
         ]
+    if rule.startswith("both|pieces<"):  # the lower cut, and a higher modularity or a cut
+        x = float(rule.split("<")[1])  # per cluster below x (USELM's SEPARATE_PIECES_CUT)
+        k = len(narrow["counts"])
+        narrow_wins = narrow["cut"] < wide["cut"] and (
+            narrow["mod"] > wide["mod"] or narrow["cut"] < x * k
+        )
+        return (narrow if narrow_wins else wide)["acc"]
     raise ValueError(rule)
 
+
+#: "both", or the narrow partition whenever its cut is lower and below x per cluster
+PIECES = tuple(f"both|pieces<{x:g}" for x in (0.003, 0.01, 0.03))
 
 RULES = [
     (rule, rounds)
     for rounds in (0, 1, 3, "auto")
-    for rule in ("cut", "modularity", "both", "wide", "narrow")
+    for rule in ("cut", "modularity", "both", "wide", "narrow", *PIECES)
 ]
 
 
@@ -138,11 +195,14 @@ def main(argv=None):
     p.add_argument("--seeds", type=int, default=10, help="seeds 0..S-1")
     p.add_argument("--out", default=str(RESULTS_DIR / "quality_seed_rules.jsonl"))
     p.add_argument("--summary", action="store_true", help="only print the summary of --out")
+    p.add_argument("--labels", help="also save each fit's partitions and unit rows here (.npz)")
     args = p.parse_args(argv)
     groups = {"large": LARGE, "small": SMALL, "all": LARGE + SMALL}
     names = [n for item in args.datasets.split(",") for n in groups.get(item, (item,))]
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
+    if args.labels:
+        Path(args.labels).mkdir(parents=True, exist_ok=True)
     records = [json.loads(line) for line in out.open()] if out.is_file() else []
     print(command_line(), flush=True)
     if not args.summary:
@@ -153,7 +213,7 @@ def main(argv=None):
                 continue
             X, y, _, _ = _data(name, False)
             for seed in todo:
-                rec = fit_one(name, X, y, seed)
+                rec = fit_one(name, X, y, seed, args.labels)
                 with out.open("a") as f:
                     f.write(json.dumps(rec) + "\n")
                 records.append(rec)

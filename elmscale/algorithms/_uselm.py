@@ -34,9 +34,12 @@ SMOOTHING_MIN_VARIANCE = 0.25
 #: float32's relative rounding is far below what it changes; half the bytes of float64
 SMOOTHING_DTYPE = np.float32
 #: ``n_components="auto"`` clusters in n_clusters and in ceil(this * n_clusters) dimensions
-#: and keeps the narrow partition only when both its cut and its modularity on the kNN
-#: graph are better
+#: and keeps the narrow partition when its cut on the kNN graph is lower and its modularity
+#: higher, ...
 WIDE_COMPONENTS_RATIO = 1.5
+#: ... or when its cut is lower and its clusters lose less than this share of their edge
+#: weight on average (normalised cut / n_clusters), whatever the modularity says
+SEPARATE_PIECES_CUT = 0.01
 #: k-means's restarts draw their starts from this many random samples of the embedding's
 #: rows (when it has more rows than one sample, 20,000), and the best start of each sample
 #: is refined on all rows, where the least inertia decides: one sample's best start can be a
@@ -77,14 +80,22 @@ def _voted_labels(found, centers, row_normalize):
     return majority_vote(votes, own)
 
 
-def _narrow_or_wide(cut, q):
+def _narrow_or_wide(cut, q, n_clusters):
     """Index of the partition ``n_components="auto"`` keeps, of the narrow (0) and the wide
-    (1) one: the narrow only when both label-free scores prefer it, a lower normalised cut
+    (1) one: the narrow when both label-free scores prefer it, a lower normalised cut
     (Shi and Malik 2000) and a higher modularity (Newman and Girvan 2004). The two disagree
     where a partition merges two clusters and splits a third (the cut can drop, the
     modularity does not), and there the wider embedding, which separates touching clusters
-    with more of the graph's smooth directions, is the safer side."""
-    return 0 if cut[0] < cut[1] and q[0] > q[1] else 1
+    with more of the graph's smooth directions, is the safer side, unless the narrow
+    partition's clusters lose less than :data:`SEPARATE_PIECES_CUT` of their edge weight on
+    average. Then the graph falls into nearly separate pieces that the narrow partition
+    follows, and the modularity's preference is its null term's: ``sum_j (vol(A_j) /
+    vol(V))^2`` is lower for clusters of more equal volume, so between two partitions that
+    both keep almost all edge weight inside their clusters it favours the more balanced one,
+    however many more edges that one cuts."""
+    if cut[0] >= cut[1]:
+        return 1
+    return 0 if q[0] > q[1] or cut[0] < SEPARATE_PIECES_CUT * n_clusters else 1
 
 
 def _dual_stats(features, graph):
@@ -112,9 +123,11 @@ class USELM(GraphMixin, DataNodesMixin, EmbeddingClusterMixin, BaseELM):
         Embedding dimension n_o. "auto" with ``n_clusters`` set solves eq. 20 once for
         ``ceil(1.5 n_clusters)`` columns, runs k-means on the first ``n_clusters`` of them
         and on all of them (each partition then refined, ``refine_rounds``), and keeps the
-        narrow partition only when it has both the lower normalised cut and the higher
+        narrow partition when it has both the lower normalised cut and the higher
         modularity on the kNN graph (:func:`elmscale.graph.cut_and_modularity`, Newman and
-        Girvan 2004; no labels), the wide one otherwise. Eq. 20 finds the graph's smooth
+        Girvan 2004; no labels), or the lower cut and clusters that keep more than 99 % of
+        their edge weight (the graph falls into nearly separate pieces, which the narrow
+        partition follows), the wide one otherwise. Eq. 20 finds the graph's smooth
         directions only approximately in the span of H, and on data whose classes touch
         (digits written alike) k-means separates them better with a few more of those
         directions; where it does not, both scores say so. A partition that merges two
@@ -449,11 +462,11 @@ class USELM(GraphMixin, DataNodesMixin, EmbeddingClusterMixin, BaseELM):
         :meth:`_component_choices`, all with one seed, each partition then
         sharpened by ``refine_rounds`` rounds of neighbour-majority votes on the graph
         (:func:`elmscale.cluster.refine_labels`). The narrow partition is kept when it has
-        both the lower normalised cut and the higher modularity on the graph, else the wide
-        one (:func:`_narrow_or_wide`); its centres are the means of its clusters. Returns
-        its dimension. One path
-        for NumPy and dask input alike, so both give the same labels (no step depends on
-        the chunking)."""
+        both the lower normalised cut and the higher modularity on the graph, or the lower
+        cut of a graph in nearly separate pieces, else the wide one (:func:`_narrow_or_wide`);
+        its centres are the means of its clusters. Returns its dimension. One path for NumPy
+        and dask input alike, so both give the same labels (no step depends on the
+        chunking)."""
         seed = draw_seed(rng)
         if not reduction.was_dask:
             E = da.from_array(E, chunks=(reduction.X.chunks[0], E.shape[1]))
@@ -477,7 +490,7 @@ class USELM(GraphMixin, DataNodesMixin, EmbeddingClusterMixin, BaseELM):
         best = 0
         if len(fits) > 1:
             cut, q = cut_and_modularity(graph, [fit[1] for fit in fits], k)
-            best = _narrow_or_wide(cut, q)
+            best = _narrow_or_wide(cut, q, k)
             logger.info(
                 "n_components: normalised cuts %s, modularity %s for %s",
                 np.round(cut, 4),

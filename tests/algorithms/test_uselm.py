@@ -433,16 +433,20 @@ def test_numpy_and_dask_input_give_identical_labels(chunks):
 def test_auto_components_keep_narrow_only_when_cut_and_modularity_agree(monkeypatch):
     """n_components="auto": k-means in n_clusters and in ceil(1.5 n_clusters) dimensions of
     one solve, and the labels, embedding and weights of the narrow partition when it has
-    both the lower normalised cut and the higher modularity on the fit's graph, of the wide
-    one otherwise; a given n_components is used as it is."""
+    both the lower normalised cut and the higher modularity on the fit's graph (or a cut
+    below half the wide one's, next test), of the wide one otherwise; a given n_components
+    is used as it is."""
     from sklearn.datasets import make_blobs
 
-    from elmscale.algorithms._uselm import _narrow_or_wide
+    from elmscale.algorithms._uselm import SEPARATE_PIECES_CUT, _narrow_or_wide
     from elmscale.graph import modularity, normalized_cut
 
-    assert _narrow_or_wide([0.5, 0.6], [0.8, 0.7]) == 0
-    assert _narrow_or_wide([0.5, 0.6], [0.7, 0.8]) == 1  # the scores disagree: wide
-    assert _narrow_or_wide([0.6, 0.5], [0.8, 0.7]) == 1
+    assert _narrow_or_wide([0.5, 0.6], [0.8, 0.7], 4) == 0
+    assert _narrow_or_wide([0.2, 0.6], [0.7, 0.8], 4) == 1  # the scores disagree: wide
+    assert _narrow_or_wide([0.6, 0.5], [0.8, 0.7], 4) == 1
+    # clusters that lose 0.5 % of their edges: the graph's separate pieces, narrow
+    assert _narrow_or_wide([0.02, 0.06], [0.7, 0.8], 4) == 0
+    assert _narrow_or_wide([0.02, 0.01], [0.8, 0.7], 4) == 1  # unless the wide cuts less
 
     X, _ = make_blobs(600, n_features=6, centers=4, cluster_std=4.0, random_state=2)
     params = dict(n_clusters=4, n_hidden=80, random_state=0)
@@ -452,7 +456,8 @@ def test_auto_components_keep_narrow_only_when_cut_and_modularity_agree(monkeypa
     labels = {n: da.from_array(m.labels_, chunks=600) for n, m in fixed.items()}
     cut = {n: normalized_cut(graph, lab, 4) for n, lab in labels.items()}
     q = {n: modularity(graph, lab, 4) for n, lab in labels.items()}
-    best = 4 if cut[4] < cut[6] and q[4] > q[6] else 6
+    narrow = cut[4] < cut[6] and (q[4] > q[6] or cut[4] < SEPARATE_PIECES_CUT * 4)
+    best = 4 if narrow else 6
     assert auto.n_components_ == best and auto.embedding_.shape == (600, best)
     np.testing.assert_array_equal(auto.labels_, fixed[best].labels_)
     np.testing.assert_allclose(auto.embedding_, fixed[best].embedding_, atol=1e-8)
@@ -465,6 +470,26 @@ def test_auto_components_keep_narrow_only_when_cut_and_modularity_agree(monkeypa
     monkeypatch.setattr("elmscale.algorithms._uselm.cut_and_modularity", refuse)
     assert USELM(n_components=6, **params).fit(X).n_components_ == 6
     assert USELM(n_clusters=None, n_hidden=80, random_state=0).fit(X).n_components_ == 2
+
+
+def test_auto_components_follow_separate_pieces_of_unequal_size():
+    """Where the graph falls into separate pieces of unequal size, the partition into those
+    pieces cuts no edge, yet the modularity prefers one that cuts through the largest piece
+    and merges the two small ones (three volumes closer to equal: a lower null term). The
+    rule keeps the partition that follows the pieces."""
+    from sklearn.datasets import make_blobs
+
+    from elmscale.algorithms._uselm import _narrow_or_wide
+    from elmscale.graph import cut_and_modularity, knn_graph
+
+    centers = [[0, 0], [40, 0], [0, 40]]
+    X, y = make_blobs([600, 100, 100], centers=centers, cluster_std=1.0, random_state=0)
+    graph = knn_graph(da.from_array(X, chunks=200), 10, backend="exact", random_state=0)
+    split = np.where(y == 0, (X[:, 0] > np.median(X[y == 0, 0])).astype(int), 2)
+    parts = [da.from_array(p, chunks=200) for p in (y, split)]
+    cut, q = cut_and_modularity(graph, parts, 3)
+    assert cut[0] == 0 < cut[1] and q[0] < q[1]
+    assert _narrow_or_wide(cut, q, 3) == 0
 
 
 @pytest.fixture(scope="module")
