@@ -217,21 +217,6 @@ def _ranges_outside(cells, cell_start, lo, hi):
     return out
 
 
-def _widen(lists, width):
-    """Lists (positions, original indices, squared distances) padded to ``width`` columns
-    with (-1, -1, inf)."""
-    extra = width - lists[0].shape[1]
-    if extra <= 0:
-        return lists
-    chunks = (lists[0].chunks[0], extra)
-    return tuple(
-        da.concatenate(
-            [a, da.full(a.shape[:1] + (extra,), fill, chunks=chunks, dtype=a.dtype)], axis=1
-        ).rechunk({1: -1})
-        for a, fill in zip(lists, (-1, -1, np.inf), strict=True)
-    )
-
-
 class CellPartition:
     """Cells of X's rows and the order that sorts rows by cell (see :class:`CellSearch`).
 
@@ -429,7 +414,9 @@ class CellSearch:
         auto = self.n_refine == "auto"
         cap = MAX_AUTO_REFINE if auto else self.n_refine
         width = min(JOIN_WIDTH * k, X.shape[0] - 1) if cap else k
-        lists = _widen(self._search_cells(part, X, k), width)
+        # the cell search fills the lists: their last entries give the first round tight
+        # thresholds (with free places every pair of a hub set would reach the exact stage)
+        lists = self._search_cells(part, X, width)
         estimate = rows = exact = None
         if self.recall_sample:
             rows = recall_sample(X.shape[0], self.recall_sample, part.seed)

@@ -181,9 +181,9 @@ FILL_FACTOR = 1.5
 
 def _threshold(sq_dist):
     """Each row's threshold: the squared distance of its last list entry. A list with free
-    places (the cell search's k entries in lists of ``JOIN_WIDTH * k``) takes candidates up
-    to :data:`FILL_FACTOR` times its last entry's: enough to fill it, without every pair of
-    a first round's hub sets reaching the exact stage."""
+    places (its probed cells held fewer rows than the list's width) takes candidates up to
+    :data:`FILL_FACTOR` times its last entry's: enough to fill it, without every pair of
+    its hub sets reaching the exact stage."""
     finite = np.isfinite(sq_dist)
     last = np.where(finite, sq_dist, -np.inf).max(axis=1, initial=-np.inf)
     return np.where(
