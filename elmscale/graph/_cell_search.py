@@ -62,10 +62,10 @@ logger = logging.getLogger(__name__)
 #: the most refinement rounds ``n_refine="auto"`` runs
 MAX_AUTO_REFINE = 10
 #: refinement keeps this many times k neighbours per row between rounds
-JOIN_WIDTH = 2
+JOIN_WIDTH = 3
 #: a row's hub set in a refinement round holds at most this many times k new entries (and
 #: as many old ones)
-CANDIDATES_PER_K = 2
+CANDIDATES_PER_K = 3
 #: ``n_refine="auto"`` stops after a round that raised the recall estimate by less
 MIN_RECALL_GAIN = 0.005
 
@@ -312,10 +312,10 @@ class CellSearch:
         self,
         rows_per_cell=500,
         n_probes=6,
-        n_refine=0,
+        n_refine="auto",
         kernel=None,
         *,
-        target_recall=0.95,
+        target_recall=0.98,
         recall_sample=500,
     ):
         checks = [("rows_per_cell", rows_per_cell, 1), ("n_probes", n_probes, 1)]

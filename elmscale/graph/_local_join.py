@@ -224,8 +224,11 @@ def _join_chunk(width, lo, X, original, threshold, hubs, pieces):
         ok &= valid[:, :, None] & valid[:, None, :]
         ok &= block_new[:, :, None] | block_new[:, None, :]
         ok[:, np.arange(s), np.arange(s)] = False
-        b, i, j = np.nonzero(ok)
-        found.append(at[b, i] * len(t_pos) + at[b, j])
+        # flat indices (hub * s + i) * s + j: one array, not nonzero's three
+        flat = np.flatnonzero(ok)
+        hub_i = flat // s
+        at = at.ravel()
+        found.append(at[hub_i] * len(t_pos) + at[hub_i - hub_i % s + (flat - hub_i * s)])
     keys = np.sort(np.concatenate(found))
     p, q = np.divmod(keys[_first_of_runs(keys)], len(t_pos))
     sq_dist = exact_sq_distances(t_X, p, t_X, q).astype(np.float64)
