@@ -257,10 +257,13 @@ class CellSearch:
         new member are joined, so later rounds cost less than the first. They lift recall
         where cells cut many neighbourhoods (data of high intrinsic dimension). "auto" runs
         rounds while the recall estimate is below ``target_recall`` and rose by at least
-        :data:`MIN_RECALL_GAIN` in the last round, at most :data:`MAX_AUTO_REFINE`; an int
-        runs that many. Refinement keeps ``JOIN_WIDTH * k`` neighbours per row between
-        rounds. The default runs none (look at ``recall_estimate_`` to decide).
-    target_recall : float, default=0.95
+        :data:`MIN_RECALL_GAIN` in the last round, at most :data:`MAX_AUTO_REFINE`: none
+        where the cells already find the neighbours (low intrinsic dimension); an int runs
+        that many. With rounds possible the cell search finds ``JOIN_WIDTH * k`` neighbours
+        per row, and refinement keeps that many between rounds. The default runs none: the
+        estimators' graphs do not need the recall and rounds cost several times the cell
+        search on such data (look at ``recall_estimate_`` to decide).
+    target_recall : float, default=0.98
         The recall estimate at which "auto" stops refining.
     recall_sample : int, default=500
         Rows whose lists are checked against an exact search of all rows to estimate
@@ -312,7 +315,7 @@ class CellSearch:
         self,
         rows_per_cell=500,
         n_probes=6,
-        n_refine="auto",
+        n_refine=0,
         kernel=None,
         *,
         target_recall=0.98,
