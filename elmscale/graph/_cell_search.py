@@ -62,10 +62,10 @@ logger = logging.getLogger(__name__)
 #: the most refinement rounds ``n_refine="auto"`` runs
 MAX_AUTO_REFINE = 10
 #: refinement keeps this many times k neighbours per row between rounds
-JOIN_WIDTH = 2
+JOIN_WIDTH = 3
 #: a row's hub set in a refinement round holds at most this many times k new entries (and
 #: as many old ones)
-CANDIDATES_PER_K = 2
+CANDIDATES_PER_K = 3
 #: ``n_refine="auto"`` stops after a round that raised the recall estimate by less
 MIN_RECALL_GAIN = 0.005
 
@@ -217,21 +217,6 @@ def _ranges_outside(cells, cell_start, lo, hi):
     return out
 
 
-def _widen(lists, width):
-    """Lists (positions, original indices, squared distances) padded to ``width`` columns
-    with (-1, -1, inf)."""
-    extra = width - lists[0].shape[1]
-    if extra <= 0:
-        return lists
-    chunks = (lists[0].chunks[0], extra)
-    return tuple(
-        da.concatenate(
-            [a, da.full(a.shape[:1] + (extra,), fill, chunks=chunks, dtype=a.dtype)], axis=1
-        ).rechunk({1: -1})
-        for a, fill in zip(lists, (-1, -1, np.inf), strict=True)
-    )
-
-
 class CellPartition:
     """Cells of X's rows and the order that sorts rows by cell (see :class:`CellSearch`).
 
@@ -272,10 +257,13 @@ class CellSearch:
         new member are joined, so later rounds cost less than the first. They lift recall
         where cells cut many neighbourhoods (data of high intrinsic dimension). "auto" runs
         rounds while the recall estimate is below ``target_recall`` and rose by at least
-        :data:`MIN_RECALL_GAIN` in the last round, at most :data:`MAX_AUTO_REFINE`; an int
-        runs that many. Refinement keeps ``JOIN_WIDTH * k`` neighbours per row between
-        rounds. The default runs none (look at ``recall_estimate_`` to decide).
-    target_recall : float, default=0.95
+        :data:`MIN_RECALL_GAIN` in the last round, at most :data:`MAX_AUTO_REFINE`: none
+        where the cells already find the neighbours (low intrinsic dimension); an int runs
+        that many. With rounds possible the cell search finds ``JOIN_WIDTH * k`` neighbours
+        per row, and refinement keeps that many between rounds. The default runs none: the
+        estimators' graphs do not need the recall and rounds cost several times the cell
+        search on such data (look at ``recall_estimate_`` to decide).
+    target_recall : float, default=0.98
         The recall estimate at which "auto" stops refining.
     recall_sample : int, default=500
         Rows whose lists are checked against an exact search of all rows to estimate
@@ -331,7 +319,7 @@ class CellSearch:
         n_refine=0,
         kernel=None,
         *,
-        target_recall=0.95,
+        target_recall=0.98,
         recall_sample=500,
     ):
         checks = [("rows_per_cell", rows_per_cell, 1), ("n_probes", n_probes, 1)]
@@ -429,7 +417,9 @@ class CellSearch:
         auto = self.n_refine == "auto"
         cap = MAX_AUTO_REFINE if auto else self.n_refine
         width = min(JOIN_WIDTH * k, X.shape[0] - 1) if cap else k
-        lists = _widen(self._search_cells(part, X, k), width)
+        # the cell search fills the lists: their last entries give the first round tight
+        # thresholds (with free places every pair of a hub set would reach the exact stage)
+        lists = self._search_cells(part, X, width)
         estimate = rows = exact = None
         if self.recall_sample:
             rows = recall_sample(X.shape[0], self.recall_sample, part.seed)

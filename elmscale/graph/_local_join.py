@@ -43,7 +43,7 @@ import numpy as np
 
 from ._backends import exact_kneighbors
 from ._exchange import exchange
-from ._select import Operands, exact_sq_distances
+from ._select import Operands, exact_sq_distances, lexorder
 from ._tasks import PREFIX, task
 
 
@@ -146,12 +146,12 @@ def _hub_sets(max_candidates, salt, lo, pos, new, pieces):
     member = np.concatenate([pos[rows, cols], source])
     is_new = np.concatenate([new[rows, cols], flag])
     # one entry per (hub, member), new when any of its copies is
-    order = np.lexsort((~is_new, member, hub))
+    order = lexorder(hub, member, ~is_new)
     hub, member, is_new = hub[order], member[order], is_new[order]
     first = _first_of_runs(hub, member)
     hub, member, is_new = hub[first], member[first], is_new[first]
     # per hub, the new entries of smallest priority, then the old ones
-    order = np.lexsort((_priority(hub + lo, member, salt), ~is_new, hub))
+    order = lexorder(hub, ~is_new, _priority(hub + lo, member, salt), member)
     hub, member, is_new = hub[order], member[order], is_new[order]
     rank, _ = _rank_in_groups(2 * hub + ~is_new, 2 * n)
     keep = rank < max_candidates
@@ -181,9 +181,9 @@ FILL_FACTOR = 1.5
 
 def _threshold(sq_dist):
     """Each row's threshold: the squared distance of its last list entry. A list with free
-    places (the cell search's k entries in lists of ``JOIN_WIDTH * k``) takes candidates up
-    to :data:`FILL_FACTOR` times its last entry's: enough to fill it, without every pair of
-    a first round's hub sets reaching the exact stage."""
+    places (its probed cells held fewer rows than the list's width) takes candidates up to
+    :data:`FILL_FACTOR` times its last entry's: enough to fill it, without every pair of
+    its hub sets reaching the exact stage."""
     finite = np.isfinite(sq_dist)
     last = np.where(finite, sq_dist, -np.inf).max(axis=1, initial=-np.inf)
     return np.where(
@@ -224,8 +224,11 @@ def _join_chunk(width, lo, X, original, threshold, hubs, pieces):
         ok &= valid[:, :, None] & valid[:, None, :]
         ok &= block_new[:, :, None] | block_new[:, None, :]
         ok[:, np.arange(s), np.arange(s)] = False
-        b, i, j = np.nonzero(ok)
-        found.append(at[b, i] * len(t_pos) + at[b, j])
+        # flat indices (hub * s + i) * s + j: one array, not nonzero's three
+        flat = np.flatnonzero(ok)
+        hub_i = flat // s
+        at = at.ravel()
+        found.append(at[hub_i] * len(t_pos) + at[hub_i - hub_i % s + (flat - hub_i * s)])
     keys = np.sort(np.concatenate(found))
     p, q = np.divmod(keys[_first_of_runs(keys)], len(t_pos))
     sq_dist = exact_sq_distances(t_X, p, t_X, q).astype(np.float64)
@@ -233,7 +236,7 @@ def _join_chunk(width, lo, X, original, threshold, hubs, pieces):
     p, q, sq_dist = p[keep], q[keep], sq_dist[keep]
     # only a row's best ``width`` of this task's candidates can be among its best of all
     ids = t_orig[q].astype(np.int64)
-    order = np.lexsort((ids, sq_dist, p))
+    order = lexorder(p, sq_dist, ids)
     p, q, ids, sq_dist = p[order], q[order], ids[order], sq_dist[order]
     rank, _ = _rank_in_groups(p, len(t_pos))
     keep = rank < width
@@ -259,10 +262,11 @@ def _merge(width, lo, pos, orig, sq_dist, new, hubs, pieces):
     e = np.concatenate([sq_dist[rows, cols], e])
     received = np.concatenate([np.zeros(len(rows), dtype=bool), np.ones(len(target), dtype=bool)])
     flag = np.concatenate([(new & ~hubs[2])[rows, cols], np.ones(len(target), dtype=bool)])
-    # ranked by (distance, index); copies of a candidate (same distance: a function of the
-    # two rows) are then adjacent, the list's own first
-    order = np.lexsort((received, ids, e, row))
+    # one copy of each candidate, the list's own first (it keeps its flag), then ranked by
+    # (distance, index)
+    order = lexorder(row, cand, received)
     order = order[_first_of_runs(row[order], cand[order])]
+    order = order[lexorder(row[order], e[order], ids[order])]
     row, cand, ids, e, flag = row[order], cand[order], ids[order], e[order], flag[order]
     rank, _ = _rank_in_groups(row, n)
     keep = rank < width

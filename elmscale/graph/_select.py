@@ -252,6 +252,57 @@ def _unpack_keys(keys):
     return cols, values
 
 
+def _sort_bits(key):
+    """``(uint64 values, bits)`` ordered as ``key``: a bool's one bit, a non-negative int's
+    significant bits, a non-negative float's bit pattern (without the sign), which orders
+    as the values do (``key + 0`` makes -0 the same as +0)."""
+    if key.dtype == bool:
+        return key.astype(np.uint64), 1
+    if key.dtype.kind == "f":
+        unsigned = {4: np.uint32, 8: np.uint64}[key.dtype.itemsize]
+        return (key + key.dtype.type(0)).view(unsigned).astype(np.uint64), 8 * key.itemsize - 1
+    values = key.astype(np.uint64)
+    return values, int(values.max(initial=0)).bit_length()
+
+
+def lexorder(*keys):
+    """The indices that sort entries by ``keys[0]``, then ``keys[1]``, ...: the order of
+    ``np.lexsort(keys[::-1])`` up to entries equal in every key. Keys are bools,
+    non-negative ints or non-negative floats of one length.
+
+    ``np.lexsort`` sorts once per key, each a comparison sort; here the leading keys' bits
+    are packed into one uint64 (a key that no longer fits gives its top bits) and sorted
+    once as integers. Only entries whose packed keys tie while later bits remain are
+    ordered again, by ``np.lexsort`` on those entries alone.
+    """
+    n = len(keys[0])
+    packed, free, exact = np.zeros(n, dtype=np.uint64), 64, True
+    for key in keys:
+        values, bits = _sort_bits(np.asarray(key))
+        take = min(bits, free)
+        if take:
+            packed <<= np.uint64(take)
+            packed |= values >> np.uint64(bits - take)
+            free -= take
+        if take < bits:
+            exact = False
+            break
+    order = np.argsort(packed)
+    if exact or n < 2:
+        return order
+    # runs of equal packed keys are contiguous: sort each again by the full keys
+    s = packed[order]
+    same = s[1:] == s[:-1]
+    tie = np.zeros(n, dtype=bool)
+    tie[1:] = same
+    tie[:-1] |= same
+    at = np.flatnonzero(tie)
+    if len(at):
+        sub = order[at]
+        order[at] = sub[np.lexsort([np.asarray(k)[sub] for k in keys[::-1]] + [s[at]])]
+    return order
+
+
 def within_limits(Q, R, q_ids, r_ids, limits):
     """Pairs (query row, reference row) whose proposed squared distance is at most the
     query's limit, one product per block of queries; a reference with the query's own id

@@ -8,7 +8,7 @@ import pytest
 from sklearn.datasets import load_digits
 
 from elmscale.graph import CellSearch, Operands, propose
-from elmscale.graph._select import proposals
+from elmscale.graph._select import lexorder, proposals
 
 
 def _tied_block(rng, nq, nr, d):
@@ -113,3 +113,30 @@ def test_another_kernel_gives_the_same_graph():
 def test_kernel_must_be_callable():
     with pytest.raises(TypeError, match="kernel must be a callable or None, got str"):
         CellSearch(kernel="faiss")
+
+
+@pytest.mark.parametrize("n_groups", [3, 1 << 20])
+def test_lexorder_sorts_like_lexsort(n_groups):
+    """Packed keys, with every kind of key and many ties: the sorted keys are np.lexsort's,
+    whether all keys fit in 64 bits or later ones (and float bits) are cut and ties
+    re-sorted; -0.0 sorts with +0.0."""
+    rng = np.random.default_rng(0)
+    n = 20_000
+    group = rng.integers(0, n_groups, n)
+    dist = rng.choice([0.25, 1.0, np.inf], n) + rng.integers(0, 3, n) * 2.0**-40
+    zero = rng.random(n) < 0.2
+    dist[zero] = rng.choice([0.0, -0.0], zero.sum())
+    flag = rng.random(n) < 0.5
+    ids = rng.integers(0, 5, n) * (1 << 40)
+    small = rng.integers(0, 4, n)
+    for keys in [
+        (group, small, flag),
+        (group, dist, ids),
+        (group, flag, dist.astype(np.float32), small),
+        (dist, flag, ids, group),
+    ]:
+        order = lexorder(*keys)
+        expected = np.lexsort(keys[::-1])
+        assert np.array_equal(np.sort(order), np.arange(n))
+        for key in keys:
+            np.testing.assert_array_equal(key[order], key[expected])
