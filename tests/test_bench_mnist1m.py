@@ -15,7 +15,15 @@ def test_deformation_and_kmeans_options_are_parsed_and_checked(capsys):
     assert args.deform == {"shift": 2.0, "sigma": 4.0}
     assert args.kmeans == []
     assert bench.parse_args([]).kmeans == ["minibatch", "kmeans"]
-    for bad in (["--deform", "alfa=3"], ["--deform", "shift"], ["--kmeans", "dbscan"]):
+    assert bench.parse_args(["--set", "n_components=15,graph='exact'"]).set == (
+        "n_components=15,graph='exact'"
+    )
+    for bad in (
+        ["--deform", "alfa=3"],
+        ["--deform", "shift"],
+        ["--kmeans", "dbscan"],
+        ["--set", "graph=exact"],
+    ):
         with pytest.raises(SystemExit):
             bench.parse_args(bad)
     assert "alfa" in capsys.readouterr().err

@@ -14,8 +14,10 @@ each timed on its own:
    single-core cost per 10,000 rows is timed in the client first.
 2. **fit**: a fresh cluster reads the store and persists X in the workers (``load_s``, not in
    the fit's time); ``USELM(n_clusters=10, random_state=seed)`` with every other parameter at
-   its default is fitted, float32 blocks (``--dtype``: the ``compute_dtype`` setting, as in
-   the scale benchmarks; float64 doubles the workers' memory); ``fit_s`` is the wall time of
+   its default (or as ``--set``, e.g. ``--set "n_components=15,graph='exact'"`` to swap in one
+   stage's exact version; ``graph=CellSearch(n_probes=12)`` for a backend's options) is
+   fitted, float32 blocks (``--dtype``: the ``compute_dtype`` setting, as in the scale
+   benchmarks; float64 doubles the workers' memory); ``fit_s`` is the wall time of
    ``fit`` plus computing ``labels_``, ``stages_s`` the estimator's ``timings_``. Peak RSS
    (``ru_maxrss``) of each worker (read + persist + fit) and of the client (which also runs
    the scheduler) at the end of the fit.
@@ -51,6 +53,7 @@ from benchmarks._common import (
     utc_now,
 )
 from benchmarks._deformed_mnist import DEFORMATION, deformed_mnist_dask, deformed_mnist_numpy
+from benchmarks.quality.bench_quality import parse_config
 
 KMEANS = ("minibatch", "kmeans")
 
@@ -132,13 +135,14 @@ def fit_uselm(args, path, log):
             wait(X)
         out["load_s"] = t.seconds
         y = np.asarray(da.from_zarr(str(path), component="y")[: args.n_samples].compute())
-        model = elmscale.USELM(n_clusters=10, random_state=args.seed)
+        model = elmscale.USELM(n_clusters=10, random_state=args.seed, **parse_config(args.set))
         with timed() as t:
             model.fit(X)
             labels = np.asarray(model.labels_.compute())
         out["fit_s"] = t.seconds
         out["stages_s"] = dict(model.timings_)
         out["smoothing_steps"] = getattr(model, "smoothing_steps_", None)
+        out["n_components"] = model.n_components_
         out["params"] = {k: v for k, v in model.get_params().items() if v is not None}
         out.update(_scores(y, labels))
         out["worker_peak_mb"] = sorted(client.run(peak_memory_mb).values())
@@ -207,6 +211,7 @@ def parse_args(argv=None):
     p.add_argument("--worker-gb", type=float, default=9, help="memory limit per worker (GiB)")
     p.add_argument("--store", default=None, help="Zarr folder of the rows (kept; reused)")
     p.add_argument("--deform", type=_deformation, default={}, help="e.g. shift=1,sigma=6")
+    p.add_argument("--set", default="", help="USELM parameters, e.g. 'n_components=15'")
     p.add_argument("--kmeans", type=_kmeans_kinds, default=list(KMEANS), help="or none")
     p.add_argument("--json", default=None, help="output file (default benchmarks/results/)")
     p.add_argument("--generate-only", action="store_true", help="write --store, then stop")
@@ -216,6 +221,10 @@ def parse_args(argv=None):
     args = p.parse_args(argv)
     if args.n_samples < 10:
         p.error(f"--n-samples must be at least 10, got {args.n_samples}")
+    try:
+        parse_config(args.set)
+    except (ValueError, SyntaxError, TypeError) as exc:
+        p.error(f"--set expects KEY=VALUE,... with Python literal values, got {args.set!r}: {exc}")
     if args.generate_only and not args.store:
         p.error("--generate-only needs --store (where to keep the rows)")
     return args
