@@ -371,10 +371,6 @@ class USELM(GraphMixin, DataNodesMixin, EmbeddingClusterMixin, BaseELM):
             self._smoothing = SMOOTHING_STEPS if N >= SMOOTHING_MIN_SAMPLES else 0
         else:
             self._smoothing = self.smoothing
-        if self.refine_rounds == "auto":
-            self._refine_rounds = REFINE_ROUNDS if N >= SMOOTHING_MIN_SAMPLES else 0
-        else:
-            self._refine_rounds = self.refine_rounds
 
     def _component_choices(self, n_samples):
         """The embedding dimensions to choose between: ``(n_clusters, wide)`` for "auto"
@@ -456,6 +452,16 @@ class USELM(GraphMixin, DataNodesMixin, EmbeddingClusterMixin, BaseELM):
         self.embedding_ = E[:, :n] if n < E.shape[1] else E
         self.lap("embed_cluster")
 
+    def _vote_rounds(self, reduction):
+        """``refine_rounds`` resolved: "auto" is :data:`REFINE_ROUNDS` from
+        ``SMOOTHING_MIN_SAMPLES`` rows on where the fit filtered its rows, else none (where
+        the filter found the neighbourhoods too mixed to average the rows over, or was
+        turned off, votes over the same neighbourhoods would erase classes likewise)."""
+        if self.refine_rounds != "auto":
+            return self.refine_rounds
+        filtered = reduction.fitted["smoothing_steps_"] > 0
+        return REFINE_ROUNDS if filtered and reduction.n_samples >= SMOOTHING_MIN_SAMPLES else 0
+
     def _cluster(self, E, reduction, rng):
         """k-means on the embedding's rows (unit length with ``row_normalize``; starts from
         :data:`KMEANS_SAMPLE_DRAWS` samples of rows) in each dimension of
@@ -472,11 +478,7 @@ class USELM(GraphMixin, DataNodesMixin, EmbeddingClusterMixin, BaseELM):
             E = da.from_array(E, chunks=(reduction.X.chunks[0], E.shape[1]))
         choices = self._component_choices(reduction.n_samples)
         graph, k = reduction.graph, self.n_clusters
-        rounds = self._refine_rounds
-        if self.refine_rounds == "auto" and not reduction.fitted["smoothing_steps_"]:
-            # the filter found the neighbourhoods too mixed to average the rows over (or was
-            # turned off): votes over the same neighbourhoods would erase classes likewise
-            rounds = 0
+        rounds = self._vote_rounds(reduction)
         fits = []
         for n in choices:
             En = unit_rows(E[:, :n]) if self.row_normalize else E[:, :n]
