@@ -47,18 +47,24 @@ def test_repeated_fits_on_one_dask_array_reuse_no_key(dask_client, blobs, monkey
 def test_numpy_input_is_sent_once_outside_the_graphs(dask_client, global_seed):
     """NumPy X under a client goes to the workers once (scattered), never inside a task
     graph: with dask's large-graph threshold far below X's size, no graph is large enough to
-    warn, and the labels are those of the threaded fit."""
+    warn, no key comes back with another task, and the labels are those of the threaded
+    fit."""
     from sklearn.datasets import make_blobs
 
     X, _ = make_blobs(n_samples=6000, n_features=60, centers=4, random_state=global_seed)
     assert X.nbytes > 2_500_000
     model = USELM(n_clusters=4, n_hidden=40, random_state=0)
+    before = _run_spec_warnings(dask_client)
     with dask.config.set({"distributed.admin.large-graph-warning-threshold": "1MB"}):
         with warnings.catch_warnings():
             warnings.simplefilter("error")
             labels = model.fit(X).labels_
             predicted = model.predict(X)
     assert isinstance(labels, np.ndarray)
+    # a filtered fit, its labels refined by votes: every step of the fit met the scheduler
+    # with keys it either did not know or knew with the same task
+    assert model.smoothing_steps_ > 0 and model.refine_rounds_ > 0
+    assert _run_spec_warnings(dask_client) == before
     with dask.config.set(scheduler="threads"):
         threaded = USELM(n_clusters=4, n_hidden=40, random_state=0).fit(X).labels_
     np.testing.assert_array_equal(labels, threaded)

@@ -119,13 +119,12 @@ def cluster_means(E, labels, n_clusters):
     if len(E.chunks[1]) > 1:
         E = E.rechunk({1: -1})
     partial = named(_means_partials, "elmscale-refine-means")
+    # optimised, as a persist of E or of the labels would be: their keys, here and in the
+    # caller's other graphs (k-means persisted E's blocks), then stand for the same tasks
+    # (dask/dask#9888; the scheduler warns of a "different run_spec" otherwise)
     parts = [
         partial(b, lab, int(n_clusters))
-        for b, lab in zip(
-            E.to_delayed(optimize_graph=False).ravel(),
-            labels.to_delayed(optimize_graph=False).ravel(),
-            strict=True,
-        )
+        for b, lab in zip(E.to_delayed().ravel(), labels.to_delayed().ravel(), strict=True)
     ]
     (total,) = dask.compute(tree_sum(parts, prefix="elmscale-refine-means-sum"))
     return _centers_and_inertia(total)
