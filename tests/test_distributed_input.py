@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from elmscale import ELMJEC, USELM
+from elmscale.cluster import _kmeans
 from elmscale.graph import _build
 
 RUN_SPEC = "Detected different `run_spec`"
@@ -44,7 +45,7 @@ def test_repeated_fits_on_one_dask_array_reuse_no_key(dask_client, blobs, monkey
 
 
 @pytest.mark.distributed
-def test_numpy_input_is_sent_once_outside_the_graphs(dask_client, global_seed):
+def test_numpy_input_is_sent_once_outside_the_graphs(dask_client, global_seed, monkeypatch):
     """NumPy X under a client goes to the workers once (scattered), never inside a task
     graph: with dask's large-graph threshold far below X's size, no graph is large enough to
     warn, no key comes back with another task, and the labels are those of the threaded
@@ -54,6 +55,8 @@ def test_numpy_input_is_sent_once_outside_the_graphs(dask_client, global_seed):
     X, _ = make_blobs(n_samples=6000, n_features=60, centers=4, random_state=global_seed)
     assert X.nbytes > 2_500_000
     model = USELM(n_clusters=4, n_hidden=40, random_state=0)
+    # k-means regroups the embedding's rows into several blocks, as from 65,536 rows on
+    monkeypatch.setattr(_kmeans, "MIN_BLOCK_ROWS", 1000)
     before = _run_spec_warnings(dask_client)
     with dask.config.set({"distributed.admin.large-graph-warning-threshold": "1MB"}):
         with warnings.catch_warnings():

@@ -481,7 +481,10 @@ class USELM(GraphMixin, DataNodesMixin, EmbeddingClusterMixin, BaseELM):
         rounds = self._vote_rounds(reduction)
         fits = []
         for n in choices:
-            En = unit_rows(E[:, :n]) if self.row_normalize else E[:, :n]
+            # held once: k-means and the clusters' means read the same blocks instead of
+            # each submitting the getitem and scaling tasks under the same keys in its own
+            # (differently fused) graph, which a distributed scheduler refuses
+            En = (unit_rows(E[:, :n]) if self.row_normalize else E[:, :n]).persist()
             centers, labels, inertia, _ = kmeans(
                 En, k, n_init=self.n_init, random_state=seed, sample_draws=KMEANS_SAMPLE_DRAWS
             )
