@@ -22,7 +22,6 @@ Data: ``mnist`` (../shared/datasets/mnist.npz, pixels / 255, chunks of 7,000 row
 """
 
 import argparse
-import contextlib
 import json
 import os
 import resource
@@ -63,10 +62,8 @@ def _data(spec, k):
 
 def _backend(name, args):
     """A backend name, or ``cells+R``: the cell search with ``n_refine=R`` (an int or
-    "auto"); ``cells+R/W`` also sets the refinement's ``JOIN_WIDTH`` and
-    ``CANDIDATES_PER_K`` to W (see :func:`_join_width`)."""
+    "auto")."""
     base, _, refine = name.partition("+")
-    refine = refine.partition("/")[0]
     if base == "cells" and (args.rows_per_cell or args.n_probes or refine):
         from elmscale.graph import CellSearch
 
@@ -77,22 +74,6 @@ def _backend(name, args):
             kw["n_probes"] = args.n_probes
         return CellSearch(**kw)
     return name
-
-
-@contextlib.contextmanager
-def _join_width(name):
-    """For ``cells+R/W``: the module's ``JOIN_WIDTH`` and ``CANDIDATES_PER_K`` set to W while
-    the graph is built (the client reads both; the workers receive values)."""
-    from elmscale.graph import _cell_search
-
-    width = name.partition("/")[2]
-    saved = _cell_search.JOIN_WIDTH, _cell_search.CANDIDATES_PER_K
-    if width:
-        _cell_search.JOIN_WIDTH = _cell_search.CANDIDATES_PER_K = int(width)
-    try:
-        yield
-    finally:
-        _cell_search.JOIN_WIDTH, _cell_search.CANDIDATES_PER_K = saved
 
 
 def one_run(spec, backend, workers, args, log):
@@ -126,8 +107,7 @@ def one_run(spec, backend, workers, args, log):
         for seed, label in enumerate(("cold", "warm") if args.warm else ("cold",)):
             # another seed for the warm call: pure task keys must not hit the cold result
             t0 = time.perf_counter()
-            with _join_width(backend):
-                g = knn_graph(X, args.k, backend=chosen, order=args.order, random_state=seed)
+            g = knn_graph(X, args.k, backend=chosen, order=args.order, random_state=seed)
             wait([g.indices, g.distances, *((g.X, *g.blocks) if args.order else ())])
             out[f"{label}_s"] = time.perf_counter() - t0
             if label == "cold":
