@@ -46,6 +46,8 @@ class EmbeddingClusterMixin(ClusterMixin, EmbeddingFeaturesOutMixin, Transformer
 
     - :meth:`embed_rows` (required): the lazy embedding of validated rows, the map
       ``transform`` applies;
+    - :meth:`label_rows` (optional): the clusters ``predict`` gives validated rows (the
+      nearest of ``cluster_centers_`` by default);
     - :meth:`to_cluster_space` (optional): the embedding in the space where
       ``cluster_centers_`` live (the identity by default; unit rows for an estimator that
       clusters the directions of its embedding);
@@ -73,20 +75,25 @@ class EmbeddingClusterMixin(ClusterMixin, EmbeddingFeaturesOutMixin, Transformer
         Xd, was_dask = self.validate_X(X, reset=False)
         return self.as_output(self.embed_rows(Xd), was_dask)
 
-    def predict(self, X):
-        """Index of the nearest cluster centre of each row of X in the embedding (in
+    def label_rows(self, Xd):
+        """Hook: the clusters of the rows of Xd (validated by ``validate_X``), lazy: here
+        the index of each row's nearest cluster centre in the embedding (in
         :meth:`to_cluster_space`)."""
-        check_is_fitted(self, "cluster_centers_")
-        Xd, was_dask = self.validate_X(X, reset=False)
         E = self.to_cluster_space(self.embed_rows(Xd))
-        labels = E.map_blocks(
+        return E.map_blocks(
             nearest_center,
             self.cluster_centers_,
             drop_axis=1,
             dtype=np.int64,
             meta=np.empty((0,), dtype=np.int64),
         )
-        return self.as_output(labels, was_dask)
+
+    def predict(self, X):
+        """The cluster of each row of X (:meth:`label_rows` of the validated X), NumPy for
+        NumPy input and lazy dask for dask input."""
+        check_is_fitted(self, "cluster_centers_")
+        Xd, was_dask = self.validate_X(X, reset=False)
+        return self.as_output(self.label_rows(Xd), was_dask)
 
     def fit_transform(self, X, y=None):
         """Fit and return the training embedding (``embedding_``)."""

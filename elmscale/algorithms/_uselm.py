@@ -8,7 +8,6 @@ from numbers import Integral, Real
 import dask
 import dask.array as da
 import numpy as np
-from sklearn.utils.validation import check_is_fitted
 
 from ..base import BaseELM
 from ..cluster import cluster_means, kmeans, majority_vote, nearest_center, refine_labels
@@ -544,19 +543,16 @@ class USELM(GraphMixin, DataNodesMixin, EmbeddingClusterMixin, BaseELM):
             n_labels=self.n_clusters if votes else None,
         )
 
-    def predict(self, X):
-        """The cluster of each row of X: the nearest of ``cluster_centers_`` to its embedding
-        (:meth:`transform`, in the space k-means clustered). Where the fit refined its labels
-        by neighbour-majority votes (``refine_rounds_`` > 0), a row's label is the same vote
-        cast by its nearest training rows' ``labels_`` and, weighted as a row's own label,
-        its nearest centre: on the training rows this gives ``labels_`` back where k-means's
-        nearest centre would undo the votes' moves."""
+    def label_rows(self, Xd):
+        """The cluster of each row of Xd (``predict``): the nearest of ``cluster_centers_``
+        to its embedding (:meth:`transform`, in the space k-means clustered). Where the fit
+        refined its labels by neighbour-majority votes (``refine_rounds_`` > 0), a row's
+        label is the same vote cast by its nearest training rows' ``labels_`` and, weighted
+        as a row's own label, its nearest centre: on the training rows this gives
+        ``labels_`` back where k-means's nearest centre would undo the votes' moves."""
         if not getattr(self, "refine_rounds_", 0) or getattr(self, "fit_X_", None) is None:
-            return super().predict(X)
-        check_is_fitted(self, "cluster_centers_")
-        Xd, was_dask = self.validate_X(X, reset=False)
-        found = self._from_training_rows(Xd, votes=True)
-        labels = found.map_blocks(
+            return super().label_rows(Xd)
+        return self._from_training_rows(Xd, votes=True).map_blocks(
             _voted_labels,
             self.cluster_centers_,
             self.row_normalize,
@@ -564,7 +560,6 @@ class USELM(GraphMixin, DataNodesMixin, EmbeddingClusterMixin, BaseELM):
             dtype=np.int64,
             meta=np.empty((0,), dtype=np.int64),
         )
-        return self.as_output(labels, was_dask)
 
     def to_cluster_space(self, E):
         """The rows of E scaled to unit length with ``row_normalize`` (the space k-means
