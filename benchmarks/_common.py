@@ -122,6 +122,38 @@ def mean_std(values, scale=100.0):
     return f"{v.mean():.2f} +- {v.std():.2f}"
 
 
+def rule_tables(rules, sets, scores, baseline, name=str):
+    """Markdown lines comparing label-free rules over seeds.
+
+    ``scores(rule, set)`` gives one ACC per seed. First each rule's mean (worst) ACC (%) per
+    set and its mean over sets; then each set left out in turn: the rule of best merit on the
+    other sets, where a set's merit is the mean of its mean and its worst seed (the worst seed
+    counts, not only the mean), scored on the left-out set beside ``baseline``."""
+    lines = ["| rule | " + " | ".join(sets) + " | mean |", "|---" * (len(sets) + 2) + "|"]
+    for rule in rules:
+        cells = [np.asarray(scores(rule, s)) for s in sets]
+        lines.append(
+            f"| {name(rule)} | "
+            + " | ".join(f"{100 * c.mean():.1f} ({100 * c.min():.1f})" for c in cells)
+            + f" | {100 * np.mean([c.mean() for c in cells]):.1f} |"
+        )
+
+    def merit(rule, others):
+        return np.mean([(np.mean(scores(rule, s)) + np.min(scores(rule, s))) / 2 for s in others])
+
+    lines += ["", f"| left out | rule chosen on the others | its mean (worst) | {name(baseline)} |"]
+    lines.append("|---|---|---|---|")
+    for out in sets:
+        others = [s for s in sets if s != out]
+        best = max(rules, key=lambda r, others=others: merit(r, others))
+        got, old = np.asarray(scores(best, out)), np.asarray(scores(baseline, out))
+        lines.append(
+            f"| {out} | {name(best)} | {100 * got.mean():.1f} ({100 * got.min():.1f}) "
+            f"| {100 * old.mean():.1f} ({100 * old.min():.1f}) |"
+        )
+    return lines
+
+
 # -- environment ---------------------------------------------------------------------------
 def accuracy_table(per_set, columns, reference):
     """Markdown lines: mean ACC (%) over seeds per set (``per_set[name][column]``: one score

@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 from sklearn.metrics import adjusted_rand_score
 
-from benchmarks._common import RESULTS_DIR, command_line
+from benchmarks._common import RESULTS_DIR, command_line, rule_tables
 from benchmarks.quality.bench_quality import score
 from benchmarks.quality.bench_seeds import LARGE, SMALL, _data
 
@@ -155,38 +155,14 @@ RULES = [
 
 
 def summary(records):
-    """Per rule and set: mean (worst) ACC %; then each set left out in turn."""
+    """Per rule and set: mean (worst) ACC %; then each set left out in turn
+    (:func:`benchmarks._common.rule_tables`), beside the lowest cut without votes."""
     sets = list(dict.fromkeys(r["set"] for r in records))
 
     def acc(rule, name):
         return np.array([_pick(r, *rule) for r in records if r["set"] == name])
 
-    lines = [
-        "| rule | rounds | " + " | ".join(f"{s} ({len(acc(RULES[0], s))})" for s in sets) + " |",
-        "|---|---" + "|---" * len(sets) + "|",
-    ]
-    for rule in RULES:
-        cells = [acc(rule, s) for s in sets]
-        lines.append(
-            f"| {rule[0]} | {rule[1]} | "
-            + " | ".join(f"{100 * c.mean():.1f} ({100 * c.min():.1f})" for c in cells)
-            + " |"
-        )
-    lines += ["", "| left out | rule chosen on the others | its mean (worst) | cut, 0 rounds |"]
-    lines.append("|---|---|---|---|")
-    for out in sets:
-        others = [s for s in sets if s != out]
-
-        def merit(rule, others=others):
-            return np.mean([(acc(rule, s).mean() + acc(rule, s).min()) / 2 for s in others])
-
-        best = max(RULES, key=merit)
-        got, old = acc(best, out), acc(("cut", 0), out)
-        lines.append(
-            f"| {out} | {best[0]}, {best[1]} | {100 * got.mean():.1f} ({100 * got.min():.1f}) "
-            f"| {100 * old.mean():.1f} ({100 * old.min():.1f}) |"
-        )
-    return "\n".join(lines)
+    return "\n".join(rule_tables(RULES, sets, acc, ("cut", 0), name=lambda r: f"{r[0]}, {r[1]}"))
 
 
 def main(argv=None):

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks._common import RESULTS_DIR, command_line
+from benchmarks._common import RESULTS_DIR, command_line, rule_tables
 from benchmarks.quality.bench_quality import PEERS, SHARED, load, parse_config, run_peer, score
 
 LARGE = (
@@ -249,34 +249,15 @@ def _rule_scores(rows):
 
 
 def rules_table(rows):
-    """Per rule and set: mean (worst) ACC over the seeds; then each set left out in turn:
-    the rule of best mean ACC over the other sets, scored on the left-out one."""
+    """Per rule and set: mean (worst) ACC over the seeds; then each set left out in turn
+    (:func:`benchmarks._common.rule_tables`), beside the lowest cut (``m=0``)."""
     scores = _rule_scores(rows)
     sets = list(dict.fromkeys(k[0] for v in scores.values() for k in v))
 
     def per_set(rule, name):
         return np.array([a for (d, _), (a, _) in scores[rule].items() if d == name])
 
-    lines = ["| rule | " + " | ".join(sets) + " | mean |", "|---" * (len(sets) + 2) + "|"]
-    for rule in scores:
-        cells = [per_set(rule, d) for d in sets]
-        lines.append(
-            f"| {rule} | "
-            + " | ".join(f"{100 * c.mean():.1f} ({100 * c.min():.1f})" for c in cells)
-            + f" | {100 * np.mean([c.mean() for c in cells]):.1f} |"
-        )
-    lines.append("")
-    lines.append("| left out | rule chosen on the others | its mean (worst) | old rule |")
-    lines.append("|---|---|---|---|")
-    for out in sets:
-        others = [d for d in sets if d != out]
-        best = max(scores, key=lambda r: np.mean([per_set(r, d).mean() for d in others]))
-        got, old = per_set(best, out), per_set("m=0", out)
-        lines.append(
-            f"| {out} | {best} | {100 * got.mean():.1f} ({100 * got.min():.1f}) "
-            f"| {100 * old.mean():.1f} ({100 * old.min():.1f}) |"
-        )
-    return "\n".join(lines)
+    return "\n".join(rule_tables(list(scores), sets, per_set, "m=0"))
 
 
 def main(argv=None):
