@@ -198,23 +198,27 @@ def _pass(blocks, centers):
 
 
 def _lloyd(blocks, centers, N, max_iter, tol):
-    """Lloyd iterations of all restarts together: ``(centers, n_iter)``."""
+    """Lloyd iterations of all restarts together: ``(centers, n_iter)``. A pass computes the
+    partial sums of the restarts still moving only (a converged restart's centres no longer
+    change), so its cost falls as the restarts converge."""
     active = np.ones(len(centers), dtype=bool)
     n_iter = np.zeros(len(centers), dtype=int)
+    centers = centers.copy()
     var = None
     for _ in range(max_iter):
-        total = _pass(blocks, centers)
+        moving = centers[active]
+        total = _pass(blocks, moving)
         counts = total["counts"]
         new = np.where(
-            counts[:, :, None] > 0, total["sums"] / np.maximum(counts, 1)[:, :, None], centers
+            counts[:, :, None] > 0, total["sums"] / np.maximum(counts, 1)[:, :, None], moving
         )  # an empty cluster keeps its centre
         if var is None:  # tol is relative to the mean feature variance, as in scikit-learn
             mean = total["sums"][0].sum(axis=0) / N
             var = max((total["sumsq"] / N - mean @ mean) / mean.size, 0.0) or 1.0
-        shift = ((new - centers) ** 2).sum(axis=(1, 2))
-        n_iter = n_iter + active
-        centers = np.where(active[:, None, None], new, centers)
-        active &= shift > tol * var
+        shift = ((new - moving) ** 2).sum(axis=(1, 2))
+        n_iter[active] += 1
+        centers[active] = new
+        active[np.flatnonzero(active)[shift <= tol * var]] = False
         if not active.any():
             break
     return centers, n_iter

@@ -89,6 +89,21 @@ def test_best_of_several_starts_wins(rng):
     assert both[2] < kmeans(Xd, 3, init=bad)[2]
 
 
+def test_restarts_refined_together_each_equal_their_own_dense_lloyd(blobs_big):
+    """The restarts converge after different numbers of passes; each pass refines only those
+    still moving, and every restart ends where its own Lloyd's run ends."""
+    from elmscale.cluster._kmeans import _lloyd
+
+    X, _ = blobs_big
+    X = X[:20_000]
+    starts = np.stack([X[i : i + 4] for i in (0, 10, 500, 7_000, 13_000)])
+    blocks = [dask.delayed(X[i : i + 6_000]) for i in range(0, len(X), 6_000)]
+    centers, n_iter = _lloyd(blocks, starts, len(X), 100, 1e-4)
+    assert len(set(n_iter.tolist())) > 1  # the restarts stop at different passes
+    for start, got in zip(starts, centers, strict=True):
+        np.testing.assert_allclose(got, _dense_lloyd(X, start)[0], rtol=1e-10, atol=1e-12)
+
+
 def test_sampled_start_matches_scikit_learn_quality(blobs_big):
     X, _ = blobs_big
     inertia = kmeans(da.from_array(X, chunks=10_000), 4, random_state=0)[2]
