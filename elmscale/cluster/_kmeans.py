@@ -25,6 +25,7 @@ import logging
 import dask
 import dask.array as da
 import numpy as np
+import scipy.sparse as sp
 from sklearn.cluster import KMeans
 from sklearn.utils import check_random_state
 
@@ -41,32 +42,37 @@ MAX_BLOCKS = 16
 def _nearest(block, centers):
     """Index of and squared distance to the nearest centre, per row, for each restart.
 
-    The argmin needs only ``||c||^2 - 2 x.c``; ``||x||^2`` is added to the minimum alone."""
-    block = block.astype(np.float64, copy=False)
+    The argmin needs only ``||c||^2 - 2 x.c``: one product of the rows, with a column of
+    ones appended, and the centres scaled by -2 with their squared norms appended;
+    ``||x||^2`` is added to the minimum alone."""
     R, k, d = centers.shape
-    score = (block @ centers.reshape(R * k, d).T).reshape(-1, R, k)
-    score *= -2.0
-    score += np.einsum("rkj,rkj->rk", centers, centers)[None]
+    rows = np.empty((block.shape[0], d + 1))
+    rows[:, :d] = block
+    rows[:, d] = 1.0
+    C = centers.reshape(R * k, d)
+    weights = np.empty((d + 1, R * k))
+    np.multiply(C.T, -2.0, out=weights[:d])
+    weights[d] = np.einsum("ij,ij->i", C, C)
+    score = (rows @ weights).reshape(-1, R, k)
     lab = np.argmin(score, axis=2)  # (n, R)
     best = np.take_along_axis(score, lab[:, :, None], axis=2)[:, :, 0]
-    best += np.einsum("ij,ij->i", block, block)[:, None]
+    best += np.einsum("ij,ij->i", rows[:, :d], rows[:, :d])[:, None]
     return lab.T, np.maximum(best, 0.0).T
 
 
 def _lloyd_partials(block, centers):
-    """Per-restart cluster sums (R, k, d), counts (R, k) and inertia (R,) of one block."""
+    """Per-restart cluster sums (R, k, d), counts (R, k) and inertia (R,) of one block. The
+    sums are one sparse product: a (R k, n) matrix with a one where row i belongs to
+    cluster j of restart r, times the block."""
     R, k, d = centers.shape
     lab, best = _nearest(block, centers)
     block = block.astype(np.float64, copy=False)
-    sums = np.empty((R, k, d))
-    counts = np.empty((R, k))
-    for r in range(R):
-        counts[r] = np.bincount(lab[r], minlength=k)
-        for j in range(d):
-            sums[r, :, j] = np.bincount(lab[r], weights=block[:, j], minlength=k)
+    n = block.shape[0]
+    cluster = (lab + (np.arange(R) * k)[:, None]).ravel()
+    member = sp.csr_matrix((np.ones(R * n), (cluster, np.tile(np.arange(n), R))), shape=(R * k, n))
     return {
-        "sums": sums,
-        "counts": counts,
+        "sums": (member @ block).reshape(R, k, d),
+        "counts": np.bincount(cluster, minlength=R * k).reshape(R, k).astype(np.float64),
         "inertia": best.sum(axis=1),
         "sumsq": np.einsum("ij,ij->", block, block),
     }
