@@ -39,11 +39,10 @@ WIDE_COMPONENTS_RATIO = 1.5
 #: ... or when its cut is lower and its clusters lose less than this share of their edge
 #: weight on average (normalised cut / n_clusters), whatever the modularity says
 SEPARATE_PIECES_CUT = 0.01
-#: k-means's restarts draw their starts from this many random samples of the embedding's
-#: rows (when it has more rows than one sample, 20,000), and the best start of each sample
-#: is refined on all rows, where the least inertia decides: one sample's best start can be a
-#: poor optimum on all rows, which then decides the partition
-KMEANS_SAMPLE_DRAWS = 4
+#: k-means's refined starts whose inertia is within this share of the least are equally
+#: good optima of k-means's objective; of them the partition of lowest normalised cut after
+#: the votes is kept (:class:`_LowestCutAmongBest`)
+INERTIA_MARGIN = 0.01
 #: ``refine_rounds="auto"``: this many rounds of neighbour-majority votes from
 #: ``SMOOTHING_MIN_SAMPLES`` rows on, none below, where a cluster can be no larger than a
 #: row's neighbourhood (ORL: 10 faces per person) and the votes erase it
@@ -77,6 +76,31 @@ def _voted_labels(found, centers, row_normalize):
     E, votes = found[:, :-n_clusters], found[:, -n_clusters:]
     own = nearest_center(unit_rows(E) if row_normalize else E, centers)
     return majority_vote(votes, own)
+
+
+class _LowestCutAmongBest:
+    """``choose`` for :func:`elmscale.cluster.kmeans`: of the refined starts whose inertia is
+    within :data:`INERTIA_MARGIN` of the least, the partition of lowest normalised cut on
+    the graph after ``rounds`` of neighbour-majority votes (all voted in the same passes).
+    Inertia alone can prefer, by a fraction of a percent, a partition that merges two
+    clusters and splits a third; the cut, the score that also chooses between embeddings,
+    ranks it lower. The kept partition's voted labels are in ``voted``."""
+
+    def __init__(self, graph, n_clusters, rounds):
+        self.graph, self.n_clusters, self.rounds = graph, n_clusters, rounds
+        self.voted = None
+
+    def __call__(self, inertia, labels):
+        near = np.flatnonzero(inertia <= inertia.min() * (1 + INERTIA_MARGIN))
+        if len(near) == 1:
+            return int(near[0])
+        voted = refine_labels(self.graph, labels(near), self.n_clusters, self.rounds)
+        # held apart: the cut's pass and the fit's later graphs read the same keys
+        partitions = dask.persist(*[voted[:, j] for j in range(len(near))])
+        cut = cut_and_modularity(self.graph, list(partitions), self.n_clusters)[0]
+        best = int(np.argmin(cut))
+        self.voted = partitions[best]
+        return int(near[best])
 
 
 def _narrow_or_wide(cut, q, n_clusters):
@@ -197,7 +221,11 @@ class USELM(GraphMixin, DataNodesMixin, EmbeddingClusterMixin, BaseELM):
         plain k-means splits. ``embedding_`` and ``transform`` stay unscaled;
         ``cluster_centers_`` and ``predict`` are in the scaled space.
     n_init : int, default=10
-        k-means restarts.
+        k-means restarts. Where the embedding has more rows than one start sample (20,000),
+        each restart starts from k-means++ on its own random sample of rows and all of them
+        are refined on all rows, where the least inertia decides: the best start on one
+        sample can be a poor optimum on all rows, and with few refined starts that optimum
+        can decide the partition.
     refine_rounds : int >= 0 or "auto", default="auto"
         Rounds of neighbour-majority votes on the kNN graph after k-means
         (:func:`elmscale.cluster.refine_labels`): each row takes the label most common among
@@ -462,11 +490,13 @@ class USELM(GraphMixin, DataNodesMixin, EmbeddingClusterMixin, BaseELM):
         return REFINE_ROUNDS if filtered and reduction.n_samples >= SMOOTHING_MIN_SAMPLES else 0
 
     def _cluster(self, E, reduction, rng):
-        """k-means on the embedding's rows (unit length with ``row_normalize``; starts from
-        :data:`KMEANS_SAMPLE_DRAWS` samples of rows) in each dimension of
-        :meth:`_component_choices`, all with one seed, each partition then
+        """k-means on the embedding's rows (unit length with ``row_normalize``; each of the
+        ``n_init`` starts from its own sample of rows, all refined on all rows) in each
+        dimension of :meth:`_component_choices`, all with one seed, each partition then
         sharpened by ``refine_rounds`` rounds of neighbour-majority votes on the graph
-        (:func:`elmscale.cluster.refine_labels`). The narrow partition is kept when it has
+        (:func:`elmscale.cluster.refine_labels`); of the starts within
+        :data:`INERTIA_MARGIN` of the least inertia, the one of lowest cut after the votes
+        is kept (:class:`_LowestCutAmongBest`). The narrow partition is kept when it has
         both the lower normalised cut and the higher modularity on the graph, or the lower
         cut of a graph in nearly separate pieces, else the wide one (:func:`_narrow_or_wide`);
         its centres are the means of its clusters. Returns its dimension. One path for NumPy
@@ -484,11 +514,18 @@ class USELM(GraphMixin, DataNodesMixin, EmbeddingClusterMixin, BaseELM):
             # each submitting the getitem and scaling tasks under the same keys in its own
             # (differently fused) graph, which a distributed scheduler refuses
             En = (unit_rows(E[:, :n]) if self.row_normalize else E[:, :n]).persist()
+            chooser = _LowestCutAmongBest(graph, k, rounds)
             centers, labels, inertia, _ = kmeans(
-                En, k, n_init=self.n_init, random_state=seed, sample_draws=KMEANS_SAMPLE_DRAWS
+                En,
+                k,
+                n_init=self.n_init,
+                random_state=seed,
+                sample_draws=self.n_init,
+                choose=chooser,
             )
             if rounds:
-                labels = refine_labels(graph, labels, k, rounds)
+                voted = chooser.voted
+                labels = refine_labels(graph, labels, k, rounds) if voted is None else voted
                 centers, inertia = cluster_means(En, labels, k)
             fits.append((centers, labels, inertia))
         best = 0

@@ -122,6 +122,7 @@ def kmeans(
     random_state=None,
     init_sample=20000,
     sample_draws=1,
+    choose=None,
 ):
     """Cluster the rows of a dask array with Lloyd's algorithm.
 
@@ -140,7 +141,13 @@ def kmeans(
     sample_draws : int, default=1
         Samples drawn when the rows outnumber ``init_sample``; they share the ``n_init``
         starts, and the best centres of each are refined on all rows, where the least
-        inertia wins.
+        inertia wins (or ``choose``).
+    choose : callable, optional
+        Picks the refined start kept instead of the least inertia, where there are several:
+        ``choose(inertia, labels)`` gets every start's inertia (n_starts,) and a function
+        ``labels(indices)`` giving those starts' labels (their nearest centres) as a dask
+        array (n_samples, len(indices)) chunked like E's rows, and returns the index of the
+        start to keep.
 
     Returns
     -------
@@ -165,7 +172,7 @@ def kmeans(
     blocks = Eb.to_delayed(optimize_graph=False).ravel().tolist()
     starts = _starts(Eb, n_clusters, n_init, init, (init_sample, sample_draws), rng)
     centers, n_iter = _lloyd(blocks, starts, N, max_iter, tol)
-    best = _best_restart(blocks, centers)
+    best = _best_restart(blocks, centers, choose, (Eb.chunks[0], E.chunks[0]))
     best_centers = centers[best]
     labels, inertia = _final_labels(blocks, best_centers, Eb.chunks[0], E.chunks[0])
     logger.info(
@@ -230,11 +237,38 @@ def _lloyd(blocks, centers, N, max_iter, tol):
     return centers, n_iter
 
 
-def _best_restart(blocks, centers):
-    """The restart of least inertia, from one more pass (none for a single start)."""
+def _best_restart(blocks, centers, choose=None, chunks=None):
+    """The restart of least inertia, or ``choose``'s, from one more pass (none for a single
+    start)."""
     if len(centers) == 1:
         return 0
-    return int(np.argmin(_pass(blocks, centers)["inertia"]))
+    inertia = _pass(blocks, centers)["inertia"]
+    if choose is None:
+        return int(np.argmin(inertia))
+
+    def labels(indices):
+        return _restart_labels(blocks, centers[np.asarray(indices)], *chunks)
+
+    return int(choose(inertia, labels))
+
+
+def _restart_labels(blocks, centers, block_chunks, chunks):
+    """Each restart's nearest centres: a persisted dask array (n_samples, n_starts) of int64
+    chunked like ``chunks``."""
+    nearest = named(_nearest_columns, "elmscale-kmeans-restart-labels")
+    c = dask.delayed(centers, pure=True)
+    parts = dask.persist(*[nearest(b, c) for b in blocks])
+    every = da.concatenate(
+        [
+            da.from_delayed(p, (n, len(centers)), dtype=np.int64)
+            for p, n in zip(parts, block_chunks, strict=True)
+        ]
+    )
+    return every.rechunk({0: chunks}).persist()
+
+
+def _nearest_columns(block, centers):
+    return np.ascontiguousarray(_nearest(block, centers)[0].T, dtype=np.int64)
 
 
 def _final_labels(blocks, centers, block_chunks, chunks):

@@ -30,16 +30,21 @@ OWN_VOTE = 1.5
 
 def _vote_block(labels, block, halo_pieces, *, n_clusters):
     """One round on a chunk's rows: the label of most votes among each row's neighbours
-    (``block.W``'s pattern, columns local: the chunk's rows, then its halo) and itself."""
-    own = np.asarray(labels, dtype=np.int64).ravel()
-    halo = [np.asarray(p, dtype=np.int64).ravel() for p in halo_pieces]
+    (``block.W``'s pattern, columns local: the chunk's rows, then its halo) and itself, for
+    each column (partition) of ``labels``."""
+    own = np.asarray(labels, dtype=np.int64).reshape(len(labels), -1)
+    width = own.shape[1]
+    halo = [np.asarray(p, dtype=np.int64).reshape(-1, width) for p in halo_pieces]
     every = np.concatenate([own, *halo])
     W = block.W.tocoo()
     edge = W.data != 0
-    rows, voted = W.row[edge], every[W.col[edge]]
-    n = own.size
-    votes = np.bincount(rows * n_clusters + voted, minlength=n * n_clusters)
-    return majority_vote(votes.reshape(n, n_clusters), own)[:, None]
+    rows, cols = W.row[edge], W.col[edge]
+    n = own.shape[0]
+    out = np.empty_like(own)
+    for j in range(own.shape[1]):
+        votes = np.bincount(rows * n_clusters + every[cols, j], minlength=n * n_clusters)
+        out[:, j] = majority_vote(votes.reshape(n, n_clusters), own[:, j])
+    return out
 
 
 def majority_vote(votes, own):
@@ -58,14 +63,16 @@ def refine_labels(graph, labels, n_clusters, rounds=3):
     ----------
     graph : KNNGraph
         The graph whose edges vote (each one vote, whatever its weight).
-    labels : dask array of int (n_samples,)
-        Labels in ``[0, n_clusters)`` in the input's row order, chunked like the input.
+    labels : dask array of int (n_samples,) or (n_samples, n_partitions)
+        Labels in ``[0, n_clusters)`` in the input's row order, chunked like the input; the
+        columns of a 2-D array are partitions voted on independently, in the same passes.
     n_clusters : int
     rounds : int >= 0, default=3
 
     Returns
     -------
-    dask array of int64 (n_samples,), persisted, in the input's row order and chunks.
+    dask array of int64 shaped like ``labels``, persisted, in the input's row order and
+    chunks.
     """
     if rounds < 0:
         raise ValueError(f"rounds must be an integer >= 0, got {rounds!r}")
@@ -73,7 +80,8 @@ def refine_labels(graph, labels, n_clusters, rounds=3):
         return labels
     chunks = labels.chunks[0]
     current = graph.in_graph_order(labels.astype(np.int64))
-    current = current.rechunk({0: graph.chunks})[:, None]
+    current = current.reshape(labels.shape[0], -1).rechunk({0: graph.chunks, 1: -1})
+    width = current.shape[1]
     vote = functools.partial(_vote_block, n_clusters=int(n_clusters))
 
     def block_task(rows, block, halo):
@@ -82,10 +90,10 @@ def refine_labels(graph, labels, n_clusters, rounds=3):
     for _ in range(int(rounds)):
         sources = current.to_delayed(optimize_graph=False).ravel()
         current = graph.map_rows(
-            block_task, sources, 1, np.int64, halo_of=current, prefix="elmscale-refine"
+            block_task, sources, width, np.int64, halo_of=current, prefix="elmscale-refine"
         )
     back = input_order(graph)
-    out = current[:, 0]
+    out = current[:, 0] if labels.ndim == 1 else current
     if back is not None:
         out = back.apply(out)
     return out.rechunk({0: chunks}).persist()

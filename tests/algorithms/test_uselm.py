@@ -248,7 +248,7 @@ def test_row_normalize_runs_kmeans_on_unit_rows(blobs, as_dask, monkeypatch):
 
     def spy(E, *a, **k):
         seen.append(np.asarray(E.compute()))
-        assert k["sample_draws"] == mod.KMEANS_SAMPLE_DRAWS  # starts from several samples
+        assert k["sample_draws"] == k["n_init"]  # each start from its own sample
         return real(E, *a, **k)
 
     monkeypatch.setattr(mod, "kmeans", spy)
@@ -573,3 +573,35 @@ def test_predict_casts_the_fits_vote_among_the_nearest_training_rows(digits_fits
         unvoted.predict(Xq),
         nearest_center(unit_rows(unvoted.transform(Xq)), unvoted.cluster_centers_),
     )
+
+
+def test_kmeans_start_kept_is_the_lowest_cut_among_the_least_inertia(rng):
+    """Of k-means's refined starts within INERTIA_MARGIN of the least inertia, USELM keeps
+    the partition of lowest normalised cut after the votes; a start of more inertia than
+    the margin is not a candidate, whatever its cut."""
+    from sklearn.datasets import make_blobs
+
+    from elmscale.algorithms import _uselm
+    from elmscale.cluster import refine_labels
+    from elmscale.graph import cut_and_modularity, knn_graph
+
+    X, y = make_blobs(900, centers=3, cluster_std=0.5, random_state=0)
+    Xd = da.from_array(X, chunks=300)
+    graph = knn_graph(Xd, 8, backend="exact")
+    merged = np.where(y == 2, 1, y)
+    merged[(y == 0) & (X[:, 0] > np.median(X[y == 0, 0]))] = 2  # blob 0 split in two
+    partitions = np.stack([merged, y, y], axis=1)
+
+    def labels(indices):
+        return da.from_array(partitions[:, indices], chunks=(300, -1))
+
+    choose = _uselm._LowestCutAmongBest(graph, 3, rounds=2)
+    margin = _uselm.INERTIA_MARGIN
+    assert choose(np.array([100.0, 100.0 * (1 + margin / 2), 200.0]), labels) == 1
+    expected = refine_labels(graph, da.from_array(y, chunks=300), 3, 2).compute()
+    np.testing.assert_array_equal(choose.voted.compute(), expected)
+    cut = cut_and_modularity(graph, [labels([0])[:, 0], labels([1])[:, 0]], 3)[0]
+    assert cut[1] < cut[0]
+    outside = _uselm._LowestCutAmongBest(graph, 3, rounds=2)
+    assert outside(np.array([100.0, 100.0 * (1 + 2 * margin), 150.0]), labels) == 0
+    assert outside.voted is None  # a single candidate: nothing voted here

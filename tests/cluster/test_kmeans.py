@@ -202,3 +202,28 @@ def test_samples_share_the_starts_and_all_rows_choose(rng):
         inertias = [kmeans(Xd, 12, init=s)[2] for s in starts]
         _, _, inertia, _ = kmeans(Xd, 12, random_state=1, init_sample=600, sample_draws=4)
     assert inertia == pytest.approx(min(inertias), rel=1e-12)
+
+
+def test_choose_keeps_the_start_it_picks_not_the_least_inertia(rng):
+    """``choose`` sees every refined start's inertia and, on request, their labels (nearest
+    centres, chunked like E); the result is the start it picks, as that start alone gives."""
+    C = rng.randn(5, 3) * 4
+    X = C[rng.randint(0, 5, 3000)] + rng.randn(3000, 3)
+    Xd = da.from_array(X, chunks=700)
+    starts = np.stack([X[rng.choice(3000, 5, replace=False)] for _ in range(3)])
+    alone = [kmeans(Xd, 5, init=s) for s in starts]
+    worst = int(np.argmax([a[2] for a in alone]))
+    seen = {}
+
+    def choose(inertia, labels):
+        seen["inertia"], seen["labels"] = inertia, labels([worst, 0])
+        return worst
+
+    centers, labels, inertia, _ = kmeans(Xd, 5, init=starts, choose=choose)
+    np.testing.assert_allclose(seen["inertia"], [a[2] for a in alone], rtol=1e-10)
+    assert seen["labels"].shape == (3000, 2) and seen["labels"].chunks[0] == Xd.chunks[0]
+    for column, j in enumerate([worst, 0]):
+        np.testing.assert_array_equal(seen["labels"][:, column].compute(), alone[j][1].compute())
+    np.testing.assert_allclose(centers, alone[worst][0], rtol=1e-12)
+    np.testing.assert_array_equal(labels.compute(), alone[worst][1].compute())
+    assert inertia == pytest.approx(alone[worst][2], rel=1e-12)

@@ -47,6 +47,27 @@ def test_refine_equals_dense_votes(blobs, order, rows):
     assert np.mean(got.compute() == y) > np.mean(start == y) + 0.1
 
 
+@pytest.mark.parametrize("order", [False, True])
+def test_columns_are_partitions_voted_on_as_each_alone(blobs, order):
+    """A 2-D array of labels is several partitions voted on in the same passes: each column
+    equals the votes on that partition alone."""
+    X, y = blobs
+    Xd = da.from_array(X, chunks=(150, 3))
+    graph = knn_graph(Xd, 6, backend="cells", order=order, random_state=0)
+    rng = np.random.default_rng(1)
+    starts = np.stack(
+        [np.where(rng.random(len(y)) < 0.3, rng.integers(0, 4, len(y)), y) for _ in range(3)],
+        axis=1,
+    )
+    got = refine_labels(graph, da.from_array(starts, chunks=(150, 3)), 4, 2)
+    assert got.shape == starts.shape and got.chunks[0] == Xd.chunks[0]
+    got = got.compute()
+    for j in range(3):
+        alone = refine_labels(graph, da.from_array(starts[:, j], chunks=150), 4, 2).compute()
+        np.testing.assert_array_equal(got[:, j], alone)
+    assert not np.array_equal(got[:, 0], got[:, 1])
+
+
 def test_refine_rejects_negative_rounds(blobs):
     X, y = blobs
     graph = knn_graph(da.from_array(X, chunks=300), 6, backend="exact")
