@@ -29,6 +29,7 @@ from sklearn.cluster import KMeans
 from sklearn.utils import check_random_state
 
 from ..utils._dask import named, tree_sum
+from ..utils._random import sampled_rows
 from ..utils._threads import limited_threads
 
 logger = logging.getLogger(__name__)
@@ -78,13 +79,43 @@ def _final_block(block, centers):
     return lab[0].astype(np.int64), float(best[0].sum())
 
 
-def _sample_rows(E, size, draws, rng):
-    """``draws`` random samples of ``size`` rows of E, as dask arrays (all rows, once, when
-    E has no more than ``size``)."""
-    N = E.shape[0]
+def _draw_samples(state, n_samples, size, draws):
+    """What the client's ``RandomState`` in ``state`` draws for the starts: ``draws``
+    sorted samples of ``size`` of ``range(n_samples)``, then one seed per sample, and the
+    state it is left in. Run as a task: ``choice`` without replacement shuffles a whole
+    ``arange(n_samples)`` (8 bytes a row) for each sample."""
+    rng = np.random.RandomState()
+    rng.set_state(state)
+    rows = [np.sort(rng.choice(n_samples, size=size, replace=False)) for _ in range(draws)]
+    seeds = [rng.randint(2**31 - 1) for _ in range(draws)]
+    return rows, seeds, rng.get_state()
+
+
+def _concatenate(*pieces):
+    return np.concatenate(pieces)
+
+
+def _sample_rows(Eb, size, draws, rng):
+    """``draws`` random samples of ``size`` rows of Eb (persisted, row-chunked) and a seed
+    for each, as delayed values, and the random state they leave ``rng`` in; all rows once,
+    a seed and the state as None, when Eb has no more than ``size`` rows. The indices are
+    drawn on a worker (:func:`_draw_samples`, the same numbers ``rng`` would draw here) and
+    each block gives its rows of each sample: nothing of size N on the client."""
+    N = Eb.shape[0]
     if size >= N:
-        return [E]
-    return [E[np.sort(rng.choice(N, size=size, replace=False))] for _ in range(draws)]
+        return [Eb], [rng.randint(2**31 - 1)], None
+    rows, seeds, state = named(_draw_samples, "elmscale-kmeans-sample-rows", nout=3)(
+        rng.get_state(), N, size, draws
+    )
+    take = named(sampled_rows, "elmscale-kmeans-sample-take")
+    gather = named(_concatenate, "elmscale-kmeans-sample")
+    starts = np.concatenate([[0], np.cumsum(Eb.chunks[0])]).tolist()
+    blocks = Eb.to_delayed(optimize_graph=False).ravel().tolist()
+    samples = [
+        gather(*[take(blk, rows[i], starts[b], starts[b + 1]) for b, blk in enumerate(blocks)])
+        for i in range(draws)
+    ]
+    return samples, [seeds[i] for i in range(draws)], state
 
 
 def _sample_start(sample, n_clusters, n_init, seed):
@@ -180,14 +211,17 @@ def _starts(Eb, n_clusters, n_init, init, sampling, rng):
     init_sample, draws = sampling
     if min(init_sample, Eb.shape[0]) < n_clusters:
         raise ValueError(f"n_clusters={n_clusters} is larger than n_samples={Eb.shape[0]}")
-    samples = _sample_rows(Eb, init_sample, max(1, min(draws, n_init)), rng)
+    samples, seeds, state = _sample_rows(Eb, init_sample, max(1, min(draws, n_init)), rng)
     shares = np.array_split(np.arange(n_init), len(samples))  # the starts each sample gets
     start = named(_sample_start, "elmscale-kmeans-start")
     fits = [
-        start(sample, n_clusters, len(share), rng.randint(2**31 - 1))
-        for sample, share in zip(samples, shares, strict=True)
+        start(sample, n_clusters, len(share), seed)
+        for sample, share, seed in zip(samples, shares, seeds, strict=True)
     ]
-    return np.stack(dask.compute(*fits))
+    *centers, state = dask.compute(*fits, state)
+    if state is not None:  # rng continues as if it had drawn the samples here
+        rng.set_state(state)
+    return np.stack(centers)
 
 
 def _pass(blocks, centers):
