@@ -253,6 +253,51 @@ def peak_memory_mb(children=False):
 
 
 # -- timing --------------------------------------------------------------------------------
+class RSSSampler:
+    """Samples this process's RSS every ``interval`` s in a thread (the client process, which
+    also runs a LocalCluster's scheduler unless it has a process of its own): ``(seconds
+    since start, MB)`` pairs, to tell which stage of a fit raised the client's memory."""
+
+    def __init__(self, interval=0.2):
+        import threading
+
+        import psutil
+
+        self._proc = psutil.Process()
+        self._interval = interval
+        self.samples = []
+        self._stop = threading.Event()
+        self._t0 = time.perf_counter()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self):
+        while not self._stop.is_set():
+            self.samples.append(
+                (time.perf_counter() - self._t0, self._proc.memory_info().rss / 2**20)
+            )
+            self._stop.wait(self._interval)
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+
+    def peak_by_stage(self, start, stages):
+        """Peak MB within each stage; ``stages`` are (name, seconds) in order from ``start``
+        (seconds since the sampler started)."""
+        out, lo = {}, start
+        for name, dt in stages:
+            hi = lo + dt
+            inside = [mb for t, mb in self.samples if lo <= t <= hi]
+            out[name] = max(inside) if inside else None
+            lo = hi
+        out["before_fit"] = max((mb for t, mb in self.samples if t < start), default=None)
+        return out
+
+
 class Timer:
     """Holds the ``seconds`` measured by :func:`timed`."""
 

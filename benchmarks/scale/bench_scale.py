@@ -26,11 +26,11 @@ only SS-ELM's run holds its labels (and predictions) on the client, as its ``fit
 
 Each fit runs in its own fresh cluster (cold: imports and any compilation included). Reported:
 wall time of the fit, the estimator's stage times (``timings_``), the score and its time, peak
-RSS of every worker and of the client (whose process also runs the scheduler, unless
-``--scheduler-process`` gives the scheduler a process of its own, whose peak is then reported
-apart), the workers
-that a nanny restarted (their process ids changed: killed for memory, or crashed) and the
-bytes each worker spilled to disk (``--worker-gb`` below the working set), load average.
+RSS of every worker and of the client (``client_rss_mb_by_stage``: its peak within each stage),
+whose process also runs the scheduler unless ``--scheduler-process`` gives the scheduler a
+process of its own, whose peak is then reported apart; the workers that a nanny restarted
+(their process ids changed: killed for memory, or crashed) and the bytes each worker spilled to
+disk (``--worker-gb`` below the working set), load average.
 One JSON line per estimator.
 """
 
@@ -46,6 +46,7 @@ import time
 import numpy as np
 
 from benchmarks._common import (
+    RSSSampler,
     accuracy_from_contingency,
     blas_info,
     dask_contingency,
@@ -164,8 +165,10 @@ def run_one(name, args, log):
         with (
             elmscale.config_context(compute_dtype=args.dtype, graph_chunks=args.graph_chunks),
             watch or contextlib.nullcontext(),
+            RSSSampler() as rss,
         ):
             t0 = time.perf_counter()
+            fit_start = t0 - rss._t0
             if name == "SSELM":
                 model.fit(Xd, np.where(labelled, y_true, -1))
             elif name == "ELMClassifier":
@@ -187,6 +190,7 @@ def run_one(name, args, log):
                 out["acc"] = accuracy_from_contingency(dask_contingency(y_arr, model.labels_))
             out["score_s"] = time.perf_counter() - t0
         out["stages_s"] = dict(getattr(model, "timings_", {}) or {})
+        out["client_rss_mb_by_stage"] = rss.peak_by_stage(fit_start, list(out["stages_s"].items()))
         out["load_avg"] = [round(x, 2) for x in os.getloadavg()]
         out["worker_peak_mb"] = sorted(client.run(peak_memory_mb).values())
         out["workers_restarted"] = len(set(pids.values()) - set(client.run(os.getpid).values()))
