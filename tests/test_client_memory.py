@@ -11,6 +11,7 @@ import pytest
 from elmscale.cluster import kmeans
 from elmscale.cluster._kmeans import _sample_rows
 from elmscale.graph._cells import fit_cells, fit_cells_on_workers, sample_index, sample_size
+from elmscale.hidden import sample_rows
 
 N = 2_000_000
 
@@ -34,9 +35,9 @@ def rows_on_workers(dask_client):
 
 
 @pytest.mark.distributed
-def test_cells_and_kmeans_starts_draw_their_samples_on_the_workers(rows_on_workers):
-    """Both samples are large enough for numpy to shuffle all N row numbers (16 MB here,
-    which the client held when it drew them): the client's peak stays below half that."""
+def test_cells_kmeans_and_node_families_draw_their_samples_on_the_workers(rows_on_workers):
+    """Each sample is one numpy draws by shuffling all N row numbers (16 MB here, which the
+    client held when it drew them): the client's peak stays below half that."""
     X = rows_on_workers
     n_cells = 1_100
     assert sample_size(X.shape, n_cells) > N // 50  # numpy's threshold for the shuffle
@@ -46,6 +47,8 @@ def test_cells_and_kmeans_starts_draw_their_samples_on_the_workers(rows_on_worke
         lambda: kmeans(X, 3, n_init=2, max_iter=2, random_state=0, sample_draws=2)
     )
     assert isinstance(labels, da.Array) and peak < 4 * N
+    rows, peak = _client_peak(lambda: sample_rows(X, 1_000, np.random.RandomState(0)))
+    assert rows.shape == (1_000, 2) and peak < 4 * N
 
 
 def test_cells_fitted_from_the_sample_numpy_draws(rng):
@@ -81,4 +84,14 @@ def test_kmeans_leaves_a_given_random_state_where_its_draws_would(rng):
         reference.choice(30_000, size=500, replace=False)
     for _ in range(2):
         reference.randint(2**31 - 1)
+    assert ours.randint(2**31 - 1) == reference.randint(2**31 - 1)
+
+
+@pytest.mark.parametrize("size", [1_000, 60_000])  # without replacement, and with (size > N)
+def test_node_family_sample_is_the_client_generators_draw(rng, size):
+    X = rng.rand(50_000, 3)
+    ours, reference = np.random.RandomState(7), np.random.RandomState(7)
+    rows = sample_rows(da.from_array(X, chunks=(7_000, 3)), size, ours, offset=0.5, scale=2.0)
+    expected = X[np.sort(reference.choice(50_000, size, replace=size > 50_000))]
+    np.testing.assert_array_equal(rows, (expected - 0.5) / 2.0)
     assert ours.randint(2**31 - 1) == reference.randint(2**31 - 1)

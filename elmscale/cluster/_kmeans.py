@@ -29,7 +29,7 @@ from sklearn.cluster import KMeans
 from sklearn.utils import check_random_state
 
 from ..utils._dask import named, tree_sum
-from ..utils._random import sampled_rows
+from ..utils._random import row_samples
 from ..utils._threads import limited_threads
 
 logger = logging.getLogger(__name__)
@@ -79,43 +79,15 @@ def _final_block(block, centers):
     return lab[0].astype(np.int64), float(best[0].sum())
 
 
-def _draw_samples(state, n_samples, size, draws):
-    """What the client's ``RandomState`` in ``state`` draws for the starts: ``draws``
-    sorted samples of ``size`` of ``range(n_samples)``, then one seed per sample, and the
-    state it is left in. Run as a task: ``choice`` without replacement shuffles a whole
-    ``arange(n_samples)`` (8 bytes a row) for each sample."""
-    rng = np.random.RandomState()
-    rng.set_state(state)
-    rows = [np.sort(rng.choice(n_samples, size=size, replace=False)) for _ in range(draws)]
-    seeds = [rng.randint(2**31 - 1) for _ in range(draws)]
-    return rows, seeds, rng.get_state()
-
-
-def _concatenate(*pieces):
-    return np.concatenate(pieces)
-
-
 def _sample_rows(Eb, size, draws, rng):
     """``draws`` random samples of ``size`` rows of Eb (persisted, row-chunked) and a seed
-    for each, as delayed values, and the random state they leave ``rng`` in; all rows once,
-    a seed and the state as None, when Eb has no more than ``size`` rows. The indices are
-    drawn on a worker (:func:`_draw_samples`, the same numbers ``rng`` would draw here) and
-    each block gives its rows of each sample: nothing of size N on the client."""
-    N = Eb.shape[0]
-    if size >= N:
+    for each, as delayed values, and the random state they leave ``rng`` in
+    (:func:`~elmscale.utils._random.row_samples`: drawn on a worker, the numbers ``rng``
+    would draw here); all rows once, a seed and the state as None, when Eb has no more than
+    ``size`` rows."""
+    if size >= Eb.shape[0]:
         return [Eb], [rng.randint(2**31 - 1)], None
-    rows, seeds, state = named(_draw_samples, "elmscale-kmeans-sample-rows", nout=3)(
-        rng.get_state(), N, size, draws
-    )
-    take = named(sampled_rows, "elmscale-kmeans-sample-take")
-    gather = named(_concatenate, "elmscale-kmeans-sample")
-    starts = np.concatenate([[0], np.cumsum(Eb.chunks[0])]).tolist()
-    blocks = Eb.to_delayed(optimize_graph=False).ravel().tolist()
-    samples = [
-        gather(*[take(blk, rows[i], starts[b], starts[b + 1]) for b, blk in enumerate(blocks)])
-        for i in range(draws)
-    ]
-    return samples, [seeds[i] for i in range(draws)], state
+    return row_samples(Eb, size, draws, rng, n_seeds=draws, prefix="elmscale-kmeans-sample")
 
 
 def _sample_start(sample, n_clusters, n_init, seed):
