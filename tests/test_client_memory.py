@@ -95,3 +95,13 @@ def test_node_family_sample_is_the_client_generators_draw(rng, size):
     expected = X[np.sort(reference.choice(50_000, size, replace=size > 50_000))]
     np.testing.assert_array_equal(rows, (expected - 0.5) / 2.0)
     assert ours.randint(2**31 - 1) == reference.randint(2**31 - 1)
+
+
+def test_tumkelm_landmarks_are_the_client_generators_draw(rng):
+    from elmscale.algorithms._tumkelm import _landmark_sample
+
+    X = rng.rand(20_000, 3).astype(np.float32)
+    ours, reference = np.random.RandomState(2), np.random.RandomState(2)
+    sample = _landmark_sample(da.from_array(X, chunks=(3_000, 3)), 1_000, ours)
+    np.testing.assert_array_equal(sample, X[np.sort(reference.choice(20_000, 1_000, False))])
+    assert ours.randint(2**31 - 1) == reference.randint(2**31 - 1)
