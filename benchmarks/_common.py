@@ -89,11 +89,37 @@ def clustering_accuracy(y_true, y_pred):
     """Fraction of points correctly labelled under the best one-to-one map of clusters to
     classes (the Hungarian method, ``scipy.optimize.linear_sum_assignment``). Clusters left
     unmatched (more clusters than classes) count as errors."""
+    return accuracy_from_contingency(_contingency(y_true, y_pred))
+
+
+def accuracy_from_contingency(C):
+    """:func:`clustering_accuracy` from the table of counts of (cluster, class) pairs; rows
+    or columns of zeros (labels absent from the data) change nothing."""
     from scipy.optimize import linear_sum_assignment
 
-    C = _contingency(y_true, y_pred)
     rows, cols = linear_sum_assignment(C, maximize=True)
     return float(C[rows, cols].sum() / C.sum())
+
+
+def dask_contingency(y_true, y_pred):
+    """The (cluster, class) counts of two row-aligned dask arrays of non-negative integers
+    (a dask Series is converted), counted on the workers: only the small table reaches the
+    client, where gathering both label arrays would hold 16 bytes per row and np.unique's
+    sorts several times that. Rows: ``0..max(y_pred)``, columns: ``0..max(y_true)``."""
+    import dask
+    import dask.array as da
+
+    if not isinstance(y_true, da.Array):
+        y_true = y_true.to_dask_array(lengths=True)
+    y_true = y_true.astype(np.int64)
+    y_pred = da.asarray(y_pred).astype(np.int64).rechunk({0: y_true.chunks[0]})
+    lows, highs = dask.compute([y_true.min(), y_pred.min()], [y_true.max(), y_pred.max()])
+    if min(lows) < 0:
+        raise ValueError(f"labels must be non-negative integers, got a minimum of {min(lows)}")
+    n_classes, n_clusters = int(highs[0]) + 1, int(highs[1]) + 1
+    pairs = y_pred * n_classes + y_true
+    counts = da.bincount(pairs, minlength=n_clusters * n_classes).compute()
+    return counts.reshape(n_clusters, n_classes)
 
 
 def nmi(y_true, y_pred):
@@ -259,6 +285,51 @@ def peak_memory_mb(children=False):
 
 
 # -- timing --------------------------------------------------------------------------------
+class RSSSampler:
+    """Samples this process's RSS every ``interval`` s in a thread (the client process, which
+    also runs a LocalCluster's scheduler unless it has a process of its own): ``(seconds
+    since start, MB)`` pairs, to tell which stage of a fit raised the client's memory."""
+
+    def __init__(self, interval=0.2):
+        import threading
+
+        import psutil
+
+        self._proc = psutil.Process()
+        self._interval = interval
+        self.samples = []
+        self._stop = threading.Event()
+        self._t0 = time.perf_counter()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self):
+        while not self._stop.is_set():
+            self.samples.append(
+                (time.perf_counter() - self._t0, self._proc.memory_info().rss / 2**20)
+            )
+            self._stop.wait(self._interval)
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+
+    def peak_by_stage(self, start, stages):
+        """Peak MB within each stage; ``stages`` are (name, seconds) in order from ``start``
+        (seconds since the sampler started)."""
+        out, lo = {}, start
+        for name, dt in stages:
+            hi = lo + dt
+            inside = [mb for t, mb in self.samples if lo <= t <= hi]
+            out[name] = max(inside) if inside else None
+            lo = hi
+        out["before_fit"] = max((mb for t, mb in self.samples if t < start), default=None)
+        return out
+
+
 class Timer:
     """Holds the ``seconds`` measured by :func:`timed`."""
 

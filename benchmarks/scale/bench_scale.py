@@ -20,13 +20,17 @@ estimator's own default for the others). What is fitted and scored:
   of ``predict(X)`` on the unlabelled rows;
 - ELMClassifier: ``fit(X, y)`` on every row, accuracy of ``predict(X)`` on the same rows.
 
+Scores are counted on the workers (a clusterer's table of (cluster, class) counts, the
+classifier's matches), so that nothing with N rows reaches the client after the fit either;
+only SS-ELM's run holds its labels (and predictions) on the client, as its ``fit`` takes them.
+
 Each fit runs in its own fresh cluster (cold: imports and any compilation included). Reported:
 wall time of the fit, the estimator's stage times (``timings_``), the score and its time, peak
-RSS of every worker and of the client (whose process also runs the scheduler, unless
-``--scheduler-process`` gives the scheduler a process of its own, whose peak is then reported
-apart), the workers
-that a nanny restarted (their process ids changed: killed for memory, or crashed) and the
-bytes each worker spilled to disk (``--worker-gb`` below the working set), load average.
+RSS of every worker and of the client (``client_rss_mb_by_stage``: its peak within each stage),
+whose process also runs the scheduler unless ``--scheduler-process`` gives the scheduler a
+process of its own, whose peak is then reported apart; the workers that a nanny restarted
+(their process ids changed: killed for memory, or crashed) and the bytes each worker spilled to
+disk (``--worker-gb`` below the working set), load average.
 One JSON line per estimator.
 """
 
@@ -42,8 +46,10 @@ import time
 import numpy as np
 
 from benchmarks._common import (
+    RSSSampler,
+    accuracy_from_contingency,
     blas_info,
-    clustering_accuracy,
+    dask_contingency,
     local_cluster,
     machine_info,
     peak_memory_mb,
@@ -130,6 +136,7 @@ def memory_watch(client, out, limit_gb, every=0.5):
 
 def run_one(name, args, log):
     import dask
+    import dask.array as da
 
     import elmscale
 
@@ -146,9 +153,10 @@ def run_one(name, args, log):
             Xd, yd = Xd.rechunk({0: rows, 1: -1}), yd.rechunk(rows)
             Xd, yd = dask.persist(Xd, yd)
             dask.compute(Xd.sum())
-        y_true = np.asarray(yd.compute())
-        out["n"] = len(y_true)
-        if name == "SSELM":  # the feature that picks the labelled rows
+        y_arr = yd if isinstance(yd, da.Array) else yd.to_dask_array(lengths=True)
+        out["n"] = int(y_arr.shape[0])
+        if name == "SSELM":  # its labels go to fit as NumPy, and the rows that pick them
+            y_true = np.asarray(y_arr.compute())
             first = Xd[Xd.columns[0]] if hasattr(Xd, "columns") else Xd[:, 0]
             labelled = _labelled(np.asarray(first.compute()))
         model = make_estimator(name, args)
@@ -157,8 +165,10 @@ def run_one(name, args, log):
         with (
             elmscale.config_context(compute_dtype=args.dtype, graph_chunks=args.graph_chunks),
             watch or contextlib.nullcontext(),
+            RSSSampler() as rss,
         ):
             t0 = time.perf_counter()
+            fit_start = t0 - rss._t0
             if name == "SSELM":
                 model.fit(Xd, np.where(labelled, y_true, -1))
             elif name == "ELMClassifier":
@@ -167,16 +177,20 @@ def run_one(name, args, log):
                 model.fit(Xd)
             out["fit_s"] = time.perf_counter() - t0
             t0 = time.perf_counter()
-            if name in ("SSELM", "ELMClassifier"):
+            # scored on the workers (but SS-ELM's, whose labels the client holds anyway):
+            # the client's peak is then the fit's, not that of N labels gathered to score
+            if name == "SSELM":
                 pred = np.asarray(dask.compute(model.predict(Xd))[0])
-                keep = ~labelled if name == "SSELM" else slice(None)
+                keep = ~labelled
                 out["accuracy"] = float(np.mean(pred[keep] == y_true[keep]))
+            elif name == "ELMClassifier":
+                pred = da.asarray(model.predict(Xd)).rechunk({0: y_arr.chunks[0]})
+                out["accuracy"] = float((pred == y_arr).mean().compute())
             else:
-                labels = model.labels_
-                labels = np.asarray(labels.compute() if hasattr(labels, "compute") else labels)
-                out["acc"] = clustering_accuracy(y_true, labels)
+                out["acc"] = accuracy_from_contingency(dask_contingency(y_arr, model.labels_))
             out["score_s"] = time.perf_counter() - t0
         out["stages_s"] = dict(getattr(model, "timings_", {}) or {})
+        out["client_rss_mb_by_stage"] = rss.peak_by_stage(fit_start, list(out["stages_s"].items()))
         out["load_avg"] = [round(x, 2) for x in os.getloadavg()]
         out["worker_peak_mb"] = sorted(client.run(peak_memory_mb).values())
         out["workers_restarted"] = len(set(pids.values()) - set(client.run(os.getpid).values()))

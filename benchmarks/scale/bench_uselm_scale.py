@@ -31,6 +31,7 @@ import time
 import numpy as np
 
 from benchmarks._common import (
+    RSSSampler,
     blas_info,
     clustering_accuracy,
     local_cluster,
@@ -40,51 +41,6 @@ from benchmarks._common import (
     utc_now,
 )
 from benchmarks._mixture import mixture_dask, mixture_numpy
-
-
-class _RSSSampler:
-    """Samples this process's RSS every ``interval`` s in a thread (the client process, which
-    also runs the LocalCluster's scheduler): ``(seconds since start, MB)`` pairs, to tell
-    which stage of a fit raised the client's memory."""
-
-    def __init__(self, interval=0.2):
-        import threading
-
-        import psutil
-
-        self._proc = psutil.Process()
-        self._interval = interval
-        self.samples = []
-        self._stop = threading.Event()
-        self._t0 = time.perf_counter()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self):
-        while not self._stop.is_set():
-            self.samples.append(
-                (time.perf_counter() - self._t0, self._proc.memory_info().rss / 2**20)
-            )
-            self._stop.wait(self._interval)
-
-    def __enter__(self):
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self._stop.set()
-        self._thread.join()
-
-    def peak_by_stage(self, start, stages):
-        """Peak MB within each stage; ``stages`` are (name, seconds) in order from ``start``
-        (seconds since the sampler started)."""
-        out, lo = {}, start
-        for name, dt in stages:
-            hi = lo + dt
-            inside = [mb for t, mb in self.samples if lo <= t <= hi]
-            out[name] = max(inside) if inside else None
-            lo = hi
-        out["before_fit"] = max((mb for t, mb in self.samples if t < start), default=None)
-        return out
 
 
 def _output_path(spec):
@@ -166,7 +122,7 @@ def run_elmscale(args, log):
             dask.compute(Xd.sum())
         with (
             elmscale.config_context(compute_dtype=args.dtype, chunk_bytes=args.chunk_mb * 2**20),
-            _RSSSampler() as rss,
+            RSSSampler() as rss,
         ):
             if not args.input:
                 Xd = Xd.rechunk({0: _rows_per_chunk(args)})

@@ -55,7 +55,7 @@ from ..hidden import HiddenFeatures, apply_scaling, fit_scaling
 from ..kernels import FactorLayer, Kernel, paper_kernels
 from ..mixins import EmbeddingClusterMixin
 from ..solvers import ridge_solve
-from ..utils._random import draw_seed
+from ..utils._random import draw_seed, row_samples
 from ..utils._threads import blas_threads
 from ..utils._validation import row_chunks, validate_data
 from ..validation import Interval, StrOptions
@@ -152,6 +152,18 @@ def resolve_kernels(kernels):
                 f"objects, got {type(item).__name__}: {item!r}"
             )
     return out
+
+
+def _landmark_sample(Xs, size, rng):
+    """``size`` rows of Xs drawn without replacement from ``rng``, in row order; for dask
+    input drawn on a worker (:func:`~elmscale.utils._random.row_samples`: the same rows, and
+    ``rng`` left where its own draw would leave it), not from a shuffled ``arange(N)`` here."""
+    if not isinstance(Xs, da.Array) or not isinstance(rng, np.random.RandomState):
+        return Xs[np.sort(rng.choice(Xs.shape[0], size=size, replace=False))]
+    (sample,), _, state = row_samples(Xs, size, 1, rng, prefix="elmscale-hidden-landmarks")
+    sample, state = dask.compute(sample, state)
+    rng.set_state(state)
+    return sample
 
 
 class TUMKELM(EmbeddingClusterMixin, BaseELM):
@@ -392,8 +404,7 @@ class TUMKELM(EmbeddingClusterMixin, BaseELM):
         if self.mode_ == "scalable":
             Xs = apply_scaling(Xd, *self.scaling_)
             n_sample = min(N, max(self.n_landmarks, 1000))
-            idx = np.sort(rng.choice(N, size=n_sample, replace=False))
-            sample = Xs[idx].compute() if isinstance(Xs, da.Array) else Xs[idx]
+            sample = _landmark_sample(Xs, n_sample, rng)
             sample = np.asarray(sample, dtype=np.float64)[rng.permutation(n_sample)]
             self.factors_ = build_factors(
                 self.kernels_, sample, N, self.n_landmarks, self.approximation, rng

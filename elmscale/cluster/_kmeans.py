@@ -30,6 +30,7 @@ from sklearn.cluster import KMeans
 from sklearn.utils import check_random_state
 
 from ..utils._dask import named, tree_sum
+from ..utils._random import row_samples
 from ..utils._threads import limited_threads
 
 logger = logging.getLogger(__name__)
@@ -84,13 +85,15 @@ def _final_block(block, centers):
     return lab[0].astype(np.int64), float(best[0].sum())
 
 
-def _sample_rows(E, size, draws, rng):
-    """``draws`` random samples of ``size`` rows of E, as dask arrays (all rows, once, when
-    E has no more than ``size``)."""
-    N = E.shape[0]
-    if size >= N:
-        return [E]
-    return [E[np.sort(rng.choice(N, size=size, replace=False))] for _ in range(draws)]
+def _sample_rows(Eb, size, draws, rng):
+    """``draws`` random samples of ``size`` rows of Eb (persisted, row-chunked) and a seed
+    for each, as delayed values, and the random state they leave ``rng`` in
+    (:func:`~elmscale.utils._random.row_samples`: drawn on a worker, the numbers ``rng``
+    would draw here); all rows once, a seed and the state as None, when Eb has no more than
+    ``size`` rows."""
+    if size >= Eb.shape[0]:
+        return [Eb], [rng.randint(2**31 - 1)], None
+    return row_samples(Eb, size, draws, rng, n_seeds=draws, prefix="elmscale-kmeans-sample")
 
 
 def _sample_start(sample, n_clusters, n_init, seed):
@@ -193,14 +196,17 @@ def _starts(Eb, n_clusters, n_init, init, sampling, rng):
     init_sample, draws = sampling
     if min(init_sample, Eb.shape[0]) < n_clusters:
         raise ValueError(f"n_clusters={n_clusters} is larger than n_samples={Eb.shape[0]}")
-    samples = _sample_rows(Eb, init_sample, max(1, min(draws, n_init)), rng)
+    samples, seeds, state = _sample_rows(Eb, init_sample, max(1, min(draws, n_init)), rng)
     shares = np.array_split(np.arange(n_init), len(samples))  # the starts each sample gets
     start = named(_sample_start, "elmscale-kmeans-start")
     fits = [
-        start(sample, n_clusters, len(share), rng.randint(2**31 - 1))
-        for sample, share in zip(samples, shares, strict=True)
+        start(sample, n_clusters, len(share), seed)
+        for sample, share, seed in zip(samples, shares, seeds, strict=True)
     ]
-    return np.stack(dask.compute(*fits))
+    *centers, state = dask.compute(*fits, state)
+    if state is not None:  # rng continues as if it had drawn the samples here
+        rng.set_state(state)
+    return np.stack(centers)
 
 
 def _pass(blocks, centers):

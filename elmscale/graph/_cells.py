@@ -21,6 +21,7 @@ import numpy as np
 from scipy.cluster.hierarchy import leaves_list, linkage
 from sklearn.cluster import KMeans
 
+from ..utils._random import sampled_rows
 from ..utils._threads import limited_threads
 from ._select import block_topk, exact_sq_distances
 from ._tasks import task, task_name
@@ -34,12 +35,18 @@ MIN_SAMPLE = 4_000
 MAX_SAMPLE_BYTES = 2**27
 
 
-def sample_index(shape, n_cells, seed):
-    """A sorted sample of row indices (global, drawn from ``seed`` alone) of an array of
-    ``shape``: ``SAMPLE_PER_CELL`` rows per cell, at most ``MAX_SAMPLE_BYTES`` in float64."""
+def sample_size(shape, n_cells):
+    """Rows of :func:`sample_index`: ``SAMPLE_PER_CELL`` per cell (at least ``MIN_SAMPLE``),
+    at most ``MAX_SAMPLE_BYTES`` in float64, at most all."""
     N, d = shape
-    size = min(N, max(SAMPLE_PER_CELL * n_cells, MIN_SAMPLE), max(MAX_SAMPLE_BYTES // (8 * d), 1))
-    return np.sort(np.random.default_rng(seed).choice(N, size=size, replace=False))
+    return min(N, max(SAMPLE_PER_CELL * n_cells, MIN_SAMPLE), max(MAX_SAMPLE_BYTES // (8 * d), 1))
+
+
+def sample_index(shape, n_cells, seed):
+    """A sorted sample of :func:`sample_size` row indices (global, drawn from ``seed``
+    alone) of an array of ``shape``."""
+    size = sample_size(shape, n_cells)
+    return np.sort(np.random.default_rng(seed).choice(shape[0], size=size, replace=False))
 
 
 def _kmeans(points, n_clusters, seed):
@@ -120,20 +127,32 @@ def fit_cells_on_workers(X, n_cells, seed):
     rows are: the sample is gathered by one task, the root split by another, and each of
     the root's children's subtrees is fitted by its own task, side by side on the workers.
     Only the (P, d) centres reach the client, in one computation; they equal
-    :func:`fit_cells` of the same sample. Returns ``(centers, sample_size)``."""
-    idx = sample_index(X.shape, n_cells, seed)
-    leaf_size = max(int(len(idx) / n_cells), 1)
-    sample = task("cells-sample", _float64_rows, X[idx])
-    root = task("cells-root", _children, sample, np.arange(len(idx)), 0, leaf_size, seed)
+    :func:`fit_cells` of the same sample. Returns ``(centers, sample_size)``.
+
+    The sample's indices are drawn by a task too: numpy draws them from a shuffled
+    ``arange(N)`` (8 bytes a row), which the client would otherwise hold for a moment."""
+    size = sample_size(X.shape, n_cells)
+    leaf_size = max(int(size / n_cells), 1)
+    if len(X.chunks[1]) > 1:
+        X = X.rechunk({1: -1})
+    idx = task("cells-index", sample_index, X.shape, n_cells, seed)
+    starts = np.concatenate([[0], np.cumsum(X.chunks[0])]).astype(np.int64)
+    pieces = [
+        task("cells-take", sampled_rows, block, idx, int(starts[b]), int(starts[b + 1]))
+        for b, block in enumerate(X.to_delayed(optimize_graph=False).ravel())
+    ]
+    sample = task("cells-sample", _float64_rows, *pieces)
+    root = task("cells-root", _children, sample, np.arange(size), 0, leaf_size, seed)
     subtrees = [
         task("cells-subtree", _subtree, sample, root, i, leaf_size, seed) for i in range(BRANCHING)
     ]
     leaves = [leaf for part in dask.compute(*subtrees) for leaf in part]
-    return np.array(leaves), len(idx)
+    return np.array(leaves), size
 
 
-def _float64_rows(rows):
-    return np.asarray(rows, dtype=np.float64)
+def _float64_rows(*pieces):
+    """The sample's rows from its pieces, in order, as float64."""
+    return np.concatenate(pieces).astype(np.float64, copy=False)
 
 
 #: above this many cells rows are assigned in two steps (group of cells, then cells)

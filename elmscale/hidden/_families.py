@@ -8,10 +8,15 @@ engine's random nodes."""
 
 from numbers import Integral
 
+import dask
 import numpy as np
 
+from ..utils._random import row_samples
 from ._layer import BlockLayer, scaled_block
 from ._scaling import apply_scaling
+
+#: key prefix of the tasks that draw and gather the rows a node family is fitted on
+SAMPLE = "elmscale-hidden-sample"
 
 
 class NodeFamily:
@@ -142,10 +147,16 @@ class NodeFamilyLayer(BlockLayer):
 def sample_rows(Xd, size, rng, *, offset=None, scale=None):
     """``size`` rows of the dask array Xd drawn at random from ``rng`` (without replacement
     when ``size <= N``), in row order, scaled, as float64: only these rows reach the
-    client."""
+    client. A ``RandomState``'s draw runs on a worker (its state handed over and set back:
+    :func:`~elmscale.utils._random.row_samples`), which spares the client the shuffled
+    ``arange(N)`` numpy draws the indices from."""
     N = Xd.shape[0]
-    idx = np.sort(rng.choice(N, size, replace=size > N))
-    rows = Xd[idx].compute()
+    if isinstance(rng, np.random.RandomState):
+        (sample,), _, state = row_samples(Xd, size, 1, rng, replace=size > N, prefix=SAMPLE)
+        rows, state = dask.compute(sample, state)
+        rng.set_state(state)
+    else:
+        rows = Xd[np.sort(rng.choice(N, size, replace=size > N))].compute()
     return apply_scaling(np.asarray(rows, dtype=np.float64), offset, scale)
 
 
