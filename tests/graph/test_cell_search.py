@@ -109,6 +109,22 @@ def test_graph_is_the_same_on_one_and_two_worker_processes(clustered, dask_clien
         np.testing.assert_array_equal(got[1], ref[1])
 
 
+@pytest.mark.distributed
+@pytest.mark.parametrize("share", [0.0, 0.3])
+def test_whole_chunks_read_by_the_search_give_the_same_graph(
+    clustered, dask_client, monkeypatch, share
+):
+    """A search task reads whole chunks where it needs more than WHOLE_CHUNK_SHARE of their
+    rows (every chunk it touches at 0) and pieces cut out for it elsewhere: the same graph."""
+    from elmscale.graph import _cell_search
+
+    ref = _cell_graph(clustered, 777)
+    monkeypatch.setattr(_cell_search, "WHOLE_CHUNK_SHARE", share)
+    got = _cell_graph(clustered, 777)
+    np.testing.assert_array_equal(got[0], ref[0])
+    np.testing.assert_array_equal(got[1], ref[1])
+
+
 class _RowsPerSearchTask(Callback):
     """Records, for every search task, the rows of X it received (its chunk + gathered)."""
 
