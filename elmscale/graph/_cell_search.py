@@ -24,9 +24,10 @@ The design of NVIDIA cuVS's all-neighbours batching and faiss's IVF self-join
 A row's neighbours are thus the k nearest among the rows of its probed cells and the
 candidates the refinement rounds propose: a function of the data and the seed alone, the same
 for any chunking and any number of workers. A task holds
-its own chunk plus the rows of the cells its queries probe (logged at INFO), or the whole chunk
-where those are more than half of it (:data:`WHOLE_CHUNK_SHARE`); no worker holds X
-and nothing with N rows reaches the client.
+its own chunk plus the rows of the cells its queries probe (logged at INFO; where those are
+most of another chunk, they are cut from that whole chunk on the task's worker,
+:func:`~elmscale.graph._exchange.whole_sources`); no worker holds X and nothing with N rows
+reaches the client.
 Nothing is compiled at run time.
 """
 
@@ -39,7 +40,7 @@ import numpy as np
 
 from ._backends import check_n_neighbors
 from ._cells import assign_cells, fit_cells_on_workers
-from ._exchange import exchange
+from ._exchange import exchange, whole_sources
 from ._local_join import (
     _positions,
     _task_table,
@@ -69,12 +70,6 @@ JOIN_WIDTH = 3
 CANDIDATES_PER_K = 3
 #: ``n_refine="auto"`` stops after a round that raised the recall estimate by less
 MIN_RECALL_GAIN = 0.005
-
-#: a search task that needs more than this share of another chunk's rows reads that whole
-#: chunk instead of a piece cut out for it alone: the chunk then crosses the network once
-#: per worker, shared by its tasks there, where pieces cross once per task (data of high
-#: intrinsic dimension, whose rows probe cells everywhere)
-WHOLE_CHUNK_SHARE = 0.5
 
 #: cells beyond ``n_probes`` each row keeps in reserve, for probes of cells too small for k
 EXTRA_PROBES = 3
@@ -120,13 +115,9 @@ def _cell_runs(table):
             yield c, rows, cols
 
 
-def _search_chunk(kernel, k, n_probes, cell_start, lo, X, original, probes, pieces, *whole):
+def _search_chunk(kernel, k, n_probes, cell_start, lo, X, original, probes, pieces):
     """The k nearest neighbours of this ordered chunk's rows among their probed cells:
     (ordered positions, original indices, squared distances), each (n, k).
-
-    The rows of other chunks come as ``pieces`` (cut out on their chunks' workers), and from
-    the chunks the task reads most of as ``whole``: ``(ranges, X, original)`` triples after
-    a list of the ranges' first positions, cut out here.
 
     Each query is searched in its own cell first; the (k + 1)-th proposal found there then
     bounds what the other probed cells are asked to propose. ``kernel`` proposes
@@ -136,12 +127,6 @@ def _search_chunk(kernel, k, n_probes, cell_start, lo, X, original, probes, piec
     probes = effective_probes(probes, np.diff(cell_start), n_probes, k)
     probes = probes[:, : max(int((probes >= 0).sum(axis=1).max(initial=0)), 1)]
     M = probes.shape[1]
-    if whole:
-        starts, blocks = whole[0], whole[1:]
-        pieces = list(pieces) + [
-            _take_ranges(blocks[3 * i + 1], blocks[3 * i + 2], s_lo, blocks[3 * i])
-            for i, s_lo in enumerate(starts)
-        ]
     db_pos, db_X, db_orig = _task_table(lo, X, original, pieces)
     db_orig = db_orig.astype(np.int64, copy=False)
     original = np.asarray(original, dtype=np.int64)
@@ -218,18 +203,6 @@ def _fallback(X, Q, R, original, db_X, db_orig, span, cells, rows, limits):
         found.append((rows[j][qi], ci + r0))
     queries, cc = (np.concatenate(f) for f in zip(*found, strict=True))
     return queries, db_orig[cc], exact_sq_distances(X, queries, db_X, cc)
-
-
-def _whole_chunks(wanted, X_blocks, orig_blocks):
-    """``_search_chunk``'s ``whole`` arguments for ``(source, first position, ranges)``
-    triples: the first positions, then each source's ranges and blocks, the blocks as
-    arguments of their own (dask keeps persisted blocks alive for a task only then)."""
-    if not wanted:
-        return ()
-    args = [[s_lo for _, s_lo, _ in wanted]]
-    for s, _, ranges in wanted:
-        args += [ranges, X_blocks[s], orig_blocks[s]]
-    return tuple(args)
 
 
 def _ranges_outside(cells, cell_start, lo, hi):
@@ -487,20 +460,20 @@ class CellSearch:
         probed = dask.compute(
             *[task("probed", _probed_cells, p, sizes, self.n_probes, k) for p in probe_blocks]
         )
-        requests, whole, rows_per_task = [], [], []
+        requests, asked = [], []
         for t in range(nb):
             lo, hi = int(starts[t]), int(starts[t + 1])
             ranges = _ranges_outside(probed[t], part.cell_start, lo, hi)
             requests.append([])
-            whole.append([])
+            asked.append({})
             for s in range(nb):
                 s_lo, s_hi = int(starts[s]), int(starts[s + 1])
                 mine = [(max(a, s_lo), min(b, s_hi)) for a, b in ranges if a < s_hi and b > s_lo]
-                if sum(b - a for a, b in mine) > WHOLE_CHUNK_SHARE * (s_hi - s_lo):
-                    whole[t].append((s, s_lo, mine))
-                elif mine:
+                if mine:
                     requests[t].append((s, (s_lo, mine)))
-            rows_per_task.append(hi - lo + sum(b - a for _, (_, m) in requests[t] for a, b in m))
+                    asked[t][s] = sum(b - a for a, b in mine)
+        whole = whole_sources(asked, np.diff(starts))
+        rows_per_task = [int(starts[t + 1] - starts[t]) + sum(asked[t].values()) for t in range(nb)]
         row_bytes = X.dtype.itemsize * X.shape[1] + 16  # the row, its position and index
         pieces = exchange(
             f"{PREFIX}-gather",
@@ -508,9 +481,10 @@ class CellSearch:
             list(zip(X_blocks, orig_blocks, strict=True)),
             requests,
             nbytes=[
-                (n - (int(starts[t + 1]) - int(starts[t]))) * row_bytes
-                for t, n in enumerate(rows_per_task)
+                sum(n for s, n in asked[t].items() if s not in whole[t]) * row_bytes
+                for t in range(nb)
             ],
+            whole=whole,
         )
         pos_b, orig_b, dist_b = [], [], []
         for t in range(nb):
@@ -527,7 +501,6 @@ class CellSearch:
                 orig_blocks[t],
                 probe_blocks[t],
                 pieces[t],
-                *_whole_chunks(whole[t], X_blocks, orig_blocks),
             )
             n = hi - lo
             pos_b.append(da.from_delayed(out[0], (n, k), dtype=np.int64))

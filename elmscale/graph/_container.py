@@ -9,7 +9,7 @@ import scipy.sparse as sp
 
 from ..utils._dask import cluster_threads, default_group_bytes, named, row_groups
 from ._chunking import GROUPS_PER_THREAD
-from ._exchange import exchange
+from ._exchange import exchange, whole_sources
 from ._laplacian import _halo_indices, _halo_sources, _take_rows
 from ._patterns import group_pattern
 from ._tasks import PREFIX
@@ -181,10 +181,14 @@ class KNNGraph:
             else []
             for b in range(nb)
         ]
-        asked = [
-            int(self.halo_counts[b, [s for s, _ in req]].sum()) for b, req in enumerate(requests)
+        by_source = [
+            {s: int(self.halo_counts[b, s]) for s, _ in req} for b, req in enumerate(requests)
         ]
-        return self._take_halo(array, requests, self.halo_indices(), asked, prefix)
+        whole = whole_sources(by_source, self.chunks)
+        asked = [
+            sum(n for s, n in rows.items() if s not in whole[b]) for b, rows in enumerate(by_source)
+        ]
+        return self._take_halo(array, requests, self.halo_indices(), asked, prefix, whole)
 
     def _aligned(self, array):
         """``array``, default the graph's X, checked to be row-chunked like the graph."""
@@ -195,9 +199,10 @@ class KNNGraph:
             )
         return array
 
-    def _take_halo(self, array, requests, wants, asked, prefix):
+    def _take_halo(self, array, requests, wants, asked, prefix, whole=None):
         """The exchange of ``array``'s rows ``wants[i]`` to destination i, from the source
-        chunks of ``requests[i]``; ``asked[i]``: about how many rows i receives."""
+        chunks of ``requests[i]``; ``asked[i]``: about how many rows i receives in packs;
+        ``whole[i]``: the sources i reads whole (:func:`~._exchange.exchange`)."""
         blocks = array.to_delayed(optimize_graph=False).ravel()
         row_bytes = array.dtype.itemsize * int(np.prod(array.shape[1:]))
         return exchange(
@@ -207,6 +212,7 @@ class KNNGraph:
             requests,
             wants,
             nbytes=[n * row_bytes for n in asked],
+            whole=whole,
         )
 
     def halo_indices(self):

@@ -104,16 +104,47 @@ def _pack(take, items, wants, *source):
     return [take(*source, wants[i], *args) for i, args in items]
 
 
-def _unpack(where, *packs):
-    """One destination's pieces, in its order: ``packs[p][j]`` for each ``(p, j)``."""
-    return tuple(packs[p][j] for p, j in where)
+def _unpack(where, take, wanted, n_packs, *objects):
+    """One destination's pieces, in its order: ``packs[p][j]`` for each ``(p, j)`` and,
+    for each ``(None, (w, args))``, ``take`` on the whole source ``w`` (the objects after the
+    packs, ``len`` of each source's tuple given in the first entry of its args)."""
+    packs, sources = objects[:n_packs], objects[n_packs:]
+    out = []
+    for p, j in where:
+        if p is not None:
+            out.append(packs[p][j])
+            continue
+        first, n_objects, args = j
+        source = sources[first : first + n_objects]
+        out.append(take(*source, *args) if wanted is None else take(*source, wanted, *args))
+    return tuple(out)
 
 
 def _collect(*wants):
     return wants
 
 
-def exchange(stage, take, sources, requests, wants=None, *, make=None, nbytes=None):
+#: a destination that asks more than this share of a source chunk's rows reads the whole
+#: chunk (:func:`whole_sources`): data of high intrinsic dimension, whose kNN graph links
+#: every chunk with most others
+WHOLE_CHUNK_SHARE = 0.5
+
+
+def whole_sources(rows, source_rows, share=None):
+    """Per destination, the sources it reads whole (:func:`exchange`'s ``whole``): those it
+    asks more than ``share`` (default :data:`WHOLE_CHUNK_SHARE`) of the rows of.
+
+    ``rows[b]``: ``{source: rows destination b asks of it}``; ``source_rows[s]``: the rows
+    source s holds. Cut into pieces, a source's rows cross the network once per destination;
+    read whole, the chunk crosses once per worker, shared by the destinations there. Without
+    a distributed client nothing crosses a network: none."""
+    share = WHOLE_CHUNK_SHARE if share is None else share
+    if not cluster_workers():
+        return [set() for _ in rows]
+    return [{s for s, n in asked.items() if n > share * source_rows[s]} for asked in rows]
+
+
+def exchange(stage, take, sources, requests, wants=None, *, make=None, nbytes=None, whole=None):
     """Move pieces of the ``sources`` to destinations with one pack task per (source,
     destination group) and one unpack task per destination.
 
@@ -136,7 +167,10 @@ def exchange(stage, take, sources, requests, wants=None, *, make=None, nbytes=No
         :func:`elmscale.utils._dask.task` (unique keys).
     nbytes : sequence of int, optional
         Per destination, about how many bytes it receives: bounds what one unpack task
-        holds (:func:`worker_groups`).
+        holds (:func:`worker_groups`); the pieces of ``whole`` sources excluded.
+    whole : list of set, optional
+        Per destination, the sources its unpack task reads whole and cuts its pieces from
+        itself (:func:`whole_sources`), instead of receiving them in a pack.
 
     Returns
     -------
@@ -151,11 +185,14 @@ def exchange(stage, take, sources, requests, wants=None, *, make=None, nbytes=No
         if wants is not None:
             group_wants = make(f"{stage}-wants", _collect, *[wants[b] for b in group])
         items = {}  # source -> [(place in group, args)]
-        where = {}  # destination -> [(source, index in its pack)]
+        where = {}  # destination -> [(source, index in its pack, or its args if read whole)]
         for i, b in enumerate(group):
             for s, args in requests[b]:
+                if whole is not None and s in whole[b]:
+                    where.setdefault(b, []).append((s, None, tuple(args)))
+                    continue
                 items.setdefault(s, []).append((i, tuple(args)))
-                where.setdefault(b, []).append((s, len(items[s]) - 1))
+                where.setdefault(b, []).append((s, len(items[s]) - 1, None))
         packs = {
             s: make(stage, _pack, take, items[s], group_wants, *sources[s]) for s in sorted(items)
         }
@@ -164,12 +201,32 @@ def exchange(stage, take, sources, requests, wants=None, *, make=None, nbytes=No
                 if b not in where:
                     out[b] = ()
                     continue
-                used = sorted({s for s, _ in where[b]})
-                at = {s: p for p, s in enumerate(used)}
-                out[b] = make(
-                    f"{stage}-unpack",
-                    _unpack,
-                    [(at[s], j) for s, j in where[b]],
-                    *[packs[s] for s in used],
-                )
+                out[b] = _unpack_task(make, stage, take, where[b], packs, sources, wants, b)
     return out
+
+
+def _unpack_task(make, stage, take, where, packs, sources, wants, b):
+    """Destination b's unpack task: its packs, then the objects of the sources it reads
+    whole, each an argument of its own (see :func:`_pack`)."""
+    used = sorted({s for s, j, _ in where if j is not None})
+    at = {s: p for p, s in enumerate(used)}
+    read = sorted({s for s, j, _ in where if j is None})
+    first, objects = {}, []
+    for s in read:
+        first[s] = len(objects)
+        objects.extend(sources[s])
+    order = [
+        (at[s], j) if j is not None else (None, (first[s], len(sources[s]), args))
+        for s, j, args in where
+    ]
+    wanted = None if wants is None or not read else wants[b]
+    return make(
+        f"{stage}-unpack",
+        _unpack,
+        order,
+        take,
+        wanted,
+        len(used),
+        *[packs[s] for s in used],
+        *objects,
+    )

@@ -114,12 +114,13 @@ def test_graph_is_the_same_on_one_and_two_worker_processes(clustered, dask_clien
 def test_whole_chunks_read_by_the_search_give_the_same_graph(
     clustered, dask_client, monkeypatch, share
 ):
-    """A search task reads whole chunks where it needs more than WHOLE_CHUNK_SHARE of their
-    rows (every chunk it touches at 0) and pieces cut out for it elsewhere: the same graph."""
-    from elmscale.graph import _cell_search
+    """A search task's rows of another chunk are cut from that whole chunk on its worker
+    where it needs more than WHOLE_CHUNK_SHARE of them (every chunk it touches at 0), and
+    sent as pieces cut out for it elsewhere: the same graph."""
+    from elmscale.graph import _exchange
 
     ref = _cell_graph(clustered, 777)
-    monkeypatch.setattr(_cell_search, "WHOLE_CHUNK_SHARE", share)
+    monkeypatch.setattr(_exchange, "WHOLE_CHUNK_SHARE", share)
     got = _cell_graph(clustered, 777)
     np.testing.assert_array_equal(got[0], ref[0])
     np.testing.assert_array_equal(got[1], ref[1])

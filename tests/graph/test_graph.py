@@ -69,6 +69,36 @@ def test_halo_counts_only_cross_chunk_neighbours(rng):
     assert g.halo_sources == [[1], [0]]
 
 
+@pytest.mark.distributed
+def test_halo_rows_cut_from_whole_chunks_equal_the_pieces_sent(rng, dask_client, monkeypatch):
+    """Where a chunk's halo holds more than WHOLE_CHUNK_SHARE of a source chunk's rows, its
+    exchange reads that whole chunk on the destination's worker and cuts the rows there:
+    the same halo rows in the same order as the pieces each source cuts out, for every
+    chunk (random 6-d data: every chunk's neighbours lie in every other chunk)."""
+    from elmscale.graph import _exchange
+
+    X = rng.randn(600, 6)
+    g = knn_graph(da.from_array(X, chunks=(100, 6)), 8, backend="exact")
+    monkeypatch.setattr(_exchange, "WHOLE_CHUNK_SHARE", np.inf)
+    pieces = dask.compute(*g.halo_pieces())
+    asked = [{s: int(n) for s, n in enumerate(row) if n} for row in g.halo_counts]
+
+    def read_whole(share):
+        return sum(len(w) for w in _exchange.whole_sources(asked, g.chunks, share))
+
+    # a share at which some sources are read whole and some sent in pieces
+    cut = next(x for x in np.linspace(0, 1, 41) if 0 < read_whole(x) < (g.halo_counts > 0).sum())
+    monkeypatch.setattr(_exchange, "WHOLE_CHUNK_SHARE", cut)
+    mixed = dask.compute(*g.halo_pieces())
+    assert len(pieces) == len(mixed) == 6
+    for a, b in zip(pieces, mixed, strict=True):
+        assert len(a) == len(b) > 0
+        for x, y in zip(a, b, strict=True):
+            np.testing.assert_array_equal(x, y)
+    rows = np.concatenate([np.concatenate(p) for p in mixed])
+    assert rows.shape == (int(g.halo_counts.sum()), 6)
+
+
 def test_graph_parameter_errors(rng):
     Xd = da.from_array(rng.randn(20, 2), chunks=(10, 2))
     with pytest.raises(ValueError, match=r"n_neighbors=\d+ must be in"):
