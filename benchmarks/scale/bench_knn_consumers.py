@@ -47,6 +47,7 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks._common import (
+    REPO_ROOT,
     clustering_accuracy,
     command_line,
     local_cluster,
@@ -184,7 +185,7 @@ def run_one(spec, tmp, budget):
     cmd = [sys.executable, "-m", "benchmarks.scale.bench_knn_consumers", "--child", str(path)]
     t0 = time.perf_counter()
     try:
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=budget)
+        done = subprocess.run(cmd, cwd=REPO_ROOT, capture_output=True, text=True, timeout=budget)
     except subprocess.TimeoutExpired:
         return {"status": "timeout", "seconds": None, "wall_s": time.perf_counter() - t0}
     wall = time.perf_counter() - t0
