@@ -32,7 +32,7 @@ def test_every_consumer_gives_a_complete_row_for_each_variant(tmp_path):
         assert len(r["load_average"]) == 3 and r["date"].endswith("UTC")
         # 1,200 rows: the transformer searches exactly
         assert r["graph_recall"] == 1.0 and r["graph_s"] == graph_s
-        assert r["seconds"] > 0 and r["peak_mb"] > 0
+        assert r["seconds"] > 0 and r["peak_rss_mb"] > 0
         extra = graph_s if variant == "elmscale" else 0.0
         assert r["end_to_end_s"] == pytest.approx(r["seconds"] + extra)
         assert 0 <= r["acc"] <= 1 and 0 <= r["nmi"] <= 1 and 0 <= r["noise_fraction"] <= 1
