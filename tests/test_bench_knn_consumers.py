@@ -54,3 +54,12 @@ def test_a_run_over_its_budget_is_recorded_as_a_timeout(tmp_path):
     assert row["status"] == "timeout" and row["seconds"] is None
     assert "end_to_end_s" not in row and "acc" not in row
     assert "graph_s" not in row  # no elmscale variant asked for: no graph built
+
+
+def test_a_run_that_fails_is_recorded_with_the_library_s_message(tmp_path):
+    # 15 columns per row cannot give HDBSCAN 40 neighbours of every point
+    rows = _run(tmp_path, "--consumers", "hdbscan", "--variants", "elmscale", "--min-samples", "40")
+    (row,) = rows
+    assert row["status"] == "error" and row["seconds"] is None and row["returncode"] == 1
+    assert "fewer than 40 neighbors" in row["error"]
+    assert row["graph_recall"] == 1.0 and "end_to_end_s" not in row

@@ -205,7 +205,15 @@ def run_one(spec, tmp, budget):
     lines = [ln for ln in done.stdout.splitlines() if ln.startswith("RESULT ")]
     if done.returncode != 0 or not lines:
         tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        return {"status": "error", "error": tail[-300:], "seconds": None, "wall_s": wall}
+        if done.returncode < 0:  # SIGKILL: most often the kernel's out-of-memory killer
+            tail = f"killed by signal {-done.returncode}; {tail}"
+        return {
+            "status": "error",
+            "error": tail[-300:],
+            "returncode": done.returncode,
+            "seconds": None,
+            "wall_s": wall,
+        }
     return {"status": "ok", "wall_s": wall, **json.loads(lines[-1][len("RESULT ") :])}
 
 
