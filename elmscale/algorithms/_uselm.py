@@ -91,9 +91,9 @@ class _LowestCutAmongBest:
         self.voted = None
 
     def __call__(self, inertia, labels):
+        # the cut is computed for a single candidate too, so that a fit's blocking round
+        # trips do not depend on how many starts land near the least inertia
         near = np.flatnonzero(inertia <= inertia.min() * (1 + INERTIA_MARGIN))
-        if len(near) == 1:
-            return int(near[0])
         voted = refine_labels(self.graph, labels(near), self.n_clusters, self.rounds)
         # held apart: the cut's pass and the fit's later graphs read the same keys
         partitions = dask.persist(*[voted[:, j] for j in range(len(near))])

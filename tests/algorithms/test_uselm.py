@@ -604,4 +604,5 @@ def test_kmeans_start_kept_is_the_lowest_cut_among_the_least_inertia(rng):
     assert cut[1] < cut[0]
     outside = _uselm._LowestCutAmongBest(graph, 3, rounds=2)
     assert outside(np.array([100.0, 100.0 * (1 + 2 * margin), 150.0]), labels) == 0
-    assert outside.voted is None  # a single candidate: nothing voted here
+    merged_voted = refine_labels(graph, da.from_array(merged, chunks=300), 3, 2).compute()
+    np.testing.assert_array_equal(outside.voted.compute(), merged_voted)
