@@ -7,12 +7,15 @@ Lloyd's iterations on all rows on the cluster. With ``sample_draws`` > 1 and mor
 a sample, that many samples are drawn, each with its share of the starts and its own task
 (the samples' fits run side by side on the workers), and the best centres of each are
 refined on all rows together: a start that is best on one sample can be a weaker optimum on
-all rows, and the inertia on all rows then decides. Each pass of Lloyd's iterations reduces
-per-cluster sums and counts (n_clusters x n_features) from every block. Starting from
-centres that are already good, the full-data phase needs few passes, so what a pass costs is
-mostly the scheduler's: the rows are regrouped once into a few large blocks (the N x
-n_features array is small next to X), held in memory while the iterations run, and each
-pass is one task per block plus a short tree of sums. The last pass gives the labels and the
+all rows, and the inertia on all rows then decides.
+
+Each pass of Lloyd's iterations reduces per-cluster sums and counts (n_clusters x
+n_features) from every block. What a pass costs is mostly the scheduler's: the rows are
+regrouped once into a few large blocks (the N x n_features array is small next to X), held
+in memory while the iterations run, and each pass is one task per block plus a short tree
+of sums. With so few rows that they make at most two blocks, all passes run in one task on
+a worker instead, the same sums added in the same order: a pass over them costs less than
+the client's round trip that would submit it. The last pass gives the labels and the
 inertia of the final centres together. Several explicit starting points (``init`` of shape
 (R, k, d)) are refined together, in one pass per iteration.
 
@@ -20,6 +23,7 @@ The blocks depend only on the number of rows, not on the input's chunks, so the 
 not depend on how the input was chunked.
 """
 
+import functools
 import logging
 
 import dask
@@ -29,7 +33,7 @@ import scipy.sparse as sp
 from sklearn.cluster import KMeans
 from sklearn.utils import check_random_state
 
-from ..utils._dask import named, tree_sum
+from ..utils._dask import local_tree_sum, named, tree_sum
 from ..utils._random import row_samples
 from ..utils._threads import limited_threads
 
@@ -38,6 +42,10 @@ logger = logging.getLogger(__name__)
 #: rows of one block of the Lloyd passes: at least this many, and at most ``MAX_BLOCKS`` blocks
 MIN_BLOCK_ROWS = 65_536
 MAX_BLOCKS = 16
+#: with at most this many blocks, all of Lloyd's passes run in one task on a worker: a pass
+#: over so few rows costs less than the round trip that submits it from the client, and the
+#: blocks leave no parallel work to share out
+LOCAL_MAX_BLOCKS = 2
 
 
 def _nearest(block, centers):
@@ -216,17 +224,38 @@ def _pass(blocks, centers):
     return dask.compute(tree_sum([partials(b, c) for b in blocks], prefix="elmscale-kmeans-sum"))[0]
 
 
+def _local_pass(blocks, centers):
+    """:func:`_pass` on blocks held in this process: the same partial sums, added in the
+    same order as :func:`~elmscale.utils._dask.tree_sum`, so the same numbers."""
+    return local_tree_sum([_lloyd_partials(b, centers) for b in blocks])
+
+
+def _lloyd_local(blocks, centers, N, max_iter, tol):
+    """:func:`_lloyd_passes` with every pass in this process (one task on a worker)."""
+    return _lloyd_passes(functools.partial(_local_pass, blocks), centers, N, max_iter, tol)
+
+
 def _lloyd(blocks, centers, N, max_iter, tol):
-    """Lloyd iterations of all restarts together: ``(centers, n_iter)``. A pass computes the
-    partial sums of the restarts still moving only (a converged restart's centres no longer
-    change), so its cost falls as the restarts converge."""
+    """Lloyd iterations of all restarts together: ``(centers, n_iter)``; one task for all
+    passes with at most :data:`LOCAL_MAX_BLOCKS` blocks, else one round trip per pass."""
+    if len(blocks) <= LOCAL_MAX_BLOCKS:
+        local = named(_lloyd_local, "elmscale-kmeans-lloyd-local", nout=2)
+        return tuple(dask.compute(*local(blocks, centers, N, max_iter, tol)))
+    return _lloyd_passes(functools.partial(_pass, blocks), centers, N, max_iter, tol)
+
+
+def _lloyd_passes(run_pass, centers, N, max_iter, tol):
+    """Lloyd iterations of all restarts together, ``run_pass(centers)`` giving the reduced
+    partial sums of one pass: ``(centers, n_iter)``. A pass computes the partial sums of the
+    restarts still moving only (a converged restart's centres no longer change), so its cost
+    falls as the restarts converge."""
     active = np.ones(len(centers), dtype=bool)
     n_iter = np.zeros(len(centers), dtype=int)
     centers = centers.copy()
     var = None
     for _ in range(max_iter):
         moving = centers[active]
-        total = _pass(blocks, moving)
+        total = run_pass(moving)
         counts = total["counts"]
         new = np.where(
             counts[:, :, None] > 0, total["sums"] / np.maximum(counts, 1)[:, :, None], moving

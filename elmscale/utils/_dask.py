@@ -208,6 +208,12 @@ def tree_sum(parts, fan_in=8, prefix=None):
     return _tree(parts, fan_in, add, "tree_sum")
 
 
+def local_tree_sum(parts, fan_in=8):
+    """:func:`tree_sum` of partial sums held in memory, added in the same order: the same
+    numbers as the delayed tree gives."""
+    return _tree(parts, fan_in, _add, "local_tree_sum")
+
+
 def tree_reduce(parts, combine, fan_in=8):
     """Reduce a list of delayed parts with ``combine(*group)`` (a call that returns a
     delayed), level by level in groups of ``fan_in``: :func:`tree_sum` for any associative

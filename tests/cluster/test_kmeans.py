@@ -104,6 +104,44 @@ def test_restarts_refined_together_each_equal_their_own_dense_lloyd(blobs_big):
         np.testing.assert_allclose(got, _dense_lloyd(X, start)[0], rtol=1e-10, atol=1e-12)
 
 
+def test_passes_in_one_task_equal_passes_one_round_trip_each(blobs_big, monkeypatch):
+    """All passes in one task (few blocks) and one round trip per pass add the same partial
+    sums in the same order: the same centres and iterations, bit for bit."""
+    from elmscale.cluster import _kmeans
+
+    X, _ = blobs_big
+    X = X[:20_000]
+    starts = np.stack([X[i : i + 4] for i in (0, 10, 500, 7_000, 13_000)])
+    blocks = [dask.delayed(X[i : i + 6_000]) for i in range(0, len(X), 6_000)]
+    got = {}
+    for local_max in (0, len(blocks)):
+        monkeypatch.setattr(_kmeans, "LOCAL_MAX_BLOCKS", local_max)
+        got[local_max] = _kmeans._lloyd(blocks, starts, len(X), 100, 1e-4)
+    np.testing.assert_array_equal(got[0][0], got[len(blocks)][0])
+    np.testing.assert_array_equal(got[0][1], got[len(blocks)][1])
+
+
+@pytest.mark.distributed
+def test_few_blocks_refine_in_one_task_on_a_worker(blobs_big, dask_client, monkeypatch):
+    """70,000 rows make two blocks: every Lloyd pass runs in one task on a worker (one round
+    trip instead of one per pass), with the labels of one round trip per pass."""
+    from elmscale.cluster import _kmeans
+
+    X, _ = blobs_big
+    Xd = da.from_array(X, chunks=10_000).persist()
+    with distributed.get_task_stream(client=dask_client) as stream:
+        got = kmeans(Xd, 4, random_state=2)
+        labels = got[1].compute()
+    names = [key_split(t["key"]) for t in stream.data]
+    assert names.count("elmscale-kmeans-lloyd-local") == 1
+    assert "elmscale-kmeans-lloyd" not in names
+    monkeypatch.setattr(_kmeans, "LOCAL_MAX_BLOCKS", 0)
+    ref = kmeans(Xd, 4, random_state=2)
+    np.testing.assert_array_equal(got[0], ref[0])
+    np.testing.assert_array_equal(labels, ref[1].compute())
+    assert (got[2], got[3]) == (ref[2], ref[3])
+
+
 def test_sampled_start_matches_scikit_learn_quality(blobs_big):
     X, _ = blobs_big
     inertia = kmeans(da.from_array(X, chunks=10_000), 4, random_state=0)[2]
