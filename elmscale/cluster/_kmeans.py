@@ -3,11 +3,12 @@
 The restarts run where they are cheap: scikit-learn's k-means (``n_init`` k-means++ starts)
 on a random sample of at most ``init_sample`` rows of the small embedding, one task on a
 worker (the sample is gathered there, not on the client). Its best centres then start
-Lloyd's iterations on all rows on the cluster. With ``sample_draws`` > 1 and more rows than
-a sample, that many samples are drawn, each with its share of the starts and its own task
-(the samples' fits run side by side on the workers), and the best centres of each are
-refined on all rows together: a start that is best on one sample can be a weaker optimum on
-all rows, and the inertia on all rows then decides.
+Lloyd's iterations on all rows on the cluster. With ``sample_draws`` > 1, that many samples
+are drawn (all rows each time when there are no more than a sample), each with its share of
+the starts, its own seed and its own task (the samples' fits run side by side on the
+workers), and the best centres of each are refined on all rows together: a start that is
+best on one sample can be a weaker optimum on all rows, and the inertia on all rows (or
+``choose``) then decides among them.
 
 Each pass of Lloyd's iterations reduces per-cluster sums and counts (n_clusters x
 n_features) from every block. What a pass costs is mostly the scheduler's: the rows are
@@ -97,10 +98,10 @@ def _sample_rows(Eb, size, draws, rng):
     """``draws`` random samples of ``size`` rows of Eb (persisted, row-chunked) and a seed
     for each, as delayed values, and the random state they leave ``rng`` in
     (:func:`~elmscale.utils._random.row_samples`: drawn on a worker, the numbers ``rng``
-    would draw here); all rows once, a seed and the state as None, when Eb has no more than
-    ``size`` rows."""
+    would draw here); all rows ``draws`` times, a seed for each and the state as None, when
+    Eb has no more than ``size`` rows."""
     if size >= Eb.shape[0]:
-        return [Eb], [rng.randint(2**31 - 1)], None
+        return [Eb] * draws, [rng.randint(2**31 - 1) for _ in range(draws)], None
     return row_samples(Eb, size, draws, rng, n_seeds=draws, prefix="elmscale-kmeans-sample")
 
 
@@ -150,9 +151,9 @@ def kmeans(
         scikit-learn's k-means with n_init k-means++ starts on a sample of ``init_sample``
         rows (all rows when there are no more).
     sample_draws : int, default=1
-        Samples drawn when the rows outnumber ``init_sample``; they share the ``n_init``
-        starts, and the best centres of each are refined on all rows, where the least
-        inertia wins (or ``choose``).
+        Samples drawn (all rows each time when they do not outnumber ``init_sample``); they
+        share the ``n_init`` starts, and the best centres of each are refined on all rows,
+        where the least inertia wins (or ``choose``).
     choose : callable, optional
         Picks the refined start kept instead of the least inertia, where there are several:
         ``choose(inertia, labels)`` gets every start's inertia (n_starts,) and a function

@@ -236,6 +236,18 @@ def test_mixed_layer_puts_engine_nodes_first(blobs):
     assert kinds == ["additive", "rbf"] and sizes == [45, 15]
 
 
+def test_kmeans_weighs_separate_starts_below_one_thousand_rows_and_above_one_sample():
+    """Each of n_init starts its own fit (and the chooser's pick among them) under 1,000
+    rows and where the rows outnumber one k-means sample; one fit's best start between."""
+    from elmscale.algorithms._uselm import KMEANS_SAMPLE_ROWS, SMOOTHING_MIN_SAMPLES
+
+    model = _model(n_init=7)
+    assert model._kmeans_draws(SMOOTHING_MIN_SAMPLES - 1) == 7
+    assert model._kmeans_draws(SMOOTHING_MIN_SAMPLES) == 1
+    assert model._kmeans_draws(KMEANS_SAMPLE_ROWS) == 1
+    assert model._kmeans_draws(KMEANS_SAMPLE_ROWS + 1) == 7
+
+
 @pytest.mark.parametrize("as_dask", [False, True])
 def test_row_normalize_runs_kmeans_on_unit_rows(blobs, as_dask, monkeypatch):
     """k-means sees the unit-length rows of embedding_ (which itself stays unscaled);
@@ -248,7 +260,7 @@ def test_row_normalize_runs_kmeans_on_unit_rows(blobs, as_dask, monkeypatch):
 
     def spy(E, *a, **k):
         seen.append(np.asarray(E.compute()))
-        assert k["sample_draws"] == k["n_init"]  # each start from its own sample
+        assert k["sample_draws"] == k["n_init"]  # under 1,000 rows: each start its own fit
         return real(E, *a, **k)
 
     monkeypatch.setattr(mod, "kmeans", spy)
@@ -276,8 +288,9 @@ def test_refine_rounds_vote_on_the_fit_graph(as_dask):
 
     X, _ = make_blobs(240, n_features=5, centers=3, cluster_std=3.0, random_state=1)
     Xin = da.from_array(X, chunks=(70, 5)) if as_dask else X
-    plain = _model(n_components=3, refine_rounds=0).fit(Xin)
-    m = _model(n_components=3, refine_rounds=2).fit(Xin)
+    # one k-means start: where there are several, the votes also weigh in the choice of start
+    plain = _model(n_components=3, refine_rounds=0, n_init=1).fit(Xin)
+    m = _model(n_components=3, refine_rounds=2, n_init=1).fit(Xin)
     L = _model(n_components=3).reduce(X).graph.laplacian().toarray()
     A = ((np.diag(np.diag(L)) - L) != 0).astype(float)
     labels = np.asarray(plain.labels_)
@@ -467,7 +480,7 @@ def test_auto_components_keep_narrow_only_when_cut_and_modularity_agree(monkeypa
     def refuse(*args):
         raise AssertionError("a given n_components is not chosen")
 
-    monkeypatch.setattr("elmscale.algorithms._uselm.cut_and_modularity", refuse)
+    monkeypatch.setattr("elmscale.algorithms._uselm._narrow_or_wide", refuse)
     assert USELM(n_components=6, **params).fit(X).n_components_ == 6
     assert USELM(n_clusters=None, n_hidden=80, random_state=0).fit(X).n_components_ == 2
 

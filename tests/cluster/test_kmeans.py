@@ -184,9 +184,8 @@ def test_input_blocks_are_computed_once(blobs_big):
 
 
 def test_small_data_starts_are_scikit_learns_on_all_rows(rng):
-    """At most init_sample rows: one start, scikit-learn's best of n_init on every row (the
-    same random draws as a single KMeans on one OpenMP thread), then the same Lloyd
-    iterations."""
+    """At most init_sample rows, one draw: one start, scikit-learn's best of n_init on every
+    row (the same random draws as a single KMeans on one OpenMP thread)."""
     from sklearn.utils import check_random_state
     from threadpoolctl import threadpool_limits
 
@@ -194,7 +193,7 @@ def test_small_data_starts_are_scikit_learns_on_all_rows(rng):
 
     X = rng.randn(3000, 4)
     Eb = da.from_array(X, chunks=1000)
-    starts = _kmeans._starts(Eb, 5, 10, None, (20_000, 4), check_random_state(7))
+    starts = _kmeans._starts(Eb, 5, 10, None, (20_000, 1), check_random_state(7))
     seed = check_random_state(7).randint(2**31 - 1)
     with threadpool_limits(1, user_api="openmp"):
         ref = KMeans(5, n_init=10, random_state=seed).fit(X).cluster_centers_
@@ -240,6 +239,35 @@ def test_samples_share_the_starts_and_all_rows_choose(rng):
         inertias = [kmeans(Xd, 12, init=s)[2] for s in starts]
         _, _, inertia, _ = kmeans(Xd, 12, random_state=1, init_sample=600, sample_draws=4)
     assert inertia == pytest.approx(min(inertias), rel=1e-12)
+
+
+def test_draws_on_all_rows_when_they_fit_one_sample(rng):
+    """No more rows than init_sample and sample_draws=4: four starts on all the rows, each
+    scikit-learn's best of its share of n_init with its own seed, so that ``choose`` can
+    weigh them as it does starts from samples of larger data."""
+    from sklearn.cluster import KMeans
+    from sklearn.utils import check_random_state
+
+    from elmscale.cluster import _kmeans
+
+    C = rng.randn(6, 4) * 3
+    X = C[rng.randint(0, 6, 900)] + rng.randn(900, 4)
+    Xd = da.from_array(X, chunks=300)
+    with dask.config.set(scheduler="sync"):
+        starts = _kmeans._starts(Xd, 6, 10, None, (20_000, 4), check_random_state(5))
+    seeds = check_random_state(5).randint(2**31 - 1, size=4)
+    assert starts.shape == (4, 6, 4)
+    for start, share, seed in zip(starts, (3, 3, 2, 2), seeds, strict=True):
+        alone = KMeans(6, n_init=share, random_state=seed).fit(X).cluster_centers_
+        np.testing.assert_allclose(start, alone, rtol=1e-10, atol=1e-10)
+    seen = []
+
+    def choose(inertia, labels):
+        seen.append(len(inertia))
+        return int(np.argmax(inertia))
+
+    kmeans(Xd, 6, n_init=10, random_state=5, sample_draws=4, choose=choose)
+    assert seen == [4]
 
 
 def test_choose_keeps_the_start_it_picks_not_the_least_inertia(rng):
