@@ -139,9 +139,9 @@ def test_round_trips_are_counted_by_kind_and_stage():
 def _fit_calls(client, n):
     """The calls by stage of a US-ELM fit of ``n`` rows of the benchmark's mixture, in
     chunks of 2,048 rows (so more rows are more chunks), and the fit's k-means passes.
-    k-means draws its starts from samples of 4,000 rows, so that at every size here each
-    start has its own sample and the starts near the least inertia are compared by their
-    cut, as above 20,000 rows by default."""
+    k-means draws its starts from samples of 4,000 rows (``KMEANS_SAMPLE_ROWS``, patched), so
+    that at every size here each start has its own sample and the starts near the least
+    inertia are compared by their cut, as above 20,000 rows by default."""
     import time
 
     import elmscale
@@ -160,15 +160,13 @@ def _fit_calls(client, n):
 def test_a_fits_blocking_round_trips_do_not_grow_with_the_rows(dask_client, monkeypatch):
     """The computes the client waits for, stage by stage, are the same at 3x the rows and 3x
     the chunks (the cells graph and the graph filter both times: above 10,000 rows). Left
-    out: k-means' passes over the embedding, one per Lloyd iteration until the centres
-    settle, whose number follows the data's convergence and is bounded by ``max_iter``
-    (counted apart), and persists, which the client does not wait for (some are choices by
-    size, such as keeping H's blocks in memory)."""
-    import functools
-
+    out: k-means' passes over the embedding (here all Lloyd iterations in one task, above
+    two blocks one pass per iteration, as many as the data's convergence takes, bounded by
+    ``max_iter``; counted apart), and persists, which the client does not wait for (some
+    are choices by size, such as keeping H's blocks in memory)."""
     from elmscale.algorithms import _uselm
 
-    monkeypatch.setattr(_uselm, "kmeans", functools.partial(_uselm.kmeans, init_sample=4_000))
+    monkeypatch.setattr(_uselm, "KMEANS_SAMPLE_ROWS", 4_000)
     small, large = (_fit_calls(dask_client, n) for n in (11_000, 33_000))
     blocking = lambda calls: {k: v for k, v in calls.items() if k[1] == "compute"}  # noqa: E731
     assert blocking(small) == blocking(large)
