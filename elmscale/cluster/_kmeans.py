@@ -18,7 +18,9 @@ of sums. With so few rows that they make at most two blocks, all passes run in o
 a worker instead, the same sums added in the same order: a pass over them costs less than
 the client's round trip that would submit it. The last pass gives the labels and the
 inertia of the final centres together. Several explicit starting points (``init`` of shape
-(R, k, d)) are refined together, in one pass per iteration.
+(R, k, d)) are refined together, in one pass per iteration; a restart that comes within
+the convergence tolerance of an earlier one (the same optimum) stops there and is not
+counted again.
 
 The blocks depend only on the number of rows, not on the input's chunks, so the result does
 not depend on how the input was chunked.
@@ -31,6 +33,7 @@ import dask
 import dask.array as da
 import numpy as np
 import scipy.sparse as sp
+from scipy.optimize import linear_sum_assignment
 from sklearn.cluster import KMeans
 from sklearn.utils import check_random_state
 
@@ -155,8 +158,9 @@ def kmeans(
         share the ``n_init`` starts, and the best centres of each are refined on all rows,
         where the least inertia wins (or ``choose``).
     choose : callable, optional
-        Picks the refined start kept instead of the least inertia, where there are several:
-        ``choose(inertia, labels)`` gets every start's inertia (n_starts,) and a function
+        Picks the refined start kept instead of the least inertia, where there were several
+        starts: ``choose(inertia, labels)`` gets the inertia of every distinct optimum they
+        reached (one or more; starts that reached the same optimum count once) and a function
         ``labels(indices)`` giving those starts' labels (their nearest centres) as a dask
         array (n_samples, len(indices)) chunked like E's rows, and returns the index of the
         start to keep.
@@ -183,8 +187,11 @@ def kmeans(
     )
     blocks = Eb.to_delayed(optimize_graph=False).ravel().tolist()
     starts = _starts(Eb, n_clusters, n_init, init, (init_sample, sample_draws), rng)
-    centers, n_iter = _lloyd(blocks, starts, N, max_iter, tol)
-    best = _best_restart(blocks, centers, choose, (Eb.chunks[0], E.chunks[0]))
+    centers, n_iter, distinct = _lloyd(blocks, starts, N, max_iter, tol)
+    centers, n_iter = centers[distinct], n_iter[distinct]
+    # choose is asked whenever there were several starts, also of one distinct optimum
+    ask = choose if len(starts) > 1 else None
+    best = _best_restart(blocks, centers, ask, (Eb.chunks[0], E.chunks[0]))
     best_centers = centers[best]
     labels, inertia = _final_labels(blocks, best_centers, Eb.chunks[0], E.chunks[0])
     logger.info(
@@ -237,20 +244,34 @@ def _lloyd_local(blocks, centers, N, max_iter, tol):
 
 
 def _lloyd(blocks, centers, N, max_iter, tol):
-    """Lloyd iterations of all restarts together: ``(centers, n_iter)``; one task for all
-    passes with at most :data:`LOCAL_MAX_BLOCKS` blocks, else one round trip per pass."""
+    """Lloyd iterations of all restarts together: ``(centers, n_iter, distinct)``
+    (:func:`_lloyd_passes`); one task for all passes with at most :data:`LOCAL_MAX_BLOCKS`
+    blocks, else one round trip per pass."""
     if len(blocks) <= LOCAL_MAX_BLOCKS:
-        local = named(_lloyd_local, "elmscale-kmeans-lloyd-local", nout=2)
+        local = named(_lloyd_local, "elmscale-kmeans-lloyd-local", nout=3)
         return tuple(dask.compute(*local(blocks, centers, N, max_iter, tol)))
     return _lloyd_passes(functools.partial(_pass, blocks), centers, N, max_iter, tol)
 
 
+def _matched_shift(a, b):
+    """The squared distance between two sets of centres (k, d) under the pairing of their
+    centres that makes it least (cluster numbers are arbitrary)."""
+    cost = ((a[:, None, :] - b[None, :, :]) ** 2).sum(axis=2)
+    rows, cols = linear_sum_assignment(cost)
+    return float(cost[rows, cols].sum())
+
+
 def _lloyd_passes(run_pass, centers, N, max_iter, tol):
     """Lloyd iterations of all restarts together, ``run_pass(centers)`` giving the reduced
-    partial sums of one pass: ``(centers, n_iter)``. A pass computes the partial sums of the
-    restarts still moving only (a converged restart's centres no longer change), so its cost
-    falls as the restarts converge."""
+    partial sums of one pass: ``(centers, n_iter, distinct)``. A pass computes the partial
+    sums of the restarts still moving only (a converged restart's centres no longer
+    change), so its cost falls as the restarts converge. A restart whose centres come
+    within the convergence tolerance of an earlier restart's (paired as
+    :func:`_matched_shift` pairs them) has reached the same optimum, as closely as k-means
+    tells optima apart: it stops there and ``distinct`` is False for it, so that neither
+    its passes nor a choice among the restarts count it twice."""
     active = np.ones(len(centers), dtype=bool)
+    distinct = np.ones(len(centers), dtype=bool)
     n_iter = np.zeros(len(centers), dtype=int)
     centers = centers.copy()
     var = None
@@ -268,15 +289,19 @@ def _lloyd_passes(run_pass, centers, N, max_iter, tol):
         n_iter[active] += 1
         centers[active] = new
         active[np.flatnonzero(active)[shift <= tol * var]] = False
+        for i in np.flatnonzero(distinct)[1:]:
+            earlier = np.flatnonzero(distinct[:i])
+            if any(_matched_shift(centers[i], centers[j]) <= tol * var for j in earlier):
+                distinct[i] = active[i] = False
         if not active.any():
             break
-    return centers, n_iter
+    return centers, n_iter, distinct
 
 
 def _best_restart(blocks, centers, choose=None, chunks=None):
     """The restart of least inertia, or ``choose``'s, from one more pass (none for a single
-    start)."""
-    if len(centers) == 1:
+    restart and no ``choose``)."""
+    if len(centers) == 1 and choose is None:
         return 0
     inertia = _pass(blocks, centers)["inertia"]
     if choose is None:

@@ -92,16 +92,21 @@ def test_best_of_several_starts_wins(rng):
 def test_restarts_refined_together_each_equal_their_own_dense_lloyd(blobs_big):
     """The restarts converge after different numbers of passes; each pass refines only those
     still moving, and every restart ends where its own Lloyd's run ends."""
-    from elmscale.cluster._kmeans import _lloyd
+    from elmscale.cluster._kmeans import _lloyd, _matched_shift
 
     X, _ = blobs_big
     X = X[:20_000]
     starts = np.stack([X[i : i + 4] for i in (0, 10, 500, 7_000, 13_000)])
     blocks = [dask.delayed(X[i : i + 6_000]) for i in range(0, len(X), 6_000)]
-    centers, n_iter = _lloyd(blocks, starts, len(X), 100, 1e-4)
-    assert len(set(n_iter.tolist())) > 1  # the restarts stop at different passes
-    for start, got in zip(starts, centers, strict=True):
-        np.testing.assert_allclose(got, _dense_lloyd(X, start)[0], rtol=1e-10, atol=1e-12)
+    centers, n_iter, distinct = _lloyd(blocks, starts, len(X), 100, 0.0)
+    assert len(set(n_iter[distinct].tolist())) > 1  # the restarts stop at different passes
+    for i, start in enumerate(starts):
+        ref = _dense_lloyd(X, start, tol=0.0)[0]
+        if distinct[i]:
+            np.testing.assert_allclose(centers[i], ref, rtol=1e-10, atol=1e-12)
+        else:  # tol 0: it reached exactly an earlier restart's optimum (in another order)
+            shifts = [_matched_shift(ref, centers[j]) for j in np.flatnonzero(distinct[:i])]
+            assert min(shifts) < 1e-20
 
 
 def test_passes_in_one_task_equal_passes_one_round_trip_each(blobs_big, monkeypatch):
@@ -117,8 +122,8 @@ def test_passes_in_one_task_equal_passes_one_round_trip_each(blobs_big, monkeypa
     for local_max in (0, len(blocks)):
         monkeypatch.setattr(_kmeans, "LOCAL_MAX_BLOCKS", local_max)
         got[local_max] = _kmeans._lloyd(blocks, starts, len(X), 100, 1e-4)
-    np.testing.assert_array_equal(got[0][0], got[len(blocks)][0])
-    np.testing.assert_array_equal(got[0][1], got[len(blocks)][1])
+    for a, b in zip(got[0], got[len(blocks)], strict=True):
+        np.testing.assert_array_equal(a, b)
 
 
 @pytest.mark.distributed
@@ -140,6 +145,35 @@ def test_few_blocks_refine_in_one_task_on_a_worker(blobs_big, dask_client, monke
     np.testing.assert_array_equal(got[0], ref[0])
     np.testing.assert_array_equal(labels, ref[1].compute())
     assert (got[2], got[3]) == (ref[2], ref[3])
+
+
+def test_restarts_at_the_same_optimum_count_once(rng):
+    """Two starts that converge to the same partition (one the other's centres in another
+    order, slightly moved) are one optimum: the later stops and is dropped, the result is
+    the earlier's, and ``choose`` sees one inertia per distinct optimum only."""
+    from elmscale.cluster._kmeans import _lloyd, _matched_shift
+
+    C = np.array([[8.0, 0], [-8.0, 0], [0, 8.0]])
+    X = np.concatenate([rng.randn(400, 2) + c for c in C])
+    Xd = da.from_array(X, chunks=500)
+    good = C + 0.3
+    bad = np.array([[8.0, 0], [8.5, 0], [0, 0.0]])  # a worse optimum: two centres in a blob
+    starts = np.stack([good, good[::-1] - 0.2, bad])
+    assert _matched_shift(good, good[::-1]) == 0.0
+    blocks = [dask.delayed(X[i : i + 500]) for i in range(0, len(X), 500)]
+    centers, n_iter, distinct = _lloyd(blocks, starts, len(X), 100, 1e-4)
+    np.testing.assert_array_equal(distinct, [True, False, True])
+    seen = []
+
+    def choose(inertia, labels):
+        seen.append(len(inertia))
+        return int(np.argmin(inertia))
+
+    both = kmeans(Xd, 3, init=starts, choose=choose)
+    alone = kmeans(Xd, 3, init=good)
+    assert seen == [2]
+    np.testing.assert_array_equal(both[0], alone[0])
+    np.testing.assert_array_equal(both[1].compute(), alone[1].compute())
 
 
 def test_sampled_start_matches_scikit_learn_quality(blobs_big):
@@ -267,7 +301,7 @@ def test_draws_on_all_rows_when_they_fit_one_sample(rng):
         return int(np.argmax(inertia))
 
     kmeans(Xd, 6, n_init=10, random_state=5, sample_draws=4, choose=choose)
-    assert seen == [4]
+    assert len(seen) == 1 and 1 <= seen[0] <= 4  # the distinct optima of the four starts
 
 
 def test_choose_keeps_the_start_it_picks_not_the_least_inertia(rng):
