@@ -89,11 +89,12 @@ class _LowestCutAmongBest:
     the graph after ``rounds`` of neighbour-majority votes (all voted in the same passes).
     Inertia alone can prefer, by a fraction of a percent, a partition that merges two
     clusters and splits a third; the cut, the score that also chooses between embeddings,
-    ranks it lower. The kept partition's voted labels are in ``voted``."""
+    ranks it lower. The kept partition's voted labels are in ``voted``, its normalised cut
+    and modularity in ``scores``."""
 
     def __init__(self, graph, n_clusters, rounds):
         self.graph, self.n_clusters, self.rounds = graph, n_clusters, rounds
-        self.voted = None
+        self.voted = self.scores = None
 
     def __call__(self, inertia, labels):
         # the cut is computed for a single candidate too, so that a fit's blocking round
@@ -102,9 +103,9 @@ class _LowestCutAmongBest:
         voted = refine_labels(self.graph, labels(near), self.n_clusters, self.rounds)
         # held apart: the cut's pass and the fit's later graphs read the same keys
         partitions = dask.persist(*[voted[:, j] for j in range(len(near))])
-        cut = cut_and_modularity(self.graph, list(partitions), self.n_clusters)[0]
+        cut, q = cut_and_modularity(self.graph, list(partitions), self.n_clusters)
         best = int(np.argmin(cut))
-        self.voted = partitions[best]
+        self.voted, self.scores = partitions[best], (cut[best], q[best])
         return int(near[best])
 
 
@@ -525,7 +526,7 @@ class USELM(GraphMixin, DataNodesMixin, EmbeddingClusterMixin, BaseELM):
         choices = self._component_choices(reduction.n_samples)
         graph, k = reduction.graph, self.n_clusters
         rounds = self._vote_rounds(reduction)
-        fits = []
+        fits, scores = [], []
         for n in choices:
             # held once: k-means and the clusters' means read the same blocks instead of
             # each submitting the getitem and scaling tasks under the same keys in its own
@@ -546,9 +547,13 @@ class USELM(GraphMixin, DataNodesMixin, EmbeddingClusterMixin, BaseELM):
                 labels = refine_labels(graph, labels, k, rounds) if voted is None else voted
                 centers, inertia = cluster_means(En, labels, k)
             fits.append((centers, labels, inertia))
+            scores.append(chooser.scores)
         best = 0
         if len(fits) > 1:
-            cut, q = cut_and_modularity(graph, [fit[1] for fit in fits], k)
+            if any(score is None for score in scores):  # a single start: not scored yet
+                cut, q = cut_and_modularity(graph, [fit[1] for fit in fits], k)
+            else:  # the choosers scored the partitions kept
+                cut, q = (np.array(column) for column in zip(*scores, strict=True))
             best = _narrow_or_wide(cut, q, k)
             logger.info(
                 "n_components: normalised cuts %s, modularity %s for %s",

@@ -443,6 +443,31 @@ def test_numpy_and_dask_input_give_identical_labels(chunks):
     np.testing.assert_array_equal(ref.predict(X), m.predict(X))
 
 
+def test_the_choosers_scores_are_those_of_the_partitions_kept(monkeypatch):
+    """n_components="auto" compares the normalised cut and modularity that k-means's chooser
+    computed for the partition it kept (no second pass): they are that partition's."""
+    from sklearn.datasets import make_blobs
+
+    from elmscale.algorithms import _uselm
+    from elmscale.graph import cut_and_modularity
+
+    kept = []
+    call = _uselm._LowestCutAmongBest.__call__
+
+    def recording(self, inertia, labels):
+        best = call(self, inertia, labels)
+        kept.append((self.graph, self.voted, self.scores))
+        return best
+
+    monkeypatch.setattr(_uselm._LowestCutAmongBest, "__call__", recording)
+    X, _ = make_blobs(600, n_features=6, centers=4, cluster_std=4.0, random_state=2)
+    USELM(n_clusters=4, n_hidden=80, random_state=0).fit(X)
+    assert len(kept) == 2  # one per candidate width
+    for graph, voted, (cut, q) in kept:
+        again = cut_and_modularity(graph, voted, 4)
+        assert (cut, q) == pytest.approx(again, rel=1e-12)
+
+
 def test_auto_components_keep_narrow_only_when_cut_and_modularity_agree(monkeypatch):
     """n_components="auto": k-means in n_clusters and in ceil(1.5 n_clusters) dimensions of
     one solve, and the labels, embedding and weights of the narrow partition when it has
