@@ -50,27 +50,40 @@ MAX_BLOCKS = 16
 #: over so few rows costs less than the round trip that submits it from the client, and the
 #: blocks leave no parallel work to share out
 LOCAL_MAX_BLOCKS = 2
+#: rows whose distances to every restart's centres are scored at once: the score matrix
+#: (rows x restarts x n_clusters) then stays in the processor's cache
+NEAREST_ROWS = 4096
 
 
 def _nearest(block, centers):
-    """Index of and squared distance to the nearest centre, per row, for each restart.
+    """Index of and squared distance to the nearest centre, per row, for each restart:
+    two arrays (R, n), computed :data:`NEAREST_ROWS` rows at a time.
 
     The argmin needs only ``||c||^2 - 2 x.c``: one product of the rows, with a column of
     ones appended, and the centres scaled by -2 with their squared norms appended;
     ``||x||^2`` is added to the minimum alone."""
     R, k, d = centers.shape
-    rows = np.empty((block.shape[0], d + 1))
-    rows[:, :d] = block
-    rows[:, d] = 1.0
     C = centers.reshape(R * k, d)
     weights = np.empty((d + 1, R * k))
     np.multiply(C.T, -2.0, out=weights[:d])
     weights[d] = np.einsum("ij,ij->i", C, C)
-    score = (rows @ weights).reshape(-1, R, k)
-    lab = np.argmin(score, axis=2)  # (n, R)
-    best = np.take_along_axis(score, lab[:, :, None], axis=2)[:, :, 0]
-    best += np.einsum("ij,ij->i", rows[:, :d], rows[:, :d])[:, None]
-    return lab.T, np.maximum(best, 0.0).T
+    n = block.shape[0]
+    # best is filled row-major and returned transposed: its sums over rows then add in the
+    # order they did when it was computed in one piece
+    lab, best = np.empty((R, n), dtype=np.intp), np.empty((n, R))
+    rows = np.empty((min(n, NEAREST_ROWS), d + 1))
+    rows[:, d] = 1.0
+    for start in range(0, n, NEAREST_ROWS):
+        stop = min(start + NEAREST_ROWS, n)
+        part = rows[: stop - start]
+        part[:, :d] = block[start:stop]
+        score = (part @ weights).reshape(-1, R, k)
+        nearest = np.argmin(score, axis=2)  # (rows, R)
+        lab[:, start:stop] = nearest.T
+        least = np.take_along_axis(score, nearest[:, :, None], axis=2)[:, :, 0]
+        least += np.einsum("ij,ij->i", part[:, :d], part[:, :d])[:, None]
+        best[start:stop] = np.maximum(least, 0.0)
+    return lab, best.T
 
 
 def _lloyd_partials(block, centers):

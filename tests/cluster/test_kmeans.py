@@ -176,6 +176,22 @@ def test_restarts_at_the_same_optimum_count_once(rng):
     np.testing.assert_array_equal(both[1].compute(), alone[1].compute())
 
 
+def test_nearest_centres_in_pieces_equal_those_in_one_piece(rng, monkeypatch):
+    """Rows scored NEAREST_ROWS at a time give the labels, distances and partial sums of
+    one product over the whole block, bit for bit."""
+    from elmscale.cluster import _kmeans
+
+    block = rng.randn(10_001, 7).astype(np.float32)
+    centers = rng.randn(4, 6, 7)
+    pieces = _kmeans._lloyd_partials(block, centers), _kmeans._nearest(block, centers)
+    monkeypatch.setattr(_kmeans, "NEAREST_ROWS", 1_000_000)
+    whole = _kmeans._lloyd_partials(block, centers), _kmeans._nearest(block, centers)
+    for key in ("sums", "counts", "inertia", "sumsq"):
+        np.testing.assert_array_equal(pieces[0][key], whole[0][key])
+    for a, b in zip(pieces[1], whole[1], strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
 def test_sampled_start_matches_scikit_learn_quality(blobs_big):
     X, _ = blobs_big
     inertia = kmeans(da.from_array(X, chunks=10_000), 4, random_state=0)[2]
