@@ -35,6 +35,23 @@ def clustered():
     return X
 
 
+def test_the_recall_samples_exact_neighbours_equal_a_dense_search(rng):
+    """The recall estimate's exact neighbours of the sampled rows are those of a dense
+    search, ties by position, each row not its own."""
+    from elmscale.graph._local_join import exact_sample_neighbours
+
+    X = np.round(rng.randn(3000, 12), 1).astype(np.float32)  # rounded: many equal distances
+    X[1500:1510] = X[7]  # exact duplicates of a sampled row
+    rows = np.array([0, 7, 8, 999, 1505, 2999])
+    got = exact_sample_neighbours(da.from_array(X, chunks=700), rows, 10)
+    X64 = X.astype(np.float64)
+    for row, found in zip(rows, got, strict=True):
+        d2 = ((X64 - X64[row]) ** 2).sum(axis=1)
+        d2[row] = np.inf
+        want = np.lexsort((np.arange(len(X)), d2))[:10]
+        np.testing.assert_array_equal(found, want)
+
+
 def test_recall_against_exact_on_clustered_data(clustered):
     backend = CellSearch(rows_per_cell=200, n_probes=4)
     idx, dist = backend(da.from_array(clustered, chunks=(700, 5)), 10, random_state=0)
