@@ -19,6 +19,7 @@ import numpy as np
 import scipy.sparse as sp
 from dask.utils import key_split
 from distributed.diagnostics.plugin import SchedulerPlugin
+from distributed.exceptions import WorkerStartTimeoutError
 
 
 class KillOnTask(SchedulerPlugin):
@@ -102,8 +103,10 @@ def fit_under_fault(client, model, X, exchange=None):
     (a key of :data:`GRAPH_EXCHANGES`; None: undisturbed): every pack of that worker's group
     is then computed, about half of them on the worker killed. Waits for the nanny's new
     worker. Returns ``(graph in input order, labels, record)``; ``record`` says which task
-    was killed, how many of the exchange's tasks were in memory then, and whether the killed
-    worker was replaced."""
+    was killed, how many of the exchange's tasks were in memory then, whether the killed
+    worker was replaced, and whether a new worker came back within two minutes
+    (``worker_back``: a nanny can restart its worker and then close for good, a race of
+    distributed's, dask/distributed#7312; the fit has finished by then either way)."""
     scheduler = client.cluster.scheduler
     plugin = None
     n_workers = len(client.scheduler_info()["workers"])
@@ -129,5 +132,9 @@ def fit_under_fault(client, model, X, exchange=None):
         record["worker_replaced"] = bool(
             plugin.killed and plugin.killed[1] not in client.scheduler_info()["workers"]
         )
-    client.wait_for_workers(n_workers, timeout=120)
+    try:
+        client.wait_for_workers(n_workers, timeout=120)
+        record["worker_back"] = True
+    except WorkerStartTimeoutError:
+        record["worker_back"] = False
     return graph, labels, record
