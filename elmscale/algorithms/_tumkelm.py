@@ -55,7 +55,7 @@ from ..hidden import HiddenFeatures, apply_scaling, fit_scaling
 from ..kernels import FactorLayer, Kernel, paper_kernels
 from ..mixins import EmbeddingClusterMixin
 from ..solvers import ridge_solve
-from ..utils._random import draw_seed, row_samples
+from ..utils._random import draw_seed, drawn_rows
 from ..utils._threads import blas_threads
 from ..utils._validation import row_chunks, validate_data
 from ..validation import Interval, StrOptions
@@ -158,12 +158,7 @@ def _landmark_sample(Xs, size, rng):
     """``size`` rows of Xs drawn without replacement from ``rng``, in row order; for dask
     input drawn on a worker (:func:`~elmscale.utils._random.row_samples`: the same rows, and
     ``rng`` left where its own draw would leave it), not from a shuffled ``arange(N)`` here."""
-    if not isinstance(Xs, da.Array) or not isinstance(rng, np.random.RandomState):
-        return Xs[np.sort(rng.choice(Xs.shape[0], size=size, replace=False))]
-    (sample,), _, state = row_samples(Xs, size, 1, rng, prefix="elmscale-hidden-landmarks")
-    sample, state = dask.compute(sample, state)
-    rng.set_state(state)
-    return sample
+    return drawn_rows(Xs, size, rng, prefix="elmscale-hidden-landmarks")
 
 
 class TUMKELM(EmbeddingClusterMixin, BaseELM):

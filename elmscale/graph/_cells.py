@@ -12,6 +12,7 @@ distance and then by cell number (:func:`~elmscale.graph._select.block_topk`): t
 assignment of a row depends on that row and the centres only, never on the chunking.
 """
 
+import functools
 import math
 import warnings
 
@@ -21,7 +22,7 @@ import numpy as np
 from scipy.cluster.hierarchy import leaves_list, linkage
 from sklearn.cluster import KMeans
 
-from ..utils._random import sampled_rows
+from ..utils._random import gathered_rows, sampled_rows
 from ..utils._threads import limited_threads
 from ._select import block_topk, exact_sq_distances
 from ._tasks import task, task_name
@@ -133,15 +134,13 @@ def fit_cells_on_workers(X, n_cells, seed):
     ``arange(N)`` (8 bytes a row), which the client would otherwise hold for a moment."""
     size = sample_size(X.shape, n_cells)
     leaf_size = max(int(size / n_cells), 1)
-    if len(X.chunks[1]) > 1:
-        X = X.rechunk({1: -1})
     idx = task("cells-index", sample_index, X.shape, n_cells, seed)
-    starts = np.concatenate([[0], np.cumsum(X.chunks[0])]).astype(np.int64)
-    pieces = [
-        task("cells-take", sampled_rows, block, idx, int(starts[b]), int(starts[b + 1]))
-        for b, block in enumerate(X.to_delayed(optimize_graph=False).ravel())
-    ]
-    sample = task("cells-sample", _float64_rows, *pieces)
+    sample = gathered_rows(
+        X,
+        idx,
+        functools.partial(task, "cells-take", sampled_rows),
+        functools.partial(task, "cells-sample", _float64_rows),
+    )
     root = task("cells-root", _children, sample, np.arange(size), 0, leaf_size, seed)
     subtrees = [
         task("cells-subtree", _subtree, sample, root, i, leaf_size, seed) for i in range(BRANCHING)

@@ -105,9 +105,9 @@ def _pack(take, items, wants, *source):
 
 
 def _unpack(where, take, wanted, n_packs, *objects):
-    """One destination's pieces, in its order: ``packs[p][j]`` for each ``(p, j)`` and,
-    for each ``(None, (w, args))``, ``take`` on the whole source ``w`` (the objects after the
-    packs, ``len`` of each source's tuple given in the first entry of its args)."""
+    """One destination's pieces, in its order: ``packs[p][j]`` for each ``(p, j)`` and, for
+    each ``(None, (first, n_objects, args))``, ``take`` on a source read whole: the
+    ``n_objects`` objects from ``first`` on among those after the ``n_packs`` packs."""
     packs, sources = objects[:n_packs], objects[n_packs:]
     out = []
     for p, j in where:

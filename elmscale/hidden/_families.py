@@ -8,10 +8,9 @@ engine's random nodes."""
 
 from numbers import Integral
 
-import dask
 import numpy as np
 
-from ..utils._random import row_samples
+from ..utils._random import drawn_rows
 from ._layer import BlockLayer, scaled_block
 from ._scaling import apply_scaling
 
@@ -150,13 +149,7 @@ def sample_rows(Xd, size, rng, *, offset=None, scale=None):
     client. A ``RandomState``'s draw runs on a worker (its state handed over and set back:
     :func:`~elmscale.utils._random.row_samples`), which spares the client the shuffled
     ``arange(N)`` numpy draws the indices from."""
-    N = Xd.shape[0]
-    if isinstance(rng, np.random.RandomState):
-        (sample,), _, state = row_samples(Xd, size, 1, rng, replace=size > N, prefix=SAMPLE)
-        rows, state = dask.compute(sample, state)
-        rng.set_state(state)
-    else:
-        rows = Xd[np.sort(rng.choice(N, size, replace=size > N))].compute()
+    rows = drawn_rows(Xd, size, rng, replace=size > Xd.shape[0], prefix=SAMPLE)
     return apply_scaling(np.asarray(rows, dtype=np.float64), offset, scale)
 
 

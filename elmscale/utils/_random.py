@@ -33,6 +33,18 @@ def _concatenate(*pieces):
     return np.concatenate(pieces)
 
 
+def gathered_rows(X, rows, take, gather):
+    """The rows ``rows`` (a sorted global index, delayed or not) of the row-chunked dask
+    array X, gathered on the workers: ``take(block, rows, lo, hi)`` gives each block's part
+    (:func:`sampled_rows`), ``gather(*parts)`` joins them; both delayed callables that name
+    their tasks."""
+    if len(X.chunks[1]) > 1:
+        X = X.rechunk({1: -1})
+    starts = np.concatenate([[0], np.cumsum(X.chunks[0])]).astype(np.int64).tolist()
+    blocks = X.to_delayed(optimize_graph=False).ravel().tolist()
+    return gather(*[take(blk, rows, starts[b], starts[b + 1]) for b, blk in enumerate(blocks)])
+
+
 def row_samples(X, size, draws, rng, *, replace=False, n_seeds=0, prefix="elmscale-sample"):
     """``draws`` random samples of ``size`` rows of the row-chunked dask array X, each in
     row order, then ``n_seeds`` seeds, as ``rng`` (a ``RandomState``) would draw them with
@@ -46,17 +58,26 @@ def row_samples(X, size, draws, rng, *, replace=False, n_seeds=0, prefix="elmsca
     Tasks are keyed ``<prefix>-...``."""
     from ._dask import named
 
-    if len(X.chunks[1]) > 1:
-        X = X.rechunk({1: -1})
     rows, seeds, state = named(_draw_rows, f"{prefix}-rows", nout=3)(
         rng.get_state(), X.shape[0], size, draws, replace, n_seeds
     )
-    take = named(sampled_rows, f"{prefix}-take")
-    gather = named(_concatenate, prefix)
-    starts = np.concatenate([[0], np.cumsum(X.chunks[0])]).tolist()
-    blocks = X.to_delayed(optimize_graph=False).ravel().tolist()
-    samples = [
-        gather(*[take(blk, rows[i], starts[b], starts[b + 1]) for b, blk in enumerate(blocks)])
-        for i in range(draws)
-    ]
+    take, gather = named(sampled_rows, f"{prefix}-take"), named(_concatenate, prefix)
+    samples = [gathered_rows(X, rows[i], take, gather) for i in range(draws)]
     return samples, [seeds[i] for i in range(n_seeds)], state
+
+
+def drawn_rows(X, size, rng, *, replace=False, prefix="elmscale-sample"):
+    """``size`` rows of X (a dask or NumPy array) as ``X[sort(rng.choice(N, size,
+    replace))]`` gives them, computed. For dask X and a ``RandomState`` the draw runs on a
+    worker (:func:`row_samples`, the state handed over and set back on ``rng``): the client
+    never holds the shuffled ``arange(N)`` numpy draws from."""
+    import dask
+    import dask.array as da
+
+    if isinstance(X, da.Array) and isinstance(rng, np.random.RandomState):
+        (sample,), _, state = row_samples(X, size, 1, rng, replace=replace, prefix=prefix)
+        rows, state = dask.compute(sample, state)
+        rng.set_state(state)
+        return rows
+    rows = X[np.sort(rng.choice(X.shape[0], size, replace=replace))]
+    return rows.compute() if isinstance(rows, da.Array) else rows
