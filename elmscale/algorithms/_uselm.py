@@ -75,12 +75,14 @@ def _smoothed(graph, steps, layer, min_variance):
 
 def _voted_labels(found, centers, row_normalize):
     """Labels of a block of :meth:`USELM._from_training_rows` with votes: the embedding's
-    columns give each row's nearest centre, its own vote; the last ``len(centers)`` columns
-    count its neighbours' labels."""
+    columns give each row's nearest centre, its own vote; the next ``len(centers)`` columns
+    count its neighbours' labels, the last its equal training rows. A row equal to training
+    rows takes their label (the most common among them), as the fit gave it."""
     n_clusters = centers.shape[0]
-    E, votes = found[:, :-n_clusters], found[:, -n_clusters:]
+    E, votes = found[:, : -n_clusters - 1], found[:, -n_clusters - 1 : -1]
+    equal = found[:, -1] > 0
     own = nearest_center(unit_rows(E) if row_normalize else E, centers)
-    return majority_vote(votes, own)
+    return np.where(equal, np.argmax(votes, axis=1), majority_vote(votes, own))
 
 
 class _LowestCutAmongBest:
@@ -576,8 +578,9 @@ class USELM(GraphMixin, DataNodesMixin, EmbeddingClusterMixin, BaseELM):
         over its graph neighbourhood, which a new row does not have; its embedding is then
         the weighted mean of ``embedding_`` over its ``n_neighbors`` nearest training rows
         (``fit_X_``), weighted as the graph's edges (:func:`elmscale.graph.neighbour_mean`):
-        the out-of-sample step of the filter, so that on the training rows ``transform``
-        stays close to ``embedding_`` and ``predict`` to ``labels_``."""
+        the out-of-sample step of the filter. A row equal to a training row takes that row's
+        ``embedding_`` (as the Nystrom extension reproduces the function at the rows it was
+        computed on): on the training rows ``transform`` gives ``embedding_`` back."""
         if getattr(self, "fit_X_", None) is None:
             return self.project(Xd, self.output_weights_)
         return self._from_training_rows(Xd)
@@ -608,8 +611,9 @@ class USELM(GraphMixin, DataNodesMixin, EmbeddingClusterMixin, BaseELM):
         to its embedding (:meth:`transform`, in the space k-means clustered). Where the fit
         refined its labels by neighbour-majority votes (``refine_rounds_`` > 0), a row's
         label is the same vote cast by its nearest training rows' ``labels_`` and, weighted
-        as a row's own label, its nearest centre: on the training rows this gives
-        ``labels_`` back where k-means's nearest centre would undo the votes' moves."""
+        as a row's own label, its nearest centre; a row equal to a training row takes its
+        label in ``labels_``, so that ``predict`` on the training rows gives ``labels_``
+        back (where k-means's nearest centre would undo the votes' moves)."""
         if not getattr(self, "refine_rounds_", 0) or getattr(self, "fit_X_", None) is None:
             return super().label_rows(Xd)
         return self._from_training_rows(Xd, votes=True).map_blocks(

@@ -546,15 +546,23 @@ def digits_fits():
     return X, m, md
 
 
-def test_predict_on_training_rows_agrees_with_labels(digits_fits):
-    """The fit clusters filtered rows; predict embeds a row from its nearest training rows, so
-    on the training rows it gives labels_ back (nearly: a row's own neighbourhood is its
-    filtered value's), where h(x) beta of the unfiltered row does not."""
-    X, m, _ = digits_fits
+def test_predict_on_training_rows_gives_labels_back(digits_fits):
+    """The fit clusters filtered rows; transform and predict extend what it computed to new
+    rows from their nearest training rows and give it back on the training rows themselves
+    (fit_transform equals fit then transform, fit_predict equals fit then predict), for NumPy
+    and dask fits; a row moved off its training row gets its neighbourhood's vote, which on
+    digits mostly still agrees."""
+    X, m, md = digits_fits
     assert m.smoothing_steps_ == 8 and m.fit_X_.shape == X.shape
     assert m.refine_rounds_ == 3
-    assert (m.predict(X) == m.labels_).mean() >= 0.995
-    E = m.transform(X)
+    for model in (m, md):
+        np.testing.assert_array_equal(np.asarray(model.predict(X)), np.asarray(model.labels_))
+        np.testing.assert_allclose(
+            np.asarray(model.transform(X)), np.asarray(model.embedding_), rtol=1e-12
+        )
+    moved = X + 1e-3 * np.random.RandomState(0).standard_normal(X.shape)
+    assert (m.predict(moved) == m.labels_).mean() >= 0.99
+    E = m.transform(moved)
     raw = m.project(da.from_array(X), m.output_weights_).compute()  # h(x) beta, unfiltered
     assert np.linalg.norm(E - m.embedding_) < 0.5 * np.linalg.norm(raw - m.embedding_)
 

@@ -18,7 +18,7 @@ def rows():
 
 def _dense_knn(Q, R, k):
     d2 = ((Q[:, None, :] - R[None, :, :]) ** 2).sum(-1)
-    idx = np.argsort(d2, axis=1)[:, :k]
+    idx = np.argsort(d2, axis=1, kind="stable")[:, :k]  # ties by the smaller index
     return idx, np.sqrt(np.take_along_axis(d2, idx, axis=1))
 
 
@@ -82,10 +82,38 @@ def test_neighbour_mean_counts_labels_among_the_same_neighbours(rows, chunks):
     got = neighbour_mean(
         *args, labels=da.from_array(labels, chunks=label_chunks), n_labels=5, **kw
     ).compute()
-    assert got.shape == (70, 3 + 5)
+    assert got.shape == (70, 3 + 5 + 1)
     np.testing.assert_array_equal(got[:, :3], neighbour_mean(*args, **kw).compute())
     idx, _ = _dense_knn(X, X_fit, 12)
     ref = np.stack([np.bincount(labels[i], minlength=5) for i in idx])
-    np.testing.assert_array_equal(got[:, 3:], ref)
+    np.testing.assert_array_equal(got[:, 3:8], ref)
+    np.testing.assert_array_equal(got[:, 8], 0)  # no new row equals a training row
     with pytest.raises(ValueError, match="n_labels"):
         neighbour_mean(*args, labels=da.from_array(labels, chunks=50), **kw)
+
+
+def test_neighbour_mean_of_training_rows_gives_their_own_values(rows):
+    """A new row equal to training rows takes their mean and their labels' counts, not its
+    neighbourhood's (a training row finds itself; a duplicated one, its copies); the other
+    rows keep the weighted mean over their k nearest."""
+    X_fit, X = rows
+    X_fit = np.vstack([X_fit, X_fit[:5]])  # rows 0-4 twice: at 0-4 and 230-234
+    rng = np.random.RandomState(6)
+    values, labels = rng.randn(235, 3), rng.randint(0, 4, 235)
+    labels[230:] = labels[:5]
+    queries = np.vstack([X_fit[:40], X])
+    args = (
+        da.from_array(queries, chunks=(33, 6)),
+        da.from_array(X_fit, chunks=(50, 6)),
+        da.from_array(values, chunks=(50, 3)),
+        12,
+    )
+    got = neighbour_mean(*args, labels=da.from_array(labels, chunks=50), n_labels=4).compute()
+    expected = values[:40].copy()
+    expected[:5] = (values[:5] + values[230:]) / 2
+    np.testing.assert_allclose(got[:40, :3], expected, rtol=1e-12)
+    np.testing.assert_array_equal(got[:40, 3:7].argmax(axis=1), labels[:40])
+    np.testing.assert_array_equal(got[:40, 3:7].sum(axis=1), [2] * 5 + [1] * 35)
+    np.testing.assert_array_equal(got[:, 7], [2] * 5 + [1] * 35 + [0] * 70)
+    idx, _ = _dense_knn(X, X_fit, 12)
+    np.testing.assert_allclose(got[40:, :3], values[idx].mean(axis=1), rtol=1e-10)
