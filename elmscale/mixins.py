@@ -137,7 +137,7 @@ class GraphMixin:
         """The kNN graph of the scaled rows of Xd from the graph parameters (``graph="auto"``:
         exact search up to 10,000 rows, the distributed cell search above, resolved here in
         the plugin registry); an integer seed for an approximate backend is drawn from
-        ``rng``."""
+        ``rng``. No recall estimate: nothing in a fit reads it."""
         n_neighbors = self.n_neighbors if n_neighbors is None else n_neighbors
         name = resolve_backend(self.graph, Xd.shape[0])
         layer = self.hidden_layer_
@@ -151,6 +151,7 @@ class GraphMixin:
             random_state=draw_seed(rng),
             order=order,
             scaling=(layer.offset, layer.scale),
+            estimate_recall=False,  # the estimators do not read it
         )
 
 

@@ -8,7 +8,9 @@ each set's mean, worst and spread of ACC (Hungarian matching) and NMI.
 
 One fit per (set, seed): ``USELM(n_clusters=c, random_state=seed)`` with its defaults, or with
 ``--set param=value`` overrides (give the variant a ``--tag``). ``--predict`` also records how
-often ``predict`` on the training rows agrees with ``labels_``; ``--holdout`` fits on the rows
+often ``predict`` on the training rows agrees with ``labels_``, and on the training rows moved
+by noise of 1e-3 of each feature's spread (``agree_moved``: the vote among the nearest
+training rows, where a training row itself takes its own label); ``--holdout`` fits on the rows
 the set marks as its training rows (``is_test`` false: mnist, usps, shuttle) and records the
 ACC of ``labels_`` on them and of ``predict`` on the test rows. Each fit appends one row to the
 CSV file (``benchmarks/results/quality_seeds.csv`` by default) and fits already there (same set,
@@ -62,6 +64,7 @@ FIELDS = (
     "acc",
     "nmi",
     "agree",
+    "agree_moved",
     "test_acc",
     "test_nmi",
     "n_components",
@@ -99,6 +102,19 @@ def _data(name, holdout):
     return X[~test], y[~test], X[test], y[test]
 
 
+#: ``--predict``'s moved rows: each feature moved by this share of its standard deviation
+MOVE_SCALE = 1e-3
+
+
+def moved(X, seed):
+    """X's rows moved off themselves by Gaussian noise of :data:`MOVE_SCALE` times each
+    feature's standard deviation: rows close to the training rows that are none of them, where
+    ``predict`` casts its vote among the nearest training rows."""
+    rng = np.random.default_rng([0 if seed is None else seed, 7])
+    noise = rng.standard_normal(X.shape) * (MOVE_SCALE * X.std(axis=0))
+    return (X + noise).astype(X.dtype, copy=False)
+
+
 def fit_one(name, data, seed, params, mode, cuts):
     """One fit and its record."""
     import elmscale
@@ -114,6 +130,7 @@ def fit_one(name, data, seed, params, mode, cuts):
     rec = dict(acc=acc, nmi=mi, n_components=model.n_components_, seconds=sec)
     if mode == "predict":
         rec["agree"] = float(np.mean(np.asarray(model.predict(X)) == labels))
+        rec["agree_moved"] = float(np.mean(np.asarray(model.predict(moved(X, seed))) == labels))
     if mode == "holdout":
         rec["test_acc"], rec["test_nmi"] = score(y_test, np.asarray(model.predict(X_test)))
     return rec
@@ -183,6 +200,15 @@ def _done(path):
 
 def _append(path, row):
     new = not Path(path).is_file()
+    if not new:
+        with open(path, newline="") as f:
+            header = next(csv.reader(f), [])
+        if tuple(header) != FIELDS:  # written before a column was added: rewrite, keep rows
+            rows = _done(path)
+            with open(path, "w", newline="") as f:
+                w = csv.DictWriter(f, FIELDS)
+                w.writeheader()
+                w.writerows({k: r.get(k) or "" for k in FIELDS} for r in rows)
     with open(path, "a", newline="") as f:
         w = csv.DictWriter(f, FIELDS)
         if new:
@@ -198,8 +224,8 @@ def summary(rows):
     """One line per (set, tag, mode): fits, mean / worst / std of ACC and NMI, and more."""
     lines = [
         "| set | tag | mode | fits | ACC mean | ACC worst | ACC std | NMI mean | NMI worst "
-        "| n_components | agree (worst) | test ACC mean (worst) | s |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| n_components | agree (worst) | moved rows agree (worst) | test ACC mean (worst) | s |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     keys = dict.fromkeys((r["dataset"], r["tag"], r["mode"]) for r in rows)
     for key in keys:
@@ -207,11 +233,13 @@ def summary(rows):
         acc, mi, sec = _num(sel, "acc"), _num(sel, "nmi"), _num(sel, "seconds")
         ncomp = np.unique(_num(sel, "n_components").astype(int), return_counts=True)
         agree, test = _num(sel, "agree"), _num(sel, "test_acc")
+        shifted = _num(sel, "agree_moved")
         lines.append(
             f"| {key[0]} | {key[1] or '-'} | {key[2]} | {len(sel)} | {acc.mean():.4f} "
             f"| {acc.min():.4f} | {acc.std():.4f} | {mi.mean():.4f} | {mi.min():.4f} "
             f"| {dict(zip(ncomp[0].tolist(), ncomp[1].tolist(), strict=True))} "
             f"| {f'{agree.mean():.4f} ({agree.min():.4f})' if agree.size else '-'} "
+            f"| {f'{shifted.mean():.4f} ({shifted.min():.4f})' if shifted.size else '-'} "
             f"| {f'{test.mean():.4f} ({test.min():.4f})' if test.size else '-'} "
             f"| {sec.mean():.1f} |"
         )

@@ -85,6 +85,7 @@ def knn_graph(
     transform=None,
     scaling=None,
     order="auto",
+    estimate_recall=True,
 ):
     """Build the symmetrised kNN graph of the rows of X on the cluster.
 
@@ -114,6 +115,11 @@ def knn_graph(
         "auto" does so when X has more than one chunk and more than 20,000 rows. The order
         is internal: :func:`elmscale.gram.hidden_stats` applies it to every row-aligned
         input, and sums over rows do not depend on it.
+    estimate_recall : bool, default=True
+        Let a backend that estimates its recall (the cell search) do so. False skips the
+        estimate where the search does not need it for its own rounds (through the
+        backend's ``without_recall_estimate()``, when it has one): for callers that do not
+        read ``recall_estimate_``. The graph is the same.
 
     Returns
     -------
@@ -122,6 +128,8 @@ def knn_graph(
     """
     _check_graph_params(X, n_neighbors, weights, sigma, order, transform, scaling)
     backend_fn = backend_callable(backend, X.shape[0])
+    if not estimate_recall and hasattr(backend_fn, "without_recall_estimate"):
+        backend_fn = backend_fn.without_recall_estimate()
     source_name, outer_chunks = X.name, tuple(X.chunks[0])
     X = X.rechunk({0: graph_chunks(outer_chunks)})
     if order == "auto":

@@ -31,6 +31,7 @@ reaches the client.
 Nothing is compiled at run time.
 """
 
+import copy
 import logging
 import math
 
@@ -351,6 +352,18 @@ class CellSearch:
         self.kernel = kernel
         self.target_recall = float(target_recall)
         self.recall_sample = int(recall_sample)
+
+    def without_recall_estimate(self):
+        """This search without its recall estimate, where its rounds do not depend on one
+        (``n_refine`` an int): a copy with ``recall_sample=0``, else ``self``. For callers
+        that do not read ``recall_estimate_``; the estimate's exact search is one pass over
+        X for ``recall_sample`` queries. The graph is the same."""
+        if self.n_refine == "auto" or not self.recall_sample:
+            return self
+        twin = copy.copy(self)
+        twin.recall_sample = 0
+        twin.recall_estimate_ = None
+        return twin
 
     def __repr__(self):
         kernel = "" if self.kernel is None else f", kernel={self.kernel!r}"

@@ -161,3 +161,39 @@ def test_recall_estimate_is_reported_by_the_cell_search():
     graph = knn_graph(da.from_array(X, chunks=1000), 5, backend="cells", random_state=0)
     assert 0.5 <= graph.recall_estimate_ <= 1.0
     assert knn_graph(da.from_array(X, chunks=1000), 5, backend="exact").recall_estimate_ is None
+
+
+def test_a_graph_without_recall_estimate_is_the_same_graph(monkeypatch):
+    """knn_graph(estimate_recall=False), as the estimators build their graphs, runs no exact
+    search of the recall sample and gives the same graph; "auto" refinement, whose rounds
+    the estimate decides, keeps it; the registered search itself is left as it was."""
+    import elmscale.graph._cell_search as cell_search
+    from elmscale import registry
+    from elmscale.graph import CellSearch
+
+    X, _ = make_blobs(3000, n_features=8, centers=6, random_state=0)
+    Xd = da.from_array(X, chunks=1000)
+    exact_searches = []
+    real = cell_search.exact_sample_neighbours
+    monkeypatch.setattr(
+        cell_search,
+        "exact_sample_neighbours",
+        lambda *a: exact_searches.append(1) or real(*a),
+    )
+    estimated = knn_graph(Xd, 5, backend="cells", random_state=0)
+    assert len(exact_searches) == 1
+    skipped = knn_graph(Xd, 5, backend="cells", random_state=0, estimate_recall=False)
+    assert len(exact_searches) == 1 and skipped.recall_estimate_ is None
+    for a, b in zip(
+        dask.compute(estimated.indices, estimated.distances),
+        dask.compute(skipped.indices, skipped.distances),
+        strict=True,
+    ):
+        np.testing.assert_array_equal(a, b)
+    assert registry.get("graph", "cells").recall_sample == 500
+    auto = CellSearch(n_refine="auto")
+    assert auto.without_recall_estimate() is auto
+    knn_graph(Xd, 5, backend=auto, random_state=0, estimate_recall=False)
+    assert len(exact_searches) == 2 and auto.recall_estimate_ is not None
+    elmscale.USELM(n_clusters=6, graph="cells", n_hidden=50, random_state=0).fit(X)
+    assert len(exact_searches) == 2  # the estimators do not read it
