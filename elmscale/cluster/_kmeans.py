@@ -20,7 +20,10 @@ the client's round trip that would submit it. The last pass gives the labels and
 inertia of the final centres together. Several explicit starting points (``init`` of shape
 (R, k, d)) are refined together, in one pass per iteration; a restart that comes within
 the convergence tolerance of an earlier one (the same optimum) stops there and is not
-counted again.
+counted again. On data of more than ``2 * CONVERGE_SAMPLE_FACTOR * init_sample`` rows
+several starts first converge together on one sample of ``CONVERGE_SAMPLE_FACTOR *
+init_sample`` rows, in one task, and only the distinct optima they reach there go on to the
+passes over all rows, each of which costs as much as the restarts it carries.
 
 The blocks depend only on the number of rows, not on the input's chunks, so the result does
 not depend on how the input was chunked.
@@ -53,6 +56,10 @@ LOCAL_MAX_BLOCKS = 2
 #: rows whose distances to every restart's centres are scored at once: the score matrix
 #: (rows x restarts x n_clusters) then stays in the processor's cache
 NEAREST_ROWS = 4096
+#: several starts first converge together on one sample of this many times ``init_sample``
+#: rows, in one task, where the data has more than twice as many rows: the optima they reach
+#: there start the passes over all rows, each once (:func:`_converged_on_sample`)
+CONVERGE_SAMPLE_FACTOR = 10
 
 
 def _nearest(block, centers):
@@ -200,7 +207,11 @@ def kmeans(
     )
     blocks = Eb.to_delayed(optimize_graph=False).ravel().tolist()
     starts = _starts(Eb, n_clusters, n_init, init, (init_sample, sample_draws), rng)
-    centers, n_iter, distinct = _lloyd(blocks, starts, N, max_iter, tol)
+    first = starts
+    if len(starts) > 1 and N > 2 * CONVERGE_SAMPLE_FACTOR * init_sample:
+        size = CONVERGE_SAMPLE_FACTOR * init_sample
+        first = _converged_on_sample(Eb, starts, size, rng, max_iter, tol)
+    centers, n_iter, distinct = _lloyd(blocks, first, N, max_iter, tol)
     centers, n_iter = centers[distinct], n_iter[distinct]
     # choose is asked whenever there were several starts, also of one distinct optimum
     ask = choose if len(starts) > 1 else None
@@ -236,6 +247,26 @@ def _starts(Eb, n_clusters, n_init, init, sampling, rng):
     if state is not None:  # rng continues as if it had drawn the samples here
         rng.set_state(state)
     return np.stack(centers)
+
+
+def _converged_on_sample(Eb, starts, size, rng, max_iter, tol):
+    """The distinct optima that Lloyd's iterations reach from ``starts`` on one random sample
+    of ``size`` rows of Eb, all passes in one task on a worker (:func:`_lloyd_local`): the
+    starting centres of the passes over all rows. Starts that reach one optimum there are
+    refined on all rows once, instead of each until it meets the others there, where every
+    pass costs as many restarts as still move."""
+    (sample,), _, state = row_samples(Eb, size, 1, rng, prefix="elmscale-kmeans-converge")
+    local = named(_lloyd_local, "elmscale-kmeans-converge-lloyd", nout=3)
+    centers, _, distinct = local([sample], starts, size, max_iter, tol)
+    centers, distinct, state = dask.compute(centers, distinct, state)
+    rng.set_state(state)
+    logger.info(
+        "k-means: %d starts reach %d optima on a sample of %d rows",
+        len(starts),
+        int(distinct.sum()),
+        size,
+    )
+    return centers[distinct]
 
 
 def _pass(blocks, centers):

@@ -270,13 +270,16 @@ def test_sample_starts_run_on_the_workers_and_equal_the_threaded_ones(rng, dask_
     np.testing.assert_array_equal(on_cluster, threaded)
 
 
-def test_samples_share_the_starts_and_all_rows_choose(rng):
+def test_samples_share_the_starts_and_all_rows_choose(rng, monkeypatch):
     """More rows than init_sample and sample_draws=4: four starts, each the best of its
     sample's share of n_init; the result is the refined start of least inertia on all rows.
-    The default, one sample, gives the one start of before."""
+    The default, one sample, gives the one start of before. (Rows few enough that no
+    sample converges the starts first.)"""
     from sklearn.utils import check_random_state
 
     from elmscale.cluster import _kmeans
+
+    monkeypatch.setattr(_kmeans, "CONVERGE_SAMPLE_FACTOR", 100)
 
     C = rng.randn(12, 5) * 3
     X = C[rng.randint(0, 12, 20_000)] + rng.randn(20_000, 5)
@@ -343,3 +346,32 @@ def test_choose_keeps_the_start_it_picks_not_the_least_inertia(rng):
     np.testing.assert_allclose(centers, alone[worst][0], rtol=1e-12)
     np.testing.assert_array_equal(labels.compute(), alone[worst][1].compute())
     assert inertia == pytest.approx(alone[worst][2], rel=1e-12)
+
+
+def test_starts_converge_on_a_sample_first_on_many_rows(rng, monkeypatch):
+    """On more than 2 * CONVERGE_SAMPLE_FACTOR * init_sample rows the starts first converge on
+    one sample in one task, and the passes over all rows carry only the distinct optima
+    reached there (here the four starts reach one): the same partition and inertia as every
+    start refined on all rows, from fewer restarts; below that size nothing changes."""
+    from sklearn.metrics import adjusted_rand_score
+
+    from elmscale.cluster import _kmeans
+
+    C = rng.randn(5, 3) * 8
+    X = C[rng.randint(0, 5, 30_000)] + rng.randn(30_000, 3)
+    Xd = da.from_array(X, chunks=7000)
+    carried, real = [], _kmeans._lloyd
+    monkeypatch.setattr(
+        _kmeans, "_lloyd", lambda blocks, c, *a: carried.append(len(c)) or real(blocks, c, *a)
+    )
+    args = dict(n_init=8, random_state=3, init_sample=600, sample_draws=4)
+    with dask.config.set(scheduler="sync"):
+        centers, labels, inertia, _ = kmeans(Xd, 5, **args)
+        monkeypatch.setattr(_kmeans, "CONVERGE_SAMPLE_FACTOR", 100)
+        ref_centers, ref_labels, ref_inertia, _ = kmeans(Xd, 5, **args)
+    assert carried == [1, 4]
+    assert adjusted_rand_score(labels.compute(), ref_labels.compute()) == 1.0
+    assert inertia == pytest.approx(ref_inertia, rel=1e-9)
+    dense_centers, dense_labels, dense_inertia = _dense_lloyd(X, centers)
+    np.testing.assert_array_equal(labels.compute(), dense_labels)
+    assert inertia == pytest.approx(dense_inertia, rel=1e-9)
