@@ -10,7 +10,8 @@ import dask.array as da
 import numpy as np
 
 from ..base import BaseELM
-from ..cluster import cluster_means, kmeans, majority_vote, nearest_center, refine_labels
+from ..cluster import cluster_means, majority_vote, nearest_center, refine_labels
+from ..cluster._kmeans import refined_starts
 from ..gram import hidden_stats
 from ..graph import cut_and_modularity, input_order, neighbour_mean, smoothed_graph_if_kept
 from ..hidden import apply_scaling
@@ -86,29 +87,50 @@ def _voted_labels(found, centers, row_normalize):
 
 
 class _LowestCutAmongBest:
-    """``choose`` for :func:`elmscale.cluster.kmeans`: of the refined starts whose inertia is
-    within :data:`INERTIA_MARGIN` of the least, the partition of lowest normalised cut on
-    the graph after ``rounds`` of neighbour-majority votes (all voted in the same passes).
-    Inertia alone can prefer, by a fraction of a percent, a partition that merges two
-    clusters and splits a third; the cut, the score that also chooses between embeddings,
-    ranks it lower. The kept partition's voted labels are in ``voted``, its normalised cut
-    and modularity in ``scores``."""
+    """How USELM keeps one of k-means's refined starts: of those whose inertia is within
+    :data:`INERTIA_MARGIN` of the least, the partition of lowest normalised cut on the graph
+    after ``rounds`` of neighbour-majority votes. Inertia alone can prefer, by a fraction of
+    a percent, a partition that merges two clusters and splits a third; the cut, the score
+    that also chooses between embeddings, ranks it lower. :meth:`choose_among` weighs the
+    candidates of several k-means runs (one per candidate width) in the same passes: their
+    votes and one pass of the cut over all of them. The kept partitions' voted labels are in
+    ``voted``, their normalised cuts and modularities in ``scores``, one per run."""
 
     def __init__(self, graph, n_clusters, rounds):
         self.graph, self.n_clusters, self.rounds = graph, n_clusters, rounds
         self.voted = self.scores = None
 
     def __call__(self, inertia, labels):
-        # the cut is computed for a single candidate too, so that a fit's blocking round
-        # trips do not depend on how many starts land near the least inertia
-        near = np.flatnonzero(inertia <= inertia.min() * (1 + INERTIA_MARGIN))
-        voted = refine_labels(self.graph, labels(near), self.n_clusters, self.rounds)
+        """``choose`` for :func:`elmscale.cluster.kmeans` (one run)."""
+        (best,) = self._lowest_cut([(inertia, labels)])
+        self.voted, self.scores = self.voted[0], self.scores[0]
+        return best
+
+    def choose_among(self, runs):
+        """The index kept of each :class:`~elmscale.cluster.Restarts` in ``runs``; a run of
+        one start has one candidate, scored all the same (a fit's blocking round trips then
+        do not depend on how many starts land near the least inertia)."""
+        return self._lowest_cut(
+            [(run.inertia() if run.n_starts > 1 else np.zeros(1), run.labels) for run in runs]
+        )
+
+    def _lowest_cut(self, candidates):
+        nears = [np.flatnonzero(i <= i.min() * (1 + INERTIA_MARGIN)) for i, _ in candidates]
+        columns = da.concatenate(
+            [labels(near) for near, (_, labels) in zip(nears, candidates, strict=True)], axis=1
+        )
+        voted = refine_labels(self.graph, columns, self.n_clusters, self.rounds)
         # held apart: the cut's pass and the fit's later graphs read the same keys
-        partitions = dask.persist(*[voted[:, j] for j in range(len(near))])
+        partitions = dask.persist(*[voted[:, j] for j in range(voted.shape[1])])
         cut, q = cut_and_modularity(self.graph, list(partitions), self.n_clusters)
-        best = int(np.argmin(cut))
-        self.voted, self.scores = partitions[best], (cut[best], q[best])
-        return int(near[best])
+        kept, self.voted, self.scores = [], [], []
+        offsets = np.cumsum([0] + [len(near) for near in nears])
+        for near, lo, hi in zip(nears, offsets[:-1], offsets[1:], strict=True):
+            best = lo + int(np.argmin(cut[lo:hi]))
+            kept.append(int(near[best - lo]))
+            self.voted.append(partitions[best])
+            self.scores.append((cut[best], q[best]))
+        return kept
 
 
 def _narrow_or_wide(cut, q, n_clusters):
@@ -528,34 +550,33 @@ class USELM(GraphMixin, DataNodesMixin, EmbeddingClusterMixin, BaseELM):
         choices = self._component_choices(reduction.n_samples)
         graph, k = reduction.graph, self.n_clusters
         rounds = self._vote_rounds(reduction)
-        fits, scores = [], []
+        runs = []
         for n in choices:
             # held once: k-means and the clusters' means read the same blocks instead of
             # each submitting the getitem and scaling tasks under the same keys in its own
             # (differently fused) graph, which a distributed scheduler refuses
             En = (unit_rows(E[:, :n]) if self.row_normalize else E[:, :n]).persist()
-            chooser = _LowestCutAmongBest(graph, k, rounds)
-            centers, labels, inertia, _ = kmeans(
+            run = refined_starts(
                 En,
                 k,
                 n_init=self.n_init,
                 random_state=seed,
                 init_sample=KMEANS_SAMPLE_ROWS,
                 sample_draws=self._kmeans_draws(reduction.n_samples),
-                choose=chooser,
             )
+            runs.append((En, run))
+        chooser = _LowestCutAmongBest(graph, k, rounds)
+        kept = chooser.choose_among([run for _, run in runs])
+        fits = []
+        for (En, run), index, voted in zip(runs, kept, chooser.voted, strict=True):
+            centers, labels, inertia, _ = run.finish(index)
             if rounds:
-                voted = chooser.voted
-                labels = refine_labels(graph, labels, k, rounds) if voted is None else voted
+                labels = voted
                 centers, inertia = cluster_means(En, labels, k)
             fits.append((centers, labels, inertia))
-            scores.append(chooser.scores)
         best = 0
         if len(fits) > 1:
-            if any(score is None for score in scores):  # a single start: not scored yet
-                cut, q = cut_and_modularity(graph, [fit[1] for fit in fits], k)
-            else:  # the choosers scored the partitions kept
-                cut, q = (np.array(column) for column in zip(*scores, strict=True))
+            cut, q = (np.array(column) for column in zip(*chooser.scores, strict=True))
             best = _narrow_or_wide(cut, q, k)
             logger.info(
                 "n_components: normalised cuts %s, modularity %s for %s",

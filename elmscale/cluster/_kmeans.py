@@ -193,6 +193,36 @@ def kmeans(
         Of the returned centres and labels.
     n_iter : int
     """
+    restarts = refined_starts(
+        E,
+        n_clusters,
+        n_init=n_init,
+        max_iter=max_iter,
+        tol=tol,
+        init=init,
+        random_state=random_state,
+        init_sample=init_sample,
+        sample_draws=sample_draws,
+    )
+    return restarts.finish(restarts.best(choose))
+
+
+def refined_starts(
+    E,
+    n_clusters,
+    *,
+    n_init=10,
+    max_iter=100,
+    tol=1e-4,
+    init=None,
+    random_state=None,
+    init_sample=20000,
+    sample_draws=1,
+):
+    """:func:`kmeans` up to the choice of a start: its starts refined on all rows, as
+    :class:`Restarts`, for a caller that weighs the starts of several runs together (one
+    pass of a score over all their candidates) before it keeps one of each. Parameters as
+    :func:`kmeans`."""
     rng = check_random_state(random_state)
     N = E.shape[0]
     rows = block_rows(N)
@@ -212,19 +242,55 @@ def kmeans(
         size = CONVERGE_SAMPLE_FACTOR * init_sample
         first = _converged_on_sample(Eb, starts, size, rng, max_iter, tol)
     centers, n_iter, distinct = _lloyd(blocks, first, N, max_iter, tol)
-    centers, n_iter = centers[distinct], n_iter[distinct]
-    # choose is asked whenever there were several starts, also of one distinct optimum
-    ask = choose if len(starts) > 1 else None
-    best = _best_restart(blocks, centers, ask, (Eb.chunks[0], E.chunks[0]))
-    best_centers = centers[best]
-    labels, inertia = _final_labels(blocks, best_centers, Eb.chunks[0], E.chunks[0])
-    logger.info(
-        "k-means: best of %d restarts, inertia %.6g after %d iterations",
-        len(centers),
-        inertia,
-        n_iter[best],
-    )
-    return best_centers, labels, inertia, int(n_iter[best])
+    return Restarts(blocks, centers[distinct], n_iter[distinct], len(starts), Eb, E.chunks[0])
+
+
+class Restarts:
+    """k-means's starts refined on all rows, before one is kept (:func:`refined_starts`).
+
+    ``centers`` (n_optima, n_clusters, n_features) are the distinct optima the ``n_starts``
+    starts reached (starts at one optimum count once), ``n_iter`` their passes. The blocks of
+    E stay in memory while the object lives."""
+
+    def __init__(self, blocks, centers, n_iter, n_starts, Eb, chunks):
+        self.blocks, self.centers, self.n_iter, self.n_starts = blocks, centers, n_iter, n_starts
+        self._chunks = (Eb.chunks[0], chunks)
+        self._held = Eb  # the persisted blocks the delayed ``blocks`` read
+        self._inertia = None
+
+    def inertia(self):
+        """Each optimum's inertia on all rows (one pass, kept)."""
+        if self._inertia is None:
+            self._inertia = _pass(self.blocks, self.centers)["inertia"]
+        return self._inertia
+
+    def labels(self, indices):
+        """The nearest centres of these optima: a persisted dask array (n_samples,
+        len(indices)) of int64 chunked like E's rows."""
+        return _restart_labels(self.blocks, self.centers[np.asarray(indices)], *self._chunks)
+
+    def best(self, choose=None):
+        """The optimum of least inertia, or ``choose(inertia, labels)``'s (asked whenever
+        there were several starts, also of one distinct optimum; :func:`kmeans`); no pass
+        for a single start and no ``choose``."""
+        if self.n_starts == 1 or (len(self.centers) == 1 and choose is None):
+            return 0
+        if choose is None:
+            return int(np.argmin(self.inertia()))
+        return int(choose(self.inertia(), self.labels))
+
+    def finish(self, index):
+        """:func:`kmeans`'s result for the optimum ``index``: ``(centers, labels, inertia,
+        n_iter)``, the labels and inertia from one more pass."""
+        centers = self.centers[index]
+        labels, inertia = _final_labels(self.blocks, centers, *self._chunks)
+        logger.info(
+            "k-means: best of %d restarts, inertia %.6g after %d iterations",
+            len(self.centers),
+            inertia,
+            self.n_iter[index],
+        )
+        return centers, labels, inertia, int(self.n_iter[index])
 
 
 def _starts(Eb, n_clusters, n_init, init, sampling, rng):
@@ -342,21 +408,6 @@ def _lloyd_passes(run_pass, centers, N, max_iter, tol):
     return centers, n_iter, distinct
 
 
-def _best_restart(blocks, centers, choose=None, chunks=None):
-    """The restart of least inertia, or ``choose``'s, from one more pass (none for a single
-    restart and no ``choose``)."""
-    if len(centers) == 1 and choose is None:
-        return 0
-    inertia = _pass(blocks, centers)["inertia"]
-    if choose is None:
-        return int(np.argmin(inertia))
-
-    def labels(indices):
-        return _restart_labels(blocks, centers[np.asarray(indices)], *chunks)
-
-    return int(choose(inertia, labels))
-
-
 def _restart_labels(blocks, centers, block_chunks, chunks):
     """Each restart's nearest centres: a persisted dask array (n_samples, n_starts) of int64
     chunked like ``chunks``."""
@@ -393,4 +444,4 @@ def _final_labels(blocks, centers, block_chunks, chunks):
     return labels, inertia
 
 
-__all__ = ["block_rows", "kmeans"]
+__all__ = ["Restarts", "block_rows", "kmeans", "refined_starts"]

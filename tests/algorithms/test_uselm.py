@@ -256,14 +256,14 @@ def test_row_normalize_runs_kmeans_on_unit_rows(blobs, as_dask, monkeypatch):
 
     X, _ = blobs
     seen = []
-    real = mod.kmeans
+    real = mod.refined_starts
 
     def spy(E, *a, **k):
         seen.append(np.asarray(E.compute()))
         assert k["sample_draws"] == k["n_init"]  # under 1,000 rows: each start its own fit
         return real(E, *a, **k)
 
-    monkeypatch.setattr(mod, "kmeans", spy)
+    monkeypatch.setattr(mod, "refined_starts", spy)
     ref = _model(n_components=3).fit(X)
     m = _model(n_components=3, row_normalize=True, refine_rounds=0).fit(
         da.from_array(X, chunks=(70, 5)) if as_dask else X
@@ -329,7 +329,7 @@ def test_refine_rounds_auto_votes_where_the_fit_filtered_its_rows(smoothing, mon
     auto = _model(n_components=3, smoothing=smoothing).fit(X)
     assert (auto.smoothing_steps_ > 0) == (smoothing == "auto")
     expected = 3 if smoothing == "auto" else 0
-    assert rounds == ([expected] if expected else [])
+    assert rounds == [expected]  # one call for the candidates of every width
     fixed = _model(n_components=3, smoothing=smoothing, refine_rounds=expected).fit(X)
     np.testing.assert_array_equal(auto.labels_, fixed.labels_)
 
@@ -452,17 +452,17 @@ def test_the_choosers_scores_are_those_of_the_partitions_kept(monkeypatch):
     from elmscale.graph import cut_and_modularity
 
     kept = []
-    call = _uselm._LowestCutAmongBest.__call__
+    call = _uselm._LowestCutAmongBest.choose_among
 
-    def recording(self, inertia, labels):
-        best = call(self, inertia, labels)
-        kept.append((self.graph, self.voted, self.scores))
+    def recording(self, runs):
+        best = call(self, runs)
+        kept.extend((self.graph, v, s) for v, s in zip(self.voted, self.scores, strict=True))
         return best
 
-    monkeypatch.setattr(_uselm._LowestCutAmongBest, "__call__", recording)
+    monkeypatch.setattr(_uselm._LowestCutAmongBest, "choose_among", recording)
     X, _ = make_blobs(600, n_features=6, centers=4, cluster_std=4.0, random_state=2)
     USELM(n_clusters=4, n_hidden=80, random_state=0).fit(X)
-    assert len(kept) == 2  # one per candidate width
+    assert len(kept) == 2  # one per candidate width, weighed in one pass
     for graph, voted, (cut, q) in kept:
         again = cut_and_modularity(graph, voted, 4)
         assert (cut, q) == pytest.approx(again, rel=1e-12)
