@@ -77,6 +77,10 @@ def test_kmeans_samples_are_the_client_generators_draws(rng):
 
 
 def test_kmeans_leaves_a_given_random_state_where_its_draws_would(rng):
+    """The starts' samples and seeds, then (30,000 rows: more than 2 x 10 x init_sample) the
+    sample the starts converge on first."""
+    from elmscale.cluster._kmeans import CONVERGE_SAMPLE_FACTOR
+
     E = da.from_array(rng.rand(30_000, 2), chunks=(10_000, 2))
     ours, reference = np.random.RandomState(1), np.random.RandomState(1)
     kmeans(E, 3, n_init=2, max_iter=2, random_state=ours, init_sample=500, sample_draws=2)
@@ -84,6 +88,7 @@ def test_kmeans_leaves_a_given_random_state_where_its_draws_would(rng):
         reference.choice(30_000, size=500, replace=False)
     for _ in range(2):
         reference.randint(2**31 - 1)
+    reference.choice(30_000, size=CONVERGE_SAMPLE_FACTOR * 500, replace=False)
     assert ours.randint(2**31 - 1) == reference.randint(2**31 - 1)
 
 

@@ -67,10 +67,14 @@ def resolve_backend(backend, n_samples):
     return backend
 
 
-def backend_callable(backend, n_samples):
+def backend_callable(backend, n_samples, estimate_recall=True):
     """A backend callable as is; ``"auto"``, a registered name or an alias as the callable the
-    plugin registry holds for it (the registry is the one table of backend names)."""
-    return registry.resolve("graph", resolve_backend(backend, n_samples), "backend")
+    plugin registry holds for it (the registry is the one table of backend names). Without
+    ``estimate_recall``, its ``without_recall_estimate()`` where it has one."""
+    fn = registry.resolve("graph", resolve_backend(backend, n_samples), "backend")
+    if not estimate_recall and hasattr(fn, "without_recall_estimate"):
+        fn = fn.without_recall_estimate()
+    return fn
 
 
 def knn_graph(
@@ -102,34 +106,27 @@ def knn_graph(
     weights : {"binary", "heat"}
         1 on every edge, or ``exp(-||xi - xj||^2 / (2 sigma^2))``.
     sigma : float or None
-        Heat-kernel width; None uses the mean distance to the k nearest neighbours.
+        Heat-kernel width; None: the mean distance to the k nearest neighbours.
     normalized : bool
         Use ``I - D^-1/2 W D^-1/2`` instead of ``D - W``.
     random_state : int or None
         Seed for approximate backends and the locality ordering.
     transform, scaling : callable or None, (offset, scale) or None
-        Search ``transform(X)`` (lazily), or ``(X - offset) / scale`` (the estimators' input
-        scaling, as data).
+        Search ``transform(X)`` (lazily), or ``(X - offset) / scale`` (estimators' scaling).
     order : "auto" or bool
-        Sort rows by coarse cells first so neighbours share chunks (see ``locality_order``);
-        "auto" does so when X has more than one chunk and more than 20,000 rows. The order
-        is internal: :func:`elmscale.gram.hidden_stats` applies it to every row-aligned
-        input, and sums over rows do not depend on it.
+        Sort rows by coarse cells so neighbours share chunks (``locality_order``; "auto":
+        above 20,000 rows in several chunks). Internal: :func:`elmscale.gram.hidden_stats`
+        applies it to every row-aligned input; sums over rows do not depend on it.
     estimate_recall : bool, default=True
-        Let a backend that estimates its recall (the cell search) do so. False skips the
-        estimate where the search does not need it for its own rounds (through the
-        backend's ``without_recall_estimate()``, when it has one): for callers that do not
-        read ``recall_estimate_``. The graph is the same.
+        False skips a backend's recall estimate where its rounds do not need it (its
+        ``without_recall_estimate()``): for callers that do not read it. The same graph.
 
     Returns
     -------
-    KNNGraph
-        With ``recall_estimate_``: the backend's estimate of its recall@k (None for none).
+    KNNGraph, with ``recall_estimate_``: the backend's estimate of its recall@k, or None.
     """
     _check_graph_params(X, n_neighbors, weights, sigma, order, transform, scaling)
-    backend_fn = backend_callable(backend, X.shape[0])
-    if not estimate_recall and hasattr(backend_fn, "without_recall_estimate"):
-        backend_fn = backend_fn.without_recall_estimate()
+    backend_fn = backend_callable(backend, X.shape[0], estimate_recall)
     source_name, outer_chunks = X.name, tuple(X.chunks[0])
     X = X.rechunk({0: graph_chunks(outer_chunks)})
     if order == "auto":
@@ -142,10 +139,9 @@ def knn_graph(
     if normalized:
         blocks = _normalise(blocks, starts)
     if tuple(X.chunks[0]) != outer_chunks:
-        blocks = _split_back(blocks, starts, outer_chunks)
-        X, idx, dist = dask.persist(*(a.rechunk({0: outer_chunks}) for a in (X, idx, dist)))
-        if row_order is not None:
-            row_order = row_order.with_outer_chunks(outer_chunks)
+        blocks, X, idx, dist, row_order = _in_chunks(
+            outer_chunks, starts, blocks, X, idx, dist, row_order
+        )
     graph = KNNGraph(
         blocks,
         X,
@@ -161,6 +157,16 @@ def knn_graph(
     graph.recall_estimate_ = getattr(backend_fn, "recall_estimate_", None)
     logger.info("kNN graph: %r, %d halo rows in all", graph, graph.halo_size())
     return graph
+
+
+def _in_chunks(chunks, starts, blocks, X, idx, dist, row_order):
+    """The graph built on runs of chunks (``starts``) split back into X's own ``chunks``:
+    ``(blocks, X, idx, dist, row_order)``."""
+    blocks = _split_back(blocks, starts, chunks)
+    X, idx, dist = dask.persist(*(a.rechunk({0: chunks}) for a in (X, idx, dist)))
+    if row_order is not None:
+        row_order = row_order.with_outer_chunks(chunks)
+    return blocks, X, idx, dist, row_order
 
 
 def _check_graph_params(X, n_neighbors, weights, sigma, order, transform, scaling):
