@@ -11,7 +11,7 @@ import numpy as np
 
 from ..base import BaseELM
 from ..cluster import cluster_means, majority_vote, nearest_center, refine_labels
-from ..cluster._kmeans import refined_starts
+from ..cluster._kmeans import refined_starts, restart_labels
 from ..gram import hidden_stats
 from ..graph import cut_and_modularity, input_order, neighbour_mean, smoothed_graph_if_kept
 from ..hidden import apply_scaling
@@ -102,24 +102,23 @@ class _LowestCutAmongBest:
 
     def __call__(self, inertia, labels):
         """``choose`` for :func:`elmscale.cluster.kmeans` (one run)."""
-        (best,) = self._lowest_cut([(inertia, labels)])
+        (best,) = self._lowest_cut([inertia], lambda nears: labels(nears[0]))
         self.voted, self.scores = self.voted[0], self.scores[0]
         return best
 
     def choose_among(self, runs):
-        """The index kept of each :class:`~elmscale.cluster.Restarts` in ``runs``; a run of
-        one start has one candidate, scored all the same (a fit's blocking round trips then
-        do not depend on how many starts land near the least inertia)."""
-        return self._lowest_cut(
-            [(run.inertia() if run.n_starts > 1 else np.zeros(1), run.labels) for run in runs]
-        )
+        """The index kept of each :class:`~elmscale.cluster.Restarts` in ``runs`` (on the rows
+        of one embedding); a run of one start has one candidate, scored all the same (a fit's
+        blocking round trips then do not depend on how many starts land near the least
+        inertia)."""
+        inertias = [run.inertia() if run.n_starts > 1 else np.zeros(1) for run in runs]
+        return self._lowest_cut(inertias, lambda nears: restart_labels(runs, nears))
 
-    def _lowest_cut(self, candidates):
-        nears = [np.flatnonzero(i <= i.min() * (1 + INERTIA_MARGIN)) for i, _ in candidates]
-        columns = da.concatenate(
-            [labels(near) for near, (_, labels) in zip(nears, candidates, strict=True)], axis=1
-        )
-        voted = refine_labels(self.graph, columns, self.n_clusters, self.rounds)
+    def _lowest_cut(self, inertias, labels):
+        """The index kept of each run, from the inertia of its optima; ``labels(nears)``
+        gives the candidates' labels, every run's side by side."""
+        nears = [np.flatnonzero(i <= i.min() * (1 + INERTIA_MARGIN)) for i in inertias]
+        voted = refine_labels(self.graph, labels(nears), self.n_clusters, self.rounds)
         # held apart: the cut's pass and the fit's later graphs read the same keys
         partitions = dask.persist(*[voted[:, j] for j in range(voted.shape[1])])
         cut, q = cut_and_modularity(self.graph, list(partitions), self.n_clusters)

@@ -267,7 +267,7 @@ class Restarts:
     def labels(self, indices):
         """The nearest centres of these optima: a persisted dask array (n_samples,
         len(indices)) of int64 chunked like E's rows."""
-        return _restart_labels(self.blocks, self.centers[np.asarray(indices)], *self._chunks)
+        return restart_labels([self], [indices])
 
     def best(self, choose=None):
         """The optimum of least inertia, or ``choose(inertia, labels)``'s (asked whenever
@@ -408,19 +408,32 @@ def _lloyd_passes(run_pass, centers, N, max_iter, tol):
     return centers, n_iter, distinct
 
 
-def _restart_labels(blocks, centers, block_chunks, chunks):
-    """Each restart's nearest centres: a persisted dask array (n_samples, n_starts) of int64
-    chunked like ``chunks``."""
-    nearest = named(_nearest_columns, "elmscale-kmeans-restart-labels")
-    c = dask.delayed(centers, pure=True)
-    parts = dask.persist(*[nearest(b, c) for b in blocks])
+def restart_labels(runs, indices):
+    """The nearest centres of the optima ``indices[i]`` of each run ``runs[i]``
+    (:class:`Restarts` on the rows of one E, in as many columns as it has: the same blocks),
+    side by side: a persisted dask array (n_samples, total indices) of int64 chunked like E's
+    rows, one task per block for all runs."""
+    nearest = named(_nearest_in_runs, "elmscale-kmeans-restart-labels")
+    centers = [
+        dask.delayed(run.centers[np.asarray(ix)], pure=True)
+        for run, ix in zip(runs, indices, strict=True)
+    ]
+    block_chunks, chunks = runs[0]._chunks
+    parts = dask.persist(
+        *[nearest(list(blocks), centers) for blocks in zip(*(r.blocks for r in runs), strict=True)]
+    )
+    width = sum(len(ix) for ix in indices)
     every = da.concatenate(
         [
-            da.from_delayed(p, (n, len(centers)), dtype=np.int64)
+            da.from_delayed(p, (n, width), dtype=np.int64)
             for p, n in zip(parts, block_chunks, strict=True)
         ]
     )
     return every.rechunk({0: chunks}).persist()
+
+
+def _nearest_in_runs(blocks, centers):
+    return np.hstack([_nearest_columns(b, c) for b, c in zip(blocks, centers, strict=True)])
 
 
 def _nearest_columns(block, centers):
@@ -444,4 +457,4 @@ def _final_labels(blocks, centers, block_chunks, chunks):
     return labels, inertia
 
 
-__all__ = ["Restarts", "block_rows", "kmeans", "refined_starts"]
+__all__ = ["Restarts", "block_rows", "kmeans", "refined_starts", "restart_labels"]
