@@ -568,11 +568,11 @@ class USELM(GraphMixin, DataNodesMixin, EmbeddingClusterMixin, BaseELM):
         kept = chooser.choose_among([run for _, run in runs])
         fits = []
         for (En, run), index, voted in zip(runs, kept, chooser.voted, strict=True):
-            centers, labels, inertia, _ = run.finish(index)
-            if rounds:
-                labels = voted
-                centers, inertia = cluster_means(En, labels, k)
-            fits.append((centers, labels, inertia))
+            if rounds:  # the voted partition and its clusters' means; k-means's own unused
+                centers, inertia = cluster_means(En, voted, k)
+                fits.append((centers, voted, inertia))
+            else:
+                fits.append(run.finish(index)[:3])
         best = 0
         if len(fits) > 1:
             cut, q = (np.array(column) for column in zip(*chooser.scores, strict=True))
