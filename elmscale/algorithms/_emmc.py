@@ -30,7 +30,7 @@ from sklearn.base import ClusterMixin
 from sklearn.utils.validation import check_is_fitted
 
 from ..base import BaseELM
-from ..cluster import kmeans, negative_sse
+from ..cluster import block_rows, kmeans, negative_sse
 from ..gram import hidden_stats
 from ..mixins import DataNodesMixin
 from ..solvers import sign_flip
@@ -625,7 +625,12 @@ default="kmeans"
         )
         k, output, features = self.n_clusters, self._output, reduction.features
         T = emmc_targets(k, output)
-        labels, htf = reduction.stats["labels"], reduction.stats["htf"]
+        htf = reduction.stats["htf"]
+        # the iterations' label passes and the balance selections run on runs of X's chunks
+        # (the k-means blocks: few, large tasks on the narrow N x n_outputs scores); the
+        # passes over H read the labels back in X's chunks
+        runs = {0: block_rows(reduction.n_samples)}
+        labels = reduction.stats["labels"].rechunk(runs)
         sizes = _sizes(labels, k)
         history, objectives, converged = [], [], False
         best = None
@@ -635,7 +640,7 @@ default="kmeans"
             objectives.append(emmc_objective(htf, beta, sizes, T))
             if best is None or objectives[-1] < best[0]:
                 best = (objectives[-1], labels, beta, sizes)
-            new, sizes, n_changed, n_moved = self._iteration(features, beta, labels)
+            new, sizes, n_changed, n_moved = self._iteration(features, beta, labels, runs)
             labels = new
             history.append(
                 {
@@ -655,7 +660,8 @@ default="kmeans"
             if n_changed == 0:
                 converged = True
                 break
-            htf = hidden_stats(features, ("htf",), labels=labels, n_labels=k)["htf"]
+            in_chunks = labels.rechunk({0: features.chunks})
+            htf = hidden_stats(features, ("htf",), labels=in_chunks, n_labels=k)["htf"]
             history[-1]["seconds"] = time.perf_counter() - t0
         if not converged:  # the objective of the last labels, whose ELM was not fitted
             last = solve(htf @ T)
@@ -672,16 +678,20 @@ default="kmeans"
         self.n_iter_ = len(history)
         self.converged_ = converged
         self.history_ = history
-        self.labels_ = self.as_output(labels, reduction.was_dask)
+        self.labels_ = self.as_output(labels.rechunk({0: features.chunks}), reduction.was_dask)
 
-    def _iteration(self, features, beta, labels):
+    def _iteration(self, features, beta, labels, runs):
         """One iteration's relabelling and balance step from the ELM's weights ``beta``:
-        ``(new labels, their sizes, labels changed, points moved by the balance step)``."""
+        ``(new labels, their sizes, labels changed, points moved by the balance step)``.
+        The scores ``F = H beta`` are computed per chunk of X and held in ``runs`` of
+        chunks, as are the labels: each radix pass of a balance selection is then one task
+        per run instead of one per chunk (a fit's tasks per pass do not grow with N)."""
         k, output = self.n_clusters, self._output
-        F = features.project(beta).persist()  # N x n_outputs, reused by every selection
+        # N x n_outputs, reused by every selection
+        F = features.project(beta).rechunk(runs).persist()
         relabel = dask.delayed(_relabel_block, pure=True)
         new = _from_blocks(
-            [relabel(f, k, output) for f in _delayed_blocks(F)], features.chunks
+            [relabel(f, k, output) for f in _delayed_blocks(F)], F.chunks[0]
         ).persist()
         new, sizes, n_moved = balance_labels(F, new, _sizes(new, k), self._tol, output)
         changed = dask.delayed(_n_changed, pure=True)

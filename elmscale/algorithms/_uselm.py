@@ -10,8 +10,14 @@ import dask.array as da
 import numpy as np
 
 from ..base import BaseELM
-from ..cluster import cluster_means, majority_vote, nearest_center, refine_labels
-from ..cluster._kmeans import refined_starts, restart_labels
+from ..cluster import (
+    cluster_means,
+    majority_vote,
+    nearest_center,
+    refine_labels,
+    refined_starts,
+    restart_labels,
+)
 from ..gram import hidden_stats
 from ..graph import cut_and_modularity, input_order, neighbour_mean, smoothed_graph_if_kept
 from ..hidden import apply_scaling

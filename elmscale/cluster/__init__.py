@@ -1,14 +1,18 @@
 """Clustering of row-chunked embeddings on the cluster."""
 
 from ._assign import nearest_center, negative_sse
-from ._kmeans import kmeans
+from ._kmeans import Restarts, block_rows, kmeans, refined_starts, restart_labels
 from ._refine import cluster_means, majority_vote, refine_labels
 
 __all__ = [
+    "Restarts",
+    "block_rows",
     "cluster_means",
     "kmeans",
     "majority_vote",
     "nearest_center",
     "negative_sse",
     "refine_labels",
+    "refined_starts",
+    "restart_labels",
 ]

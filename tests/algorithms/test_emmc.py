@@ -229,6 +229,33 @@ def test_ties_are_broken_by_row_order_whatever_the_chunking(global_seed):
         assert np.bincount(got).tolist() == [120, 120]
 
 
+@pytest.mark.parametrize("run_rows", [60, 1000])
+def test_iterations_run_on_runs_of_chunks_with_the_same_labels(run_rows, monkeypatch, global_seed):
+    """The scores and labels of the iterations are held in runs of X's chunks: each radix
+    pass of a balance selection is one task per run, however finely X is chunked, and the
+    labels equal the dense reference's (runs that split X's chunks included)."""
+    import elmscale.algorithms._emmc as emmc_module
+
+    monkeypatch.setattr(emmc_module, "block_rows", lambda n_samples: run_rows)
+    blocks_per_selection = []
+    select = emmc_module.select_smallest
+
+    def counted(F_blocks, *args, **kwargs):
+        blocks_per_selection.append(len(F_blocks))
+        return select(F_blocks, *args, **kwargs)
+
+    monkeypatch.setattr(emmc_module, "select_smallest", counted)
+    X, _ = _data(4, n=240, seed=global_seed, weights=[0.7, 0.1, 0.1, 0.1])
+    init = np.zeros(240, dtype=int)
+    kw = dict(n_hidden=20, C=1.0, balance=0.05, max_iter=4, select="last", random_state=global_seed)
+    model = EMMC(4, init=init, output="multi", **kw).fit(da.from_array(X, chunks=(10, 4)))
+    H = hidden(X, model.hidden_layer_)
+    ref = _dense_emmc(H, init, 4, 1.0, 0.05, "multi", 4)[0]
+    np.testing.assert_array_equal(model.labels_.compute(), ref)
+    assert model.labels_.chunks == ((10,) * 24,)  # handed back in X's chunks
+    assert blocks_per_selection and set(blocks_per_selection) == {-(-240 // run_rows)}
+
+
 @pytest.mark.parametrize("k, output", CASES)
 def test_balance_holds_after_every_iteration_on_imbalanced_data(k, output, global_seed):
     weights = [0.7] + [0.3 / (k - 1)] * (k - 1)
