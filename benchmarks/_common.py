@@ -19,6 +19,7 @@ on ``sys.path``.
 
 import contextlib
 import datetime
+import json
 import os
 import platform
 import resource
@@ -445,3 +446,25 @@ def cluster_arguments(parser, n_samples=200_000):
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--worker-gb", type=float, default=3)
     return parser
+
+
+def resumable_fits(out, names, n_seeds, load, fit):
+    """One record per (set, seed) for seeds 0..n_seeds-1, appended to the JSON-lines file
+    ``out`` as each finishes, the records already there kept and their fits skipped, so an
+    interrupted run resumes: ``load(name) -> (X, y)``, ``fit(name, X, y, seed) -> dict``
+    (with ``set``, ``seed`` and ``seconds``). Returns every record of the file."""
+    out = Path(out)
+    records = [json.loads(line) for line in out.open()] if out.is_file() else []
+    done = {(r["set"], r["seed"]) for r in records}
+    for name in names:
+        todo = [s for s in range(n_seeds) if (name, s) not in done]
+        if not todo:
+            continue
+        X, y = load(name)
+        for seed in todo:
+            rec = fit(name, X, y, seed)
+            with out.open("a") as f:
+                f.write(json.dumps(rec) + "\n")
+            records.append(rec)
+            print(name, seed, f"{rec['seconds']:.1f} s", flush=True)
+    return records

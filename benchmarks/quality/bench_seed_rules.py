@@ -23,14 +23,13 @@ the rule of best mean of (mean + worst) / 2 over the other sets, scored on the l
 """
 
 import argparse
-import json
 import time
 from pathlib import Path
 
 import numpy as np
 from sklearn.metrics import adjusted_rand_score
 
-from benchmarks._common import RESULTS_DIR, command_line, rule_tables
+from benchmarks._common import RESULTS_DIR, command_line, resumable_fits, rule_tables
 from benchmarks.quality.bench_quality import score
 from benchmarks.quality.bench_seeds import LARGE, SMALL, _data
 
@@ -177,21 +176,14 @@ def main(argv=None):
     out.parent.mkdir(parents=True, exist_ok=True)
     if args.labels:
         Path(args.labels).mkdir(parents=True, exist_ok=True)
-    records = [json.loads(line) for line in out.open()] if out.is_file() else []
     print(command_line(), flush=True)
-    if not args.summary:
-        done = {(r["set"], r["seed"]) for r in records}
-        for name in names:
-            todo = [s for s in range(args.seeds) if (name, s) not in done]
-            if not todo:
-                continue
-            X, y, _, _ = _data(name, False)
-            for seed in todo:
-                rec = fit_one(name, X, y, seed, args.labels)
-                with out.open("a") as f:
-                    f.write(json.dumps(rec) + "\n")
-                records.append(rec)
-                print(name, seed, f"{rec['seconds']:.1f} s", flush=True)
+    records = resumable_fits(  # --summary: only read
+        out,
+        names,
+        0 if args.summary else args.seeds,
+        lambda name: _data(name, False)[:2],
+        lambda name, X, y, seed: fit_one(name, X, y, seed, args.labels),
+    )
     print(summary([r for r in records if r["set"] in names]))
 
 
