@@ -28,7 +28,7 @@ import numpy as np
 
 from benchmarks._common import RESULTS_DIR, command_line, resumable_fits, rule_tables
 from benchmarks.quality.bench_quality import score
-from benchmarks.quality.bench_seeds import LARGE, SMALL, _data
+from benchmarks.quality.bench_seeds import LARGE, _data, record_arguments, set_names
 
 #: USELM's margin of the least inertia among k-means's optima, and its narrow-or-wide rule
 INERTIA_MARGIN, SEPARATE_PIECES_CUT = 0.01, 0.01
@@ -178,13 +178,9 @@ def summary(records):
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--datasets", default="all", help="comma list, or large / small / all")
-    p.add_argument("--seeds", type=int, default=10, help="seeds 0..S-1")
-    p.add_argument("--out", default=str(RESULTS_DIR / "quality_consensus.jsonl"))
-    p.add_argument("--summary", action="store_true", help="only print the summary of --out")
+    record_arguments(p, RESULTS_DIR / "quality_consensus.jsonl")
     args = p.parse_args(argv)
-    groups = {"large": LARGE, "small": SMALL, "all": LARGE + SMALL}
-    names = [n for item in args.datasets.split(",") for n in groups.get(item, (item,))]
+    names = set_names(args.datasets)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     print(command_line(), flush=True)

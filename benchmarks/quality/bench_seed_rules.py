@@ -31,7 +31,7 @@ from sklearn.metrics import adjusted_rand_score
 
 from benchmarks._common import RESULTS_DIR, command_line, resumable_fits, rule_tables
 from benchmarks.quality.bench_quality import score
-from benchmarks.quality.bench_seeds import LARGE, SMALL, _data
+from benchmarks.quality.bench_seeds import _data, record_arguments, set_names
 
 ROUNDS = (0, 1, 3)
 #: the second k-means of each size (its agreement with the first, ``ari``) adds this to the seed
@@ -164,14 +164,10 @@ def summary(records):
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--datasets", default="all", help="comma list, or large / small / all")
-    p.add_argument("--seeds", type=int, default=10, help="seeds 0..S-1")
-    p.add_argument("--out", default=str(RESULTS_DIR / "quality_seed_rules.jsonl"))
-    p.add_argument("--summary", action="store_true", help="only print the summary of --out")
+    record_arguments(p, RESULTS_DIR / "quality_seed_rules.jsonl")
     p.add_argument("--labels", help="also save each fit's partitions and unit rows here (.npz)")
     args = p.parse_args(argv)
-    groups = {"large": LARGE, "small": SMALL, "all": LARGE + SMALL}
-    names = [n for item in args.datasets.split(",") for n in groups.get(item, (item,))]
+    names = set_names(args.datasets)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     if args.labels:

@@ -55,6 +55,23 @@ SMALL = (
     "g50c",
     "ionosphere",
 )
+
+
+def set_names(text):
+    """``--datasets``: a comma list of set names, ``large`` / ``small`` / ``all`` expanded."""
+    groups = {"large": LARGE, "small": SMALL, "all": LARGE + SMALL}
+    return [n for item in text.split(",") for n in groups.get(item, (item,))]
+
+
+def record_arguments(parser, default_out):
+    """The arguments of a benchmark that appends one record per (set, seed) to a JSON-lines
+    file (:func:`benchmarks._common.resumable_fits`) and summarises it."""
+    parser.add_argument("--datasets", default="all", help="comma list, or large / small / all")
+    parser.add_argument("--seeds", type=int, default=10, help="seeds 0..S-1")
+    parser.add_argument("--out", default=str(default_out))
+    parser.add_argument("--summary", action="store_true", help="only print the summary of --out")
+
+
 FIELDS = (
     "dataset",
     "n",
@@ -303,8 +320,7 @@ def main(argv=None):
     p.add_argument("--csv", default=str(RESULTS_DIR / "quality_seeds.csv"))
     p.add_argument("--summary", action="store_true", help="only print the summary of --csv")
     args = p.parse_args(argv)
-    groups = {"large": LARGE, "small": SMALL, "all": LARGE + SMALL}
-    names = [n for item in args.datasets.split(",") for n in groups.get(item, (item,))]
+    names = set_names(args.datasets)
     mode = "holdout" if args.holdout else "predict" if args.predict else "fit"
     mode = "components" if args.components else mode
     if args.peer:
