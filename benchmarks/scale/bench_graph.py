@@ -80,7 +80,8 @@ def one_run(spec, backend, workers, args, log):
     import dask
     from distributed import wait
 
-    from elmscale.graph import BUILTIN_BACKENDS, knn_graph
+    import elmscale
+    from elmscale.graph import knn_graph
 
     out = {
         "data": spec,
@@ -103,7 +104,7 @@ def one_run(spec, backend, workers, args, log):
         sent0 = sum(client.run(_sent_bytes).values())
         chosen = _backend(backend, args)
         # a named built-in is the registered object: read what its search reports from it
-        reporter = BUILTIN_BACKENDS.get(chosen) if isinstance(chosen, str) else chosen
+        reporter = elmscale.get("graph", chosen) if isinstance(chosen, str) else chosen
         for seed, label in enumerate(("cold", "warm") if args.warm else ("cold",)):
             # another seed for the warm call: pure task keys must not hit the cold result
             t0 = time.perf_counter()
@@ -117,6 +118,7 @@ def one_run(spec, backend, workers, args, log):
                 out["recall"] = recall_at_k(g.X if args.order else X, g.indices, args.k)
                 out["recall_estimate"] = getattr(reporter, "recall_estimate_", None)
                 out["refine_rounds"] = getattr(reporter, "n_refine_", None)
+                out["probes_used"] = getattr(reporter, "n_probes_", None)
             log(f"  {name} {backend} {workers}w {label}: {out[f'{label}_s']:.1f} s")
             del g
         if args.halo:
@@ -142,7 +144,9 @@ def main():
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--k", type=int, default=10)
     p.add_argument("--rows-per-cell", type=int, default=None)
-    p.add_argument("--n-probes", type=int, default=None)
+    p.add_argument(
+        "--n-probes", type=lambda v: v if v == "auto" else int(v), default=None, help='or "auto"'
+    )
     p.add_argument("--worker-gb", type=float, default=10)
     p.add_argument(
         "--chunk-rows",

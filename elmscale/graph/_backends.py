@@ -115,13 +115,16 @@ def exact_knn(X, n_neighbors, *, random_state=None):
     return exact_kneighbors(X, X, n_neighbors, same=True)
 
 
-def exact_kneighbors(Xq, Xr, n_neighbors, *, same=False):
+def exact_kneighbors(Xq, Xr, n_neighbors, *, same=False, dtype=None):
     """Exact kNN of the rows of Xq among the rows of Xr (both row-chunked dask arrays), by
     blocked brute force (:func:`blockwise_search`): ``(indices, distances)`` chunked like
     Xq's rows, indices into Xr, nearest first. ``same`` says Xq is Xr, whose rows then
     exclude themselves; otherwise a query row equal to a reference row finds it at
-    distance 0."""
-    merged = blockwise_search("exact", Xq, Xr, n_neighbors, _merge_candidates, same=same, nout=2)
+    distance 0. ``dtype`` is the proposing product's (float64 by default; the result is the
+    same, a float32 product proposes more candidates in half the time)."""
+    merged = blockwise_search(
+        "exact", Xq, Xr, n_neighbors, _merge_candidates, same=same, nout=2, dtype=dtype
+    )
     k = n_neighbors
     return tuple(
         da.concatenate(

@@ -40,7 +40,7 @@ import dask.array as da
 import numpy as np
 
 from ._backends import check_n_neighbors
-from ._cells import assign_cells, fit_cells_on_workers
+from ._cells import assign_cells, cell_groups, fit_cells_on_workers, nearest_cells
 from ._exchange import exchange, whole_sources
 from ._local_join import (
     _positions,
@@ -74,6 +74,10 @@ MIN_RECALL_GAIN = 0.005
 
 #: cells beyond ``n_probes`` each row keeps in reserve, for probes of cells too small for k
 EXTRA_PROBES = 3
+#: the most cells ``n_probes="auto"`` searches each row in
+MAX_AUTO_PROBES = 24
+#: ``n_probes="auto"`` short of its target stops adding cells where one more adds less recall
+MIN_PROBE_GAIN = 0.002
 
 
 def effective_probes(probes, sizes, n_probes, k):
@@ -91,6 +95,30 @@ def effective_probes(probes, sizes, n_probes, k):
 def _probed_cells(probes, sizes, n_probes, k):
     p = effective_probes(probes, sizes, n_probes, k)
     return np.unique(p[p >= 0])
+
+
+def probe_recall(probes, sizes, neighbour_cells, n_probes):
+    """The recall@k the cell search reaches with ``n_probes`` on rows whose exact k nearest
+    neighbours lie in ``neighbour_cells`` (n, k) and whose nearest cells are ``probes``
+    (n, m, as :func:`~elmscale.graph._cells.assign_cells` gives them for ``n_probes``): the
+    mean fraction of neighbours that lie in the cells :func:`effective_probes` gives the
+    row. The search inside the probed cells is exact, so a neighbour is found exactly when
+    its cell is probed: on the recall sample this is the estimate the search will report,
+    known before it runs."""
+    probed = effective_probes(probes, sizes, n_probes, neighbour_cells.shape[1])
+    return float((neighbour_cells[:, :, None] == probed[:, None, :]).any(axis=2).mean())
+
+
+def chosen_probes(recalls, target):
+    """The fewest probes whose recall (``recalls[P - 1]``, :func:`probe_recall`) reaches
+    ``target``; short of it, the fewest after which no further probe adds
+    :data:`MIN_PROBE_GAIN`."""
+    reached = np.flatnonzero(recalls >= target)
+    if len(reached):
+        return int(reached[0]) + 1
+    gains = np.diff(recalls)
+    useful = np.flatnonzero(gains >= MIN_PROBE_GAIN)
+    return int(useful[-1]) + 2 if len(useful) else 1
 
 
 def _take_ranges(X, original, lo, ranges):
@@ -224,7 +252,8 @@ class CellPartition:
     """Cells of X's rows and the order that sorts rows by cell (see :class:`CellSearch`).
 
     ``order`` is a :class:`~elmscale.graph._ordering.RowOrder`; ``probes`` (N x m, ordered
-    rows) each row's nearest cells; ``original`` the original index of each ordered row;
+    rows) each row's nearest cells (its own only for ``n_probes="auto"``, whose search
+    assigns the others); ``original`` the original index of each ordered row;
     ``cell_start`` where each cell's rows begin in the order (P + 1 positions); ``seed``
     the seed the cells and the recall sample are drawn from; ``recall_estimate_`` the
     estimate of the search run on it (:class:`CellSearch`)."""
@@ -251,8 +280,13 @@ class CellSearch:
     rows_per_cell : int, default=500
         Target cell size. Work per row grows with ``rows_per_cell * n_probes``, and so does
         recall.
-    n_probes : int, default=6
+    n_probes : int or "auto", default=6
         Cells each row is searched in: its own, then those whose boundary with it is nearest.
+        "auto" takes the fewest (at most :data:`MAX_AUTO_PROBES`) whose recall on the recall
+        sample reaches ``target_recall``, or, short of it, the fewest after which one more
+        cell adds less than :data:`MIN_PROBE_GAIN`. The search inside the cells is exact, so
+        that recall is known before the search from where the sample's exact neighbours
+        lie (:func:`probe_recall`); it is the estimate the search then reports.
     n_refine : "auto" or int, default=0
         Rounds of NN-descent's local join after the cell search (:meth:`refine`): rows that
         share a neighbour (forward or reverse) are compared, each row's hub set holding at
@@ -267,7 +301,7 @@ class CellSearch:
         estimators' graphs do not need the recall and rounds cost several times the cell
         search on such data (look at ``recall_estimate_`` to decide).
     target_recall : float, default=0.98
-        The recall estimate at which "auto" stops refining.
+        The recall estimate "auto" probes for and at which "auto" stops refining.
     recall_sample : int, default=500
         Rows whose lists are checked against an exact search of all rows to estimate
         recall@k (``recall_estimate_``): one pass over X for that many queries. 0 skips the
@@ -310,6 +344,9 @@ class CellSearch:
         The same value is set on the search's :class:`CellPartition`.
     n_refine_ : int
         Set by each search: the refinement rounds it ran.
+    n_probes_ : int
+        Set by each search: the cells each row was searched in (``n_probes``, or what "auto"
+        chose).
     """
 
     #: this backend provides its own locality order (see :func:`elmscale.graph.knn_graph`)
@@ -325,27 +362,29 @@ class CellSearch:
         target_recall=0.98,
         recall_sample=500,
     ):
-        checks = [("rows_per_cell", rows_per_cell, 1), ("n_probes", n_probes, 1)]
-        checks += [("recall_sample", recall_sample, 0)]
-        if not (isinstance(n_refine, str) and n_refine == "auto"):
-            checks.append(("n_refine", n_refine, 0))
+        checks = [("rows_per_cell", rows_per_cell, 1), ("recall_sample", recall_sample, 0)]
+        for name, value in (("n_probes", n_probes), ("n_refine", n_refine)):
+            if not (isinstance(value, str) and value == "auto"):
+                checks.append((name, value, 1 if name == "n_probes" else 0))
         for name, value, low in checks:
             if not (
                 isinstance(value, (int, np.integer))
                 and not isinstance(value, bool)
                 and value >= low
             ):
-                raise ValueError(f"{name} must be an int >= {low}, got {value!r}")
+                also = "" if name in ("rows_per_cell", "recall_sample") else ' or "auto"'
+                raise ValueError(f"{name} must be an int >= {low}{also}, got {value!r}")
         if not (
             isinstance(target_recall, (float, int, np.floating, np.integer))
             and not isinstance(target_recall, bool)
             and 0 < target_recall <= 1
         ):
             raise ValueError(f"target_recall must be a float in (0, 1], got {target_recall!r}")
-        if n_refine == "auto" and recall_sample == 0:
-            raise ValueError("n_refine='auto' needs recall_sample > 0 (its rule is measured)")
+        for name, value in (("n_probes", n_probes), ("n_refine", n_refine)):
+            if value == "auto" and recall_sample == 0:
+                raise ValueError(f"{name}='auto' needs recall_sample > 0 (its rule is measured)")
         self.rows_per_cell = int(rows_per_cell)
-        self.n_probes = int(n_probes)
+        self.n_probes = n_probes if n_probes == "auto" else int(n_probes)
         self.n_refine = n_refine if n_refine == "auto" else int(n_refine)
         if kernel is not None and not callable(kernel):
             raise TypeError(f"kernel must be a callable or None, got {type(kernel).__name__}")
@@ -354,11 +393,12 @@ class CellSearch:
         self.recall_sample = int(recall_sample)
 
     def without_recall_estimate(self):
-        """This search without its recall estimate, where its rounds do not depend on one
-        (``n_refine`` an int): a copy with ``recall_sample=0``, else ``self``. For callers
-        that do not read ``recall_estimate_``; the estimate's exact search is one pass over
-        X for ``recall_sample`` queries. The graph is the same."""
-        if self.n_refine == "auto" or not self.recall_sample:
+        """This search without its recall estimate, where its rounds and probes do not
+        depend on one (``n_refine`` and ``n_probes`` ints): a copy with ``recall_sample=0``,
+        else ``self``. For callers that do not read ``recall_estimate_``; the estimate's
+        exact search is one pass over X for ``recall_sample`` queries. The graph is the
+        same."""
+        if "auto" in (self.n_refine, self.n_probes) or not self.recall_sample:
             return self
         twin = copy.copy(self)
         twin.recall_sample = 0
@@ -368,7 +408,7 @@ class CellSearch:
     def __repr__(self):
         kernel = "" if self.kernel is None else f", kernel={self.kernel!r}"
         return (
-            f"CellSearch(rows_per_cell={self.rows_per_cell}, n_probes={self.n_probes}, "
+            f"CellSearch(rows_per_cell={self.rows_per_cell}, n_probes={self.n_probes!r}, "
             f"n_refine={self.n_refine!r}{kernel}, target_recall={self.target_recall}, "
             f"recall_sample={self.recall_sample})"
         )
@@ -387,7 +427,9 @@ class CellSearch:
         N = X.shape[0]
         n_cells = max(1, math.ceil(N / self.rows_per_cell))
         centers, n_sample = fit_cells_on_workers(X, n_cells, seed)
-        probes = assign_cells(X, centers, self.n_probes + EXTRA_PROBES).persist()
+        # "auto" assigns the probes once it has chosen how many (:meth:`search`)
+        width = 1 if self.n_probes == "auto" else self.n_probes + EXTRA_PROBES
+        probes = assign_cells(X, centers, width).persist()
         order, sizes = order_by_cells(probes[:, 0], len(centers))
         cell_start = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
         original = row_numbers(X.chunks[0])
@@ -432,13 +474,18 @@ class CellSearch:
         auto = self.n_refine == "auto"
         cap = MAX_AUTO_REFINE if auto else self.n_refine
         width = min(JOIN_WIDTH * k, X.shape[0] - 1) if cap else k
-        # the cell search fills the lists: their last entries give the first round tight
-        # thresholds (with free places every pair of a hub set would reach the exact stage)
-        lists = self._search_cells(part, X, width)
         estimate = rows = exact = None
         if self.recall_sample:
             rows = recall_sample(X.shape[0], self.recall_sample, part.seed)
             exact = exact_sample_neighbours(X, rows, k)
+        n_probes, probes = self.n_probes, part.probes
+        if n_probes == "auto":
+            n_probes = self._auto_probes(part, X, rows, exact)
+            probes = assign_cells(X, part.centers, n_probes + EXTRA_PROBES).persist()
+        # the cell search fills the lists: their last entries give the first round tight
+        # thresholds (with free places every pair of a hub set would reach the exact stage)
+        lists = self._search_cells(part, X, width, n_probes, probes)
+        if rows is not None:
             lists = dask.persist(*lists)
             estimate = recall_estimate(lists[0][:, :k], rows, exact)
         new = lists[0] >= 0  # of the persisted lists: one graph per key
@@ -459,19 +506,45 @@ class CellSearch:
         )
         self.recall_estimate_ = part.recall_estimate_ = estimate
         self.n_refine_ = rounds
+        self.n_probes_ = n_probes
         pos, orig, sq_dist = (a[:, :k] for a in lists)
         return pos, orig, da.sqrt(sq_dist)
 
-    def _search_cells(self, part, X, n_neighbors):
+    def _auto_probes(self, part, X, rows, exact):
+        """``n_probes="auto"``'s choice (:func:`chosen_probes`) from the recall each number
+        of probes gives the sample ``rows`` of X (ordered) with exact neighbours ``exact``
+        (ordered positions); their probes as the search would assign them, on the client
+        (the sample's rows only)."""
+        sample = np.asarray(X[rows].compute())
+        cells = np.searchsorted(part.cell_start, exact, side="right") - 1
+        sizes, groups = np.diff(part.cell_start), cell_groups(part.centers)
+        recalls = []
+        for n_probes in range(1, min(MAX_AUTO_PROBES, part.n_cells) + 1):
+            probes = nearest_cells(sample, part.centers, n_probes + EXTRA_PROBES, groups)
+            recalls.append(probe_recall(probes, sizes, cells, n_probes))
+            if recalls[-1] >= self.target_recall:
+                break
+        chosen = chosen_probes(np.array(recalls), self.target_recall)
+        logger.info(
+            "kNN cells: %d probes, recall %.3f on the sample (1 probe %.3f, %d probes %.3f)",
+            chosen,
+            recalls[chosen - 1],
+            recalls[0],
+            len(recalls),
+            recalls[-1],
+        )
+        return chosen
+
+    def _search_cells(self, part, X, n_neighbors, n_probes, probes):
         k = n_neighbors
         starts = part.order.starts
         nb = len(part.order.chunks)
         sizes = np.diff(part.cell_start)
         X_blocks = X.to_delayed(optimize_graph=False).ravel()
         orig_blocks = part.original.to_delayed(optimize_graph=False).ravel()
-        probe_blocks = part.probes.to_delayed(optimize_graph=False).ravel()
+        probe_blocks = probes.to_delayed(optimize_graph=False).ravel()
         probed = dask.compute(
-            *[task("probed", _probed_cells, p, sizes, self.n_probes, k) for p in probe_blocks]
+            *[task("probed", _probed_cells, p, sizes, n_probes, k) for p in probe_blocks]
         )
         requests, asked = [], []
         for t in range(nb):
@@ -507,7 +580,7 @@ class CellSearch:
                 _search_chunk,
                 propose if self.kernel is None else self.kernel,
                 k,
-                self.n_probes,
+                n_probes,
                 part.cell_start,
                 lo,
                 X_blocks[t],

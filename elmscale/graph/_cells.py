@@ -248,19 +248,33 @@ def _nearest_cells(block, centers, n_nearest, n_candidates, groups=None):
     return np.concatenate([ids[:, :1], rest], axis=1).astype(np.int32)
 
 
+def cell_groups(centers):
+    """The :class:`CellGroups` the assignment takes its candidate cells from (None: all)."""
+    return CellGroups(centers) if len(centers) > FLAT_MAX_CELLS else None
+
+
+def _widths(centers, n_nearest, n_candidates=None):
+    n_nearest = min(n_nearest, len(centers))
+    return n_nearest, min(max(n_candidates or n_nearest + 3, n_nearest), len(centers))
+
+
+def nearest_cells(rows, centers, n_nearest, groups):
+    """What :func:`assign_cells` gives these rows (an array), with ``groups`` from
+    :func:`cell_groups`."""
+    return _nearest_cells(rows, centers, *_widths(centers, n_nearest), groups)
+
+
 def assign_cells(X, centers, n_nearest, n_candidates=None):
     """Each row's cell, then the ``n_nearest - 1`` cells whose boundary is nearest
     (:func:`_nearest_cells`): an (N, n_nearest) int32 dask array chunked like X's rows."""
-    n_nearest = min(n_nearest, len(centers))
-    n_candidates = min(max(n_candidates or n_nearest + 3, n_nearest), len(centers))
-    groups = CellGroups(centers) if len(centers) > FLAT_MAX_CELLS else None
+    n_nearest, n_candidates = _widths(centers, n_nearest, n_candidates)
     return da.map_blocks(
         _nearest_cells,
         X,
         centers,
         n_nearest,
         n_candidates,
-        groups,
+        cell_groups(centers),
         dtype=np.int32,
         chunks=(X.chunks[0], (n_nearest,)),
         name=task_name("assign"),

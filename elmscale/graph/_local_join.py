@@ -420,7 +420,7 @@ def exact_sample_neighbours(X, rows, n_neighbors):
     rows, blockwise on the cluster (one task per chunk of X): ``(len(rows), k)`` on the
     client. Ranked by (exact distance, position); a row is not its own neighbour."""
     Xq = X[rows].rechunk({0: -1})
-    idx, _ = exact_kneighbors(Xq, X, n_neighbors + 1)
+    idx, _ = exact_kneighbors(Xq, X, n_neighbors + 1, dtype=np.float32)
     idx = np.asarray(idx.compute())
     own = idx == rows[:, None]
     # drop the row itself; a row not found among its k + 1 (more than k exact duplicates of

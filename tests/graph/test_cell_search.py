@@ -256,6 +256,10 @@ def test_backend_parameter_errors():
         CellSearch(recall_sample=-1)
     with pytest.raises(ValueError, match="n_refine='auto' needs recall_sample > 0"):
         CellSearch(n_refine="auto", recall_sample=0)
+    with pytest.raises(ValueError, match="n_probes must be an int >= 1 or \"auto\", got 'all'"):
+        CellSearch(n_probes="all")
+    with pytest.raises(ValueError, match="n_probes='auto' needs recall_sample > 0"):
+        CellSearch(n_probes="auto", recall_sample=0)
     Xd = da.from_array(np.zeros((5, 2)), chunks=(5, 2))
     with pytest.raises(ValueError, match=r"n_neighbors=\d+ must be in"):
         CellSearch()(Xd, 5)
@@ -450,3 +454,66 @@ def test_one_join_round_equals_a_dense_reference(chunks):
     assert got_new[~same.any(-1)].all()
     was_new = (same & new[:, None, :]).any(-1)
     assert not (got_new & same.any(-1) & ~was_new).any()
+
+
+def test_probe_recall_counts_the_neighbours_in_probed_cells():
+    """Against a direct count: a neighbour is found once its cell is among the row's
+    effective probes, which extend past small cells until they hold k + 1 rows."""
+    from elmscale.graph._cell_search import effective_probes, probe_recall
+
+    rng = np.random.default_rng(0)
+    sizes = rng.integers(1, 9, size=30)
+    probes = np.array([rng.permutation(30)[:8] for _ in range(40)])
+    cells = rng.integers(0, 30, size=(40, 5))
+    got = [probe_recall(probes, sizes, cells, p) for p in range(1, 9)]
+    for p in range(1, 9):
+        probed = effective_probes(probes, sizes, p, 5)
+        want = np.mean([[c in set(row) for c in cs] for row, cs in zip(probed, cells, strict=True)])
+        assert got[p - 1] == pytest.approx(want)
+    assert (np.diff(got) >= 0).all()
+
+
+@pytest.mark.parametrize(
+    "recalls, target, chosen",
+    [
+        ([0.5, 0.9, 0.97, 0.99, 1.0], 0.98, 4),  # the fewest reaching the target
+        ([0.99, 1.0], 0.98, 1),
+        ([0.2, 0.3, 0.35, 0.351, 0.351], 0.98, 3),  # short of it: while a probe adds 0.002
+        ([0.2, 0.2, 0.2], 0.98, 1),
+    ],
+)
+def test_chosen_probes(recalls, target, chosen):
+    from elmscale.graph._cell_search import chosen_probes
+
+    assert chosen_probes(np.array(recalls), target) == chosen
+
+
+@pytest.mark.parametrize("target", [0.9, 0.99, 1.0])
+def test_auto_probes_reach_the_target_they_predict(target, monkeypatch):
+    """``n_probes="auto"`` on 32-d blobs of high intrinsic dimension: the recall it predicts
+    for its choice is the estimate the search then reports, the fewest probes that reach
+    the target, and the graph is the fixed-probes search's with that many."""
+    from elmscale.graph import _cell_search
+    from elmscale.graph._cell_search import MAX_AUTO_PROBES
+
+    predicted = []
+    real = _cell_search.probe_recall
+    monkeypatch.setattr(
+        _cell_search, "probe_recall", lambda *a: predicted.append(real(*a)) or predicted[-1]
+    )
+    X, _ = make_blobs(4000, n_features=32, centers=4, cluster_std=3.0, random_state=1)
+    Xd = da.from_array(X, chunks=(1500, 32))
+    search = CellSearch(rows_per_cell=100, n_probes="auto", target_recall=target)
+    idx, dist = dask.compute(*search(Xd, 10, random_state=0))
+    chosen = search.n_probes_
+    assert predicted[chosen - 1] == pytest.approx(search.recall_estimate_, abs=1e-12)
+    assert 1 < chosen <= MAX_AUTO_PROBES
+    assert search.recall_estimate_ >= target or chosen == MAX_AUTO_PROBES
+    fewer = CellSearch(rows_per_cell=100, n_probes=chosen - 1)
+    fewer(Xd, 10, random_state=0)
+    assert fewer.recall_estimate_ < target
+    fixed = CellSearch(rows_per_cell=100, n_probes=chosen)
+    fixed_idx, fixed_dist = dask.compute(*fixed(Xd, 10, random_state=0))
+    np.testing.assert_array_equal(idx, fixed_idx)
+    np.testing.assert_array_equal(dist, fixed_dist)
+    assert fixed.recall_estimate_ == search.recall_estimate_
