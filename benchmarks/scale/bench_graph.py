@@ -18,7 +18,8 @@ rows per search task and halo / N of the graph the estimators build (``order=Tru
 
 Data: ``mnist`` (../shared/datasets/mnist.npz, pixels / 255, chunks of 7,000 rows),
 ``subspace:N`` (10 clusters, each on its own random 6-d affine subspace of R^50, plus noise
-0.05), ``mixture:N`` (the 50-d Gaussian mixture of bench_uselm_scale.py), chunks of 50,000.
+0.05), ``mixture:N`` (the 50-d Gaussian mixture of bench_uselm_scale.py), ``deformed:N``
+(deformed MNIST digits, 784-d, ``benchmarks/_deformed_mnist.py``), chunks of 50,000.
 """
 
 import argparse
@@ -55,6 +56,10 @@ def _data(spec, k):
         X = load_dataset("mnist")[0].astype(np.float32) / 255
         return da.from_array(X, chunks=(7000, X.shape[1])), "mnist"
     kind, n = spec.split(":")
+    if kind == "deformed":
+        from benchmarks._deformed_mnist import deformed_mnist_dask
+
+        return deformed_mnist_dask(int(n), chunk=50_000)[0], spec
     fn = {"subspace": subspace_chunk, "mixture": mixture_chunk}[kind]
     X, _ = generated_dask(fn, int(n))
     return X, spec
@@ -64,7 +69,7 @@ def _backend(name, args):
     """A backend name, or ``cells+R``: the cell search with ``n_refine=R`` (an int or
     "auto")."""
     base, _, refine = name.partition("+")
-    if base == "cells" and (args.rows_per_cell or args.n_probes or refine):
+    if base == "cells" and (args.rows_per_cell or args.n_probes or refine or args.target_recall):
         from elmscale.graph import CellSearch
 
         kw = {"n_refine": refine if refine == "auto" else int(refine)} if refine else {}
@@ -72,6 +77,8 @@ def _backend(name, args):
             kw["rows_per_cell"] = args.rows_per_cell
         if args.n_probes:
             kw["n_probes"] = args.n_probes
+        if args.target_recall:
+            kw["target_recall"] = args.target_recall
         return CellSearch(**kw)
     return name
 
@@ -90,6 +97,7 @@ def one_run(spec, backend, workers, args, log):
         "k": args.k,
         "rows_per_cell": args.rows_per_cell,
         "n_probes": args.n_probes,
+        "target_recall": args.target_recall,
         "chunk_rows": args.chunk_rows,
         "order": args.order,
         "load_average": list(os.getloadavg()),
@@ -144,6 +152,7 @@ def main():
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--k", type=int, default=10)
     p.add_argument("--rows-per-cell", type=int, default=None)
+    p.add_argument("--target-recall", type=float, default=None)
     p.add_argument(
         "--n-probes", type=lambda v: v if v == "auto" else int(v), default=None, help='or "auto"'
     )

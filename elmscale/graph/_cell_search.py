@@ -286,7 +286,10 @@ class CellSearch:
         sample reaches ``target_recall``, or, short of it, the fewest after which one more
         cell adds less than :data:`MIN_PROBE_GAIN`. The search inside the cells is exact, so
         that recall is known before the search from where the sample's exact neighbours
-        lie (:func:`probe_recall`); it is the estimate the search then reports.
+        lie (:func:`probe_recall`); it is the estimate the search then reports. Above
+        ``FLAT_MAX_CELLS`` cells "auto" takes each row's candidate cells from its own
+        nearest groups of cells, which finds the cells to probe in high dimension at about
+        twice the assignment's cost (:mod:`elmscale.graph._cells`).
     n_refine : "auto" or int, default=0
         Rounds of NN-descent's local join after the cell search (:meth:`refine`): rows that
         share a neighbour (forward or reverse) are compared, each row's hub set holding at
@@ -481,7 +484,9 @@ class CellSearch:
         n_probes, probes = self.n_probes, part.probes
         if n_probes == "auto":
             n_probes = self._auto_probes(part, X, rows, exact)
-            probes = assign_cells(X, part.centers, n_probes + EXTRA_PROBES).persist()
+            probes = assign_cells(
+                X, part.centers, n_probes + EXTRA_PROBES, own_groups=True
+            ).persist()
         # the cell search fills the lists: their last entries give the first round tight
         # thresholds (with free places every pair of a hub set would reach the exact stage)
         lists = self._search_cells(part, X, width, n_probes, probes)
@@ -520,7 +525,7 @@ class CellSearch:
         sizes, groups = np.diff(part.cell_start), cell_groups(part.centers)
         recalls = []
         for n_probes in range(1, min(MAX_AUTO_PROBES, part.n_cells) + 1):
-            probes = nearest_cells(sample, part.centers, n_probes + EXTRA_PROBES, groups)
+            probes = nearest_cells(sample, part.centers, n_probes + EXTRA_PROBES, groups, True)
             recalls.append(probe_recall(probes, sizes, cells, n_probes))
             if recalls[-1] >= self.target_recall:
                 break

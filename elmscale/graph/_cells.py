@@ -24,7 +24,14 @@ from sklearn.cluster import KMeans
 
 from ..utils._random import gathered_rows, sampled_rows
 from ..utils._threads import limited_threads
-from ._select import block_topk, exact_sq_distances
+from ._select import (
+    Operands,
+    block_topk,
+    decide,
+    exact_sq_distances,
+    proposals,
+    within_limits,
+)
 from ._tasks import task, task_name
 
 #: children per split of the k-means tree
@@ -157,6 +164,7 @@ def _float64_rows(*pieces):
 #: above this many cells rows are assigned in two steps (group of cells, then cells)
 FLAT_MAX_CELLS = 256
 #: groups of cells whose cells are candidates for a row: its nearest group's nearest groups
+#: (or its own nearest groups)
 GROUP_NEIGHBOURS = 8
 
 
@@ -215,7 +223,70 @@ def _nearest_in_groups(block, centers, groups, n_candidates):
     return ids, d2
 
 
-def _nearest_cells(block, centers, n_nearest, n_candidates, groups=None):
+def _nearest_in_own_groups(block, centers, groups, n_candidates):
+    """:func:`block_topk` of the rows against the cells of their own ``GROUP_NEIGHBOURS``
+    nearest groups (by exact distance to the groups' mean centres, ties to the lower group).
+
+    Each group's cells propose their ``n_candidates + 1`` nearest to the rows that have it
+    among theirs, one product per group; exact distances then decide once per row over the
+    pooled proposals (:func:`~elmscale.graph._select.decide`), so a row's cells depend on
+    the row alone. In high dimension the cells a row must probe lie in groups near the row
+    that are not near its nearest group (:func:`_nearest_in_groups`'s candidates), at about
+    twice that assignment's cost.
+    """
+    n, m = block.shape[0], n_candidates
+    n_groups = len(groups.centers)
+    top, _ = block_topk(
+        block, np.full(n, -1), groups.centers, np.arange(n_groups), min(GROUP_NEIGHBOURS, n_groups)
+    )
+    center = centers.mean(axis=0)
+    Q, R = Operands(block, center, np.float32), Operands(centers, center, np.float32)
+    tau = Q.error_bound(ref_sq_max=float(R.sq.max()))
+    ids = np.full(top.shape + (m + 1,), -1, dtype=np.int64)
+    g = np.full(top.shape + (m + 1,), np.inf)
+
+    def propose_from(first, last, bound):
+        """The groups in slots [first, last) propose to their rows, at most ``bound``."""
+        table = top[:, first:last]
+        for h in np.unique(table):
+            rows, slot = np.nonzero(table == h)
+            a, b = int(groups.starts[h]), int(groups.starts[h + 1])
+            cols, gg = proposals(
+                Q.query[rows],
+                R.reference[a:b],
+                np.full(len(rows), -1),
+                np.arange(a, b),
+                m + 1,
+                None if bound is None else bound[rows],
+            )
+            slot = slot + first
+            ids[rows, slot, : cols.shape[1]] = np.where(cols >= 0, cols + a, -1)
+            g[rows, slot, : cols.shape[1]] = gg
+
+    # the nearest group's (m + 1)-th proposal (+ 2 tau) bounds what another group can add
+    propose_from(0, 1, None)
+    propose_from(1, top.shape[1], g[:, 0].max(axis=1) + 2 * tau)
+    flat_ids = ids.reshape(n, -1)
+
+    def exact(rows, pos):
+        return exact_sq_distances(block, rows, centers, flat_ids[rows, pos])
+
+    def fallback(rows, slots, limits):
+        found = []
+        for h in np.unique(top[rows, slots]):
+            j = np.flatnonzero(top[rows, slots] == h)
+            a, b = int(groups.starts[h]), int(groups.starts[h + 1])
+            qi, ci = within_limits(
+                Q.query[rows[j]], R.reference[a:b], np.full(len(j), -1), np.arange(a, b), limits[j]
+            )
+            found.append((rows[j][qi], ci + a))
+        queries, cells = (np.concatenate(f) for f in zip(*found, strict=True))
+        return queries, cells, exact_sq_distances(block, queries, centers, cells)
+
+    return decide(m, g, ids, np.broadcast_to(tau[:, None], top.shape), exact, fallback)
+
+
+def _nearest_cells(block, centers, n_nearest, n_candidates, groups=None, own_groups=False):
     """Each row's cell (nearest centre) followed by the cells whose boundary with it is
     nearest to the row.
 
@@ -224,12 +295,15 @@ def _nearest_cells(block, centers, n_nearest, n_candidates, groups=None):
     ``(|x - c_j|^2 - |x - c_1|^2) / (2 |c_j - c_1|)``: ranking cells by that distance, not by
     ``|x - c_j|``, probes the cells where neighbours can be. Candidates are the
     ``n_candidates`` nearest centres (among the candidate groups' cells when ``groups`` is
-    given); all distances are exact, ties go to the lower cell.
+    given: those of the row's nearest group's neighbour groups, or with ``own_groups`` of
+    the row's own nearest groups); all distances are exact, ties go to the lower cell.
     """
     if groups is None:
         ids, d2 = block_topk(
             block, np.full(block.shape[0], -1), centers, np.arange(len(centers)), n_candidates
         )
+    elif own_groups:
+        ids, d2 = _nearest_in_own_groups(block, centers, groups, n_candidates)
     else:
         ids, d2 = _nearest_in_groups(block, centers, groups, n_candidates)
     if n_nearest == 1 or n_candidates == 1:
@@ -258,15 +332,16 @@ def _widths(centers, n_nearest, n_candidates=None):
     return n_nearest, min(max(n_candidates or n_nearest + 3, n_nearest), len(centers))
 
 
-def nearest_cells(rows, centers, n_nearest, groups):
+def nearest_cells(rows, centers, n_nearest, groups, own_groups=False):
     """What :func:`assign_cells` gives these rows (an array), with ``groups`` from
     :func:`cell_groups`."""
-    return _nearest_cells(rows, centers, *_widths(centers, n_nearest), groups)
+    return _nearest_cells(rows, centers, *_widths(centers, n_nearest), groups, own_groups)
 
 
-def assign_cells(X, centers, n_nearest, n_candidates=None):
+def assign_cells(X, centers, n_nearest, n_candidates=None, own_groups=False):
     """Each row's cell, then the ``n_nearest - 1`` cells whose boundary is nearest
-    (:func:`_nearest_cells`): an (N, n_nearest) int32 dask array chunked like X's rows."""
+    (:func:`_nearest_cells`; ``own_groups`` as there): an (N, n_nearest) int32 dask array
+    chunked like X's rows."""
     n_nearest, n_candidates = _widths(centers, n_nearest, n_candidates)
     return da.map_blocks(
         _nearest_cells,
@@ -275,6 +350,7 @@ def assign_cells(X, centers, n_nearest, n_candidates=None):
         n_nearest,
         n_candidates,
         cell_groups(centers),
+        own_groups,
         dtype=np.int32,
         chunks=(X.chunks[0], (n_nearest,)),
         name=task_name("assign"),

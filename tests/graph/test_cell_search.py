@@ -382,9 +382,36 @@ def test_auto_refinement_stops_at_the_target(clustered):
     assert fixed.n_refine_ == 1 and fixed.recall_estimate_ is None
 
 
+def test_two_step_assignment_equals_a_per_row_reference(monkeypatch):
+    """Above FLAT_MAX_CELLS, with ``own_groups``, a row's candidate cells are those of its
+    own GROUP_NEIGHBOURS nearest groups: the assignment equals the flat one of each row
+    against exactly those cells (float64, one row at a time), for any chunking."""
+    import elmscale.graph._cells as cells
+
+    rng = np.random.default_rng(3)
+    X = rng.standard_normal((3000, 24))  # high-dimensional: nearest groups are not neighbours
+    centers = fit_cells(X, 60, seed=0)
+    monkeypatch.setattr(cells, "FLAT_MAX_CELLS", 10)
+    monkeypatch.setattr(cells, "GROUP_NEIGHBOURS", 3)
+    groups = cells.cell_groups(centers)
+    n_groups = len(groups.centers)
+    assert n_groups >= 8
+    got = [
+        cells.assign_cells(da.from_array(X, chunks=(c, 24)), centers, 5, own_groups=True).compute()
+        for c in (3000, 700)
+    ]
+    np.testing.assert_array_equal(got[0], got[1])
+    for i in range(0, len(X), 7):
+        d2 = ((groups.centers - X[i]) ** 2).sum(axis=1)
+        near = np.sort(np.lexsort((np.arange(n_groups), d2))[: cells.GROUP_NEIGHBOURS])
+        cand = np.concatenate([np.arange(groups.starts[h], groups.starts[h + 1]) for h in near])
+        want = cand[cells._nearest_cells(X[i][None], centers[cand], 5, 8, None)[0]]
+        np.testing.assert_array_equal(got[0][i], want)
+
+
 def test_two_step_assignment_agrees_with_the_flat_one(monkeypatch):
-    """Above FLAT_MAX_CELLS a row looks for its cells among its nearest group's neighbour
-    groups; on clustered data that finds the same nearest cell for nearly every row."""
+    """On clustered data the two-step assignment finds the flat one's nearest cell for
+    nearly every row."""
     import elmscale.graph._cells as cells
 
     X, _ = make_blobs(6000, n_features=5, centers=15, random_state=2)
@@ -517,3 +544,28 @@ def test_auto_probes_reach_the_target_they_predict(target, monkeypatch):
     np.testing.assert_array_equal(idx, fixed_idx)
     np.testing.assert_array_equal(dist, fixed_dist)
     assert fixed.recall_estimate_ == search.recall_estimate_
+
+
+def test_auto_probes_with_grouped_cells_predict_their_estimate(monkeypatch):
+    """Above FLAT_MAX_CELLS "auto" assigns each row's cells among its own nearest groups:
+    the sample's recall it predicts is still the estimate the search reports, and the graph
+    is the same for any chunking."""
+    import elmscale.graph._cells as cells
+    from elmscale.graph import _cell_search
+
+    monkeypatch.setattr(cells, "FLAT_MAX_CELLS", 10)
+    predicted = []
+    real = _cell_search.probe_recall
+    monkeypatch.setattr(
+        _cell_search, "probe_recall", lambda *a: predicted.append(real(*a)) or predicted[-1]
+    )
+    X, _ = make_blobs(4000, n_features=32, centers=4, cluster_std=3.0, random_state=1)
+    graphs = []
+    for chunks in (1500, 4000):
+        predicted.clear()
+        search = CellSearch(rows_per_cell=50, n_probes="auto", target_recall=0.95)
+        graphs.append(dask.compute(*search(da.from_array(X, chunks=(chunks, 32)), 10)))
+        assert predicted[search.n_probes_ - 1] == pytest.approx(search.recall_estimate_, abs=1e-12)
+        assert search.recall_estimate_ >= 0.95
+    np.testing.assert_array_equal(graphs[0][0], graphs[1][0])
+    np.testing.assert_array_equal(graphs[0][1], graphs[1][1])
