@@ -34,11 +34,15 @@ Nothing is compiled at run time.
 import copy
 import logging
 import math
+import warnings
 
 import dask
 import dask.array as da
 import numpy as np
+from dask.utils import format_bytes
 
+from ..exceptions import ElmscaleWarning
+from ..utils._dask import worker_memory_per_thread
 from ._backends import check_n_neighbors
 from ._cells import assign_cells, cell_groups, fit_cells_on_workers, nearest_cells
 from ._exchange import exchange, whole_sources
@@ -74,6 +78,9 @@ MIN_RECALL_GAIN = 0.005
 
 #: cells beyond ``n_probes`` each row keeps in reserve, for probes of cells too small for k
 EXTRA_PROBES = 3
+#: copies of its table of rows a search task holds at once: the pieces it received, their
+#: concatenation, the centred rows and their augmented form
+TABLE_COPIES = 4
 #: the most cells ``n_probes="auto"`` searches each row in
 MAX_AUTO_PROBES = 24
 #: ``n_probes="auto"`` short of its target stops adding cells where one more adds less recall
@@ -232,6 +239,22 @@ def _fallback(X, Q, R, original, db_X, db_orig, span, cells, rows, limits):
         found.append((rows[j][qi], ci + r0))
     queries, cc = (np.concatenate(f) for f in zip(*found, strict=True))
     return queries, db_orig[cc], exact_sq_distances(X, queries, db_X, cc)
+
+
+def _warn_if_too_large(rows, row_bytes):
+    """Warn when a search task of ``rows`` rows would hold more than a worker thread's
+    memory: a worker would pass its limit and restart rather than finish."""
+    share, need = worker_memory_per_thread(), TABLE_COPIES * rows * row_bytes
+    if share and need > share:
+        warnings.warn(
+            f"kNN search: a task will hold about {format_bytes(need)} ({rows} rows: its "
+            f"chunk and the cells its rows probe), more than the {format_bytes(share)} of a "
+            "worker thread; workers may pass their memory limit and restart. Fewer probes "
+            "(CellSearch(n_probes=...)), more memory or fewer threads per worker lower it; in "
+            "high dimension a row's nearest cells lie all over X.",
+            ElmscaleWarning,
+            stacklevel=2,
+        )
 
 
 def _ranges_outside(cells, cell_start, lo, hi):
@@ -597,6 +620,7 @@ class CellSearch:
             pos_b.append(da.from_delayed(out[0], (n, k), dtype=np.int64))
             orig_b.append(da.from_delayed(out[1], (n, k), dtype=np.int64))
             dist_b.append(da.from_delayed(out[2], (n, k), dtype=np.float64))
+        _warn_if_too_large(max(rows_per_task), X.shape[1] * X.dtype.itemsize)
         received = int(sum(rows_per_task)) - X.shape[0]
         logger.info(
             "kNN search: %d tasks, each holding at most %d rows; %d rows (%.2f N) "

@@ -569,3 +569,18 @@ def test_auto_probes_with_grouped_cells_predict_their_estimate(monkeypatch):
         assert search.recall_estimate_ >= 0.95
     np.testing.assert_array_equal(graphs[0][0], graphs[1][0])
     np.testing.assert_array_equal(graphs[0][1], graphs[1][1])
+
+
+def test_a_search_task_larger_than_a_worker_thread_warns(clustered, monkeypatch):
+    """A search task that would hold more than a worker thread's memory (its chunk and its
+    rows' probed cells, a few copies) says so before it runs, naming the levers; the graph
+    is the same."""
+    from elmscale.exceptions import ElmscaleWarning
+    from elmscale.graph import _cell_search
+
+    Xd = da.from_array(clustered, chunks=(700, 5))
+    quiet = CellSearch(rows_per_cell=200, n_probes=4)(Xd, 10, random_state=0)[0].compute()
+    monkeypatch.setattr(_cell_search, "worker_memory_per_thread", lambda: 10_000)
+    with pytest.warns(ElmscaleWarning, match=r"kNN search: a task will hold about .*n_probes"):
+        idx = CellSearch(rows_per_cell=200, n_probes=4)(Xd, 10, random_state=0)[0].compute()
+    np.testing.assert_array_equal(idx, quiet)
