@@ -7,7 +7,7 @@ import logging
 import dask.array as da
 import numpy as np
 
-from ._select import block_topk, merge_topk
+from ._select import BLOCK_VALUES, block_topk, merge_topk
 from ._tasks import task
 
 logger = logging.getLogger(__name__)
@@ -31,14 +31,28 @@ def _block_candidates(Xq, Xr, q_start, r_start, k, transform=None, values=None, 
     if transform is not None:
         Xq, Xr = np.asarray(transform(Xq)), np.asarray(transform(Xr))
     n = Xq.shape[0]
-    ids, d2 = block_topk(
-        Xq,
-        -1 - np.arange(n) if q_start is None else np.arange(q_start, q_start + n),
-        Xr,
-        np.arange(r_start, r_start + Xr.shape[0]),
-        min(k, Xr.shape[0]),
-        dtype=dtype or np.float64,
-    )
+    q_ids = -1 - np.arange(n) if q_start is None else np.arange(q_start, q_start + n)
+    k = min(k, Xr.shape[0])
+    # few queries against many rows (a recall sample): the rows in slices whose product with
+    # the queries fills one block, merged by (distance, id), so that a slice is read once
+    # rather than once per small block of queries; the same neighbours
+    step = max(BLOCK_VALUES // max(n, 1), 4 * k, 1)
+    ids = d2 = None
+    for lo in range(0, max(Xr.shape[0], 1), step):
+        hi = min(lo + step, Xr.shape[0])
+        found = block_topk(
+            Xq,
+            q_ids,
+            Xr[lo:hi],
+            np.arange(r_start + lo, r_start + hi),
+            min(k, hi - lo),
+            dtype=dtype or np.float64,
+        )
+        if ids is None:
+            ids, d2 = found
+        else:
+            pooled = (np.concatenate(p, axis=1) for p in zip((ids, d2), found, strict=True))
+            ids, d2 = merge_topk(k, *pooled)
     if values is None:
         return ids, d2
     return ids, d2, np.asarray(values, dtype=np.float64)[np.where(ids >= 0, ids - r_start, 0)]

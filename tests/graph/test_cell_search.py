@@ -35,11 +35,16 @@ def clustered():
     return X
 
 
-def test_the_recall_samples_exact_neighbours_equal_a_dense_search(rng):
+@pytest.mark.parametrize("block_values", [None, 64])
+def test_the_recall_samples_exact_neighbours_equal_a_dense_search(rng, monkeypatch, block_values):
     """The recall estimate's exact neighbours of the sampled rows are those of a dense
-    search, ties by position, each row not its own."""
+    search, ties by position, each row not its own; also when the few queries meet the rows
+    in slices (of 4 k = 40 rows with ``block_values=64``) merged by (distance, index)."""
+    from elmscale.graph import _backends
     from elmscale.graph._local_join import exact_sample_neighbours
 
+    if block_values:
+        monkeypatch.setattr(_backends, "BLOCK_VALUES", block_values)
     X = np.round(rng.randn(3000, 12), 1).astype(np.float32)  # rounded: many equal distances
     X[1500:1510] = X[7]  # exact duplicates of a sampled row
     rows = np.array([0, 7, 8, 999, 1505, 2999])
