@@ -22,13 +22,12 @@ left out in turn.
 
 import argparse
 import time
-from pathlib import Path
 
 import numpy as np
 
-from benchmarks._common import RESULTS_DIR, command_line, resumable_fits, rule_tables
+from benchmarks._common import RESULTS_DIR, rule_tables
 from benchmarks.quality.bench_quality import score
-from benchmarks.quality.bench_seeds import LARGE, _data, record_arguments, set_names
+from benchmarks.quality.bench_seeds import LARGE, record_arguments, recorded_fits
 
 #: USELM's margin of the least inertia among k-means's optima, and its narrow-or-wide rule
 INERTIA_MARGIN, SEPARATE_PIECES_CUT = 0.01, 0.01
@@ -180,18 +179,7 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     record_arguments(p, RESULTS_DIR / "quality_consensus.jsonl")
     args = p.parse_args(argv)
-    names = set_names(args.datasets)
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    print(command_line(), flush=True)
-    records = resumable_fits(  # --summary: only read
-        out,
-        names,
-        0 if args.summary else args.seeds,
-        lambda name: _data(name, False)[:2],
-        lambda name, X, y, seed: fit_one(name, X, y, seed),
-    )
-    print(summary([r for r in records if r["set"] in names]))
+    print(summary(recorded_fits(args, fit_one)))
 
 
 if __name__ == "__main__":

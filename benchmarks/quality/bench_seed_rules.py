@@ -29,9 +29,9 @@ from pathlib import Path
 import numpy as np
 from sklearn.metrics import adjusted_rand_score
 
-from benchmarks._common import RESULTS_DIR, command_line, resumable_fits, rule_tables
+from benchmarks._common import RESULTS_DIR, rule_tables
 from benchmarks.quality.bench_quality import score
-from benchmarks.quality.bench_seeds import _data, record_arguments, set_names
+from benchmarks.quality.bench_seeds import record_arguments, recorded_fits
 
 ROUNDS = (0, 1, 3)
 #: the second k-means of each size (its agreement with the first, ``ari``) adds this to the seed
@@ -167,20 +167,10 @@ def main(argv=None):
     record_arguments(p, RESULTS_DIR / "quality_seed_rules.jsonl")
     p.add_argument("--labels", help="also save each fit's partitions and unit rows here (.npz)")
     args = p.parse_args(argv)
-    names = set_names(args.datasets)
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
     if args.labels:
         Path(args.labels).mkdir(parents=True, exist_ok=True)
-    print(command_line(), flush=True)
-    records = resumable_fits(  # --summary: only read
-        out,
-        names,
-        0 if args.summary else args.seeds,
-        lambda name: _data(name, False)[:2],
-        lambda name, X, y, seed: fit_one(name, X, y, seed, args.labels),
-    )
-    print(summary([r for r in records if r["set"] in names]))
+    records = recorded_fits(args, lambda name, X, y, seed: fit_one(name, X, y, seed, args.labels))
+    print(summary(records))
 
 
 if __name__ == "__main__":

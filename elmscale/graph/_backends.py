@@ -33,26 +33,27 @@ def _block_candidates(Xq, Xr, q_start, r_start, k, transform=None, values=None, 
     n = Xq.shape[0]
     q_ids = -1 - np.arange(n) if q_start is None else np.arange(q_start, q_start + n)
     k = min(k, Xr.shape[0])
-    # few queries against many rows (a recall sample): the rows in slices whose product with
-    # the queries fills one block, merged by (distance, id), so that a slice is read once
+    # fewer queries than rows (a recall sample): the rows in slices whose product with the
+    # queries fills one block, merged by (distance, id), so that the rows are read once
     # rather than once per small block of queries; the same neighbours
-    step = max(BLOCK_VALUES // max(n, 1), 4 * k, 1)
-    ids = d2 = None
-    for lo in range(0, max(Xr.shape[0], 1), step):
-        hi = min(lo + step, Xr.shape[0])
-        found = block_topk(
+    nr = Xr.shape[0]
+    step = max(BLOCK_VALUES // max(n, 1), 4 * k) if n < nr else max(nr, 1)
+    found = [
+        block_topk(
             Xq,
             q_ids,
-            Xr[lo:hi],
-            np.arange(r_start + lo, r_start + hi),
-            min(k, hi - lo),
+            Xr[lo : lo + step],
+            np.arange(r_start + lo, r_start + min(lo + step, nr)),
+            min(k, nr - lo, step),
             dtype=dtype or np.float64,
         )
-        if ids is None:
-            ids, d2 = found
-        else:
-            pooled = (np.concatenate(p, axis=1) for p in zip((ids, d2), found, strict=True))
-            ids, d2 = merge_topk(k, *pooled)
+        for lo in range(0, max(nr, 1), step)
+    ]
+    ids, d2 = (
+        found[0]
+        if len(found) == 1
+        else merge_topk(k, *(np.concatenate(part, axis=1) for part in zip(*found, strict=True)))
+    )
     if values is None:
         return ids, d2
     return ids, d2, np.asarray(values, dtype=np.float64)[np.where(ids >= 0, ids - r_start, 0)]

@@ -388,17 +388,16 @@ class CellSearch:
         target_recall=0.98,
         recall_sample=500,
     ):
-        checks = [("rows_per_cell", rows_per_cell, 1), ("recall_sample", recall_sample, 0)]
-        for name, value in (("n_probes", n_probes), ("n_refine", n_refine)):
+        checks = [("rows_per_cell", rows_per_cell, 1, ""), ("recall_sample", recall_sample, 0, "")]
+        for name, value, low in (("n_probes", n_probes, 1), ("n_refine", n_refine, 0)):
             if not (isinstance(value, str) and value == "auto"):
-                checks.append((name, value, 1 if name == "n_probes" else 0))
-        for name, value, low in checks:
+                checks.append((name, value, low, ' or "auto"'))
+        for name, value, low, also in checks:
             if not (
                 isinstance(value, (int, np.integer))
                 and not isinstance(value, bool)
                 and value >= low
             ):
-                also = "" if name in ("rows_per_cell", "recall_sample") else ' or "auto"'
                 raise ValueError(f"{name} must be an int >= {low}{also}, got {value!r}")
         if not (
             isinstance(target_recall, (float, int, np.floating, np.integer))
