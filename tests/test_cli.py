@@ -881,3 +881,33 @@ def test_every_registered_algorithm_shows_named_stages_that_complete(labelled_cs
         counts = _last_progress(err)
         assert set(counts) <= labels, (name, counts)
         assert all(done == total for done, total in counts.values()), (name, counts)
+
+
+def test_saved_model_predicts_as_the_fitted_one(tmp_path):
+    """`elmscale fit --save` then `elmscale predict`: on the training file the fit's
+    ``--labels`` again, and on new rows the labels the fitted model (the Python API on the
+    same chunks) gives them: the model file holds what the out-of-sample step searches
+    (``reference_``), not the dask attributes the CLI leaves out."""
+    import dask.array as da
+    from sklearn.datasets import load_digits
+
+    from elmscale import USELM
+
+    X, _ = load_digits(return_X_y=True)
+    new = X[::2] + np.random.RandomState(0).normal(0, 1.0, X[::2].shape)
+    np.save(tmp_path / "train.npy", X)
+    np.save(tmp_path / "new.npy", new)
+    model, params = tmp_path / "m.pkl", ["n_clusters=10", "random_state=0"]
+    args = ("fit", "us-elm", tmp_path / "train.npy", "-p", *params, "--save", model)
+    assert run_cmd(*args, "--labels", tmp_path / "fit.npy", "-q")[0] == 0
+    for name in ("train", "new"):
+        status, _, err = run_cmd(
+            "predict", model, tmp_path / f"{name}.npy", "--labels", tmp_path / f"{name}_l.npy"
+        )
+        assert status == 0, err
+    fitted = USELM(n_clusters=10, random_state=0).fit(da.from_array(X, chunks=X.shape))
+    assert fitted.smoothing_steps_ > 0 and fitted.refine_rounds_ > 0
+    np.testing.assert_array_equal(np.load(tmp_path / "fit.npy"), fitted.labels_.compute())
+    np.testing.assert_array_equal(np.load(tmp_path / "train_l.npy"), np.load(tmp_path / "fit.npy"))
+    np.testing.assert_array_equal(np.load(tmp_path / "new_l.npy"), fitted.predict(new))
+    assert not hasattr(cli.load_model(model), "embedding_")

@@ -44,7 +44,14 @@ def no_large_compute(monkeypatch):
     return seen
 
 
-def test_uselm_fit_on_dask_input_brings_back_no_n_sized_array(no_large_compute):
+def test_uselm_fit_on_dask_input_brings_back_no_n_sized_array(no_large_compute, monkeypatch):
+    """Bounded samples (k-means++ and cell seeds: 20,000 rows) are allowed, N-sized data
+    not; the training reference ``predict`` searches is bounded by its byte budgets (here
+    made smaller than N rows and N keys), not by N."""
+    from elmscale.graph import _reference
+
+    monkeypatch.setattr(_reference, "REFERENCE_BYTES", 2**19)
+    monkeypatch.setattr(_reference, "LOOKUP_BYTES", 2**18)
     N = 30_000
     X = np.random.RandomState(0).randn(N, 3)
     Xd = da.from_array(X, chunks=(6_000, 3))
@@ -52,8 +59,9 @@ def test_uselm_fit_on_dask_input_brings_back_no_n_sized_array(no_large_compute):
         n_clusters=3, n_hidden=20, graph="exact", n_neighbors=5, random_state=0
     ).fit(Xd)
     assert isinstance(model.labels_, da.Array)
-    # bounded samples (k-means++ and cell seeds: 20,000 rows) are allowed, N-sized data not
     assert max_rows(no_large_compute) <= 20_000 < N
+    assert model.reference_.keys is None
+    assert model.reference_.nbytes <= _reference.REFERENCE_BYTES
 
 
 def test_sselm_primal_higher_power_brings_back_no_n_sized_array(no_large_compute):
@@ -72,12 +80,12 @@ def test_sselm_primal_higher_power_brings_back_no_n_sized_array(no_large_compute
 
 
 def test_uselm_keeps_numpy_training_rows_without_gathering_them(no_large_compute):
-    """A filtered NumPy fit keeps its training rows for ``predict`` (``fit_X_``): the array
-    this process already holds, never the N x d rows computed back from the dask copy (on a
-    cluster, every row of X in the compute dtype gathered from the workers)."""
+    """A filtered NumPy fit keeps its training rows for ``predict`` (``reference_``) from
+    the array this process already holds, never the N x d rows computed back from the dask
+    copy (on a cluster, every row of X in the compute dtype gathered from the workers)."""
     X = np.random.RandomState(0).rand(2_000, 6).astype(np.float32)
     model = elmscale.USELM(n_clusters=3, n_hidden=20, random_state=0).fit(X)
-    assert model.smoothing_steps_ > 0 and model.fit_X_ is X
+    assert model.smoothing_steps_ > 0 and model.reference_.rows.shape == X.shape
     assert X.shape not in no_large_compute
 
 

@@ -19,12 +19,16 @@ from ..cluster import (
     restart_labels,
 )
 from ..gram import hidden_stats
-from ..graph import cut_and_modularity, input_order, neighbour_mean, smoothed_graph_if_kept
+from ..graph import (
+    TrainingReference,
+    cut_and_modularity,
+    input_order,
+    smoothed_graph_if_kept,
+)
 from ..hidden import apply_scaling
 from ..mixins import DataNodesMixin, EmbeddingClusterMixin, GraphMixin
 from ..solvers import sign_flip, uselm_dual, uselm_primal
 from ..utils._random import draw_seed
-from ..utils._validation import as_row_chunked
 from ..validation import Interval, StrOptions
 from ._embedding import resolve_n_components, unit_rows
 
@@ -295,13 +299,14 @@ class USELM(GraphMixin, DataNodesMixin, EmbeddingClusterMixin, BaseELM):
         Rounds of neighbour-majority votes that refined ``labels_`` (``refine_rounds``
         resolved); with votes, ``predict`` casts the same vote among a row's nearest
         training rows.
-    fit_X_ : ndarray, dask array or None
-        The training rows, searched by ``transform`` and ``predict`` for a new row's nearest
-        training rows when the fit filtered its rows (``smoothing_steps_`` > 0; None
-        otherwise). A reference to the input for dask input: nothing N-sized is held on the
-        client, and each ``transform`` reads the training rows again. For NumPy input the
-        array given to ``fit`` itself, as scikit-learn's nearest-neighbour estimators keep it
-        (not a copy: changing it afterwards changes what ``predict`` finds).
+    reference_ : elmscale.graph.TrainingReference or None
+        What ``transform`` and ``predict`` search for a new row's nearest training rows when
+        the fit filtered its rows (``smoothing_steps_`` > 0; None otherwise): every training
+        row where they fit in 32 MiB, else a uniform sample of as many, each with its
+        embedding and label, and every training row's 64-bit key with its label where those
+        fit in 16 MiB (``predict`` of a training row is then a lookup). NumPy and of bounded
+        size whatever N: the fitted model and the model loaded from a file hold the same
+        one and answer alike, and nothing of the input is kept.
     n_features_in_ : int
     timings_ : dict
         Wall seconds of the fit's stages (hidden, graph, smoothing when the graph filter
@@ -317,11 +322,11 @@ class USELM(GraphMixin, DataNodesMixin, EmbeddingClusterMixin, BaseELM):
     ``n_clusters``, ``row_normalize`` and ``n_init`` do not enter the reduction
     (``reduce``: hidden layer, graph, H^T H and H^T L H): ``elmscale.sweep`` fits a grid
     over them with one Gram pass, and ``reduce(X).graph`` is the kNN graph of the fit.
-    With the graph filter, ``transform`` and ``predict`` search the training rows exactly
-    for each new row's ``n_neighbors`` nearest, one task per pair of row chunks:
-    O(n_query N d) work on the workers, the k candidates' embedding rows per query row
-    through the scheduler (:func:`elmscale.graph.neighbour_mean`). Pickling the model
-    stores ``fit_X_`` and ``embedding_`` with it.
+    With the graph filter, ``transform`` and ``predict`` search the rows of ``reference_``
+    exactly for each new row's ``n_neighbors`` nearest, one task per chunk of new rows:
+    O(n_query m d) work for m <= N reference rows. Pickling the model stores
+    ``reference_`` (at most 48 MiB) and ``embedding_`` and ``labels_``, which a model
+    saved without them (``elmscale fit --save``) does not need to answer alike.
 
     ``row_normalize=True`` is the default because, chosen on all benchmark sets but one, it
     scored better on the left-out set on most sets, which a wider grid over the hidden layer,
@@ -474,11 +479,8 @@ class USELM(GraphMixin, DataNodesMixin, EmbeddingClusterMixin, BaseELM):
             self.lap("smoothing")
         reduction.fitted["smoothing_steps_"] = steps
         # new rows are embedded from their nearest training rows when the fit filtered them
-        # (see ``transform``): the model keeps the training rows (a reference to the dask
-        # array for dask input, the NumPy rows this process already holds otherwise) and the
-        # graph's weights
-        fit_X = reduction.X if reduction.was_dask else reduction.X_in_process
-        reduction.fitted["fit_X_"] = fit_X if steps else None
+        # (see ``transform``): the solve keeps a bounded reference of them, weighted as the
+        # graph's edges
         reduction.fitted["_graph_sigma"] = graph.sigma
         features = reduction.features
         if self._solver == "primal":
@@ -512,7 +514,26 @@ class USELM(GraphMixin, DataNodesMixin, EmbeddingClusterMixin, BaseELM):
         self.output_weights_ = beta[:, :n]
         self.eigenvalues_ = gamma[:n]
         self.embedding_ = E[:, :n] if n < E.shape[1] else E
+        self.reference_ = None
+        if self.smoothing_steps_:
+            self.reference_ = self._training_reference(reduction, rng)
         self.lap("embed_cluster")
+
+    def _training_reference(self, reduction, rng):
+        """The :class:`~elmscale.graph.TrainingReference` new rows are extended from: the
+        training rows (or a sample) with their embedding and labels, drawn after every other
+        random number of the fit."""
+        clustered = self.n_clusters is not None
+        layer = self.hidden_layer_
+        return TrainingReference.from_fit(
+            reduction.X,
+            self.embedding_,
+            self.labels_ if clustered else None,
+            self.n_clusters if clustered else 0,
+            functools.partial(apply_scaling, offset=layer.offset, scale=layer.scale),
+            draw_seed(rng),
+            rows_in_process=reduction.X_in_process,
+        )
 
     def _vote_rounds(self, reduction):
         """``refine_rounds`` resolved: "auto" is :data:`REFINE_ROUNDS` from
@@ -602,53 +623,45 @@ class USELM(GraphMixin, DataNodesMixin, EmbeddingClusterMixin, BaseELM):
         Without the graph filter (``smoothing_steps_`` 0) a row's embedding is ``h(x) beta``,
         the map the fit applied. With it, the fit embedded filtered rows, each an average
         over its graph neighbourhood, which a new row does not have; its embedding is then
-        the weighted mean of ``embedding_`` over its ``n_neighbors`` nearest training rows
-        (``fit_X_``), weighted as the graph's edges (:func:`elmscale.graph.neighbour_mean`):
-        the out-of-sample step of the filter. A row equal to a training row takes that row's
-        ``embedding_`` (as the Nystrom extension reproduces the function at the rows it was
-        computed on): on the training rows ``transform`` gives ``embedding_`` back."""
-        if getattr(self, "fit_X_", None) is None:
+        the weighted mean of the embedding over its ``n_neighbors`` nearest rows of
+        ``reference_``, weighted as the graph's edges: the out-of-sample step of the filter
+        (:mod:`elmscale.graph._reference`). A row equal to a reference row takes that row's
+        embedding (as the Nystrom extension reproduces the function at the rows it was
+        computed on): where the reference holds every training row, ``transform`` of the
+        training rows gives ``embedding_`` back."""
+        if getattr(self, "reference_", None) is None:
             return self.project(Xd, self.output_weights_)
-        return self._from_training_rows(Xd)
+        return self.reference_.extend(Xd, self.n_neighbors, **self._extension())
 
-    def _from_training_rows(self, Xd, votes=False):
-        """The weighted mean of ``embedding_`` over each row's nearest training rows, and
-        with ``votes`` the count of each of ``labels_`` among them in n_clusters more
-        columns (one search for both)."""
-        X_fit, _ = as_row_chunked(self.fit_X_, name="fit_X_", n_hidden=self.n_hidden)
-        E_fit = self.embedding_
-        if not isinstance(E_fit, da.Array):
-            E_fit = da.from_array(E_fit, chunks=(X_fit.chunks[0], E_fit.shape[1]))
+    def _extension(self):
+        """How a new row weighs its nearest reference rows: as the graph's edges, in the
+        scaling the graph was searched in."""
         layer = self.hidden_layer_
-        return neighbour_mean(
-            Xd,
-            X_fit,
-            E_fit,
-            self.n_neighbors,
-            weights=self.weights,
-            sigma=self._graph_sigma,
-            transform=functools.partial(apply_scaling, offset=layer.offset, scale=layer.scale),
-            labels=self.labels_ if votes else None,
-            n_labels=self.n_clusters if votes else None,
-        )
+        return {
+            "weights": self.weights,
+            "sigma": self._graph_sigma,
+            "transform": functools.partial(apply_scaling, offset=layer.offset, scale=layer.scale),
+        }
 
     def label_rows(self, Xd):
         """The cluster of each row of Xd (``predict``): the nearest of ``cluster_centers_``
         to its embedding (:meth:`transform`, in the space k-means clustered). Where the fit
         refined its labels by neighbour-majority votes (``refine_rounds_`` > 0), a row's
-        label is the same vote cast by its nearest training rows' ``labels_`` and, weighted
-        as a row's own label, its nearest centre; a row equal to a training row takes its
-        label in ``labels_``, so that ``predict`` on the training rows gives ``labels_``
-        back (where k-means's nearest centre would undo the votes' moves)."""
-        if not getattr(self, "refine_rounds_", 0) or getattr(self, "fit_X_", None) is None:
+        label is the same vote cast by its nearest reference rows' labels and, weighted as
+        a row's own label, its nearest centre; a training row takes its label in
+        ``labels_`` (by key, or as a reference row at distance 0), so that ``predict`` on
+        the training rows gives ``labels_`` back (where k-means's nearest centre would undo
+        the votes' moves)."""
+        if not getattr(self, "refine_rounds_", 0) or getattr(self, "reference_", None) is None:
             return super().label_rows(Xd)
-        return self._from_training_rows(Xd, votes=True).map_blocks(
-            _voted_labels,
-            self.cluster_centers_,
-            self.row_normalize,
-            drop_axis=1,
-            dtype=np.int64,
-            meta=np.empty((0,), dtype=np.int64),
+        return self.reference_.extend(
+            Xd,
+            self.n_neighbors,
+            n_labels=self.n_clusters,
+            finish=functools.partial(
+                _voted_labels, centers=self.cluster_centers_, row_normalize=self.row_normalize
+            ),
+            **self._extension(),
         )
 
     def to_cluster_space(self, E):

@@ -10,6 +10,7 @@ from ._cuts import cut_and_modularity, modularity, normalized_cut
 from ._extend import neighbour_mean
 from ._laplacian import GraphBlock
 from ._ordering import RowOrder
+from ._reference import TrainingReference
 from ._select import Operands, propose
 from ._smoothing import (
     input_order,
@@ -36,6 +37,7 @@ __all__ = [
     "knn_graph",
     "modularity",
     "neighbour_mean",
+    "TrainingReference",
     "nndescent_knn",
     "normalized_cut",
     "propose",
