@@ -518,9 +518,9 @@ def _run_fit(args, out, err):
             file=err,
         )
         t0 = time.perf_counter()
-        with _progress(args, client, err):
+        with _progress(args, client, err), _read_once(data, client, err) as (X, y):
             kw = {} if args.checkpoint is None else {"checkpoint": args.checkpoint}
-            estimator.fit(X, **kw) if data.y is None else estimator.fit(X, data.y, **kw)
+            estimator.fit(X, **kw) if y is None else estimator.fit(X, y, **kw)
             print(f"fitted in {time.perf_counter() - t0:.1f} s", file=err)
             if args.labels:
                 write_array(_fitted_labels(estimator, X, args), args.labels, "label")
@@ -528,13 +528,60 @@ def _run_fit(args, out, err):
             if args.embedding:
                 write_array(_embedding(estimator, X, args), args.embedding, _prefix(estimator))
                 print(f"embedding: {args.embedding}", file=out)
-        if args.plot:
-            _plot(estimator, X, args.plot)
-            print(f"plot: {args.plot}", file=out)
+            if args.plot:
+                _plot(estimator, X, args.plot)
+                print(f"plot: {args.plot}", file=out)
         if args.save:
             save_model(estimator, args.save, data)
             print(f"model: {args.save}", file=out)
     return 0
+
+
+#: the share of this machine's available memory that the local scheduler may hold the parsed
+#: input in; a larger input is copied once to a temporary Zarr folder instead
+READ_ONCE_MEMORY_SHARE = 0.25
+
+
+@contextlib.contextmanager
+def _read_once(data, client, err):
+    """The input (X and the target, if any) as the fit's passes read it: parsed from the
+    file once. A fit reads X in several passes (scaling, the graph, the Gram pass,
+    k-means); a lazily read .csv or Parquet file would be parsed again by each. On a
+    cluster the fit keeps X in the workers' memory itself
+    (:func:`elmscale.utils._dask.in_worker_memory`); with dask's local scheduler the parsed
+    rows are kept in this process's memory where they take at most
+    :data:`READ_ONCE_MEMORY_SHARE` of the available memory, else written once to a
+    temporary Zarr folder, deleted after the fit. The progress lines say which."""
+    import dask
+
+    X, y = data.X, data.y
+    if client is not None:
+        print("input: kept in the workers' memory after one read", file=err)
+        yield X, y
+        return
+    import psutil
+
+    available = psutil.virtual_memory().available
+    if X.nbytes <= READ_ONCE_MEMORY_SHARE * available:
+        print(f"input: read once into this process's memory ({_mib(X.nbytes)})", file=err)
+        yield dask.persist(X, y) if y is not None else (X.persist(), None)
+        return
+    import tempfile
+
+    import dask.array as da
+
+    with tempfile.TemporaryDirectory(prefix="elmscale-input-") as folder:
+        print(f"input: copied once to {folder} ({_mib(X.nbytes)}, Zarr)", file=err)
+        parts = {"X": X} if y is None else {"X": X, "y": y}
+        paths = {name: os.path.join(folder, f"{name}.zarr") for name in parts}
+        # one computation writes both, so that the file is parsed once for them
+        dask.compute(*(da.to_zarr(a, paths[name], compute=False) for name, a in parts.items()))
+        copies = {name: da.from_zarr(path) for name, path in paths.items()}
+        yield copies["X"], copies.get("y")
+
+
+def _mib(n_bytes):
+    return f"{n_bytes / 2**20:,.0f} MiB"
 
 
 def _header_note(data):

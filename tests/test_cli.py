@@ -8,6 +8,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 import time
 import warnings
 from pathlib import Path
@@ -911,3 +912,48 @@ def test_saved_model_predicts_as_the_fitted_one(tmp_path):
     np.testing.assert_array_equal(np.load(tmp_path / "train_l.npy"), np.load(tmp_path / "fit.npy"))
     np.testing.assert_array_equal(np.load(tmp_path / "new_l.npy"), fitted.predict(new))
     assert not hasattr(cli.load_model(model), "embedding_")
+
+
+@pytest.mark.parametrize("memory_share", [0.25, 0.0])
+def test_a_csv_input_is_parsed_once_for_the_whole_fit(tmp_path, monkeypatch, memory_share):
+    """With dask's local scheduler the fit's passes read the parsed rows, not the file: kept
+    in memory where they fit the share of it, else copied once to a temporary Zarr folder
+    (deleted after the fit); the progress lines say which; the labels equal a fit on the
+    NumPy rows."""
+    import pandas as pd
+
+    from elmscale import USELM
+
+    X = np.random.RandomState(0).rand(600, 4)
+    pd.DataFrame(X, columns=list("abcd")).to_csv(tmp_path / "x.csv", index=False)
+    monkeypatch.setattr(cli, "READ_ONCE_MEMORY_SHARE", memory_share)
+    import dask.dataframe.io.csv as dask_csv
+
+    parsed = []
+    real = dask_csv.pandas_read_text
+
+    def counting(*args, **kwargs):  # dask parses each block of the file with it
+        parsed.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(dask_csv, "pandas_read_text", counting)
+    status, _, err = run_cmd(
+        "fit", "us-elm", tmp_path / "x.csv", "-p", *FIT_PARAMS, "--labels", tmp_path / "l.npy"
+    )
+    assert status == 0, err
+    expected = "read once into this process's memory" if memory_share else "copied once to"
+    assert f"input: {expected}" in err
+    reads = len(parsed)
+    np.testing.assert_array_equal(
+        np.load(tmp_path / "l.npy"),
+        USELM(n_clusters=3, n_hidden=40, graph="exact", n_neighbors=5, random_state=0)
+        .fit(X)
+        .labels_,
+    )
+    # opening the file reads its header and counts its rows; the fit parses it once more
+    from elmscale._cli_io import read_data
+
+    del parsed[:]
+    read_data(str(tmp_path / "x.csv"), None)
+    assert reads == len(parsed) + 1
+    assert not list(Path(tempfile.gettempdir()).glob("elmscale-input-*"))

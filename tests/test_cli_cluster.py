@@ -76,7 +76,7 @@ def test_ctrl_c_during_a_fit_on_workers_prints_one_line_and_exits_130(tmp_path):
     assert proc.returncode == 130, "".join(before) + rest
     assert "Traceback" not in rest
     # after the progress and log lines of the fit so far, one line
-    fit_lines = re.compile(r"progress: |\d\d:\d\d:\d\d elmscale")
+    fit_lines = re.compile(r"progress: |input: |\d\d:\d\d:\d\d elmscale")
     assert [line for line in rest.splitlines() if not fit_lines.match(line)] == ["interrupted"]
     assert not (tmp_path / "l.npy").exists()
 
