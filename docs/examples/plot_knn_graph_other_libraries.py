@@ -3,10 +3,12 @@ The kNN graph for other libraries
 =================================
 
 :class:`~elmscale.KNNGraphTransformer` builds elmscale's kNN graph (on the Dask workers when a
-client is active) and returns it in exactly the form of scikit-learn's
-``KNeighborsTransformer``: row *i* holds *i* itself at distance 0, then its nearest
-neighbours. Here one graph of the digits feeds three libraries that take a precomputed
-neighbours graph: scikit-learn's ``SpectralClustering`` and ``HDBSCAN``, and umap-learn.
+client is active) and returns it in the form of scikit-learn's ``KNeighborsTransformer``:
+row *i* holds *i* itself at distance 0, then its nearest neighbours, and by default (made
+symmetric) also the points that have *i* among theirs. Here one graph of the digits feeds
+three libraries that take a precomputed neighbours graph: scikit-learn's
+``SpectralClustering`` and ``HDBSCAN``, and umap-learn; in a pipeline, ``make_pipeline(
+KNNGraphTransformer(n_neighbors=10), HDBSCAN(metric="precomputed"))`` does the same.
 """
 
 import warnings
@@ -26,8 +28,9 @@ print(repr(G))
 # Spectral clustering
 # -------------------
 # ``affinity="precomputed_nearest_neighbors"`` keeps the ``n_neighbors`` nearest entries of each
-# row (the point itself among them) and symmetrises: the same graph as scikit-learn's
-# ``affinity="nearest_neighbors"`` builds from X, so the partition is the same.
+# row (the point itself among them: the kNN graph, which the symmetric graph contains) and
+# symmetrises: the same graph as scikit-learn's ``affinity="nearest_neighbors"`` builds from
+# X, so the partition is the same.
 spectral = SpectralClustering(
     n_clusters=10, affinity="precomputed_nearest_neighbors", n_neighbors=10, random_state=0
 ).fit_predict(G)
@@ -40,11 +43,11 @@ print(f"against the digits: ARI {adjusted_rand_score(y, spectral):.3f}")
 # %%
 # HDBSCAN
 # -------
-# scikit-learn's HDBSCAN takes a sparse distance matrix that is symmetric and connected.
-# ``G.maximum(G.T)`` keeps every edge found in either direction (a distance is the same both
-# ways); 10 neighbours connect the digits' graph.
+# scikit-learn's HDBSCAN takes a sparse distance matrix that is symmetric (as the graph is:
+# every edge found in either direction, at its distance) and connected; 10 neighbours connect
+# the digits' graph.
 hdb = HDBSCAN(metric="precomputed", min_samples=3, min_cluster_size=20, copy=True)
-hdb = hdb.fit_predict(G.maximum(G.T))
+hdb = hdb.fit_predict(G)
 clustered = hdb >= 0
 print(f"HDBSCAN: {hdb.max() + 1} clusters, {1 - clustered.mean():.0%} of the points left as noise")
 agreement = adjusted_rand_score(y[clustered], hdb[clustered])
@@ -53,12 +56,15 @@ print(f"against the digits, clustered points: ARI {agreement:.3f}")
 # %%
 # UMAP
 # ----
-# umap-learn takes the neighbour lists as arrays: :func:`~elmscale.neighbors.knn_arrays` reads them
-# off the graph (11 columns: the point and its 10 neighbours, as UMAP's own search gives them).
-# Without a search index UMAP warns that ``transform`` of new points is unavailable.
+# umap-learn's ``metric="precomputed"`` would take ``G`` itself (it, too, wants it symmetric);
+# to keep X, it takes the neighbour lists as arrays: :func:`~elmscale.neighbors.knn_arrays`
+# reads them off the directed graph (``symmetric=False``; 11 columns: the point and its 10
+# neighbours, as UMAP's own search gives them). Without a search index UMAP warns that
+# ``transform`` of new points is unavailable.
 import umap  # noqa: E402
 
-indices, distances = knn_arrays(G)
+directed = KNNGraphTransformer(n_neighbors=10, symmetric=False).fit_transform(X)
+indices, distances = knn_arrays(directed)
 with warnings.catch_warnings():
     warnings.filterwarnings("ignore", message="precomputed_knn\\[2\\]")
     warnings.filterwarnings("ignore", message="n_jobs value")

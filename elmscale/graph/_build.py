@@ -221,10 +221,13 @@ def _heat_width(dist, weights, sigma):
     return sigma
 
 
-def _symmetrise(idx, dist, starts, weights, sigma):
-    """The symmetrise and weight stages: each chunk's rows of the "or"-symmetrised,
-    weighted W, from its own edges and the reverse edges other chunks hold (only the chunk
-    pairs with edges between them get shuffle tasks). Persisted blocks."""
+def union_blocks(stage, assemble, idx, dist, starts, *args):
+    """One task per row chunk b (starting at ``starts``) of the directed lists ``idx``,
+    ``dist``: ``assemble(idx_b, dist_b, start, stop, *args, source_starts, reverse)``, where
+    ``reverse`` holds the reverse edges ``(target, source local to its chunk, distance)`` of
+    the chunks with edges into b and ``source_starts`` their first rows. The reverse edges
+    (not the data) are exchanged between chunks; only the chunk pairs with edges between
+    them get shuffle tasks."""
     nb = len(starts) - 1
     idx_blocks = idx.to_delayed(optimize_graph=False).ravel()
     dist_blocks = dist.to_delayed(optimize_graph=False).ravel()
@@ -238,21 +241,27 @@ def _symmetrise(idx, dist, starts, weights, sigma):
         [[(s, (int(starts[b]), int(starts[b + 1]))) for s in senders[b]] for b in range(nb)],
         nbytes=(edges.sum(axis=0) * REVERSE_EDGE_BYTES).tolist(),
     )
-    blocks = [
+    return [
         task(
-            "block",
-            _assemble_block,
+            stage,
+            assemble,
             idx_blocks[b],
             dist_blocks[b],
             int(starts[b]),
             int(starts[b + 1]),
-            weights,
-            sigma,
+            *args,
             [int(starts[s]) for s in senders[b]],
             reverse[b],
         )
         for b in range(nb)
     ]
+
+
+def _symmetrise(idx, dist, starts, weights, sigma):
+    """The symmetrise and weight stages: each chunk's rows of the "or"-symmetrised,
+    weighted W, from its own edges and the reverse edges other chunks hold. Persisted
+    blocks."""
+    blocks = union_blocks("block", _assemble_block, idx, dist, starts, weights, sigma)
     return list(dask.persist(*blocks))
 
 

@@ -1,16 +1,20 @@
 """KNNGraphTransformer: elmscale's kNN graph in KNeighborsTransformer's form, for other
 libraries."""
 
+import warnings
+
 import dask
 import dask.array as da
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from sklearn.cluster import HDBSCAN, SpectralClustering
+from sklearn.cluster import HDBSCAN, KMeans, SpectralClustering
 from sklearn.datasets import load_digits, make_blobs
+from sklearn.exceptions import EfficiencyWarning
 from sklearn.metrics import adjusted_rand_score
 from sklearn.metrics.cluster import contingency_matrix
 from sklearn.neighbors import KNeighborsTransformer
+from sklearn.pipeline import make_pipeline
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 import elmscale
@@ -33,15 +37,16 @@ def test_equals_kneighbors_transformer(blobs, mode, k):
     (the point itself first, at distance 0, then its neighbours nearest first)."""
     X, _ = blobs
     S = KNeighborsTransformer(n_neighbors=k, mode=mode).fit_transform(X)
-    _assert_same_graph(KNNGraphTransformer(n_neighbors=k, mode=mode).fit_transform(X), S)
-    _assert_same_graph(KNNGraphTransformer(n_neighbors=k, mode=mode).fit(X).transform(X), S)
+    directed = KNNGraphTransformer(n_neighbors=k, mode=mode, symmetric=False)
+    _assert_same_graph(directed.fit_transform(X), S)
+    _assert_same_graph(directed.fit(X).transform(X), S)
 
 
 def test_transform_of_new_points_searches_the_training_data(blobs):
     X, _ = blobs
     train, new = X[:200], X[200:]
     S = KNeighborsTransformer(n_neighbors=6).fit(train).transform(new)
-    G = KNNGraphTransformer(n_neighbors=6).fit(train).transform(new)
+    G = KNNGraphTransformer(n_neighbors=6, symmetric=False).fit(train).transform(new)
     assert G.shape == (40, 200)
     _assert_same_graph(G, S)
 
@@ -52,7 +57,9 @@ def test_graph_is_knn_graph_indices(blobs_dask, backend):
     estimators build), on the same data and seed."""
     Xd, _ = blobs_dask
     k = 8
-    G = KNNGraphTransformer(n_neighbors=k, graph=backend, random_state=3).fit_transform(Xd)
+    G = KNNGraphTransformer(
+        n_neighbors=k, symmetric=False, graph=backend, random_state=3
+    ).fit_transform(Xd)
     assert isinstance(G, da.Array) and G.chunks[0] == Xd.chunks[0]
     assert all(sp.issparse(G.blocks[i].compute()) for i in range(G.numblocks[0]))
     ref = knn_graph(Xd, k, backend=backend, random_state=3, order=False)
@@ -99,21 +106,117 @@ def test_spectral_clustering_matches_scikit_learns_on_digits():
     assert ((table > 0).sum(axis=0) == 1).all() and ((table > 0).sum(axis=1) == 1).all()
 
 
-def test_hdbscan_on_the_graph_agrees_with_hdbscan_on_the_data():
-    """HDBSCAN on the sparse graph (made symmetric, and connected: HDBSCAN refuses a
-    disconnected one) finds nearly the clusters it finds from all pairwise distances."""
+def test_hdbscan_in_a_pipeline_agrees_with_hdbscan_on_the_data():
+    """HDBSCAN(metric="precomputed") after the transformer in a pipeline (it refuses a graph
+    that is not symmetric, as KNeighborsTransformer's is not) finds nearly the clusters it
+    finds from all pairwise distances."""
     X, _ = make_blobs(600, centers=[(0, 0), (5, 0), (0, 5)], random_state=0)
-    G = KNNGraphTransformer(n_neighbors=15).fit_transform(X)
-    # HDBSCAN wants symmetric distances: the union of both directions' edges
-    ours = HDBSCAN(metric="precomputed", min_samples=5, copy=True).fit_predict(G.maximum(G.T))
+    pipe = make_pipeline(
+        KNNGraphTransformer(n_neighbors=15), HDBSCAN(metric="precomputed", min_samples=5, copy=True)
+    )
+    ours = pipe.fit_predict(X)
     dense = HDBSCAN(min_samples=5, copy=True).fit_predict(X)
     assert adjusted_rand_score(ours, dense) > 0.85
+    with pytest.raises(ValueError, match="symmetric"):
+        make_pipeline(
+            KNeighborsTransformer(n_neighbors=15), HDBSCAN(metric="precomputed", copy=True)
+        ).fit(X)
+
+
+def test_spectral_clustering_in_a_pipeline_matches_scikit_learns(blobs):
+    """SpectralClustering keeps each row's n_neighbors nearest entries: on the union graph
+    those are the kNN graph's, so the pipeline gives scikit-learn's own partition, without
+    the warning of rows not sorted by distance."""
+    X, _ = blobs
+    params = dict(n_clusters=3, n_neighbors=10, random_state=0)
+    pipe = make_pipeline(
+        KNNGraphTransformer(n_neighbors=10),
+        SpectralClustering(affinity="precomputed_nearest_neighbors", **params),
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", EfficiencyWarning)
+        ours = pipe.fit_predict(X)
+    theirs = SpectralClustering(affinity="nearest_neighbors", **params).fit_predict(X)
+    assert adjusted_rand_score(ours, theirs) == 1.0
+
+
+def test_umap_in_a_pipeline_takes_the_graph(blobs):
+    """umap-learn's precomputed path (which refuses a sparse graph that is not symmetric)
+    embeds the graph in a pipeline, from the kNN lists the graph holds."""
+    umap = pytest.importorskip("umap")
+    X, y = blobs
+    pipe = make_pipeline(
+        KNNGraphTransformer(n_neighbors=15),
+        umap.UMAP(metric="precomputed", n_neighbors=15, random_state=0, n_jobs=1),
+    )
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="using precomputed metric")
+        warnings.filterwarnings("ignore", message="n_jobs value")
+        embedding = pipe.fit_transform(X)
+    assert embedding.shape == (240, 2)
+    indices, _ = knn_arrays(KNNGraphTransformer(n_neighbors=14, symmetric=False).fit_transform(X))
+    np.testing.assert_array_equal(np.sort(pipe[-1]._knn_indices, axis=1), np.sort(indices, axis=1))
+    assert adjusted_rand_score(y, KMeans(3, n_init=5, random_state=0).fit_predict(embedding)) == 1
+
+
+def _union(D):
+    """The union of the directed graph D and its transpose, distances kept, diagonal explicit."""
+    U = sp.csr_matrix(D.maximum(D.T))
+    U.setdiag(0)  # the point itself, at distance 0
+    return U
+
+
+@pytest.mark.parametrize("mode", ["distance", "connectivity"])
+def test_symmetric_graph_is_the_union_of_both_directions(blobs, blobs_dask, mode):
+    """Each row holds the point itself (explicit 0), its neighbours and the points that have
+    it among theirs, nearest first (ties by column): exactly symmetric, equal for NumPy and
+    dask input (chunks exchange their reverse edges)."""
+    X, _ = blobs
+    Xd, _ = blobs_dask
+    others = 6 if mode == "distance" else 5  # connectivity counts the point itself
+    D = KNNGraphTransformer(n_neighbors=others, symmetric=False).fit_transform(X)
+    U = _union(D)
+    S = KNNGraphTransformer(n_neighbors=6, mode=mode).fit_transform(X)
+    Sd = KNNGraphTransformer(n_neighbors=6, mode=mode).fit_transform(Xd)
+    assert isinstance(Sd, da.Array) and Sd.chunks[0] == Xd.chunks[0]
+    _assert_same_graph(Sd.compute(), S)
+    # before any scipy operation, which sorts the rows' columns in place
+    for i in range(0, 240, 7):  # nearest first
+        cols, d = S.indices[S.indptr[i] : S.indptr[i + 1]], U[i].toarray().ravel()
+        assert list(cols) == sorted(cols, key=lambda j: (d[j], j))
+        if mode == "distance":
+            np.testing.assert_array_equal(S.data[S.indptr[i] : S.indptr[i + 1]], d[cols])
+    assert S.format == "csr" and (S != S.T).nnz == 0 and S.nnz == U.nnz
+    np.testing.assert_array_equal(S.diagonal(), 0 if mode == "distance" else 1)
+    assert ((S != 0) + sp.eye(240) > 0).toarray().tolist() == (
+        (U + sp.eye(240)).toarray() > 0
+    ).tolist()
+
+
+def test_symmetric_transform_of_the_training_data_is_fit_transform(blobs, blobs_dask):
+    """transform adds the training points whose radius reaches the query: the training
+    data's rows are fit_transform's (NumPy and dask), new points' rows are the brute-force
+    ones, and the transform of a subset is the subset of the rows."""
+    X, _ = blobs
+    Xd, _ = blobs_dask
+    model = KNNGraphTransformer(n_neighbors=5).fit(X)
+    S = KNNGraphTransformer(n_neighbors=5).fit_transform(X)
+    _assert_same_graph(model.transform(X), S)
+    _assert_same_graph(KNNGraphTransformer(n_neighbors=5).fit(Xd).transform(Xd).compute(), S)
+    _assert_same_graph(model.transform(X[50:90]), S[50:90])
+    new = X[:30] + 0.3
+    dist = np.sqrt(((new[:, None] - X[None]) ** 2).sum(-1))
+    radius = np.sort(np.sqrt(((X[:, None] - X[None]) ** 2).sum(-1)), axis=1)[:, 5]
+    np.testing.assert_allclose(model.radius_, radius)  # to the 5th other point
+    expected = (dist <= radius[None]) | (dist <= np.sort(dist, axis=1)[:, 5:6])
+    np.testing.assert_array_equal(model.transform(new).toarray() > 0, expected)
 
 
 def test_knn_arrays_feed_umap(blobs):
     umap = pytest.importorskip("umap")
     X, _ = blobs
-    indices, distances = knn_arrays(KNNGraphTransformer(n_neighbors=9).fit_transform(X))
+    graph = KNNGraphTransformer(n_neighbors=9, symmetric=False).fit_transform(X)
+    indices, distances = knn_arrays(graph)
     assert indices.shape == (240, 10)
     with pytest.warns(UserWarning, match="knn_search_index"):
         model = umap.UMAP(
