@@ -10,11 +10,13 @@ import functools
 import logging
 
 import dask
+import dask.array as da
 import numpy as np
 
 from .. import registry
 from ..hidden import apply_scaling
 from ..utils._dask import named
+from ..utils._validation import as_row_chunked
 from ._backends import check_n_neighbors
 from ._chunking import graph_chunks
 from ._container import KNNGraph
@@ -95,8 +97,11 @@ def knn_graph(
 
     Parameters
     ----------
-    X : dask array, chunked by rows only
-        The data as the Gram pass will read it (raw, before any scaling).
+    X : array-like (NumPy, pandas) or dask array (n_samples, n_features)
+        The data as the Gram pass will read it (raw, before any scaling). A dask array must be
+        chunked by rows only and is used as it is (the graph's blocks align with its
+        chunks); other input is validated and cut into row chunks as the estimators cut it,
+        and gives the same graph.
     n_neighbors : int
         k of the kNN graph, before symmetrisation.
     backend : "auto", str or callable, default="auto"
@@ -125,6 +130,8 @@ def knn_graph(
     -------
     KNNGraph, with ``recall_estimate_``: the backend's estimate of its recall@k, or None.
     """
+    if not isinstance(X, da.Array):  # the estimators' inputs, as they take them
+        X, _ = as_row_chunked(X, name="X")
     _check_graph_params(X, n_neighbors, weights, sigma, order, transform, scaling)
     backend_fn = backend_callable(backend, X.shape[0], estimate_recall)
     source_name, outer_chunks = X.name, tuple(X.chunks[0])

@@ -4,6 +4,7 @@ import dask
 import dask.array as da
 import numpy as np
 import pytest
+import scipy.sparse as sp
 from sklearn.neighbors import NearestNeighbors
 
 from elmscale import available, get
@@ -97,6 +98,29 @@ def test_halo_rows_cut_from_whole_chunks_equal_the_pieces_sent(rng, dask_client,
             np.testing.assert_array_equal(x, y)
     rows = np.concatenate([np.concatenate(p) for p in mixed])
     assert rows.shape == (int(g.halo_counts.sum()), 6)
+
+
+@pytest.mark.parametrize("backend", ["exact", "cells"])
+def test_numpy_input_gives_the_graph_of_the_dask_array(rng, backend):
+    """knn_graph takes what the estimators take: a NumPy array (or a DataFrame) gives the
+    same KNNGraph, Laplacian and neighbour lists as the dask array of its rows."""
+    X = rng.randn(300, 4)
+    kwargs = dict(backend=backend, random_state=0, weights="heat")
+    from_numpy = knn_graph(X, 6, **kwargs)
+    from_dask = knn_graph(da.from_array(X, chunks=(100, 4)), 6, **kwargs)
+    assert isinstance(from_numpy, KNNGraph) and from_numpy.X.shape == X.shape
+    np.testing.assert_array_equal(from_numpy.indices.compute(), from_dask.indices.compute())
+    np.testing.assert_allclose(from_numpy.distances.compute(), from_dask.distances.compute())
+    np.testing.assert_allclose(
+        from_numpy.laplacian().toarray(), from_dask.laplacian().toarray(), atol=1e-12
+    )
+
+
+def test_input_that_is_not_an_array_is_a_named_type_error(rng):
+    with pytest.raises(TypeError, match="X must be array-like .* got str"):
+        knn_graph("data.csv", 3)
+    with pytest.raises(TypeError, match="X is a sparse matrix"):
+        knn_graph(sp.csr_matrix(rng.randn(20, 2)), 3)
 
 
 def test_graph_parameter_errors(rng):
