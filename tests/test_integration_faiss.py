@@ -1,8 +1,9 @@
 """Installs plugins/elmscale-faiss with pip, then checks in fresh interpreters (installed entry
 points loaded, as for a user) that the backend "faiss" is discovered, that on a two-process
 LocalCluster it gives the built-in cells graph's neighbour lists on data with duplicate rows,
-and that the plugin's own test suite passes against the installed package. Uninstalled at the
-end; skipped without faiss-cpu (``pip install "elmscale[faiss]"``) or when pip cannot run."""
+and that the plugin's own test suite passes against the installed package. Installed into a
+temporary directory on the subprocesses' path, never into this environment; skipped without
+faiss-cpu (``pip install "elmscale[faiss]"``) or when pip cannot run."""
 
 import importlib.util
 import subprocess
@@ -18,12 +19,12 @@ PLUGIN = ROOT / "plugins" / "elmscale-faiss"
 
 
 @pytest.fixture(scope="module")
-def installed():
+def installed(tmp_path_factory):
     # looked up, not imported: faiss would load its own BLAS into this process, which
     # elmscale's per-task BLAS limit (built on the libraries loaded before) does not cover
     if importlib.util.find_spec("faiss") is None:
         pytest.skip("faiss-cpu is not installed")
-    yield from pip_installed({"elmscale-faiss": PLUGIN})
+    yield from pip_installed({"elmscale-faiss": PLUGIN}, tmp_path_factory.mktemp("site"))
 
 
 ON_A_CLUSTER = """
@@ -57,7 +58,7 @@ print(json.dumps({
 
 
 def test_installed_backend_gives_the_cells_graph_on_a_cluster(installed):
-    out = run_python(ON_A_CLUSTER)
+    out = run_python(ON_A_CLUSTER, installed)
     assert {"faiss", "cells"} <= set(out["names"]) and out["alias"]
     assert out["plugin"]["distribution"] == "elmscale-faiss 0.1.0"
     assert out["plugin"]["entry_point"] == "faiss = elmscale_faiss"
@@ -72,7 +73,7 @@ def test_plugin_suite_passes_against_the_installed_package(installed):
         capture_output=True,
         text=True,
         timeout=300,
-        env={**_env(), "ELMSCALE_STRICT_PLUGINS": "1"},
+        env={**_env(installed), "ELMSCALE_STRICT_PLUGINS": "1"},
         cwd=ROOT,  # the elmscale of this checkout
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]

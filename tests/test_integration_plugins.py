@@ -1,7 +1,11 @@
 """Installs plugins/elmscale-celm and a deliberately broken distribution with pip, then checks
 in fresh interpreters (installed entry points loaded, as for a user) that "c-elm" is discovered
 and usable by name, and that the broken plugin is reported, naming it and its entry point,
-while everything else keeps working. Both are uninstalled at the end.
+while everything else keeps working.
+
+They are installed into a temporary directory that only those interpreters have on their path
+(``PYTHONPATH``), never into the environment the tests run in: a CLI call in that environment,
+during the run or after it (even after an interrupted run), sees no broken plugin.
 
 Skipped when pip cannot run, or cannot build without a network it does not have.
 """
@@ -9,6 +13,7 @@ Skipped when pip cannot run, or cannot build without a network it does not have.
 import importlib.metadata
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -74,39 +79,34 @@ def _can_build_offline():
     return True
 
 
-def _env():
+def _env(site=None):
+    """The subprocesses' environment: the plugin switches unset, warnings shown, and the
+    directory ``site`` (the installed test distributions) first on ``PYTHONPATH``."""
     env = {
         k: v
         for k, v in os.environ.items()
         if k not in ("ELMSCALE_LOAD_PLUGINS", "ELMSCALE_DISABLE_PLUGINS", "ELMSCALE_STRICT_PLUGINS")
     }
     env["PYTHONWARNINGS"] = "default"
+    if site is not None:
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(site), env.get("PYTHONPATH")]))
     return env
 
 
 @pytest.fixture(scope="module")
-def installed():
-    """Both distributions pip-installed (editable, no dependencies) for this module."""
-    yield from pip_installed(PACKAGES)
+def installed(tmp_path_factory):
+    """Both distributions pip-installed (no dependencies) into a temporary directory for this
+    module: the directory, for :func:`run_python`'s ``site``."""
+    yield from pip_installed(PACKAGES, tmp_path_factory.mktemp("site"))
 
 
-def pip_installed(packages):
-    """A fixture's body: the distributions ``packages`` ({name: path}) pip-installed
-    (editable, no dependencies) until it resumes, those it installed then uninstalled; a file
-    lock keeps two concurrent runs on one environment from uninstalling under each other."""
-    import fcntl
-    import tempfile
-
-    lock = open(Path(tempfile.gettempdir()) / "elmscale-integration-plugins.lock", "w")
-    fcntl.flock(lock, fcntl.LOCK_EX)
-    try:
-        yield from _install(packages)
-    finally:
-        fcntl.flock(lock, fcntl.LOCK_UN)
-        lock.close()
-
-
-def _install(packages):
+def pip_installed(packages, target):
+    """A fixture's body: the distributions ``packages`` ({name: path}) that the environment
+    does not hold pip-installed (no dependencies) into the directory ``target``, which it
+    yields. The running environment is never written to, so nothing needs uninstalling and
+    concurrent runs on one environment do not see each other's distributions. Each is built
+    from a copy of its sources, which the build would otherwise leave ``build/`` and
+    ``*.egg-info`` in."""
     try:
         probe = _pip("--version", timeout=30)
     except (OSError, subprocess.TimeoutExpired) as exc:
@@ -114,37 +114,36 @@ def _install(packages):
     if probe.returncode != 0:
         pytest.skip(f"pip cannot run: {probe.stderr.strip()[-300:]}")
     ours = [name for name in packages if not _installed(name)]
-    args = ["install", "--no-deps", "--quiet"]
+    args = ["install", "--no-deps", "--quiet", "--target", str(target / "site")]
     if _can_build_offline():
         args.append("--no-build-isolation")
     for name in ours:
-        args += ["-e", str(packages[name])]
+        source = target / "src" / name
+        ignore = shutil.ignore_patterns("build", "*.egg-info", "__pycache__")
+        shutil.copytree(packages[name], source, ignore=ignore)
+        args.append(str(source))
     if ours:
         try:
             proc = _pip(*args)
         except subprocess.TimeoutExpired:
-            _pip("uninstall", "-y", *ours)
             pytest.skip("pip install timed out (no network to fetch the build backend?)")
         if proc.returncode != 0:
-            _pip("uninstall", "-y", *ours)
             output = proc.stdout + proc.stderr
             if any(marker in output for marker in NETWORK_ERRORS):
                 pytest.skip(f"pip needs the network to build and has none:\n{output[-500:]}")
             pytest.fail(f"pip install failed:\n{output}")
-    try:
-        yield
-    finally:
-        if ours:  # only what this test installed
-            _pip("uninstall", "-y", *ours)
+    yield target / "site"
 
 
-def run_python(code, **env):
+def run_python(code, site=None, **env):
+    """Run ``code`` in a fresh interpreter of this environment (with the directory ``site``
+    on its path) and return the JSON its last output line holds."""
     proc = subprocess.run(
         [sys.executable, "-c", textwrap.dedent(code)],
         capture_output=True,
         text=True,
         timeout=120,
-        env={**_env(), **env},
+        env={**_env(site), **env},
         cwd=ROOT,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -180,7 +179,7 @@ print(json.dumps({
 
 
 def test_installed_plugin_is_discovered_and_the_broken_one_reported(installed):
-    out = run_python(DISCOVER)
+    out = run_python(DISCOVER, installed)
     assert out["warnings"] == [BROKEN_WARNING]
     assert out["failures"] == [
         [
@@ -243,7 +242,7 @@ print(json.dumps(out))
 
 
 def test_switches_and_cli_with_installed_entry_points(installed):
-    out = run_python(SWITCHES)
+    out = run_python(SWITCHES, installed)
     for case in ("disable", "only"):
         assert out[case]["warnings"] == [], case
         assert {"c-elm", "us-elm"} <= set(out[case]["algorithms"]), case
@@ -264,3 +263,22 @@ def test_switches_and_cli_with_installed_entry_points(installed):
     ) in text
     assert "      Traceback (most recent call last):" in text
     assert out["cli_warnings"] == []  # the failure is listed, not also warned
+
+
+DISTRIBUTIONS = """
+import importlib.metadata, json
+from elmscale.registry import ENTRY_POINT_GROUP
+print(json.dumps(sorted(
+    ep.dist.name for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)
+)))
+"""
+
+
+def test_the_environment_is_left_without_the_test_distributions(installed):
+    """The distributions went into the temporary directory only: a fresh interpreter of the
+    running environment finds their elmscale entry points with that directory on its path and
+    none without, so a CLI call in this environment, during the run or after it, does not
+    warn of the broken plugin."""
+    assert set(PACKAGES) <= set(run_python(DISTRIBUTIONS, installed))
+    assert not set(PACKAGES) & set(run_python(DISTRIBUTIONS))
+    assert not any(_installed(name) for name in PACKAGES)
