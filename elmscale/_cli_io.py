@@ -372,8 +372,44 @@ def _read_frame(path, kind, pick, unlabelled, header, classes):
     else:
         whole = classes and target is not None and dtypes[target].kind in "iu"
         df = df[wanted]
-    X, y = frame_arrays(df, features, target, unlabelled, whole)
+    try:
+        X, y = frame_arrays(df, features, target, unlabelled, whole)
+    except ValueError as exc:  # a feature value beyond the rows the dtypes were inferred from
+        if kind == ".csv" and "convert" in str(exc):
+            floats = [c for c in features if not is_bool_dtype(dtypes[c])]
+            _raise_where_not_a_number(path, floats, options, header)
+        raise
     return X, y, [str(c) for c in features], header if kind == ".csv" else None
+
+
+#: Rows per block of the pass that looks for a value that is not a number.
+SCAN_ROWS = 100_000
+
+
+def _raise_where_not_a_number(path, columns, options, header):
+    """Raise an :class:`InputError` naming the file, the line and the column of the first
+    value of ``columns`` in the .csv file(s) ``path`` that is not a number (pandas' missing
+    value markers aside); return if there is none. The read itself fails without saying
+    where (it is one of many blocks, inferred from the first rows); this pass over the files,
+    on the client and only after that failure, stops at the value. Lines count from 1, the
+    header included, one line per row."""
+    import pandas as pd
+
+    for file in csv_files(path):
+        reader = pd.read_csv(file, usecols=columns, dtype=str, chunksize=SCAN_ROWS, **options)
+        with reader:
+            for block in reader:
+                for c in columns:
+                    values = block[c]
+                    bad = values.notna() & pd.to_numeric(values, errors="coerce").isna()
+                    if bad.any():
+                        row = bad.idxmax()
+                        name = repr(c) if header else c  # a headerless file's: its position
+                        raise InputError(
+                            f"{str(file)!r}, line {row + 1 + bool(header)}, column {name}: "
+                            f"{values[row]!r} is not a number; choose the feature columns "
+                            "with --columns or --drop-columns"
+                        )
 
 
 #: Rows of a .csv whose target values decide whether class labels are whole numbers.

@@ -458,3 +458,40 @@ def test_take_columns_equals_numpy(idx):
     for chunks in ((5, -1), (5, 2)):
         got = _cli_io.take_columns(da.from_array(X, chunks=chunks), idx)
         np.testing.assert_array_equal(got.compute(), X[:, idx])
+
+
+def _csv_with_a_word(path, at, n=6000, header=True, word="abc"):
+    """A numeric CSV of ``n`` rows, 3 columns, whose data row ``at`` (0-based) holds ``word``
+    in its second column."""
+    rows = np.random.RandomState(0).rand(n, 3).round(4).astype(str)
+    rows[at, 1] = word
+    lines = ([",".join(["f0", "f1", "f2"])] if header else []) + [",".join(r) for r in rows]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+@pytest.mark.parametrize("header", [True, False])
+def test_a_word_far_down_a_numeric_column_names_file_line_and_column(tmp_path, header):
+    """dask infers the dtypes from the first rows only: a string at row 5,000 fails when the
+    block is read, and the error says where (the file, its line, the column) on one line,
+    exit status 2, as the same string in the first rows does."""
+    path = _csv_with_a_word(tmp_path / "x.csv", 5000, header=header)
+    status, _, err = run_cmd("fit", "us-elm", path, "-p", *FIT_PARAMS, "-q")
+    line, column = (5002, "'f1'") if header else (5001, "1")  # headerless: its position
+    assert status == 2 and len(err.splitlines()) == 1, err
+    assert err == (
+        f"error: {str(path)!r}, line {line}, column {column}: 'abc' is not a number; choose "
+        "the feature columns with --columns or --drop-columns\n"
+    )
+    early = _csv_with_a_word(tmp_path / "early.csv", 3)
+    status, _, err = run_cmd("fit", "us-elm", early, "-p", *FIT_PARAMS, "-q")
+    assert status == 2 and "'f1'" in err and "--columns or --drop-columns" in err
+
+
+def test_a_word_in_one_file_of_a_glob_names_that_file(tmp_path):
+    first = _csv_with_a_word(tmp_path / "a.csv", 10, word="1.0")
+    second = _csv_with_a_word(tmp_path / "b.csv", 4000, word="n/a?")
+    assert first.exists()
+    status, _, err = run_cmd("fit", "us-elm", tmp_path / "*.csv", "-p", *FIT_PARAMS, "-q")
+    assert status == 2 and len(err.splitlines()) == 1, err
+    assert f"{str(second)!r}, line 4002, column 'f1': 'n/a?' is not a number" in err
