@@ -680,7 +680,8 @@ def _plot(estimator, X, path):
     from . import plot
 
     fig, ax = plt.subplots(figsize=(5, 4.5))
-    plot.embedding(estimator, X, ax=ax)
+    # the fit's rows: drawn from its embedding_ and labels_, not embedded again
+    plot.embedding(estimator, None if hasattr(estimator, "embedding_") else X, ax=ax)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)

@@ -161,7 +161,7 @@ def _colour_key(ax, points, colours, title):
 
 def embedding(
     model,
-    X,
+    X=None,
     *,
     labels=None,
     projection="auto",
@@ -173,6 +173,13 @@ def embedding(
     """Scatter the embedding of X in 2-D, coloured by ``labels`` (default: the model's
     clusters of X, ``predict(X)``), with a legend (or a colour bar for many labels).
 
+    The fit's own rows are not embedded again: their embedding and clusters are known
+    (``embedding_``, ``labels_``), and a model whose ``transform`` searches its training rows
+    (US-ELM with the graph filter) would search for every drawn row. With X omitted, or X the
+    training data (the rows the model keeps as ``fit_X_``, in the same order; checked on the
+    drawn rows only), the drawn rows' ``embedding_`` and ``labels_`` are drawn, and of a dask
+    embedding only those rows are computed.
+
     An embedding has more columns than two (``n_components``, often as many as clusters);
     no plane shows them all apart. The default lays out a sample of the embedding with
     t-SNE, so each cluster the model found appears as its own island; the linear projections
@@ -182,8 +189,9 @@ def embedding(
     ----------
     model : fitted estimator
         With ``transform`` (USELM, ELMJEC, TUMKELM, ...) or ``decision_function`` (EMMC).
-    X : array-like or dask array (n_samples, n_features)
-        Points to embed (the training data or new points).
+    X : array-like, dask array (n_samples, n_features) or None, default=None
+        Points to embed (the training data or new points); None: the training data, from
+        the fit's ``embedding_`` and ``labels_``.
     labels : array-like (n_samples,) or None
         Colours, e.g. known classes; None uses ``predict(X)`` when the model has it.
     projection : {"auto", "tsne", "umap", "centres", "pca", "columns"}, default="auto"
@@ -214,7 +222,10 @@ def embedding(
     if max_points == "auto":
         max_points = MAX_POINTS["linear" if projection in LINEAR else "layout"]
     ax = _axes(ax)
-    step = _every(X.shape[0], max_points)
+    if X is None and getattr(model, "embedding_", None) is None:
+        raise TypeError(f"{_name(model)} has no embedding_: give the points to embed, X")
+    n_rows = (model.embedding_ if X is None else X).shape[0]
+    step = _every(n_rows, max_points)
     E, clusters, colours = _drawn_rows(model, X, labels, step)
     predicted = labels is None and clusters is not None
     if projection == "auto":
@@ -234,7 +245,7 @@ def embedding(
         _colour_key(ax, points, colours, "cluster" if predicted else "label")
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
-    shown = f"{E.shape[0]:,} of {X.shape[0]:,} points" if step > 1 else f"{E.shape[0]:,} points"
+    shown = f"{E.shape[0]:,} of {n_rows:,} points" if step > 1 else f"{E.shape[0]:,} points"
     how = {"tsne": ", t-SNE", "umap": ", UMAP"}.get(projection, "")
     ax.set_title(f"{_name(model)} embedding ({shown}{how})")
     return ax
@@ -243,23 +254,49 @@ def embedding(
 def _drawn_rows(model, X, labels, step):
     """``(E, clusters, colours)`` of every ``step``-th row of X: its embedding (2-D float64),
     the model's clusters (None without ``predict``) and the colours (``labels`` of those
-    rows, else the clusters), computed together."""
+    rows, else the clusters), computed together. The training rows (X None or
+    :func:`_is_training_data`) are taken from the fit's ``embedding_`` and ``labels_``, other
+    rows embedded and predicted."""
     import dask
 
-    Xs = X[::step]
-    embed = getattr(model, "transform", None) or getattr(model, "decision_function", None)
-    if embed is None:
-        raise TypeError(
-            f"{_name(model)} has neither transform nor decision_function: no embedding to draw"
-        )
-    E = embed(Xs)
-    clusters = model.predict(Xs) if hasattr(model, "predict") else None
+    if X is None or _is_training_data(model, X, step):
+        E = model.embedding_[::step]
+        clusters = getattr(model, "labels_", None)
+        clusters = None if clusters is None else clusters[::step]
+    else:
+        Xs = X[::step]
+        embed = getattr(model, "transform", None) or getattr(model, "decision_function", None)
+        if embed is None:
+            raise TypeError(
+                f"{_name(model)} has neither transform nor decision_function: no embedding to draw"
+            )
+        E = embed(Xs)
+        clusters = model.predict(Xs) if hasattr(model, "predict") else None
     colours = clusters if labels is None else labels[::step]
     E, clusters, colours = dask.compute(E, clusters, colours)
     E = np.asarray(E, dtype=np.float64).reshape(E.shape[0], -1)
     clusters = None if clusters is None else np.asarray(clusters)
     colours = None if colours is None else np.asarray(colours)
     return E, clusters, colours
+
+
+def _is_training_data(model, X, step):
+    """Whether every ``step``-th row of X is the same row of the training data the model
+    keeps (``fit_X_``, with ``embedding_``): then their embedding is ``embedding_``'s rows
+    (``transform`` gives a training row its own). Only those rows are compared, so the check
+    costs the drawn rows, not a pass over X; a model that keeps no training rows embeds
+    rows by a map, without a search, and is not checked."""
+    import dask
+
+    fit_X = getattr(model, "fit_X_", None)
+    if fit_X is None or getattr(model, "embedding_", None) is None:
+        return False
+    if X is fit_X:
+        return True
+    if tuple(X.shape) != tuple(fit_X.shape):
+        return False
+    drawn, fitted = (np.asarray(a) for a in dask.compute(X[::step], fit_X[::step]))
+    return np.array_equal(drawn.astype(fitted.dtype, copy=False), fitted)
 
 
 def history(model, ax=None):

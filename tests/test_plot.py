@@ -53,6 +53,61 @@ def test_embedding_with_given_labels_subsampled_on_given_axes(blobs, uselm):
     assert "80 of 240 points" in ax.get_title()
 
 
+@pytest.fixture
+def filtered(blobs):
+    """A US-ELM whose fit filtered the rows: its transform searches the training rows."""
+    model = USELM(n_clusters=3, n_hidden=40, graph="exact", smoothing=2, random_state=0)
+    return model.fit(blobs[0])
+
+
+def _no_search(monkeypatch, model):
+    def searched(*args, **kwargs):
+        raise AssertionError("the training rows were searched")
+
+    for method in ("transform", "predict", "_from_training_rows"):
+        monkeypatch.setattr(model, method, searched)
+
+
+@pytest.mark.parametrize("as_dask", [False, True])
+def test_embedding_of_the_training_data_reuses_the_fit(blobs, filtered, monkeypatch, as_dask):
+    """The training data (NumPy, or a dask array of the same rows) is drawn from the fit's
+    embedding_ and labels_ at the sampled rows: no search for rows whose embedding is known."""
+    import dask.array as da
+
+    X, _ = blobs
+    assert filtered.fit_X_ is not None
+    E, labels = filtered.embedding_, filtered.labels_
+    _no_search(monkeypatch, filtered)
+    data = da.from_array(X, chunks=(70, 5)) if as_dask else X
+    ax = plot.embedding(filtered, data, projection="columns", max_points=100)
+    (points,) = ax.collections
+    np.testing.assert_array_equal(points.get_offsets(), E[::3, :2])
+    np.testing.assert_array_equal(points.get_array(), labels[::3])
+    assert "80 of 240 points" in ax.get_title()
+    ax = plot.embedding(filtered, projection="columns")  # X omitted: the training data
+    np.testing.assert_array_equal(ax.collections[0].get_offsets(), E[:, :2])
+
+
+def test_embedding_of_a_dask_fit_computes_only_the_drawn_rows(blobs):
+    import dask.array as da
+
+    X, _ = blobs
+    Xd = da.from_array(X, chunks=(70, 5))
+    model = USELM(n_clusters=3, n_hidden=40, graph="exact", smoothing=2, random_state=0).fit(Xd)
+    assert isinstance(model.embedding_, da.Array)
+    ax = plot.embedding(model, Xd, projection="columns", max_points=100)
+    expected = model.embedding_.compute()[::3, :2]
+    np.testing.assert_array_equal(ax.collections[0].get_offsets(), expected)
+
+
+def test_embedding_of_other_rows_still_embeds_them(blobs, filtered):
+    """Rows that are not the training rows (here moved a little) are embedded by transform."""
+    X, _ = blobs
+    moved = X + 0.01
+    ax = plot.embedding(filtered, moved, projection="columns")
+    np.testing.assert_allclose(ax.collections[0].get_offsets(), filtered.transform(moved)[:, :2])
+
+
 def test_embedding_of_emmc_uses_its_outputs(blobs):
     X, _ = blobs
     model = EMMC(n_clusters=3, n_hidden=30, random_state=0).fit(X)
