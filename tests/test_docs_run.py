@@ -175,6 +175,11 @@ def test_graph_guide_runs_without_warnings(digits_X):
 def test_graph_guide_runs_with_umap(digits_X):
     pytest.importorskip("umap")
     # the guide says umap-learn warns that transform is unavailable without its own index
-    announced = "precomputed_knn.*transforming new data with transform will be unavailable"
+    # and, with metric="precomputed", that inverse_transform is
+    announced = (
+        "precomputed_knn.*transforming new data with transform will be unavailable"
+        "|using precomputed metric; inverse_transform will be unavailable"
+    )
     ns = run_blocks(_graph_guide(umap_lines=True), {"X": digits_X}, {}, announced)
     assert ns["indices"].shape == (len(digits_X), 11)
+    assert (ns["G"] != ns["G"].T).nnz == 0
