@@ -8,8 +8,9 @@ For each consumer, two runs on the same rows (X in this process, as a user holds
 
 - ``own``: the library alone: ``umap.UMAP(n_neighbors=k)`` (its NN-descent), scikit-learn's
   ``HDBSCAN`` on X, ``SpectralClustering(affinity="nearest_neighbors")`` (its exact search);
-- ``elmscale``: the library fed ``KNNGraphTransformer(n_neighbors=k - 1).fit_transform(X)``
-  (the point itself and its k - 1 nearest others, built on a LocalCluster of ``--workers``
+- ``elmscale``: the library fed
+  ``KNNGraphTransformer(n_neighbors=k - 1, symmetric=False).fit_transform(X)``, the directed
+  graph (the point itself and its k - 1 nearest others, built on a LocalCluster of ``--workers``
   processes x 1 thread, or on dask's threads with ``--workers 0``): umap through
   ``precomputed_knn`` (``knn_arrays``), HDBSCAN with ``metric="precomputed"`` on the graph
   symmetrised by ``G.maximum(G.T)``, SpectralClustering with
@@ -124,7 +125,7 @@ RUNNERS = {"umap": _umap, "hdbscan": _hdbscan, "spectral": _spectral}
 def _small_graph(X, k):
     from elmscale.neighbors import KNNGraphTransformer
 
-    return KNNGraphTransformer(n_neighbors=k - 1).fit_transform(X)
+    return KNNGraphTransformer(n_neighbors=k - 1, symmetric=False).fit_transform(X)
 
 
 def score(consumer, X, y, out, spec):
@@ -223,7 +224,9 @@ def build_graph(X, args, log):
     from elmscale.neighbors import KNNGraphTransformer
 
     def fit():
-        t = KNNGraphTransformer(n_neighbors=args.k - 1, graph=args.graph, random_state=0)
+        t = KNNGraphTransformer(
+            n_neighbors=args.k - 1, symmetric=False, graph=args.graph, random_state=0
+        )
         t0 = time.perf_counter()
         G = t.fit_transform(X)
         return G, time.perf_counter() - t0, t.recall_estimate_
@@ -231,7 +234,9 @@ def build_graph(X, args, log):
     fields = {}
     if args.workers:
         with local_cluster(args.workers, args.worker_gb, dashboard_address=None):
-            fit_warm = KNNGraphTransformer(n_neighbors=args.k - 1, graph=args.graph)
+            fit_warm = KNNGraphTransformer(
+                n_neighbors=args.k - 1, symmetric=False, graph=args.graph
+            )
             fit_warm.fit_transform(X[: min(len(X), 20_000)])  # imports on the workers
             G, seconds, estimate = fit()
     else:
