@@ -176,8 +176,8 @@ def embedding(
     The fit's own rows are not embedded again: their embedding and clusters are known
     (``embedding_``, ``labels_``), and a model whose ``transform`` searches its training rows
     (US-ELM with the graph filter) would search for every drawn row. With X omitted, or X the
-    training data (the rows the model keeps as ``fit_X_``, in the same order; checked on the
-    drawn rows only), the drawn rows' ``embedding_`` and ``labels_`` are drawn, and of a dask
+    training data (the rows the model was fitted on, in the same order, recognised by its
+    ``reference_``), the drawn rows' ``embedding_`` and ``labels_`` are drawn, and of a dask
     embedding only those rows are computed.
 
     An embedding has more columns than two (``n_components``, often as many as clusters);
@@ -281,22 +281,15 @@ def _drawn_rows(model, X, labels, step):
 
 
 def _is_training_data(model, X, step):
-    """Whether every ``step``-th row of X is the same row of the training data the model
-    keeps (``fit_X_``, with ``embedding_``): then their embedding is ``embedding_``'s rows
-    (``transform`` gives a training row its own). Only those rows are compared, so the check
-    costs the drawn rows, not a pass over X; a model that keeps no training rows embeds
-    rows by a map, without a search, and is not checked."""
-    import dask
-
-    fit_X = getattr(model, "fit_X_", None)
-    if fit_X is None or getattr(model, "embedding_", None) is None:
+    """Whether X holds the model's training rows in the fit's order (with ``embedding_``):
+    then their embedding is ``embedding_``'s rows (``transform`` gives a training row its
+    own). The model's ``reference_`` recognises them by a few rows' keys, so the check
+    costs a few rows, not a pass over X; a model without it embeds rows by a map, without
+    a search, and is not checked."""
+    reference = getattr(model, "reference_", None)
+    if reference is None or getattr(model, "embedding_", None) is None:
         return False
-    if X is fit_X:
-        return True
-    if tuple(X.shape) != tuple(fit_X.shape):
-        return False
-    drawn, fitted = (np.asarray(a) for a in dask.compute(X[::step], fit_X[::step]))
-    return np.array_equal(drawn.astype(fitted.dtype, copy=False), fitted)
+    return reference.is_training_data(X)
 
 
 def history(model, ax=None):

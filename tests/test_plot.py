@@ -64,7 +64,7 @@ def _no_search(monkeypatch, model):
     def searched(*args, **kwargs):
         raise AssertionError("the training rows were searched")
 
-    for method in ("transform", "predict", "_from_training_rows"):
+    for method in ("transform", "predict", "embed_rows", "label_rows"):
         monkeypatch.setattr(model, method, searched)
 
 
@@ -75,7 +75,7 @@ def test_embedding_of_the_training_data_reuses_the_fit(blobs, filtered, monkeypa
     import dask.array as da
 
     X, _ = blobs
-    assert filtered.fit_X_ is not None
+    assert filtered.reference_ is not None
     E, labels = filtered.embedding_, filtered.labels_
     _no_search(monkeypatch, filtered)
     data = da.from_array(X, chunks=(70, 5)) if as_dask else X

@@ -37,6 +37,8 @@ REFERENCE_BYTES = 32 * 2**20
 #: bytes of training-row keys and labels a model keeps so that ``predict`` of a training row
 #: is a lookup: every key where N rows fit, none otherwise
 LOOKUP_BYTES = 16 * 2**20
+#: training rows whose keys recognise the training data (:meth:`TrainingReference.is_training_data`)
+PROBE_ROWS = 64
 #: rows :func:`row_keys` converts at once
 KEY_ROWS = 4096
 #: the seed of :func:`row_keys`'s multipliers: the same keys in every process and version
@@ -132,13 +134,17 @@ class TrainingReference:
         fit :data:`LOOKUP_BYTES` (or without labels).
     n_samples : int
         Training rows of the fit.
+    probe : (ndarray, ndarray)
+        :data:`PROBE_ROWS` evenly spaced row positions of the training data and their keys:
+        :meth:`is_training_data` recognises the same rows in the same order by them.
     """
 
     #: reference rows decoded at once in a search (bounds a task's memory)
     DECODE_ROWS = 8192
 
-    def __init__(self, rows, values, labels, keys, key_labels, n_samples, quantizer=None):
+    def __init__(self, rows, values, labels, keys, key_labels, n_samples, probe, quantizer=None):
         self.rows, self.values, self.labels = rows, values, labels
+        self.probe = probe
         self.quantizer = quantizer
         self._token = uuid.uuid4().hex
         self.keys, self.key_labels = keys, key_labels
@@ -159,7 +165,8 @@ class TrainingReference:
         if m < n:
             take = np.sort(np.random.default_rng(seed).choice(n, m, replace=False))
         source = X if rows_in_process is None else rows_in_process
-        parts = {"rows": source[take], "values": embedding[take]}
+        positions = _probe_positions(n)
+        parts = {"rows": source[take], "values": embedding[take], "probe": source[positions]}
         if labels is not None:
             parts["labels"] = labels[take]
             if keyed:
@@ -187,7 +194,20 @@ class TrainingReference:
             key_labels = np.asarray(found["key_labels"])[order]
             key_labels = key_labels.astype(np.min_scalar_type(n_labels - 1))
         values = np.asarray(found["values"], dtype=np.float64)
-        return cls(rows, values, ref_labels, keys, key_labels, n, quantizer)
+        probe = (positions, row_keys(np.asarray(found["probe"])))
+        return cls(rows, values, ref_labels, keys, key_labels, n, probe, quantizer)
+
+    def is_training_data(self, X):
+        """Whether X (NumPy or dask) holds the training rows in the fit's order: as many
+        rows, and the same rows at :data:`PROBE_ROWS` evenly spaced positions (one small
+        read, not a pass over X)."""
+        import dask
+
+        positions, keys = self.probe
+        if X.shape[0] != self.n_samples:
+            return False
+        (rows,) = dask.compute(X[positions])
+        return bool(np.array_equal(row_keys(np.asarray(rows)), keys))
 
     @property
     def nbytes(self):
@@ -252,6 +272,10 @@ class TrainingReference:
         # one token per reference, made once (and kept through pickling) rather than a hash
         # of its arrays at every call
         return type(self).__name__, self._token
+
+
+def _probe_positions(n_samples):
+    return np.unique(np.linspace(0, n_samples - 1, min(PROBE_ROWS, n_samples)).astype(np.int64))
 
 
 def _extend_block(X_block, reference, k, weights, sigma, transform, n_labels, finish):

@@ -108,3 +108,14 @@ def test_numpy_and_dask_fits_keep_the_same_reference(digits):
     for name in ("rows", "labels", "keys", "key_labels"):
         np.testing.assert_array_equal(getattr(a, name), getattr(b, name))
     np.testing.assert_allclose(a.values, b.values, rtol=1e-5, atol=1e-7)
+
+
+def test_the_reference_recognises_the_training_data(digits):
+    """The training rows in the fit's order (NumPy or dask, any dtype) are recognised by a
+    few rows' keys; the rows reordered, moved or fewer are not."""
+    ref = _fit(digits).reference_
+    assert ref.is_training_data(digits)
+    assert ref.is_training_data(da.from_array(digits.astype(np.float32), chunks=(700, 64)))
+    assert not ref.is_training_data(digits[::-1])
+    assert not ref.is_training_data(digits + 1e-9)
+    assert not ref.is_training_data(digits[:-1])
