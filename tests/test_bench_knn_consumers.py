@@ -18,6 +18,7 @@ def _run(tmp_path, *extra):
     return rows
 
 
+@pytest.mark.slow
 @pytest.mark.filterwarnings("ignore::DeprecationWarning")
 def test_every_consumer_gives_a_complete_row_for_each_variant(tmp_path):
     # installed by the test extra; skipped (with the reason) in an install without them

@@ -156,6 +156,7 @@ def _fit_calls(client, n):
     return ts.calls_by_stage(trips.calls, ts.stage_windows(start, model.timings_))
 
 
+@pytest.mark.slow
 @pytest.mark.distributed
 def test_a_fits_blocking_round_trips_do_not_grow_with_the_rows(dask_client, monkeypatch):
     """The computes the client waits for, stage by stage, are the same at 3x the rows and 3x

@@ -124,6 +124,7 @@ def test_a_gram_pass_killed_midway_resumes_from_its_partial_sums(mixture, tmp_pa
     assert kept == ["manifest.json", "value.pkl"]  # the partial sums are deleted
 
 
+@pytest.mark.slow
 @pytest.mark.distributed
 def test_uselm_resumes_on_a_cluster(dask_client, tmp_path, monkeypatch):
     X, _ = make_blobs(n_samples=24_000, n_features=5, centers=4, random_state=1)
@@ -333,6 +334,7 @@ def test_cli_fit_resumes_with_checkpoint(mixture, tmp_path, monkeypatch):
     assert status == 2 and "drop --checkpoint" in err
 
 
+@pytest.mark.slow
 def test_writing_and_resuming_bring_no_n_sized_array_to_the_client(
     tmp_path,
     no_large_compute,  # noqa: F811

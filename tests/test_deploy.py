@@ -108,6 +108,7 @@ def _assert_dashboard_answers(link):
         assert b"Dask" in page.read()
 
 
+@pytest.mark.slow
 def test_start_example_stop_on_loopback(tmp_path):
     address = _start_run_stop(_env(tmp_path / "a"), tmp_path / "a", other_dir=tmp_path / "b")
     assert address.startswith("tcp://127.0.0.1:")
@@ -147,6 +148,7 @@ with Client(sys.argv[1], security=security_from(sys.argv[2]), timeout=sys.argv[3
 """
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("openssl") is None, reason="needs openssl")
 def test_tls_cluster_accepts_its_certificates_and_refuses_others(tmp_path):
     """Mutual TLS: a client with the cluster's certificates (example.py's Security) runs a
@@ -226,6 +228,7 @@ def _cli(*argv, env, timeout=240):
     return _sh([sys.executable, "-m", "elmscale.cli", *map(str, argv)], env, timeout=timeout)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("openssl") is None, reason="needs openssl")
 def test_the_cli_fits_on_the_tls_recipe_with_its_certificates(tmp_path):
     """`elmscale fit --scheduler tls://... --tls-ca-file --tls-cert --tls-key` with the files

@@ -125,6 +125,7 @@ def test_worker_killed_mid_fit_gives_the_same_model(client, name, params, stage,
     assert_same_results(reference, disturbed, name, rtol=rtol)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("exchange", ["order", "reverse"])
 def test_worker_killed_mid_graph_exchange_gives_the_same_graph_and_labels(
     client, monkeypatch, exchange

@@ -64,6 +64,7 @@ def test_uselm_fit_on_dask_input_brings_back_no_n_sized_array(no_large_compute, 
     assert model.reference_.nbytes <= _reference.REFERENCE_BYTES
 
 
+@pytest.mark.slow
 def test_sselm_primal_higher_power_brings_back_no_n_sized_array(no_large_compute):
     """p = 5 in the primal: L^2 H (N x n_hidden) is persisted on the cluster, never computed
     to the client; only the n_hidden x n_hidden sums come back."""

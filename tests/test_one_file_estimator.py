@@ -103,6 +103,7 @@ def test_all_estimators_rejects_an_unknown_type_filter():
         elmscale.all_estimators(type_filter="clusterer")
 
 
+@pytest.mark.slow
 def test_a_registered_estimator_passes_the_common_tests(plugin_folder):
     """The common test modules, run as they are with the plugin registered first, collect
     the new estimator and pass for it."""

@@ -35,6 +35,7 @@ def test_exact_backend_never_returns_self_even_with_duplicates():
     assert not (idx == np.arange(30)[:, None]).any()
 
 
+@pytest.mark.slow
 def test_nndescent_recall_on_clustered_data(rng):
     from sklearn.datasets import make_blobs
 

@@ -55,6 +55,7 @@ def _assert_linear(counts):
     assert growth <= LINEAR_BOUND, (totals, counts[CHUNK_COUNTS[-1]].most_common(8))
 
 
+@pytest.mark.slow
 @pytest.mark.distributed
 def test_graph_tasks_grow_linearly_and_the_graph_does_not_change(mixture, dask_client):
     results, counts = {}, {}
@@ -68,6 +69,7 @@ def test_graph_tasks_grow_linearly_and_the_graph_does_not_change(mixture, dask_c
         assert (L != L_ref).nnz == 0
 
 
+@pytest.mark.slow
 @pytest.mark.distributed
 def test_uselm_fit_tasks_grow_linearly_and_labels_do_not_change(mixture, dask_client):
     def fit(Xd):
@@ -155,6 +157,7 @@ def test_runs_of_destinations_receive_at_most_the_budget():
     assert worker_groups(7, nbytes) == [(None, list(range(7)))]  # no workers: no split
 
 
+@pytest.mark.slow
 @pytest.mark.distributed
 def test_a_small_exchange_budget_splits_the_groups_not_the_graph(mixture, dask_client):
     """With ``exchange_bytes`` below what a worker's destinations receive, the unpack tasks

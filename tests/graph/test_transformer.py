@@ -212,6 +212,7 @@ def test_symmetric_transform_of_the_training_data_is_fit_transform(blobs, blobs_
     np.testing.assert_array_equal(model.transform(new).toarray() > 0, expected)
 
 
+@pytest.mark.slow
 def test_knn_arrays_feed_umap(blobs):
     umap = pytest.importorskip("umap")
     X, _ = blobs
