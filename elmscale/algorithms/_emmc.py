@@ -207,6 +207,33 @@ def _n_changed(a, b):
     return np.int64(np.count_nonzero(a != b))
 
 
+def _labels_key(labels, start):
+    """A 64-bit key of a block of labels starting at global row ``start``: summed over the
+    blocks, equal partitions (labels row by row) have equal keys however the rows are
+    chunked, and different ones collide with probability about 2^-64."""
+    with np.errstate(over="ignore"):
+        z = np.arange(start, start + len(labels), dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)
+        z += labels.astype(np.uint64)
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        z = z ^ (z >> np.uint64(31))
+        return np.uint64(z.sum(dtype=np.uint64))
+
+
+def _sum_keys(*keys):
+    with np.errstate(over="ignore"):
+        return np.uint64(np.sum(np.array(keys, dtype=np.uint64), dtype=np.uint64))
+
+
+def _partition_key(labels):
+    """:func:`_labels_key` of a dask array of labels, summed over its blocks (delayed)."""
+    starts = np.concatenate([[0], np.cumsum(labels.chunks[0])[:-1]]).astype(int)
+    key = dask.delayed(_labels_key, pure=True)
+    return dask.delayed(_sum_keys, pure=True)(
+        *(key(b, int(s)) for b, s in zip(_delayed_blocks(labels), starts, strict=True))
+    )
+
+
 def _hash_labels(index, seed, n_clusters):
     """Random labels keyed by global row index (splitmix64), so independent of chunking."""
     with np.errstate(over="ignore"):
@@ -411,6 +438,11 @@ default="kmeans"
     n_iter_ : int
     converged_ : bool
         Whether the labels stopped changing before ``max_iter``.
+    cycle_ : (int, int) or None
+        ``(start, period)`` where the iterations returned to the labels of iteration
+        ``start`` (the initial labels are iteration 0) after ``period`` more: every later
+        iteration would repeat the cycle, so with ``select="lowest_loss"`` they stop there
+        with the labels a run to ``max_iter`` returns (partitions compared by 64-bit keys).
     history_ : list of dict
         Per iteration: ``sizes`` (after the balance step), ``n_changed``, ``n_moved`` (by the
         balance step) and ``seconds``.
@@ -634,13 +666,18 @@ default="kmeans"
         sizes = _sizes(labels, k)
         history, objectives, converged = [], [], False
         best = None
+        # the iterations are a map from labels to labels: where a partition repeats an
+        # earlier one, every later iteration repeats the cycle between them, whose objectives
+        # are all known; the lowest objective is then among those seen
+        seen = {int(dask.compute(_partition_key(labels))[0]): 0}
+        self.cycle_ = None
         for it in range(self.max_iter):
             t0 = time.perf_counter()
             beta = solve(htf @ T)  # H^T t = (H^T F) T
             objectives.append(emmc_objective(htf, beta, sizes, T))
             if best is None or objectives[-1] < best[0]:
                 best = (objectives[-1], labels, beta, sizes)
-            new, sizes, n_changed, n_moved = self._iteration(features, beta, labels, runs)
+            new, sizes, n_changed, n_moved, key = self._iteration(features, beta, labels, runs)
             labels = new
             history.append(
                 {
@@ -660,10 +697,23 @@ default="kmeans"
             if n_changed == 0:
                 converged = True
                 break
+            if self.select == "lowest_loss" and key in seen:
+                start = seen[key]
+                self.cycle_ = (start, it + 1 - start)
+                objectives.append(objectives[start])  # the same labels, the same fit
+                logger.info(
+                    "EMMC iteration %d repeats the labels of iteration %d: a cycle of %d",
+                    it + 1,
+                    start,
+                    it + 1 - start,
+                )
+                break
+            seen[key] = it + 1
             in_chunks = labels.rechunk({0: features.chunks})
             htf = hidden_stats(features, ("htf",), labels=in_chunks, n_labels=k)["htf"]
             history[-1]["seconds"] = time.perf_counter() - t0
-        if not converged:  # the objective of the last labels, whose ELM was not fitted
+        if not converged and self.cycle_ is None:
+            # the objective of the last labels, whose ELM was not fitted
             last = solve(htf @ T)
             objectives.append(emmc_objective(htf, last, sizes, T))
             if objectives[-1] < best[0]:
@@ -682,7 +732,8 @@ default="kmeans"
 
     def _iteration(self, features, beta, labels, runs):
         """One iteration's relabelling and balance step from the ELM's weights ``beta``:
-        ``(new labels, their sizes, labels changed, points moved by the balance step)``.
+        ``(new labels, their sizes, labels changed, points moved by the balance step, the
+        new partition's key)``.
         The scores ``F = H beta`` are computed per chunk of X and held in ``runs`` of
         chunks, as are the labels: each radix pass of a balance selection is then one task
         per run instead of one per chunk (a fit's tasks per pass do not grow with N)."""
@@ -696,8 +747,10 @@ default="kmeans"
         new, sizes, n_moved = balance_labels(F, new, _sizes(new, k), self._tol, output)
         changed = dask.delayed(_n_changed, pure=True)
         pairs = zip(_delayed_blocks(labels), _delayed_blocks(new), strict=True)
-        n_changed = int(dask.compute(tree_sum([changed(a, b) for a, b in pairs]))[0])
-        return new, sizes, n_changed, n_moved
+        n_changed, key = dask.compute(
+            tree_sum([changed(a, b) for a, b in pairs]), _partition_key(new)
+        )
+        return new, sizes, int(n_changed), n_moved, int(key)
 
     def decision_function(self, X):
         """The ELM outputs ``h(x) beta`` (n_samples x n_outputs)."""

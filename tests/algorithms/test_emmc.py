@@ -590,3 +590,25 @@ def test_auto_balance_holds_after_every_iteration(k, output, global_seed):
     assert model.balance == "auto" and model.select == "lowest_loss" and model.init == "kmeans"
     for h in model.history_:
         assert h["sizes"].max() - h["sizes"].min() <= auto_tolerance(len(X), k)
+
+
+def test_a_cycle_of_labels_ends_the_iterations_with_the_same_result(monkeypatch):
+    """Where the iterations return to an earlier partition (segment, seed 6: a 2-cycle from
+    iteration 28) they stop there, with the labels, weights and objective of a run to
+    ``max_iter`` (here without cycle detection: every partition key made unique)."""
+    from elmscale.algorithms import _emmc
+    from tests.conftest import load_dataset
+
+    X, y = load_dataset("segment")
+    model = EMMC(n_clusters=7, random_state=6).fit(X)
+    assert model.cycle_ == (28, 2) and model.n_iter_ == 30 and not model.converged_
+    assert len(model.objectives_) == model.n_iter_ + 1
+    assert model.objectives_[-1] == model.objectives_[28]
+    counter = iter(range(1, 10**6))
+    monkeypatch.setattr(_emmc, "_labels_key", lambda labels, start: np.uint64(next(counter)))
+    full = EMMC(n_clusters=7, random_state=6).fit(X)
+    assert full.cycle_ is None and full.n_iter_ == 50
+    np.testing.assert_array_equal(model.labels_, full.labels_)
+    np.testing.assert_array_equal(model.output_weights_, full.output_weights_)
+    assert model.objective_ == full.objective_
+    np.testing.assert_array_equal(model.objectives_, full.objectives_[: model.n_iter_ + 1])
