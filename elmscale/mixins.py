@@ -21,12 +21,11 @@ the mixins left of ``BaseELM`` in the class's bases.
 
 from numbers import Integral, Real
 
-import numpy as np
 from sklearn.base import ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
 from . import registry
-from .cluster import nearest_center, negative_sse
+from .cluster import assign_nearest, negative_sse
 from .graph import WEIGHTS, knn_graph, resolve_backend
 from .utils._random import draw_seed
 from .validation import HasMethods, Interval, Registered, StrOptions
@@ -46,8 +45,10 @@ class EmbeddingClusterMixin(ClusterMixin, EmbeddingFeaturesOutMixin, Transformer
 
     - :meth:`embed_rows` (required): the lazy embedding of validated rows, the map
       ``transform`` applies;
-    - :meth:`label_rows` (optional): the clusters ``predict`` gives validated rows (the
-      nearest of ``cluster_centers_`` by default);
+    - :meth:`label_rows` (optional): the clusters ``predict`` gives validated rows (by
+      default :meth:`label_embedding` of their embedding);
+    - :meth:`label_embedding` (optional): the clusters of rows given their embedding, for
+      ``predict`` and ``score`` alike (the nearest of ``cluster_centers_`` by default);
     - :meth:`to_cluster_space` (optional): the embedding in the space where
       ``cluster_centers_`` live (the identity by default; unit rows for an estimator that
       clusters the directions of its embedding);
@@ -56,7 +57,7 @@ class EmbeddingClusterMixin(ClusterMixin, EmbeddingFeaturesOutMixin, Transformer
 
     ``predict`` gives each row the nearest of ``cluster_centers_``; ``score`` is minus the
     sum of squared distances to it (``KMeans.score``). An estimator with another assignment
-    rule overrides them.
+    rule gives it in :meth:`label_embedding`, and both follow it.
     """
 
     def embed_rows(self, Xd):
@@ -75,18 +76,25 @@ class EmbeddingClusterMixin(ClusterMixin, EmbeddingFeaturesOutMixin, Transformer
         Xd, was_dask = self.validate_X(X, reset=False)
         return self.as_output(self.embed_rows(Xd), was_dask)
 
+    def label_embedding(self, Xd, E):
+        """Hook: the cluster of each row of Xd (validated by ``validate_X``) given E, its
+        embedding in :meth:`to_cluster_space` (NumPy or lazy dask, as E). None, the
+        default, stands for the nearest of ``cluster_centers_``: ``predict`` computes it and
+        ``score`` takes the distance to it (``KMeans.score``). An estimator that assigns
+        rows by another rule returns its labels, which ``predict`` gives and ``score``
+        measures the distances to ``cluster_centers_`` with; Xd is there for a rule that
+        reads the rows themselves."""
+        return None
+
     def label_rows(self, Xd):
-        """Hook: the clusters of the rows of Xd (validated by ``validate_X``), lazy: here
-        the index of each row's nearest cluster centre in the embedding (in
-        :meth:`to_cluster_space`)."""
+        """Hook: the clusters of the rows of Xd (validated by ``validate_X``), lazy for
+        dask Xd: :meth:`label_embedding` of their embedding (in :meth:`to_cluster_space`),
+        by default the index of each row's nearest cluster centre."""
         E = self.to_cluster_space(self.embed_rows(Xd))
-        return E.map_blocks(
-            nearest_center,
-            self.cluster_centers_,
-            drop_axis=1,
-            dtype=np.int64,
-            meta=np.empty((0,), dtype=np.int64),
-        )
+        labels = self.label_embedding(Xd, E)
+        if labels is not None:
+            return labels
+        return assign_nearest(E, self.cluster_centers_)
 
     def predict(self, X):
         """The cluster of each row of X (:meth:`label_rows` of the validated X), NumPy for
@@ -101,10 +109,13 @@ class EmbeddingClusterMixin(ClusterMixin, EmbeddingFeaturesOutMixin, Transformer
 
     def score(self, X, y=None):
         """Opposite of the k-means objective of X in the embedding: ``-sum ||e(x) - c||^2``
-        over the points, e(x) the embedding (in :meth:`to_cluster_space`) and c the nearest
-        cluster centre (as ``KMeans.score``; higher is better). ``y`` is ignored."""
+        over the points, e(x) the embedding (``transform``, in :meth:`to_cluster_space`) and
+        c the cluster centre :meth:`label_embedding` assigns x, by default the nearest (as
+        ``KMeans.score``; higher is better). X is embedded once. ``y`` is ignored."""
         check_is_fitted(self, "cluster_centers_")
-        return negative_sse(self.to_cluster_space(self.transform(X)), self.cluster_centers_)
+        Xd, was_dask = self.validate_X(X, reset=False)
+        E = self.to_cluster_space(self.as_output(self.embed_rows(Xd), was_dask))
+        return negative_sse(E, self.cluster_centers_, self.label_embedding(Xd, E))
 
     @property
     def _n_features_out(self):

@@ -90,9 +90,10 @@ def test_uselm_keeps_numpy_training_rows_without_gathering_them(no_large_compute
     assert X.shape not in no_large_compute
 
 
-def test_tumkelm_score_on_dask_input_brings_back_no_n_sized_array(no_large_compute):
-    """``score`` needs the mean training embedding of each cluster: per-block sums reduced on
-    the workers, n_clusters rows to the client, never the training embedding and labels."""
+def test_tumkelm_fit_and_score_on_dask_input_bring_back_no_n_sized_array(no_large_compute):
+    """``score`` needs the mean training embedding of each cluster (``cluster_centers_``,
+    reduced by the fit): per-block sums reduced on the workers, n_clusters rows to the
+    client, never the training embedding and labels."""
     N = 6_000
     X = np.random.RandomState(0).randn(N, 3)
     Xd = da.from_array(X, chunks=(1_500, 3))
@@ -104,7 +105,7 @@ def test_tumkelm_score_on_dask_input_brings_back_no_n_sized_array(no_large_compu
         random_state=0,
     ).fit(Xd)
     assert model.mode_ == "scalable" and isinstance(model.embedding_, da.Array)
-    no_large_compute.clear()
+    assert model.cluster_centers_.shape == (3, 3)
     score = model.score(Xd)
     assert max_rows(no_large_compute) < N
     # the same score as from the gathered arrays

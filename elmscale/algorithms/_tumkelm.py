@@ -45,11 +45,10 @@ import dask.array as da
 import numpy as np
 from sklearn.cluster import KMeans
 from sklearn.exceptions import ConvergenceWarning
-from sklearn.utils.validation import check_is_fitted
 
 from .. import registry
 from ..base import BaseELM
-from ..cluster import cluster_means, kmeans, negative_sse
+from ..cluster import assign_nearest, cluster_means, kmeans
 from ..exceptions import UnknownPluginError
 from ..hidden import HiddenFeatures, apply_scaling, fit_scaling
 from ..kernels import FactorLayer, Kernel, paper_kernels
@@ -74,7 +73,6 @@ from ._tumkelm_scalable import (
     _argmax_rows,
     _embed,
     _folds,
-    _nearest_rows,
     build_factors,
     cluster_stats,
     even_chunks,
@@ -260,6 +258,10 @@ class TUMKELM(EmbeddingClusterMixin, BaseELM):
         (``init="kmeans"``); ``predict`` then gives the nearest of its centres.
     embedding_ : ndarray or dask array (n_samples, n_clusters)
         Leading eigenvectors of the final K^.
+    cluster_centers_ : ndarray (n_clusters, n_clusters)
+        The mean of ``embedding_`` over each cluster of ``labels_``: the centres ``score``
+        measures distances to (``predict`` follows the fitted assignment rule, whose
+        k-means centres live on the unit sphere with ``assignment="kmeans-unit"``).
     eigenvalues_ : ndarray (n_clusters,)
     factors_ : list of KernelFactor or None
         The kernel factors (scalable mode).
@@ -473,6 +475,8 @@ class TUMKELM(EmbeddingClusterMixin, BaseELM):
                 reduction.was_dask,
                 rng,
             )
+        # the centres ``score`` measures against: one pass of per-block sums for dask
+        self.cluster_centers_, _ = cluster_means(self.embedding_, self.labels_, self.n_clusters)
         self.lap("iterations")
         logger.info(
             "TUMK-ELM (%s): %d iterations (%d computed)", self.mode_, self.n_iter_, self.n_computed_
@@ -724,12 +728,7 @@ class TUMKELM(EmbeddingClusterMixin, BaseELM):
         else:
             self.labels_, self.embedding_ = dask.compute(labels, U)
 
-    # -- use -------------------------------------------------------------------------------
-    def _validate_new(self, X):
-        check_is_fitted(self, "labels_")
-        Xd, was_dask = self.validate_X(X, reset=False)
-        return apply_scaling(Xd, *self.scaling_), was_dask
-
+    # -- use: the shared steps of EmbeddingClusterMixin ----------------------------------
     def embed_rows(self, Xd):
         """The rows of Xd in the space of the leading eigenvectors of K^ (NumPy for NumPy
         Xd, lazy dask for dask).
@@ -767,51 +766,24 @@ class TUMKELM(EmbeddingClusterMixin, BaseELM):
             dtype=np.float64,
         )
 
-    def predict(self, X):
-        """Cluster of X's points by the fitted assignment rule on ``transform(X)``: the
-        argmax of each row (``assignment="argmax"``) or the nearest k-means centre; when the
-        k-means start was kept (``start_kept_``), its nearest centre in the standardised
-        input space."""
-        check_is_fitted(self, "labels_")
+    def label_embedding(self, Xd, E):
+        """The fitted assignment rule, which ``predict`` gives and ``score`` measures: the
+        argmax of each row of the embedding E (``assignment="argmax"``) or its nearest
+        k-means centre (of E's rows scaled to unit length with ``"kmeans-unit"``, where
+        those centres live); when the k-means start was kept (``start_kept_``), the nearest
+        of its centres to the rows of Xd in its standardised input space."""
         if self._start_centers is not None:
-            return self._predict_start(X)
-        U = self.transform(X)
+            centers, scaling = self._start_centers
+            Z = apply_scaling(apply_scaling(Xd, *self.scaling_), *scaling)
+            return assign_nearest(Z, centers)
         centers = self._kmeans_centers
-        if centers is not None and self.assignment == "kmeans-unit":
-            U = unit_rows(U)  # the centres live on the unit sphere
-        if isinstance(U, da.Array):
-            if centers is None:
-                return U.map_blocks(
-                    _argmax_rows, drop_axis=1, dtype=np.int64, meta=np.empty((0,), dtype=np.int64)
-                )
-            return U.map_blocks(
-                _nearest_rows,
-                centers,
-                drop_axis=1,
-                dtype=np.int64,
-                meta=np.empty((0,), dtype=np.int64),
+        if centers is None:
+            if not isinstance(E, da.Array):
+                return _argmax_rows(E)
+            return E.map_blocks(
+                _argmax_rows, drop_axis=1, dtype=np.int64, meta=np.empty((0,), dtype=np.int64)
             )
-        return _argmax_rows(U) if centers is None else _nearest_rows(U, centers)
-
-    def _predict_start(self, X):
-        """Nearest centre of the kept k-means start, in its standardised space."""
-        Xs, was_dask = self._validate_new(X)
-        centers, scaling = self._start_centers
-        Z = apply_scaling(Xs, *scaling)
-        if not was_dask:
-            return _nearest_rows(np.asarray(Z, np.float64), centers)
-        return Z.map_blocks(
-            _nearest_rows, centers, drop_axis=1, dtype=np.int64, meta=np.empty((0,), np.int64)
-        )
-
-    def score(self, X, y=None):
-        """Opposite of the k-means objective of X in the embedding: ``-sum ||u(x) - c||^2``
-        over the points, c the mean training embedding of the cluster ``predict`` gives x
-        (higher is better, as ``KMeans.score``); the means are reduced where the training
-        embedding lives. ``y`` is ignored."""
-        check_is_fitted(self, "labels_")
-        centers, _ = cluster_means(self.embedding_, self.labels_, self.n_clusters)
-        return negative_sse(self.transform(X), centers, self.predict(X))
+        return assign_nearest(unit_rows(E) if self.assignment == "kmeans-unit" else E, centers)
 
     @property
     def _n_features_out(self):

@@ -156,11 +156,6 @@ def _argmax_rows(U):
     return np.argmax(U, axis=1).astype(np.int64)
 
 
-def _nearest_rows(U, centers):
-    d2 = ((U[:, None, :] - centers[None]) ** 2).sum(axis=2)
-    return np.argmin(d2, axis=1).astype(np.int64)
-
-
 def _argmax_block(X, factors, folds):
     return np.argmax(_embed(X, factors, folds), axis=1).astype(np.int64)
 

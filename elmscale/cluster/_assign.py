@@ -11,6 +11,16 @@ def nearest_center(E, centers):
     return np.argmin(d2, axis=1)
 
 
+def assign_nearest(E, centers):
+    """Index of the nearest row of ``centers`` for each row of E: NumPy for NumPy E, lazy and
+    chunked like E's rows for a row-chunked dask E (:func:`nearest_center` per block)."""
+    if not isinstance(E, da.Array):
+        return nearest_center(E, centers)
+    return E.map_blocks(
+        nearest_center, centers, drop_axis=1, dtype=np.int64, meta=np.empty((0,), dtype=np.int64)
+    )
+
+
 def negative_sse(E, centers, labels=None):
     """``-sum_i ||E_i - centers[labels_i]||^2`` as a float, for NumPy or dask E and labels;
     ``labels=None`` takes each row's nearest centre.
