@@ -9,6 +9,7 @@ global one through a fixture that unregisters them; entry points are faked by pa
 import importlib
 import importlib.metadata
 import re
+import subprocess
 import sys
 import warnings
 from pathlib import Path
@@ -25,6 +26,7 @@ from elmscale.registry import Registry
 from elmscale.testing import check_activation, check_algorithm, check_graph_backend
 
 PLUGINS = Path(__file__).parent / "plugins"
+ROOT = Path(__file__).resolve().parents[1]
 BUILTIN_ACTIVATIONS = "elmscale._builtins.activations"
 
 
@@ -628,6 +630,56 @@ def test_knn_graph_takes_an_alias(blobs):
     L_alias = knn_graph(Xd, 5, backend="brute").laplacian()
     L_name = knn_graph(Xd, 5, backend="exact").laplacian()
     assert (L_alias != L_name).nnz == 0
+
+
+def test_a_plugins_activation_draws_a_hidden_layer_by_name(good_in_global):
+    """Activation names resolve in the registry outside an estimator too: the hidden layer
+    looks them up where the graph looks up its backends."""
+    from elmscale.hidden import RandomHiddenLayer
+
+    layer = RandomHiddenLayer.draw(4, 10, "cube", 0)
+    assert layer.activation is good_in_global.cube
+    X = np.random.RandomState(1).randn(6, 4)
+    np.testing.assert_allclose(layer(X), (X @ layer.input_weights + layer.biases) ** 3)
+
+
+def test_a_hidden_layer_names_an_unknown_activation_and_the_known_ones():
+    from elmscale.hidden import RandomHiddenLayer
+
+    with pytest.raises(UnknownPluginError) as err:
+        RandomHiddenLayer.draw(4, 10, "softplus", 0)
+    assert str(err.value) == (
+        "activation='softplus': activation 'softplus' is not registered; available: "
+        f"{', '.join(elmscale.available('activation'))} (run `elmscale plugins`)"
+    )
+    with pytest.raises(TypeError, match="activation must be a registered name or a callable"):
+        RandomHiddenLayer.draw(4, 10, 42, 0)
+
+
+def test_the_old_table_of_builtin_activations_is_the_registrys():
+    with pytest.warns(FutureWarning, match="BUILTIN_ACTIVATIONS is deprecated"):
+        table = elmscale.hidden.BUILTIN_ACTIVATIONS
+    assert table["sigmoid"] is sigmoid and table["rbf"] is elmscale.get("activation", "gaussian")
+    assert "BUILTIN_ACTIVATIONS" not in elmscale.hidden.__all__
+
+
+def test_importing_the_registry_imports_no_estimator_or_builtin():
+    """The registry is the bottom of the house: importing it alone (a fresh interpreter)
+    imports neither the built-in plugins nor any estimator, layer or graph module; the
+    built-ins load on the first lookup."""
+    code = (
+        "import sys, elmscale.registry as r\n"
+        "print(sorted(m for m in sys.modules if m.startswith('elmscale')))\n"
+        "r.available('activation')\n"
+        "print('elmscale._builtins.uselm' in sys.modules)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT
+    ).stdout.splitlines()
+    assert out[0] == str(
+        ["elmscale", "elmscale.exceptions", "elmscale.hookspecs", "elmscale.registry"]
+    )
+    assert out[1] == "True"
 
 
 class _CountingBackend:

@@ -1,6 +1,7 @@
 """The package's shape, read from its source with ast: data flows one way (the graph, the
-hidden layer and the utilities import nothing above them), functions stay short, and the
-Gram pass asks the graph for what it needs through public names."""
+hidden layer and the utilities import nothing above them but the registry, at the bottom of
+the house), functions stay short, and the Gram pass asks the graph for what it needs through
+public names."""
 
 import ast
 from pathlib import Path
@@ -9,11 +10,12 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "elmscale"
 LOWER = ("graph", "hidden", "utils")
-ABOVE = ("elmscale.registry", "elmscale.base", "elmscale.algorithms")
-#: what a lower package may import all the same: the graph looks a backend's name up in the
-#: registry, the one table of plugin names (``knn_graph(backend="brute")``, the transformer's
-#: ``graph``); the registry imports no graph code when it is imported
-ALLOWED = {"graph": ("elmscale.registry",)}
+ABOVE = ("elmscale.base", "elmscale.algorithms", "elmscale._builtins")
+#: The bottom of the house, which any module may import: the plugin registry (the one table
+#: of names per kind: the graph looks a backend up in it, the hidden layer an activation),
+#: its hook specifications and the exceptions. The registry loads the built-in plugins, and
+#: through them the code above, on its first lookup only.
+BOTTOM = ("elmscale.registry", "elmscale.hookspecs", "elmscale.exceptions")
 MAX_FUNCTION_LINES = 80
 
 
@@ -40,9 +42,12 @@ def imported_modules(source, module, is_package=False):
     return found
 
 
-def _reaches_above(names, allowed=()):
-    above = [a for a in ABOVE if a not in allowed]
-    return sorted(n for n in names if any(n == a or n.startswith(a + ".") for a in above))
+def _within(names, packages):
+    return sorted(n for n in names if any(n == a or n.startswith(a + ".") for a in packages))
+
+
+def _reaches_above(names):
+    return _within(names, ABOVE)
 
 
 @pytest.mark.parametrize("folder", LOWER)
@@ -53,8 +58,34 @@ def test_lower_packages_import_nothing_above_them(folder):
         names = imported_modules(
             path.read_text(), _module_name(path), is_package=path.name == "__init__.py"
         )
-        allowed = ALLOWED.get(folder, ())
-        assert _reaches_above(names, allowed) == [], path
+        assert _reaches_above(names) == [], path
+
+
+def top_level_imports(source, module):
+    """The modules the imports of ``source`` name that run when it is imported: those
+    outside any function body, made absolute."""
+    tree = ast.parse(source)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            node.body = [ast.Pass()]
+    return imported_modules(ast.unparse(tree), module)
+
+
+def test_the_bottom_imports_only_the_bottom_when_imported():
+    for name in BOTTOM:
+        path = PACKAGE / f"{name.rpartition('.')[2]}.py"
+        names = top_level_imports(path.read_text(), name)
+        own = [n for n in _within(names, ("elmscale",)) if n != "elmscale"]  # the package
+        assert own == _within(own, BOTTOM), path
+
+
+def test_the_top_level_reader_skips_function_bodies():
+    src = "from . import hookspecs\ndef f():\n    from . import _builtins\nimport numpy\n"
+    assert top_level_imports(src, "elmscale.registry") == {
+        "elmscale",
+        "elmscale.hookspecs",
+        "numpy",
+    }
 
 
 def test_the_import_reader_sees_relative_and_lazy_imports():
@@ -69,8 +100,8 @@ def test_the_import_reader_sees_relative_and_lazy_imports():
         "elmscale.algorithms._uselm.USELM",
         "elmscale.base",
         "elmscale.base.BaseELM",
-        "elmscale.registry",
     ]
+    assert "elmscale.registry" in names  # the bottom: any module may import it
     assert "elmscale.hidden._layer.RandomHiddenLayer" in names
 
 

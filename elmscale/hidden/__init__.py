@@ -2,8 +2,9 @@
 fitted on a sample of the data (:class:`NodeFamily`, the protocol of
 ``register_hidden_layers``)."""
 
+import warnings
+
 from ._activations import (
-    BUILTIN_ACTIVATIONS,
     activation,
     gaussian,
     identity,
@@ -15,7 +16,6 @@ from ._layer import BlockLayer, RandomHiddenLayer
 from ._scaling import apply_scaling, fit_scaling
 
 __all__ = [
-    "BUILTIN_ACTIVATIONS",
     "BlockLayer",
     "RandomHiddenLayer",
     "activation",
@@ -50,3 +50,20 @@ __all__ += [
     "project_rows",
     "sample_rows",
 ]
+
+
+def __getattr__(name):
+    # the built-in activations were once a table of their own here; the registry holds them
+    # now, with their aliases and any plugin's
+    if name == "BUILTIN_ACTIVATIONS":
+        from .. import registry
+
+        warnings.warn(
+            "elmscale.hidden.BUILTIN_ACTIVATIONS is deprecated: the plugin registry holds every "
+            "activation (elmscale.available('activation'), elmscale.get('activation', name))",
+            FutureWarning,
+            stacklevel=2,
+        )
+        names = ("sigmoid", "tanh", "relu", "identity", "linear", "gaussian", "rbf")
+        return {n: registry.get("activation", n) for n in names}
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

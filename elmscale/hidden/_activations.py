@@ -1,5 +1,7 @@
 """Built-in activations (US-ELM eqs. 1-2). Each maps a block of pre-activations to a block
-of the same shape and dtype, in place, without state."""
+of the same shape and dtype, in place, without state. Their names are the plugin registry's
+(``elmscale._builtins.activations`` registers them, as a plugin registers its own), the one
+table of activation names."""
 
 import numpy as np
 
@@ -70,32 +72,3 @@ def gaussian(Z):
     a Gaussian ``exp(-b ||x - a||^2)``; the name follows the ELM literature's usage."""
     np.negative(Z, out=Z)
     return np.exp(Z, out=Z)
-
-
-#: The built-in activations by name and alias. Outside an estimator, ``RandomHiddenLayer.draw``
-#: takes these names; an estimator resolves its ``activation`` in the plugin registry (where
-#: these are registered too, with any plugin's) and passes the callable down.
-BUILTIN_ACTIVATIONS = {
-    "sigmoid": sigmoid,
-    "tanh": tanh,
-    "relu": relu,
-    "identity": identity,
-    "linear": identity,
-    "gaussian": gaussian,
-    "rbf": gaussian,
-}
-
-
-def resolve_activation(activation):
-    """A callable as is; a name among :data:`BUILTIN_ACTIVATIONS` as its function."""
-    if isinstance(activation, str):
-        if activation not in BUILTIN_ACTIVATIONS:
-            raise ValueError(
-                f"activation {activation!r} is not a built-in activation "
-                f"({', '.join(sorted(BUILTIN_ACTIVATIONS))}); for a plugin's, pass the callable "
-                f"elmscale.get('activation', {activation!r})"
-            )
-        return BUILTIN_ACTIVATIONS[activation]
-    if not callable(activation):
-        raise TypeError(f"activation must be a name or a callable, got {activation!r}")
-    return activation

@@ -7,7 +7,7 @@ import dask.array as da
 import numpy as np
 from sklearn.utils import check_random_state
 
-from ._activations import resolve_activation
+from .. import registry
 from ._scaling import apply_scaling
 
 logger = logging.getLogger(__name__)
@@ -97,10 +97,12 @@ class RandomHiddenLayer(BlockLayer):
     ):
         """Draw A and b uniformly from (-1, 1) (RBF widths b from (0, 1) / sqrt(n_features)).
 
-        ``activation`` is an activation callable or the name of a built-in one
-        (:data:`~elmscale.hidden.BUILTIN_ACTIVATIONS`).
+        ``activation`` is an activation callable or a name registered in the plugin
+        registry, a built-in's or a plugin's (``elmscale.available("activation")``).
         """
-        func = resolve_activation(activation)
+        func = registry.resolve("activation", activation, "activation")
+        if not callable(func):
+            raise TypeError(f"activation must be a registered name or a callable, got {func!r}")
         rng = check_random_state(random_state)
         A = rng.uniform(-1.0, 1.0, size=(n_features, n_hidden))
         if getattr(func, "node", "additive") == "rbf":
