@@ -173,12 +173,10 @@ def embedding(
     """Scatter the embedding of X in 2-D, coloured by ``labels`` (default: the model's
     clusters of X, ``predict(X)``), with a legend (or a colour bar for many labels).
 
-    The fit's own rows are not embedded again: their embedding and clusters are known
-    (``embedding_``, ``labels_``), and a model whose ``transform`` searches its training rows
-    (US-ELM with the graph filter) would search for every drawn row. With X omitted, or X the
-    training data (the rows the model was fitted on, in the same order, recognised by its
-    ``reference_``), the drawn rows' ``embedding_`` and ``labels_`` are drawn, and of a dask
-    embedding only those rows are computed.
+    The fit's own rows are not embedded again (a ``transform`` that searches the training
+    rows would search for each): with X omitted, or X the training data in the fit's order
+    (recognised by the model's ``reference_``), the drawn rows' ``embedding_`` and
+    ``labels_`` are drawn, and of a dask embedding only those rows are computed.
 
     An embedding has more columns than two (``n_components``, often as many as clusters);
     no plane shows them all apart. The default lays out a sample of the embedding with
@@ -234,6 +232,17 @@ def embedding(
         P, (xlabel, ylabel) = layout(E, projection, random_state=random_state)
     else:  # the model's clusters place the plane (the same whatever the colours), else labels
         P, (xlabel, ylabel) = project(E, colours if clusters is None else clusters, projection)
+    _scatter(ax, P, colours, "cluster" if predicted else "label", scatter_kw)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    shown = f"{E.shape[0]:,} of {n_rows:,} points" if step > 1 else f"{E.shape[0]:,} points"
+    how = {"tsne": ", t-SNE", "umap": ", UMAP"}.get(projection, "")
+    ax.set_title(f"{_name(model)} embedding ({shown}{how})")
+    return ax
+
+
+def _scatter(ax, P, colours, what, scatter_kw):
+    """The points P coloured by ``colours`` (None: one colour), with their key."""
     kw = {"s": 6, "alpha": 0.8, "linewidths": 0}
     kw.update(scatter_kw)
     if colours is not None:
@@ -242,13 +251,7 @@ def embedding(
         kw["c"] = colours
     points = ax.scatter(P[:, 0], P[:, 1], **kw)
     if colours is not None:
-        _colour_key(ax, points, colours, "cluster" if predicted else "label")
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel(ylabel)
-    shown = f"{E.shape[0]:,} of {n_rows:,} points" if step > 1 else f"{E.shape[0]:,} points"
-    how = {"tsne": ", t-SNE", "umap": ", UMAP"}.get(projection, "")
-    ax.set_title(f"{_name(model)} embedding ({shown}{how})")
-    return ax
+        _colour_key(ax, points, colours, what)
 
 
 def _drawn_rows(model, X, labels, step):

@@ -697,16 +697,7 @@ default="kmeans"
             if n_changed == 0:
                 converged = True
                 break
-            if self.select == "lowest_loss" and key in seen:
-                start = seen[key]
-                self.cycle_ = (start, it + 1 - start)
-                objectives.append(objectives[start])  # the same labels, the same fit
-                logger.info(
-                    "EMMC iteration %d repeats the labels of iteration %d: a cycle of %d",
-                    it + 1,
-                    start,
-                    it + 1 - start,
-                )
+            if self.select == "lowest_loss" and self._closes_cycle(seen, key, it + 1, objectives):
                 break
             seen[key] = it + 1
             in_chunks = labels.rechunk({0: features.chunks})
@@ -729,6 +720,23 @@ default="kmeans"
         self.converged_ = converged
         self.history_ = history
         self.labels_ = self.as_output(labels.rechunk({0: features.chunks}), reduction.was_dask)
+
+    def _closes_cycle(self, seen, key, it, objectives):
+        """Whether iteration ``it``'s partition (``key``) repeats an earlier one (``seen``:
+        key -> iteration); if so, ``cycle_`` and the repeated partition's objective are
+        recorded."""
+        if key not in seen:
+            return False
+        start = seen[key]
+        self.cycle_ = (start, it - start)
+        objectives.append(objectives[start])  # the same labels, the same fit
+        logger.info(
+            "EMMC iteration %d repeats the labels of iteration %d: a cycle of %d",
+            it,
+            start,
+            it - start,
+        )
+        return True
 
     def _iteration(self, features, beta, labels, runs):
         """One iteration's relabelling and balance step from the ELM's weights ``beta``:

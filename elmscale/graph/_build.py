@@ -98,10 +98,9 @@ def knn_graph(
     Parameters
     ----------
     X : array-like (NumPy, pandas) or dask array (n_samples, n_features)
-        The data as the Gram pass will read it (raw, before any scaling). A dask array must be
-        chunked by rows only and is used as it is (the graph's blocks align with its
-        chunks); other input is validated and cut into row chunks as the estimators cut it,
-        and gives the same graph.
+        The data as the Gram pass will read it (raw, before any scaling): a dask array
+        chunked by rows only (the graph's blocks align with its chunks), or input that is cut
+        into row chunks as the estimators cut it (the same graph).
     n_neighbors : int
         k of the kNN graph, before symmetrisation.
     backend : "auto", str or callable, default="auto"
@@ -124,7 +123,7 @@ def knn_graph(
         applies it to every row-aligned input; sums over rows do not depend on it.
     estimate_recall : bool, default=True
         False skips a backend's recall estimate where its rounds do not need it (its
-        ``without_recall_estimate()``): for callers that do not read it. The same graph.
+        ``without_recall_estimate()``), for callers that do not read it: the same graph.
 
     Returns
     -------
@@ -140,11 +139,7 @@ def knn_graph(
         order = len(X.chunks[0]) > 1 and X.shape[0] > ORDER_MIN_SAMPLES
     search_rows = _search_rows(transform, scaling)
     X, idx, dist, row_order = _search(X, backend_fn, n_neighbors, search_rows, order, random_state)
-    sigma_value = _heat_width(dist, weights, sigma)
-    starts = np.concatenate([[0], np.cumsum(X.chunks[0])]).astype(np.int64)
-    blocks = _symmetrise(idx, dist, starts, weights, sigma_value)
-    if normalized:
-        blocks = _normalise(blocks, starts)
+    blocks, starts, sigma_value = _weighted_blocks(X, idx, dist, weights, sigma, normalized)
     if tuple(X.chunks[0]) != outer_chunks:
         blocks, X, idx, dist, row_order = _in_chunks(
             outer_chunks, starts, blocks, X, idx, dist, row_order
@@ -164,6 +159,16 @@ def knn_graph(
     graph.recall_estimate_ = getattr(backend_fn, "recall_estimate_", None)
     logger.info("kNN graph: %r, %d halo rows in all", graph, graph.halo_size())
     return graph
+
+
+def _weighted_blocks(X, idx, dist, weights, sigma, normalized):
+    """The symmetrised graph's blocks on X's chunks, their first rows and the heat width."""
+    sigma_value = _heat_width(dist, weights, sigma)
+    starts = np.concatenate([[0], np.cumsum(X.chunks[0])]).astype(np.int64)
+    blocks = _symmetrise(idx, dist, starts, weights, sigma_value)
+    if normalized:
+        blocks = _normalise(blocks, starts)
+    return blocks, starts, sigma_value
 
 
 def _in_chunks(chunks, starts, blocks, X, idx, dist, row_order):
