@@ -28,6 +28,7 @@ import uuid
 import dask
 import numpy as np
 
+from ..utils._dask import distributed_client
 from ._backends import _block_candidates
 from ._extend import _weighted_mean
 
@@ -258,7 +259,7 @@ class TrainingReference:
         the reference as one shared input; with ``finish`` (a function of a block of those
         values giving labels) the labels instead, where training rows found by
         :meth:`lookup` take theirs without a search."""
-        ref = dask.delayed(self, pure=True, traverse=False)
+        ref = self._on_workers()
         args = (ref, n_neighbors, weights, sigma, transform, n_labels, finish)
         if finish is None:
             width = self.values.shape[1] + (n_labels + 1 if n_labels else 0)
@@ -267,6 +268,24 @@ class TrainingReference:
         else:
             shape = {"drop_axis": 1, "dtype": np.int64, "meta": np.empty((0,), np.int64)}
         return X.map_blocks(_extend_block, *args, **shape)
+
+    def _on_workers(self):
+        """The reference as the tasks take it: scattered once to every worker of the active
+        distributed client (kept for the client's later calls), else one delayed object in
+        the graph."""
+        client = distributed_client()
+        if client is None:
+            return dask.delayed(self, pure=True, traverse=False)
+        held = getattr(self, "_scattered", None)
+        if held is None or held[0] != client.id or held[1].status != "finished":
+            held = (client.id, client.scatter(self, broadcast=True, hash=False))
+            self._scattered = held
+        return held[1]
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        state.pop("_scattered", None)  # a future of this process's client
+        return state
 
     def __dask_tokenize__(self):
         # one token per reference, made once (and kept through pickling) rather than a hash

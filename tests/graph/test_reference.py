@@ -119,3 +119,22 @@ def test_the_reference_recognises_the_training_data(digits):
     assert not ref.is_training_data(digits[::-1])
     assert not ref.is_training_data(digits + 1e-9)
     assert not ref.is_training_data(digits[:-1])
+
+
+@pytest.mark.distributed
+def test_on_a_cluster_the_reference_is_sent_once_and_answers_alike(digits, dask_client):
+    """On a multi-process LocalCluster the reference is scattered to the workers once (the
+    same future for a second call, none of its arrays in the task graph) and predict and
+    transform give the in-process answers."""
+    with dask.config.set(scheduler="threads"):
+        m = USELM(n_clusters=10, random_state=0).fit(digits)
+        Xq = digits[::3] + 0.5
+        expected_labels, expected_embedding = m.predict(Xq), m.transform(Xq)
+    Xd = da.from_array(Xq, chunks=(150, 64))
+    labels = m.predict(Xd)
+    assert max(len(pickle.dumps(task)) for task in dict(labels.__dask_graph__()).values()) < 1e5
+    np.testing.assert_array_equal(labels.compute(), expected_labels)
+    first = m.reference_._scattered[1]
+    np.testing.assert_allclose(m.transform(Xd).compute(), expected_embedding, rtol=1e-12)
+    assert m.reference_._scattered[1] is first
+    np.testing.assert_array_equal(pickle.loads(pickle.dumps(m)).predict(Xq), expected_labels)
