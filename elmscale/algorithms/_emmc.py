@@ -179,6 +179,15 @@ def _candidates(F, labels, p, q, output, prefix, n_fixed):
     return u[_prefix_mask(u, prefix, n_fixed)]
 
 
+def _smallest_candidates(F, labels, p, q, output, m):
+    """The block's m smallest keys (all of them where it has fewer), in row order among
+    equal keys: the m smallest of all blocks are among theirs."""
+    u, _ = _block_keys(F, labels, p, q, output)
+    if len(u) <= m:
+        return u
+    return u[np.sort(np.argpartition(u, m - 1)[:m])]
+
+
 def _tie_count(F, labels, p, q, output, u_star):
     u, _ = _block_keys(F, labels, p, q, output)
     return np.int64(np.count_nonzero(u == np.uint64(u_star)))
@@ -268,11 +277,17 @@ def select_smallest(F_blocks, label_blocks, p, q, m, output, *, max_gather=65536
     sums, over the chunks, the counts of the next 16 bits among the candidates that share the
     prefix fixed so far, and fixes the digit holding the m-th smallest. When at most
     ``max_gather`` candidates remain (usually after two passes), only those are gathered and
-    sorted on the client. Returns ``(u_star, quotas)``: a member moves when its key is below
-    u_star, or equal to it and among the first ``quotas[b]`` such rows of chunk b; ties are
-    thus broken by global row order, whatever the chunking.
+    sorted on the client; where the m smallest of every block number at most ``max_gather``
+    (a small move), those are gathered at once, in one pass. Returns ``(u_star, quotas)``:
+    a member moves when its key is below u_star, or equal to it and among the first
+    ``quotas[b]`` such rows of chunk b; ties are thus broken by global row order, whatever
+    the chunking.
     """
     nb = len(F_blocks)
+    if int(m) * nb <= max_gather:  # each block's m smallest hold the m smallest: one pass
+        fn = dask.delayed(_smallest_candidates, pure=True)
+        blocks = [fn(F_blocks[b], label_blocks[b], p, q, output, int(m)) for b in range(nb)]
+        return _select_among(dask.compute(blocks)[0], int(m))
     fn = dask.delayed(_digit_counts, pure=True)
     prefix, n_fixed, need = 0, 0, int(m)
     while True:
@@ -304,12 +319,20 @@ def select_smallest(F_blocks, label_blocks, p, q, m, output, *, max_gather=65536
                     for b in range(nb)
                 ]
             )[0]
-            allu = np.concatenate(cand) if cand else np.empty(0, np.uint64)
-            order = np.argsort(allu, kind="stable")  # stable: earlier rows first among ties
-            u_star = int(allu[order[need - 1]])
-            ties = [int(np.count_nonzero(c == np.uint64(u_star))) for c in cand]
-            n_less = int(np.count_nonzero(allu[order[:need]] < np.uint64(u_star)))
-            return u_star, _fill_quotas(ties, need - n_less)
+            return _select_among(cand, need)
+
+
+def _select_among(cand, need):
+    """``(u_star, quotas)`` of the ``need`` smallest of the blocks' candidate keys ``cand``
+    (a list per block, in row order): each block's quota of keys equal to u_star is filled
+    in block order, so ties go to earlier rows. A block's candidates may stop at its own
+    ``need`` smallest: its ties at u_star are then at least what it can be asked for."""
+    allu = np.concatenate(cand) if cand else np.empty(0, np.uint64)
+    order = np.argsort(allu, kind="stable")  # stable: earlier rows first among ties
+    u_star = int(allu[order[need - 1]])
+    ties = [int(np.count_nonzero(c == np.uint64(u_star))) for c in cand]
+    n_less = int(np.count_nonzero(allu[order[:need]] < np.uint64(u_star)))
+    return u_star, _fill_quotas(ties, need - n_less)
 
 
 def _fill_quotas(ties, need):
