@@ -8,13 +8,16 @@ The design of NVIDIA cuVS's all-neighbours batching and faiss's IVF self-join
 2. **Locality order.** Rows move once, to chunks sorted by their nearest cell
    (:func:`~elmscale.graph._ordering.order_by_cells`); a cell's rows are then contiguous and
    sit in one or two chunks. This is also the order the Gram pass uses.
-3. **Search.** One task per ordered chunk searches each of its rows in that row's
-   ``n_probes`` nearest cells (more when those cells together hold fewer than k + 1 rows). It
-   receives the rows of the cells its queries probe, from the chunks that hold them; since
-   neighbouring cells are numbered consecutively these are mostly the adjacent chunks. Inside
-   the task the search is exact, cell by cell: float32 products propose candidates, float64
-   distances of the candidates decide, ties go to the smaller original row index
-   (:func:`~elmscale.graph._select.block_topk`).
+3. **Search.** Each row is searched in its ``n_probes`` nearest cells (more when those
+   cells together hold fewer than k + 1 rows), in faiss's ``big_batch_search`` way: the
+   ordered rows are cut into reference blocks of consecutive cells, sized by a memory budget
+   (``memory_budget``) and d, not N; the rows that probe a cell of a block are sent to it,
+   in as many tasks as keep each within the budget (:func:`plan_search`). Inside a task the
+   search is exact, cell by cell: float32 products propose candidates, float64 distances of
+   the candidates decide, ties go to the smaller original row index
+   (:func:`~elmscale.graph._select.decide`). Each row's lists from the blocks it probes are
+   merged on its chunk by (distance, index): the blocks are disjoint, so that is its k
+   nearest among all its probed cells.
 
 4. **Refinement.** Where cells cut many neighbourhoods (data of high intrinsic dimension),
    rounds of NN-descent's local join (:mod:`elmscale.graph._local_join`) compare each row
@@ -23,32 +26,29 @@ The design of NVIDIA cuVS's all-neighbours batching and faiss's IVF self-join
 
 A row's neighbours are thus the k nearest among the rows of its probed cells and the
 candidates the refinement rounds propose: a function of the data and the seed alone, the same
-for any chunking and any number of workers. A task holds
-its own chunk plus the rows of the cells its queries probe (logged at INFO; where those are
-most of another chunk, they are cut from that whole chunk on the task's worker,
-:func:`~elmscale.graph._exchange.whole_sources`); no worker holds X and nothing with N rows
-reaches the client.
+for any chunking, memory budget and number of workers. A search task holds one
+reference block and a run of its queries, at most the budget (logged at INFO), whatever N and
+d; no worker holds X and nothing with N rows reaches the client.
 Nothing is compiled at run time.
 """
 
 import copy
 import logging
 import math
-import warnings
 
 import dask
 import dask.array as da
 import numpy as np
 from dask.utils import format_bytes
 
-from ..exceptions import ElmscaleWarning
 from ..utils._dask import worker_memory_per_thread
 from ._backends import check_n_neighbors
 from ._cells import assign_cells, cell_groups, fit_cells_on_workers, nearest_cells
-from ._exchange import exchange, whole_sources
+from ._exchange import exchange
 from ._local_join import (
+    _columns,
     _positions,
-    _task_table,
+    _rank_in_groups,
     exact_sample_neighbours,
     local_join,
     recall_estimate,
@@ -56,9 +56,12 @@ from ._local_join import (
 )
 from ._ordering import order_by_cells
 from ._select import (
+    BLOCK_VALUES,
     Operands,
     decide,
     exact_sq_distances,
+    lexorder,
+    pair_rows,
     propose,
     within_limits,
 )
@@ -78,9 +81,11 @@ MIN_RECALL_GAIN = 0.005
 
 #: cells beyond ``n_probes`` each row keeps in reserve, for probes of cells too small for k
 EXTRA_PROBES = 3
-#: copies of its table of rows a search task holds at once: the pieces it received, their
-#: concatenation, the centred rows and their augmented form
-TABLE_COPIES = 4
+#: the share of a worker thread's memory one search task holds by default
+#: (``CellSearch(memory_budget=None)``)
+SEARCH_MEMORY_SHARE = 0.25
+#: a search task's memory budget by default where no worker states a memory limit
+DEFAULT_SEARCH_BYTES = 256 * 2**20
 #: the most cells ``n_probes="auto"`` searches each row in
 MAX_AUTO_PROBES = 24
 #: ``n_probes="auto"`` short of its target stops adding cells where one more adds less recall
@@ -97,11 +102,6 @@ def effective_probes(probes, sizes, n_probes, k):
     out = probes.astype(np.int64)
     out[np.arange(probes.shape[1])[None, :] >= n_used[:, None]] = -1
     return out
-
-
-def _probed_cells(probes, sizes, n_probes, k):
-    p = effective_probes(probes, sizes, n_probes, k)
-    return np.unique(p[p >= 0])
 
 
 def probe_recall(probes, sizes, neighbour_cells, n_probes):
@@ -128,13 +128,178 @@ def chosen_probes(recalls, target):
     return int(useful[-1]) + 2 if len(useful) else 1
 
 
-def _take_ranges(X, original, lo, ranges):
-    """The rows of this chunk (starting at ordered position ``lo``) inside ``ranges``:
-    (ordered positions, rows, original indices), each range copied as one slice."""
-    pos = np.concatenate([np.arange(a, b) for a, b in ranges])
-    rows = np.concatenate([X[a - lo : b - lo] for a, b in ranges])
-    orig = np.concatenate([original[a - lo : b - lo] for a, b in ranges])
-    return pos, rows, orig
+def search_budget(memory_budget=None):
+    """The bytes one search task may hold: ``memory_budget``; else
+    :data:`SEARCH_MEMORY_SHARE` of a worker thread's memory
+    (:func:`~elmscale.utils._dask.worker_memory_per_thread`); else, without workers that
+    state a memory limit, :data:`DEFAULT_SEARCH_BYTES`."""
+    if memory_budget is not None:
+        return int(memory_budget)
+    share = worker_memory_per_thread()
+    return int(SEARCH_MEMORY_SHARE * share) if share else DEFAULT_SEARCH_BYTES
+
+
+def task_bytes(nr, nq, d, itemsize, width, k):
+    """About the most bytes a search task holds: ``nr`` reference rows and ``nq`` query
+    rows of d values of ``itemsize`` bytes, each query with up to ``width`` probed cells
+    proposing k + 1 candidates each.
+
+    References: the rows, centred float32 and augmented (:class:`~elmscale.graph._select.
+    Operands`). Queries: the pieces received and their concatenation, centred, augmented and
+    taken per cell, and the (width, k + 1) proposals. The products' temporaries are at most
+    ``BLOCK_VALUES`` values and the exact distances' buffers at most
+    :func:`~elmscale.graph._select.pair_rows` pairs, so neither grows with the rows."""
+    ref = nr * (d * (itemsize + 8) + 48)
+    query = nq * (d * (2 * itemsize + 12) + 40 * width * (k + 1) + 96)
+    product = 14 * min(BLOCK_VALUES, nq * nr)
+    pairs = (2 * itemsize + max(itemsize, 4)) * d * min(pair_rows(d), nq * width * (k + 1))
+    return ref + query + product + pairs
+
+
+def _most(fits, high):
+    """The largest n in [1, high] with ``fits(n)`` (fits decreasing in n), at least 1."""
+    lo, hi = 1, max(int(high), 1)
+    if fits(hi):
+        return hi
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if fits(mid) else (lo, mid)
+    return lo
+
+
+def reference_blocks(starts, budget, d, itemsize, width, k):
+    """The reference blocks of the search: each ordered chunk ``starts[t]:starts[t + 1]``
+    cut into equal runs of consecutive rows (so of consecutive cells), as few as keep a
+    block's share of a task (:func:`task_bytes` without queries) within half of
+    ``budget``. Returns ``(block_starts, block_chunk)``: the ordered positions where blocks
+    begin (and the end), and the chunk each block lies in.
+
+    A block never spans two chunks: its rows are a slice of one chunk, read where that chunk
+    lives. With a budget larger than a chunk, the blocks are the chunks."""
+    sizes = np.diff(starts)
+    cap = _most(lambda n: task_bytes(n, 0, d, itemsize, width, k) <= budget // 2, sizes.max())
+    bounds, chunk = [], []
+    for t, n in enumerate(sizes):
+        pieces = -(-int(n) // cap)
+        bounds.extend(int(starts[t]) + (i * int(n)) // pieces for i in range(pieces))
+        chunk.extend([t] * pieces)
+    return np.array(bounds + [int(starts[-1])], dtype=np.int64), np.array(chunk, dtype=np.int64)
+
+
+class SearchPlan:
+    """The search tasks: per task, its reference block ``blocks[i]`` and its queries
+    ``queries[i]``, ``[(source chunk, first, stop), ...]`` (the slice of the source chunk's
+    rows that probe the block, :func:`_row_blocks`); ``held[i]`` the bytes the task holds
+    at most (:func:`task_bytes`), each at most ``budget`` unless one reference row and one
+    query alone exceed it."""
+
+    def __init__(self, block_starts, blocks, queries, held, budget):
+        self.block_starts = block_starts
+        self.blocks = blocks
+        self.queries = queries
+        self.held = held
+        self.budget = budget
+
+    def __len__(self):
+        return len(self.blocks)
+
+
+def plan_search(block_starts, counts, budget, d, itemsize, width, k):
+    """:class:`SearchPlan` of the search tasks from ``counts`` (n_chunks, n_blocks): the
+    rows of each chunk that probe a cell of each block. Each block's queries, in chunk
+    order, are cut into equal runs of as few tasks as keep each within ``budget`` with the
+    block (:func:`task_bytes`); a block no row probes has no task."""
+    blocks, queries, held = [], [], []
+    for b in range(counts.shape[1]):
+        total = int(counts[:, b].sum())
+        if total == 0:
+            continue
+        nr = int(block_starts[b + 1] - block_starts[b])
+        cap = _most(lambda n: task_bytes(nr, n, d, itemsize, width, k) <= budget, total)  # noqa: B023
+        parts = -(-total // cap)
+        cuts = [(i * total) // parts for i in range(parts + 1)]
+        ends = np.cumsum(counts[:, b])
+        for q0, q1 in zip(cuts[:-1], cuts[1:], strict=True):
+            mine = []
+            for s in np.flatnonzero((ends > q0) & (ends - counts[:, b] < q1)):
+                first = int(ends[s] - counts[s, b])
+                mine.append((int(s), max(q0, first) - first, min(q1, int(ends[s])) - first))
+            blocks.append(b)
+            queries.append(mine)
+            held.append(task_bytes(nr, q1 - q0, d, itemsize, width, k))
+    return SearchPlan(block_starts, blocks, queries, held, budget)
+
+
+def _row_blocks(probes, sizes, n_probes, k, cell_start, block_starts):
+    """This ordered chunk's rows' probed cells (:func:`effective_probes`) and, per
+    reference block, its rows that probe a cell with rows in that block: ``(probes, rows,
+    ptr)``, ``rows[ptr[b]:ptr[b + 1]]`` increasing."""
+    eff = effective_probes(probes, sizes, n_probes, k)
+    n, n_blocks = eff.shape[0], len(block_starts) - 1
+    r, j = np.nonzero(eff >= 0)
+    c = eff[r, j]
+    c0, c1 = cell_start[c], cell_start[c + 1]
+    r, c0, c1 = r[c1 > c0], c0[c1 > c0], c1[c1 > c0]
+    b0 = np.searchsorted(block_starts, c0, side="right") - 1
+    span = np.searchsorted(block_starts, c1 - 1, side="right") - b0  # blocks per cell
+    first = np.repeat(np.cumsum(span) - span, span)
+    blocks = np.repeat(b0, span) + np.arange(len(first)) - first
+    blocks, rows = np.divmod(np.unique(blocks * n + np.repeat(r, span)), max(n, 1))
+    return eff, rows, np.searchsorted(blocks, np.arange(n_blocks + 1))
+
+
+def _block_counts(row_blocks):
+    """Per reference block, this chunk's rows that probe it (:func:`_row_blocks`)."""
+    return np.diff(row_blocks[2])
+
+
+def _take_queries(X, original, row_blocks, lo, block, first, stop):
+    """Rows ``first:stop`` of this chunk's rows that probe ``block`` (the chunk starts at
+    ordered position ``lo``): (ordered positions, rows, original indices, probed cells)."""
+    eff, rows, ptr = row_blocks
+    sel = rows[ptr[block] + first : ptr[block] + stop]
+    return sel + lo, X[sel], original[sel], eff[sel]
+
+
+def _in_block(probes, cell_start, a, b):
+    """Each query's probed cells that have rows in [a, b), in its order (the nearest
+    first), padded with -1."""
+    p = np.maximum(probes, 0)
+    inside = (probes >= 0) & (cell_start[p] < b) & (cell_start[p + 1] > a)
+    inside &= cell_start[p + 1] > cell_start[p]
+    order = np.argsort(~inside, axis=1, kind="stable")
+    out = np.take_along_axis(np.where(inside, probes, -1), order, axis=1)
+    return out[:, : max(int(inside.sum(axis=1).max(initial=0)), 1)]
+
+
+def _take_results(found, lo, hi):
+    """A search task's lists of the queries at ordered positions [lo, hi): (rows of the
+    chunk, positions, original indices, squared distances)."""
+    q_pos, pos, ids, sq_dist = found
+    m = (q_pos >= lo) & (q_pos < hi)
+    return q_pos[m] - lo, pos[m], ids[m], sq_dist[m]
+
+
+def _merge_lists(n, k, pieces):
+    """Each of the chunk's n rows' k best of the lists its search tasks found, by (squared
+    distance, original index): (positions, original indices, squared distances), padded
+    with (-1, -1, inf). The tasks searched disjoint reference blocks, so a candidate comes
+    from one list."""
+    q, pos, ids, e = _columns(pieces, (np.int64, np.int64, np.int64, np.float64))
+    width = pos.shape[1] if pos.ndim == 2 else k
+    row = np.repeat(q, width)
+    pos, ids, e = pos.ravel(), ids.ravel(), e.ravel()
+    keep = ids >= 0
+    row, pos, ids, e = row[keep], pos[keep], ids[keep], e[keep]
+    order = lexorder(row, e, ids)
+    row, pos, ids, e = row[order], pos[order], ids[order], e[order]
+    rank, _ = _rank_in_groups(row, n)
+    keep = rank < k
+    out = (np.full((n, k), -1, dtype=np.int64), np.full((n, k), -1, dtype=np.int64))
+    out_e = np.full((n, k), np.inf)
+    at = (row[keep], rank[keep])
+    out[0][at], out[1][at], out_e[at] = pos[keep], ids[keep], e[keep]
+    return out[0], out[1], out_e
 
 
 def _cell_runs(table):
@@ -151,20 +316,32 @@ def _cell_runs(table):
             yield c, rows, cols
 
 
-def _search_chunk(kernel, k, n_probes, cell_start, lo, X, original, probes, pieces):
-    """The k nearest neighbours of this ordered chunk's rows among their probed cells:
-    (ordered positions, original indices, squared distances), each (n, k).
+def _search_block(kernel, k, cell_start, a, b, lo, X, original, pieces):
+    """One search task: the k nearest neighbours of the queries it received (``pieces``,
+    :func:`_take_queries`) among the rows of their probed cells inside the reference block
+    of ordered rows [a, b) (rows of this ordered chunk, which starts at ``lo``): (query
+    positions, then per query (k) ordered positions, original indices and squared
+    distances), padded with (-1, -1, inf)."""
+    db_pos = np.arange(a, b)
+    db_X = X[a - lo : b - lo]
+    db_orig = np.asarray(original[a - lo : b - lo], dtype=np.int64)
+    q_pos, Xq, q_orig, probes = (np.concatenate(c) for c in zip(*pieces, strict=True))
+    probes = _in_block(probes, cell_start, a, b)
+    ids, d2 = _search_table(kernel, k, cell_start, db_pos, db_X, db_orig, Xq, q_orig, probes)
+    pos = np.where(ids >= 0, _positions(db_pos, db_orig, ids), -1)
+    return q_pos, pos, ids, d2
 
-    Each query is searched in its own cell first; the (k + 1)-th proposal found there then
-    bounds what the other probed cells are asked to propose. ``kernel`` proposes
+
+def _search_table(kernel, k, cell_start, db_pos, db_X, db_orig, X, original, probes):
+    """The k nearest neighbours of the query rows X (original indices ``original``) among
+    the rows of their probed cells ``probes`` (n, M; -1 unused) in the table of ordered
+    rows ``db_pos`` (increasing): (original indices, squared distances), each (n, k).
+
+    Each query is searched in its first probed cell first; the (k + 1)-th proposal found
+    there then bounds what its other cells are asked to propose. ``kernel`` proposes
     (:class:`CellSearch`).
     """
-    n = X.shape[0]
-    probes = effective_probes(probes, np.diff(cell_start), n_probes, k)
-    probes = probes[:, : max(int((probes >= 0).sum(axis=1).max(initial=0)), 1)]
-    M = probes.shape[1]
-    db_pos, db_X, db_orig = _task_table(lo, X, original, pieces)
-    db_orig = db_orig.astype(np.int64, copy=False)
+    n, M = probes.shape
     original = np.asarray(original, dtype=np.int64)
     # one centring for the task: every query's error bound then holds for all its cells
     center = db_X.mean(axis=0, dtype=np.result_type(db_X.dtype, np.float32))
@@ -192,33 +369,18 @@ def _search_chunk(kernel, k, n_probes, cell_start, lo, X, original, probes, piec
             where[q, slots[j]] = np.where(cols >= 0, cols + r0, -1)
             g[q, slots[j]] = gc
 
-    def rank(width):
-        """:func:`decide` over the first ``width`` probe slots."""
-        flat_where = where[:, :width].reshape(n, -1)
-        table = probes[:, :width]
+    def exact(rows, pos):
+        return exact_sq_distances(X, rows, db_X, where.reshape(n, -1)[rows, pos])
 
-        def exact(rows, pos):
-            return exact_sq_distances(X, rows, db_X, flat_where[rows, pos])
-
-        def fallback(rows, slots, limits):
-            cells = table[rows, slots]
-            return _fallback(X, Q, R, original, db_X, db_orig, span, cells, rows, limits)
-
-        ids = np.where(flat_where >= 0, db_orig[np.maximum(flat_where, 0)], -1)
-        return decide(
-            k,
-            g[:, :width],
-            ids.reshape(n, width, k + 1),
-            np.broadcast_to(tau[:, None], (n, width)),
-            exact,
-            fallback,
-        )
+    def fallback(rows, slots, limits):
+        cells = probes[rows, slots]
+        return _fallback(X, Q, R, original, db_X, db_orig, span, cells, rows, limits)
 
     propose_in([0], None)
-    # the own cell's (k + 1)-th proposal (+ 2 tau) bounds what another cell can add
+    # the first cell's (k + 1)-th proposal (+ 2 tau) bounds what another cell can add
     propose_in(list(range(1, M)), g[:, 0].max(axis=1) + 2 * tau)
-    ids, d2 = rank(M)
-    return _positions(db_pos, db_orig, ids), ids, d2
+    ids = np.where(where >= 0, db_orig[np.maximum(where, 0)], -1)
+    return decide(k, g, ids, np.broadcast_to(tau[:, None], (n, M)), exact, fallback)
 
 
 def _fallback(X, Q, R, original, db_X, db_orig, span, cells, rows, limits):
@@ -239,36 +401,6 @@ def _fallback(X, Q, R, original, db_X, db_orig, span, cells, rows, limits):
         found.append((rows[j][qi], ci + r0))
     queries, cc = (np.concatenate(f) for f in zip(*found, strict=True))
     return queries, db_orig[cc], exact_sq_distances(X, queries, db_X, cc)
-
-
-def _warn_if_too_large(rows, row_bytes):
-    """Warn when a search task of ``rows`` rows would hold more than a worker thread's
-    memory: a worker would pass its limit and restart rather than finish."""
-    share, need = worker_memory_per_thread(), TABLE_COPIES * rows * row_bytes
-    if share and need > share:
-        warnings.warn(
-            f"kNN search: a task will hold about {format_bytes(need)} ({rows} rows: its "
-            f"chunk and the cells its rows probe), more than the {format_bytes(share)} of a "
-            "worker thread; workers may pass their memory limit and restart. Fewer probes "
-            "(CellSearch(n_probes=...)), more memory or fewer threads per worker lower it; in "
-            "high dimension a row's nearest cells lie all over X.",
-            ElmscaleWarning,
-            stacklevel=2,
-        )
-
-
-def _ranges_outside(cells, cell_start, lo, hi):
-    """Merged ordered-position ranges of ``cells`` that lie outside [lo, hi)."""
-    out = []
-    for c in cells:
-        a, b = int(cell_start[c]), int(cell_start[c + 1])
-        for x, y in ((a, min(b, lo)), (max(a, hi), b)):
-            if x < y:
-                if out and out[-1][1] == x:
-                    out[-1] = (out[-1][0], y)
-                else:
-                    out.append((x, y))
-    return out
 
 
 class CellPartition:
@@ -348,13 +480,23 @@ class CellSearch:
         selection assumes; exact distances and global indices then decide, so every such
         kernel gives the same graph. It must pickle (the workers
         receive it), e.g. a module-level function of an installed package.
+    memory_budget : int, optional
+        Bytes one search task may hold (:func:`task_bytes`): a block of consecutive rows
+        (cells) of the cell order within half of it, and as many of the rows that probe
+        those cells as fit the rest; a block's queries that do not fit are split over
+        several tasks. Default :data:`SEARCH_MEMORY_SHARE` of a worker thread's memory
+        (memory limit / threads), or :data:`DEFAULT_SEARCH_BYTES` without workers that
+        state a limit; logged at INFO. It bounds a task whatever N and d (in high dimension
+        a chunk's rows probe cells all over X); the graph is the same for any budget.
 
     Notes
     -----
     Cost: one pass over X for the cell assignment (N x P distances to the centres), one
-    shuffle of X's rows into cell order, and one search task per chunk doing about
-    ``N * n_probes * rows_per_cell * d`` multiply-adds in all, plus the probed cells' rows
-    received from other chunks. The cells are fitted on the workers on a sample of rows (at
+    shuffle of X's rows into cell order, and search tasks doing about
+    ``N * n_probes * rows_per_cell * d`` multiply-adds in all: one per reference block and
+    run of its queries (one per chunk where the budget holds a chunk and its queries), each
+    receiving the rows that probe its block, once per block a row probes; each row's lists
+    come back to its chunk. The cells are fitted on the workers on a sample of rows (at
     most 128 MiB); the client holds the centres and per-chunk tables of cell numbers. Each
     refinement round moves the rows' reverse edges, once each distinct row of X a chunk's
     hub sets name and it lacks, and the (row, candidate, distance) triples that pass the
@@ -387,6 +529,7 @@ class CellSearch:
         *,
         target_recall=0.98,
         recall_sample=500,
+        memory_budget=None,
     ):
         checks = [("rows_per_cell", rows_per_cell, 1, ""), ("recall_sample", recall_sample, 0, "")]
         for name, value, low in (("n_probes", n_probes, 1), ("n_refine", n_refine, 0)):
@@ -416,6 +559,13 @@ class CellSearch:
         self.kernel = kernel
         self.target_recall = float(target_recall)
         self.recall_sample = int(recall_sample)
+        if memory_budget is not None and not (
+            isinstance(memory_budget, (int, np.integer))
+            and not isinstance(memory_budget, bool)
+            and memory_budget >= 1
+        ):
+            raise ValueError(f"memory_budget must be an int >= 1 or None, got {memory_budget!r}")
+        self.memory_budget = None if memory_budget is None else int(memory_budget)
 
     def without_recall_estimate(self):
         """This search without its recall estimate, where its rounds and probes do not
@@ -432,10 +582,11 @@ class CellSearch:
 
     def __repr__(self):
         kernel = "" if self.kernel is None else f", kernel={self.kernel!r}"
+        budget = "" if self.memory_budget is None else f", memory_budget={self.memory_budget}"
         return (
             f"CellSearch(rows_per_cell={self.rows_per_cell}, n_probes={self.n_probes!r}, "
             f"n_refine={self.n_refine!r}{kernel}, target_recall={self.target_recall}, "
-            f"recall_sample={self.recall_sample})"
+            f"recall_sample={self.recall_sample}{budget})"
         )
 
     def __call__(self, X, n_neighbors, *, random_state=None):
@@ -563,70 +714,88 @@ class CellSearch:
         return chosen
 
     def _search_cells(self, part, X, n_neighbors, n_probes, probes):
+        """The cell search, one task per reference block and run of its queries
+        (:func:`plan_search`), then each row's lists merged on its ordered chunk."""
         k = n_neighbors
         starts = part.order.starts
         nb = len(part.order.chunks)
         sizes = np.diff(part.cell_start)
+        shape = (X.shape[1], X.dtype.itemsize, probes.shape[1], k)
+        budget = search_budget(self.memory_budget)
+        block_starts, block_chunk = reference_blocks(starts, budget, *shape)
         X_blocks = X.to_delayed(optimize_graph=False).ravel()
         orig_blocks = part.original.to_delayed(optimize_graph=False).ravel()
         probe_blocks = probes.to_delayed(optimize_graph=False).ravel()
-        probed = dask.compute(
-            *[task("probed", _probed_cells, p, sizes, n_probes, k) for p in probe_blocks]
+        row_blocks = dask.persist(
+            *[
+                task("probed", _row_blocks, p, sizes, n_probes, k, part.cell_start, block_starts)
+                for p in probe_blocks
+            ]
         )
-        requests, asked = [], []
-        for t in range(nb):
-            lo, hi = int(starts[t]), int(starts[t + 1])
-            ranges = _ranges_outside(probed[t], part.cell_start, lo, hi)
-            requests.append([])
-            asked.append({})
-            for s in range(nb):
-                s_lo, s_hi = int(starts[s]), int(starts[s + 1])
-                mine = [(max(a, s_lo), min(b, s_hi)) for a, b in ranges if a < s_hi and b > s_lo]
-                if mine:
-                    requests[t].append((s, (s_lo, mine)))
-                    asked[t][s] = sum(b - a for a, b in mine)
-        whole = whole_sources(asked, np.diff(starts))
-        rows_per_task = [int(starts[t + 1] - starts[t]) + sum(asked[t].values()) for t in range(nb)]
-        row_bytes = X.dtype.itemsize * X.shape[1] + 16  # the row, its position and index
+        counts = np.stack(dask.compute(*[task("counts", _block_counts, r) for r in row_blocks]))
+        plan = plan_search(block_starts, counts, budget, *shape)
+        row_bytes = X.shape[1] * X.dtype.itemsize + 8 * (probes.shape[1] + 2)
         pieces = exchange(
             f"{PREFIX}-gather",
-            _take_ranges,
-            list(zip(X_blocks, orig_blocks, strict=True)),
-            requests,
-            nbytes=[
-                sum(n for s, n in asked[t].items() if s not in whole[t]) * row_bytes
-                for t in range(nb)
+            _take_queries,
+            list(zip(X_blocks, orig_blocks, row_blocks, strict=True)),
+            [
+                [(s, (int(starts[s]), b, q0, q1)) for s, q0, q1 in q]
+                for b, q in zip(plan.blocks, plan.queries, strict=True)
             ],
-            whole=whole,
+            nbytes=[sum(q1 - q0 for _, q0, q1 in q) * row_bytes for q in plan.queries],
+        )
+        kernel = propose if self.kernel is None else self.kernel
+        found, wanted = [], [[] for _ in range(nb)]
+        for i, (b, queries) in enumerate(zip(plan.blocks, plan.queries, strict=True)):
+            t = int(block_chunk[b])
+            a, e, lo = int(block_starts[b]), int(block_starts[b + 1]), int(starts[t])
+            found.append(
+                task(
+                    "search",
+                    _search_block,
+                    kernel,
+                    k,
+                    part.cell_start,
+                    a,
+                    e,
+                    lo,
+                    X_blocks[t],
+                    orig_blocks[t],
+                    pieces[i],
+                )
+            )
+            for s in sorted({s for s, _, _ in queries}):
+                wanted[s].append((i, (int(starts[s]), int(starts[s + 1]))))
+        lists = exchange(
+            f"{PREFIX}-lists",
+            _take_results,
+            [(f,) for f in found],
+            wanted,
+            nbytes=[
+                len(w) * int(n) * k * 24 for w, n in zip(wanted, part.order.chunks, strict=True)
+            ],
         )
         pos_b, orig_b, dist_b = [], [], []
         for t in range(nb):
-            lo, hi = int(starts[t]), int(starts[t + 1])
-            out = task(
-                "search",
-                _search_chunk,
-                propose if self.kernel is None else self.kernel,
-                k,
-                n_probes,
-                part.cell_start,
-                lo,
-                X_blocks[t],
-                orig_blocks[t],
-                probe_blocks[t],
-                pieces[t],
-            )
-            n = hi - lo
+            n = int(starts[t + 1] - starts[t])
+            out = task("merge", _merge_lists, n, k, lists[t])
             pos_b.append(da.from_delayed(out[0], (n, k), dtype=np.int64))
             orig_b.append(da.from_delayed(out[1], (n, k), dtype=np.int64))
             dist_b.append(da.from_delayed(out[2], (n, k), dtype=np.float64))
-        _warn_if_too_large(max(rows_per_task), X.shape[1] * X.dtype.itemsize)
-        received = int(sum(rows_per_task)) - X.shape[0]
+        sent = int(counts.sum())
+        largest = int(np.argmax(plan.held)) if len(plan) else 0
         logger.info(
-            "kNN search: %d tasks, each holding at most %d rows; %d rows (%.2f N) "
-            "received from other chunks",
-            nb,
-            max(rows_per_task),
-            received,
-            received / max(X.shape[0], 1),
+            "kNN search: %s per task (%s), %d reference blocks, %d tasks, the largest "
+            "holding about %s (%d reference rows, %d queries); %d query rows sent (%.2f N)",
+            format_bytes(budget),
+            "memory_budget" if self.memory_budget is not None else "default",
+            len(block_starts) - 1,
+            len(plan),
+            format_bytes(max(plan.held, default=0)),
+            int(np.diff(block_starts)[plan.blocks[largest]]) if len(plan) else 0,
+            sum(q1 - q0 for _, q0, q1 in plan.queries[largest]) if len(plan) else 0,
+            sent,
+            sent / max(X.shape[0], 1),
         )
         return da.concatenate(pos_b), da.concatenate(orig_b), da.concatenate(dist_b)

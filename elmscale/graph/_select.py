@@ -34,8 +34,15 @@ def _query_rows(n_reference):
 SUBSAMPLE_COLUMNS = 256
 
 
-#: candidate pairs per block of :func:`exact_sq_distances` (keeps its buffers in cache)
+#: candidate pairs per block of :func:`exact_sq_distances` (keeps its buffers in cache) ...
 PAIR_BLOCK = 4096
+#: ... and at most this many values per buffer, so that they do not grow with d
+PAIR_VALUES = 1 << 16
+
+
+def pair_rows(d):
+    """Pairs per block of :func:`exact_sq_distances` for rows of d values."""
+    return max(1, min(PAIR_BLOCK, PAIR_VALUES // max(d, 1)))
 
 
 def exact_sq_distances(A, ia, B, ib):
@@ -44,7 +51,7 @@ def exact_sq_distances(A, ia, B, ib):
     dt = np.result_type(A.dtype, B.dtype, np.float32)
     n = len(ia)
     out = np.empty(n, dtype=dt)
-    block = min(PAIR_BLOCK, max(n, 1))
+    block = min(pair_rows(A.shape[1]), max(n, 1))
     a = np.empty((block, A.shape[1]), dtype=A.dtype)
     b = np.empty((block, B.shape[1]), dtype=B.dtype)
     diff = np.empty((block, A.shape[1]), dtype=dt)

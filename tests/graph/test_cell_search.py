@@ -6,7 +6,6 @@ import dask.array as da
 import numpy as np
 import pytest
 import scipy.linalg
-from dask.callbacks import Callback
 from dask.utils import key_split
 from sklearn.datasets import load_digits, make_blobs
 from sklearn.neighbors import NearestNeighbors
@@ -129,61 +128,6 @@ def test_graph_is_the_same_on_one_and_two_worker_processes(clustered, dask_clien
     for got in ((one["idx"], one["dist"]), two):
         np.testing.assert_array_equal(got[0], ref[0])
         np.testing.assert_array_equal(got[1], ref[1])
-
-
-@pytest.mark.distributed
-@pytest.mark.parametrize("share", [0.0, 0.3])
-def test_whole_chunks_read_by_the_search_give_the_same_graph(
-    clustered, dask_client, monkeypatch, share
-):
-    """A search task's rows of another chunk are cut from that whole chunk on its worker
-    where it needs more than WHOLE_CHUNK_SHARE of them (every chunk it touches at 0), and
-    sent as pieces cut out for it elsewhere: the same graph."""
-    from elmscale.graph import _exchange
-
-    ref = _cell_graph(clustered, 777)
-    monkeypatch.setattr(_exchange, "WHOLE_CHUNK_SHARE", share)
-    got = _cell_graph(clustered, 777)
-    np.testing.assert_array_equal(got[0], ref[0])
-    np.testing.assert_array_equal(got[1], ref[1])
-
-
-class _RowsPerSearchTask(Callback):
-    """Records, for every search task, the rows of X it received (its chunk + gathered)."""
-
-    def __init__(self):
-        super().__init__()
-        self.gathered = {}
-        self.search = []
-
-    def _posttask(self, key, result, dsk, state, id):
-        if not isinstance(key, str):
-            return
-        if key.startswith("elmscale-graph-gather"):
-            self.gathered[key] = len(result[0])
-        elif key.startswith("elmscale-graph-search"):
-            deps = state["dependencies"][key]
-            received = sum(self.gathered.get(d, 0) for d in deps)
-            self.search.append((len(result[0]), received))
-
-
-def test_no_task_holds_more_than_its_chunk_and_its_probed_cells():
-    """The stated bound: a search task holds its chunk plus the rows of the cells its queries
-    probe; with cells far smaller than chunks that is a few chunks, never all of X."""
-    X, _ = make_blobs(12_000, n_features=4, centers=30, random_state=1)
-    spy = _RowsPerSearchTask()
-    with spy, dask.config.set(scheduler="sync"):
-        dask.compute(
-            CellSearch(rows_per_cell=100, n_probes=3)(
-                da.from_array(X, chunks=(1500, 4)), 8, random_state=0
-            ),
-            optimize_graph=False,
-        )
-    assert len(spy.search) == 8
-    for own, received in spy.search:
-        assert own == 1500
-        assert received <= 2 * own  # its cells' neighbours are mostly in adjacent chunks
-    assert sum(r for _, r in spy.search) < len(X)
 
 
 def test_knn_graph_brings_back_no_n_sized_array(no_large_compute):  # noqa: F811
@@ -574,18 +518,3 @@ def test_auto_probes_with_grouped_cells_predict_their_estimate(monkeypatch):
         assert search.recall_estimate_ >= 0.95
     np.testing.assert_array_equal(graphs[0][0], graphs[1][0])
     np.testing.assert_array_equal(graphs[0][1], graphs[1][1])
-
-
-def test_a_search_task_larger_than_a_worker_thread_warns(clustered, monkeypatch):
-    """A search task that would hold more than a worker thread's memory (its chunk and its
-    rows' probed cells, a few copies) says so before it runs, naming the levers; the graph
-    is the same."""
-    from elmscale.exceptions import ElmscaleWarning
-    from elmscale.graph import _cell_search
-
-    Xd = da.from_array(clustered, chunks=(700, 5))
-    quiet = CellSearch(rows_per_cell=200, n_probes=4)(Xd, 10, random_state=0)[0].compute()
-    monkeypatch.setattr(_cell_search, "worker_memory_per_thread", lambda: 10_000)
-    with pytest.warns(ElmscaleWarning, match=r"kNN search: a task will hold about .*n_probes"):
-        idx = CellSearch(rows_per_cell=200, n_probes=4)(Xd, 10, random_state=0)[0].compute()
-    np.testing.assert_array_equal(idx, quiet)

@@ -1,0 +1,139 @@
+"""The cell search by reference blocks: each task holds one block of consecutive cells and
+the queries that probe it, within a memory budget; the graph is the same for any budget,
+chunking and cluster, and equals an exact search over each row's probed cells."""
+
+import tracemalloc
+
+import dask
+import dask.array as da
+import numpy as np
+import pytest
+
+from elmscale.graph import CellSearch, _select
+from elmscale.graph import _cell_search as cs
+
+#: a budget small enough to cut every chunk into several blocks and split their queries
+TINY = 300_000
+
+
+@pytest.fixture(scope="module")
+def ties():
+    """1,500 rows of 16 small integers: exact squared distances, many tied."""
+    return np.random.RandomState(0).randint(0, 4, (1500, 16)).astype(np.float64)
+
+
+def _planned(monkeypatch):
+    """The plans of the searches run after this call, recorded."""
+    plans, plan = [], cs.plan_search
+
+    def spy(*args):
+        plans.append(plan(*args))
+        return plans[-1]
+
+    monkeypatch.setattr(cs, "plan_search", spy)
+    return plans
+
+
+def _graph(X, chunks, search, k=8):
+    idx, dist = search(da.from_array(X, chunks=(chunks, X.shape[1])), k, random_state=1)
+    return dask.compute(idx, dist)
+
+
+def _probed_reference(X, search, chunks, k):
+    """Each row's k nearest among the rows of its probed cells (the cells the search
+    assigns, :func:`~elmscale.graph._cell_search.effective_probes`), by (exact squared
+    distance, index), from one dense NumPy pass per row."""
+    part = search.partition(da.from_array(X, chunks=(chunks, X.shape[1])), random_state=1)
+    probes, original = dask.compute(part.probes, part.original)
+    probed = cs.effective_probes(probes, np.diff(part.cell_start), search.n_probes, k)
+    idx = np.empty((len(X), k), dtype=np.int64)
+    dist = np.empty((len(X), k))
+    for row, cells in zip(original, probed, strict=True):
+        rows = np.concatenate(
+            [np.arange(part.cell_start[c], part.cell_start[c + 1]) for c in cells if c >= 0]
+        )
+        ids = original[rows]
+        ids = ids[ids != row]
+        d2 = ((X[ids] - X[row]) ** 2).sum(axis=1)  # integers: exact in any order
+        best = np.lexsort((ids, d2))[:k]
+        idx[row], dist[row] = ids[best], np.sqrt(d2[best])
+    return idx, dist
+
+
+@pytest.mark.parametrize("chunks", [500, 777])
+@pytest.mark.parametrize("budget", [None, TINY])
+def test_block_search_equals_an_exact_search_of_the_probed_cells(ties, chunks, budget, monkeypatch):
+    """Any chunking and budget (the tiny one cuts chunks into several blocks and a block's
+    queries over several tasks): each row's k nearest of its probed cells, ties by index;
+    where the probes cover every cell, the dense exact graph."""
+    plans = _planned(monkeypatch)
+    search = CellSearch(rows_per_cell=100, n_probes=3, recall_sample=0, memory_budget=budget)
+    got = _graph(ties, chunks, search)
+    if budget == TINY:
+        plan = plans[-1]
+        assert len(plan.block_starts) - 1 > -(-len(ties) // chunks)  # chunks cut into blocks
+        assert len(plan) > len(set(plan.blocks))  # some block's queries split over tasks
+        assert max(plan.held) <= TINY
+    want = _probed_reference(ties, search, chunks, 8)
+    np.testing.assert_array_equal(got[0], want[0])
+    np.testing.assert_array_equal(got[1], want[1])
+
+    everything = CellSearch(rows_per_cell=300, n_probes=20, recall_sample=0, memory_budget=budget)
+    got = _graph(ties, chunks, everything)
+    d2 = ((ties[:, None, :] - ties[None, :, :]) ** 2).sum(axis=2)
+    np.fill_diagonal(d2, np.inf)
+    ids = np.broadcast_to(np.arange(len(ties)), d2.shape)
+    dense = np.lexsort((ids, d2), axis=1)[:, :8]
+    np.testing.assert_array_equal(got[0], dense)
+    np.testing.assert_array_equal(got[1], np.sqrt(np.take_along_axis(d2, dense, axis=1)))
+
+
+@pytest.mark.parametrize(("d", "n", "budget"), [(64, 6000, 5 * 2**18), (4096, 600, 8 * 2**20)])
+def test_a_search_task_holds_at_most_its_budget_whatever_d(d, n, budget, monkeypatch):
+    """Each search task's peak memory, measured (tracemalloc, its inputs included), stays
+    within the budget at any d, where a chunk and its rows' probed cells alone exceed it."""
+    X = np.random.RandomState(d).randn(n, d).astype(np.float32)
+    assert X.nbytes > budget  # a chunk and another's rows: more than a task may hold
+    peaks, search_block = [], cs._search_block
+
+    def measured(kernel, k, cell_start, a, b, lo, Xc, original, pieces):
+        held = X[a - lo : b - lo].nbytes + 8 * (b - a) + sum(x.nbytes for p in pieces for x in p)
+        _select._workspace.__dict__.clear()  # the products' buffers count too
+        tracemalloc.start()
+        try:
+            out = search_block(kernel, k, cell_start, a, b, lo, Xc, original, pieces)
+            peaks.append(held + tracemalloc.get_traced_memory()[1])
+        finally:
+            tracemalloc.stop()
+        return out
+
+    plans = _planned(monkeypatch)
+    monkeypatch.setattr(cs, "_search_block", measured)
+    search = CellSearch(rows_per_cell=n // 12, n_probes=3, recall_sample=0, memory_budget=budget)
+    got = _graph(X, n // 2, search, k=5)
+    assert len(peaks) == len(plans[-1]) > 2
+    assert max(plans[-1].held) <= budget
+    assert max(peaks) <= budget, (max(peaks), budget)
+    monkeypatch.setattr(cs, "_search_block", search_block)
+    whole = _graph(X, n // 2, CellSearch(rows_per_cell=n // 12, n_probes=3, recall_sample=0), k=5)
+    np.testing.assert_array_equal(got[0], whole[0])
+    np.testing.assert_array_equal(got[1], whole[1])
+
+
+@pytest.mark.distributed
+def test_block_search_is_the_same_on_a_cluster(ties, dask_client):
+    """On two worker processes, default and tiny budgets: the graph of the local search."""
+    search = CellSearch(rows_per_cell=100, n_probes=3, recall_sample=0)
+    with dask.config.set(scheduler="sync"):
+        ref = _graph(ties, 500, search)
+    for budget in (None, TINY):
+        got = _graph(ties, 777, CellSearch(rows_per_cell=100, n_probes=3, memory_budget=budget))
+        np.testing.assert_array_equal(got[0], ref[0])
+        np.testing.assert_array_equal(got[1], ref[1])
+
+
+def test_memory_budget_is_checked_and_shown():
+    with pytest.raises(ValueError, match="memory_budget"):
+        CellSearch(memory_budget=0)
+    assert "memory_budget=1000" in repr(CellSearch(memory_budget=1000))
+    assert "memory_budget" not in repr(CellSearch())
