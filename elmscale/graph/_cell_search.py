@@ -33,6 +33,7 @@ Nothing is compiled at run time.
 """
 
 import copy
+import functools
 import logging
 import math
 
@@ -167,6 +168,10 @@ def _most(fits, high):
     return lo
 
 
+def _queries_fit(budget, nr, shape, nq):
+    return task_bytes(nr, nq, *shape) <= budget
+
+
 def reference_blocks(starts, budget, d, itemsize, width, k):
     """The reference blocks of the search: each ordered chunk ``starts[t]:starts[t + 1]``
     cut into equal runs of consecutive rows (so of consecutive cells), as few as keep a
@@ -215,7 +220,7 @@ def plan_search(block_starts, counts, budget, d, itemsize, width, k):
         if total == 0:
             continue
         nr = int(block_starts[b + 1] - block_starts[b])
-        cap = _most(lambda n: task_bytes(nr, n, d, itemsize, width, k) <= budget, total)  # noqa: B023
+        cap = _most(functools.partial(_queries_fit, budget, nr, (d, itemsize, width, k)), total)
         parts = -(-total // cap)
         cuts = [(i * total) // parts for i in range(parts + 1)]
         ends = np.cumsum(counts[:, b])
