@@ -42,10 +42,10 @@ import dask.array as da
 import numpy as np
 from dask.utils import format_bytes
 
-from ..utils._dask import worker_memory_per_thread
+from ..utils._dask import cluster_threads, worker_memory_per_thread
 from ._backends import check_n_neighbors
 from ._cells import assign_cells, cell_groups, fit_cells_on_workers, nearest_cells
-from ._exchange import exchange
+from ._exchange import exchange, split_by_bytes
 from ._local_join import (
     _columns,
     _positions,
@@ -258,12 +258,17 @@ def _block_counts(row_blocks):
     return np.diff(row_blocks[2])
 
 
-def _take_queries(X, original, row_blocks, lo, block, first, stop):
+def _take_queries(X, original, row_blocks, after, lo, block, first, stop):
     """Rows ``first:stop`` of this chunk's rows that probe ``block`` (the chunk starts at
-    ordered position ``lo``): (ordered positions, rows, original indices, probed cells)."""
+    ordered position ``lo``): (ordered positions, rows, original indices, probed cells).
+    ``after`` only orders the task after an earlier wave's searches."""
     eff, rows, ptr = row_blocks
     sel = rows[ptr[block] + first : ptr[block] + stop]
     return sel + lo, X[sel], original[sel], eff[sel]
+
+
+def _after(*found):
+    """Nothing, once these search tasks have run: what a later wave's packs wait for."""
 
 
 def _in_block(probes, cell_start, a, b):
@@ -740,23 +745,29 @@ class CellSearch:
         counts = np.stack(dask.compute(*[task("counts", _block_counts, r) for r in row_blocks]))
         plan = plan_search(block_starts, counts, budget, *shape)
         row_bytes = X.shape[1] * X.dtype.itemsize + 8 * (probes.shape[1] + 2)
-        pieces = exchange(
-            f"{PREFIX}-gather",
-            _take_queries,
-            list(zip(X_blocks, orig_blocks, row_blocks, strict=True)),
-            [
-                [(s, (int(starts[s]), b, q0, q1)) for s, q0, q1 in q]
-                for b, q in zip(plan.blocks, plan.queries, strict=True)
-            ],
-            nbytes=[sum(q1 - q0 for _, q0, q1 in q) * row_bytes for q in plan.queries],
-        )
+        requests = [
+            [(s, (int(starts[s]), b, q0, q1)) for s, q0, q1 in q]
+            for b, q in zip(plan.blocks, plan.queries, strict=True)
+        ]
+        nbytes = [sum(q1 - q0 for _, q0, q1 in q) * row_bytes for q in plan.queries]
+        # queries move in waves of about a task's worth per worker thread: the packs of wave
+        # w + 2 wait for wave w's searches, so at most two waves of copies are held at once
+        waves = split_by_bytes(range(len(plan)), nbytes, budget * max(cluster_threads(), 1))
         kernel = propose if self.kernel is None else self.kernel
-        found, wanted = [], [[] for _ in range(nb)]
-        for i, (b, queries) in enumerate(zip(plan.blocks, plan.queries, strict=True)):
-            t = int(block_chunk[b])
-            a, e, lo = int(block_starts[b]), int(block_starts[b + 1]), int(starts[t])
-            found.append(
-                task(
+        found, wanted, done = [None] * len(plan), [[] for _ in range(nb)], []
+        for w, wave in enumerate(waves):
+            after = done[w - 2] if w >= 2 else None
+            pieces = exchange(
+                f"{PREFIX}-gather",
+                _take_queries,
+                [(*src, after) for src in zip(X_blocks, orig_blocks, row_blocks, strict=True)],
+                [requests[i] for i in wave],
+                nbytes=[nbytes[i] for i in wave],
+            )
+            for i, got in zip(wave, pieces, strict=True):
+                t = int(block_chunk[plan.blocks[i]])
+                a, e = (int(x) for x in block_starts[plan.blocks[i] : plan.blocks[i] + 2])
+                found[i] = task(
                     "search",
                     _search_block,
                     kernel,
@@ -764,12 +775,13 @@ class CellSearch:
                     part.cell_start,
                     a,
                     e,
-                    lo,
+                    int(starts[t]),
                     X_blocks[t],
                     orig_blocks[t],
-                    pieces[i],
+                    got,
                 )
-            )
+            done.append(task("wave", _after, *[found[i] for i in wave]))
+        for i, queries in enumerate(plan.queries):
             for s in sorted({s for s, _, _ in queries}):
                 wanted[s].append((i, (int(starts[s]), int(starts[s + 1]))))
         lists = exchange(
