@@ -99,7 +99,17 @@ STAGES = (
         ),
     ),
     ("embed", ("elmscale-embed", "unit_rows", "nystrom_extension", "nearest_rows")),
-    ("k-means", ("elmscale-kmeans", "argmax_label", "n_changed")),
+    (
+        "k-means",
+        (
+            "elmscale-kmeans",
+            "elmscale-refine",
+            "argmax_label",
+            "n_changed",
+            "labels_key",
+            "sum_keys",
+        ),
+    ),
     (
         "write",
         (

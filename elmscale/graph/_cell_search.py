@@ -793,26 +793,38 @@ class CellSearch:
                 len(w) * int(n) * k * 24 for w, n in zip(wanted, part.order.chunks, strict=True)
             ],
         )
-        pos_b, orig_b, dist_b = [], [], []
-        for t in range(nb):
-            n = int(starts[t + 1] - starts[t])
-            out = task("merge", _merge_lists, n, k, lists[t])
-            pos_b.append(da.from_delayed(out[0], (n, k), dtype=np.int64))
-            orig_b.append(da.from_delayed(out[1], (n, k), dtype=np.int64))
-            dist_b.append(da.from_delayed(out[2], (n, k), dtype=np.float64))
-        sent = int(counts.sum())
-        largest = int(np.argmax(plan.held)) if len(plan) else 0
-        logger.info(
-            "kNN search: %s per task (%s), %d reference blocks, %d tasks, the largest "
-            "holding about %s (%d reference rows, %d queries); %d query rows sent (%.2f N)",
-            format_bytes(budget),
-            "memory_budget" if self.memory_budget is not None else "default",
-            len(block_starts) - 1,
-            len(plan),
-            format_bytes(max(plan.held, default=0)),
-            int(np.diff(block_starts)[plan.blocks[largest]]) if len(plan) else 0,
-            sum(q1 - q0 for _, q0, q1 in plan.queries[largest]) if len(plan) else 0,
-            sent,
-            sent / max(X.shape[0], 1),
-        )
-        return da.concatenate(pos_b), da.concatenate(orig_b), da.concatenate(dist_b)
+        _log_search(budget, self.memory_budget is not None, block_starts, plan, counts, X.shape[0])
+        return _merged(lists, starts, k)
+
+
+def _merged(lists, starts, k):
+    """Each ordered chunk's rows' k best of their lists from every block, as three dask
+    arrays (positions in cell order, original indices, distances)."""
+    pos_b, orig_b, dist_b = [], [], []
+    for t in range(len(starts) - 1):
+        n = int(starts[t + 1] - starts[t])
+        out = task("merge", _merge_lists, n, k, lists[t])
+        pos_b.append(da.from_delayed(out[0], (n, k), dtype=np.int64))
+        orig_b.append(da.from_delayed(out[1], (n, k), dtype=np.int64))
+        dist_b.append(da.from_delayed(out[2], (n, k), dtype=np.float64))
+    return da.concatenate(pos_b), da.concatenate(orig_b), da.concatenate(dist_b)
+
+
+def _log_search(budget, given, block_starts, plan, counts, n_rows):
+    """The search's plan at INFO: the budget, blocks, tasks, the largest task and the rows
+    sent."""
+    sent = int(counts.sum())
+    largest = int(np.argmax(plan.held)) if len(plan) else 0
+    logger.info(
+        "kNN search: %s per task (%s), %d reference blocks, %d tasks, the largest "
+        "holding about %s (%d reference rows, %d queries); %d query rows sent (%.2f N)",
+        format_bytes(budget),
+        "memory_budget" if given else "default",
+        len(block_starts) - 1,
+        len(plan),
+        format_bytes(max(plan.held, default=0)),
+        int(np.diff(block_starts)[plan.blocks[largest]]) if len(plan) else 0,
+        sum(q1 - q0 for _, q0, q1 in plan.queries[largest]) if len(plan) else 0,
+        sent,
+        sent / max(n_rows, 1),
+    )
