@@ -337,8 +337,15 @@ def test_cli_fit_resumes_with_checkpoint(mixture, tmp_path, monkeypatch):
 @pytest.mark.slow
 def test_writing_and_resuming_bring_no_n_sized_array_to_the_client(
     tmp_path,
+    monkeypatch,
     no_large_compute,  # noqa: F811
 ):
+    from elmscale.graph import _reference
+
+    # the training reference predict searches is bounded by its byte budgets, not by N:
+    # made smaller than N rows and N keys here
+    monkeypatch.setattr(_reference, "REFERENCE_BYTES", 2**19)
+    monkeypatch.setattr(_reference, "LOOKUP_BYTES", 2**18)
     N = 30_000
     Xd = _dask(np.random.RandomState(0).randn(N, 3), chunks=6_000)
     params = {"n_clusters": 3, "n_hidden": 20, "graph": "exact", "n_neighbors": 5}

@@ -132,7 +132,11 @@ def test_timings_comment_lists_the_stages_of_the_example():
 @pytest.mark.slow  # every estimator at its defaults (1,000 hidden nodes), six ELM-JEC fits:
 @pytest.mark.distributed  # about a minute of CPU whatever the rows
 def test_readme_runs(small_digits, dask_client, tmp_path, monkeypatch):
+    import dask.array as da
+
     monkeypatch.chdir(tmp_path)  # the saving example writes files into the working folder
+    # the scaling example reads its rows from a Zarr array, as a user's would be stored
+    da.from_array(small_digits[0], chunks=(100, -1)).to_zarr(str(tmp_path / "X.zarr"))
     blocks = markdown_python_blocks(README)
     ns = run_blocks(blocks, {}, _outside(dask_client.scheduler.address, tmp_path))
     assert list(ns["fitted"].timings_)  # the last runnable block ran to its end
