@@ -36,8 +36,10 @@ SUBSAMPLE_COLUMNS = 256
 
 #: candidate pairs per block of :func:`exact_sq_distances` (keeps its buffers in cache) ...
 PAIR_BLOCK = 4096
-#: ... and at most this many values per buffer, so that they do not grow with d
-PAIR_VALUES = 1 << 16
+#: ... and at most this many values per buffer, so that they do not grow with d beyond 1,024
+#: columns (with fewer pairs per block numpy's per-call overhead dominates the exact
+#: distances of wide rows)
+PAIR_VALUES = PAIR_BLOCK * 1024
 
 
 def pair_rows(d):
