@@ -36,7 +36,7 @@ from ..mixins import DataNodesMixin
 from ..solvers import sign_flip
 from ..sweep import sweep
 from ..utils._dask import tree_sum
-from ..utils._random import draw_seed
+from ..utils._random import draw_seed, splitmix64
 from ..validation import Interval, StrOptions
 
 logger = logging.getLogger(__name__)
@@ -223,10 +223,7 @@ def _labels_key(labels, start):
     with np.errstate(over="ignore"):
         z = np.arange(start, start + len(labels), dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)
         z += labels.astype(np.uint64)
-        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-        z = z ^ (z >> np.uint64(31))
-        return np.uint64(z.sum(dtype=np.uint64))
+        return np.uint64(splitmix64(z).sum(dtype=np.uint64))
 
 
 def _sum_keys(*keys):
@@ -246,10 +243,7 @@ def _partition_key(labels):
 def _hash_labels(index, seed, n_clusters):
     """Random labels keyed by global row index (splitmix64), so independent of chunking."""
     with np.errstate(over="ignore"):
-        z = index.astype(np.uint64) + np.uint64(seed) * np.uint64(0x9E3779B97F4A7C15)
-        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-        z = z ^ (z >> np.uint64(31))
+        z = splitmix64(index.astype(np.uint64) + np.uint64(seed) * np.uint64(0x9E3779B97F4A7C15))
     return ((z >> np.uint64(11)).astype(np.float64) * 2.0**-53 * n_clusters).astype(np.int64)
 
 

@@ -29,6 +29,7 @@ import dask
 import numpy as np
 
 from ..utils._dask import distributed_client
+from ..utils._random import splitmix64
 from ._backends import _block_candidates
 from ._extend import _weighted_mean
 
@@ -53,17 +54,6 @@ def _multipliers(n_features):
     return rng.integers(0, 2**63, size=n_features, dtype=np.uint64) * np.uint64(2) + np.uint64(1)
 
 
-def _mix(h):
-    """splitmix64's finaliser, in place: a bijection of uint64 that spreads every input bit
-    over all output bits."""
-    h ^= h >> np.uint64(30)
-    h *= np.uint64(0xBF58476D1CE4E5B9)
-    h ^= h >> np.uint64(27)
-    h *= np.uint64(0x94D049BB133111EB)
-    h ^= h >> np.uint64(31)
-    return h
-
-
 def row_keys(X):
     """A 64-bit key per row of a NumPy block: equal rows (as float64 values, with -0.0 equal
     to 0.0) have equal keys, whatever their dtype or the file they came from.
@@ -80,9 +70,9 @@ def row_keys(X):
     with np.errstate(over="ignore"):
         for lo in range(0, X.shape[0], KEY_ROWS):
             # + 0.0 turns -0.0 into 0.0 (and makes a float64 copy to mix in place)
-            bits = _mix((X[lo : lo + KEY_ROWS].astype(np.float64) + 0.0).view(np.uint64))
+            bits = splitmix64((X[lo : lo + KEY_ROWS].astype(np.float64) + 0.0).view(np.uint64))
             bits *= w
-            out[lo : lo + KEY_ROWS] = _mix(bits.sum(axis=1, dtype=np.uint64))
+            out[lo : lo + KEY_ROWS] = splitmix64(bits.sum(axis=1, dtype=np.uint64))
     return out
 
 

@@ -1,6 +1,17 @@
 import numpy as np
 
 
+def splitmix64(h):
+    """splitmix64's finaliser of a uint64 array, in place (and returned): a bijection that
+    spreads every input bit over all output bits (callers silence NumPy's overflow)."""
+    h ^= h >> np.uint64(30)
+    h *= np.uint64(0xBF58476D1CE4E5B9)
+    h ^= h >> np.uint64(27)
+    h *= np.uint64(0x94D049BB133111EB)
+    h ^= h >> np.uint64(31)
+    return h
+
+
 def draw_seed(random_state, low=0, high=2**31 - 1):
     """An integer seed drawn from a ``RandomState``, for a component needing its own stream."""
     return int(random_state.randint(low, high))
