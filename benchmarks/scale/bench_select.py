@@ -17,11 +17,10 @@ It prints the CPU model and the BLAS libraries (threadpoolctl) the timings ran o
 short on a shared machine: ``--n 0`` (blocks only) takes well under a minute, ``--blocks 0``
 the graph part alone.
 
-    python benchmarks/bench_select.py [--repeats 5] [--blocks 20] [--n 100000]
+    python -m benchmarks.scale.bench_select [--repeats 5] [--blocks 20] [--n 100000]
 """
 
 import argparse
-import importlib.util
 import os
 import subprocess
 import sys
@@ -32,19 +31,13 @@ from pathlib import Path
 import numpy as np
 from threadpoolctl import threadpool_info, threadpool_limits
 
+from benchmarks._mixture import mixture_numpy
 from elmscale.graph import CellSearch, Operands, propose
 
 HERE = Path(__file__).resolve().parent
 ROOT = next(p for p in (HERE, *HERE.parents) if (p / "pyproject.toml").exists())
 #: the last revision with the selection by argpartition of values and then of columns
 OLD_REV = "a588545"
-
-
-def _module_from(path, name):
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def old_selection(rev):
@@ -77,8 +70,7 @@ def faiss_kernel():
 
 
 def mixture(n, d, seed=0):
-    path = next(HERE.rglob("_mixture.py"))
-    return _module_from(path, "_mixture").mixture_numpy(n, n_features=d, seed=seed)[0]
+    return mixture_numpy(n, n_features=d, seed=seed)[0]
 
 
 def blocks(n_blocks, nq, nr, d):
