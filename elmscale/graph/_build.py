@@ -18,6 +18,7 @@ from ..hidden import apply_scaling
 from ..utils._dask import named
 from ..utils._validation import as_row_chunked
 from ._backends import check_n_neighbors
+from ._cell_search import CellSearch
 from ._chunking import graph_chunks
 from ._container import KNNGraph
 from ._exchange import exchange
@@ -41,6 +42,9 @@ WEIGHTS = ("binary", "heat")
 EXACT_MAX_SAMPLES = 10_000
 #: ``order="auto"`` sorts rows by locality above this many samples
 ORDER_MIN_SAMPLES = 20_000
+#: the recall@k ``knn_graph`` and ``KNNGraphTransformer`` search for by default (``"auto"``
+#: above ``EXACT_MAX_SAMPLES`` rows)
+DEFAULT_TARGET_RECALL = 0.98
 
 
 def _edge_counts(idx, starts):
@@ -69,11 +73,36 @@ def resolve_backend(backend, n_samples):
     return backend
 
 
-def backend_callable(backend, n_samples, estimate_recall=True):
+def check_target_recall(target_recall):
+    """``target_recall`` as a float in (0, 1], or None; ValueError otherwise."""
+    if target_recall is None:
+        return None
+    if isinstance(target_recall, bool) or not isinstance(target_recall, (int, float, np.number)):
+        raise ValueError(f"target_recall must be a float in (0, 1] or None, got {target_recall!r}")
+    if not 0 < target_recall <= 1:
+        raise ValueError(f"target_recall must be a float in (0, 1] or None, got {target_recall!r}")
+    return float(target_recall)
+
+
+def backend_callable(
+    backend, n_samples, estimate_recall=True, target_recall=None, *, param="backend"
+):
     """A backend callable as is; ``"auto"``, a registered name or an alias as the callable the
     plugin registry holds for it (the registry is the one table of backend names). Without
-    ``estimate_recall``, its ``without_recall_estimate()`` where it has one."""
-    fn = registry.resolve("graph", resolve_backend(backend, n_samples), "backend")
+    ``estimate_recall``, its ``without_recall_estimate()`` where it has one. ``param`` names
+    the parameter in the error for an unknown name.
+
+    ``"auto"`` with a ``target_recall`` above ``EXACT_MAX_SAMPLES`` rows is the cell search
+    that measures its recall and adds cells, then refinement rounds, until the estimate
+    reaches the target or stops rising (``CellSearch(n_probes="auto", n_refine="auto")``)."""
+    if (
+        target_recall is not None
+        and isinstance(backend, str)
+        and backend == "auto"
+        and n_samples > EXACT_MAX_SAMPLES
+    ):
+        return CellSearch(n_probes="auto", n_refine="auto", target_recall=target_recall)
+    fn = registry.resolve("graph", resolve_backend(backend, n_samples), param)
     if not estimate_recall and hasattr(fn, "without_recall_estimate"):
         fn = fn.without_recall_estimate()
     return fn
@@ -92,6 +121,7 @@ def knn_graph(
     scaling=None,
     order="auto",
     estimate_recall=True,
+    target_recall=DEFAULT_TARGET_RECALL,
 ):
     """Build the symmetrised kNN graph of the rows of X on the cluster.
 
@@ -105,8 +135,9 @@ def knn_graph(
         k of the kNN graph, before symmetrisation.
     backend : "auto", str or callable, default="auto"
         A graph backend callable, or the name (or alias) of a registered one
-        (``elmscale.available("graph")``). "auto" takes "exact" up to 10,000 rows and "cells"
-        (the distributed search, :class:`~elmscale.graph.CellSearch`) above.
+        (``elmscale.available("graph")``). "auto" takes "exact" up to 10,000 rows and the
+        distributed search (:class:`~elmscale.graph.CellSearch`) above, searching for
+        ``target_recall``.
     weights : {"binary", "heat"}
         1 on every edge, or ``exp(-||xi - xj||^2 / (2 sigma^2))``.
     sigma : float or None
@@ -124,6 +155,12 @@ def knn_graph(
     estimate_recall : bool, default=True
         False skips a backend's recall estimate where its rounds do not need it (its
         ``without_recall_estimate()``), for callers that do not read it: the same graph.
+    target_recall : float in (0, 1] or None, default=0.98
+        With ``backend="auto"`` above 10,000 rows, the recall@k to search for:
+        ``CellSearch(n_probes="auto", n_refine="auto")`` adds cells, then rounds of the
+        local join, until its estimate (``recall_estimate_``) reaches it or stops rising.
+        None: the estimators' fixed search (``backend="cells"``), faster, with whatever
+        recall the data gives. The graph guide states both's cost and recall.
 
     Returns
     -------
@@ -132,19 +169,33 @@ def knn_graph(
     if not isinstance(X, da.Array):  # the estimators' inputs, as they take them
         X, _ = as_row_chunked(X, name="X")
     _check_graph_params(X, n_neighbors, weights, sigma, order, transform, scaling)
-    backend_fn = backend_callable(backend, X.shape[0], estimate_recall)
+    target_recall = check_target_recall(target_recall)
+    backend_fn = backend_callable(backend, X.shape[0], estimate_recall, target_recall)
     source_name, outer_chunks = X.name, tuple(X.chunks[0])
     X = X.rechunk({0: graph_chunks(outer_chunks)})
     if order == "auto":
         order = len(X.chunks[0]) > 1 and X.shape[0] > ORDER_MIN_SAMPLES
     search_rows = _search_rows(transform, scaling)
     X, idx, dist, row_order = _search(X, backend_fn, n_neighbors, search_rows, order, random_state)
+    graph = _assemble(
+        X, idx, dist, row_order, outer_chunks, source_name, n_neighbors, weights, sigma, normalized
+    )
+    graph.recall_estimate_ = getattr(backend_fn, "recall_estimate_", None)
+    logger.info("kNN graph: %r, %d halo rows in all", graph, graph.halo_size())
+    return graph
+
+
+def _assemble(
+    X, idx, dist, row_order, chunks, source_name, n_neighbors, weights, sigma, normalized
+):
+    """The :class:`KNNGraph` of the searched lists: weighted, symmetrised, normalised, split
+    back into X's own row ``chunks`` where it was built on runs of them."""
     blocks, starts, sigma_value = _weighted_blocks(X, idx, dist, weights, sigma, normalized)
-    if tuple(X.chunks[0]) != outer_chunks:
+    if tuple(X.chunks[0]) != chunks:
         blocks, X, idx, dist, row_order = _in_chunks(
-            outer_chunks, starts, blocks, X, idx, dist, row_order
+            chunks, starts, blocks, X, idx, dist, row_order
         )
-    graph = KNNGraph(
+    return KNNGraph(
         blocks,
         X,
         n_neighbors=n_neighbors,
@@ -156,9 +207,6 @@ def knn_graph(
         order=row_order,
         source_name=source_name,
     )
-    graph.recall_estimate_ = getattr(backend_fn, "recall_estimate_", None)
-    logger.info("kNN graph: %r, %d halo rows in all", graph, graph.halo_size())
-    return graph
 
 
 def _weighted_blocks(X, idx, dist, weights, sigma, normalized):

@@ -1,7 +1,7 @@
 """The kNN graph as a scikit-learn transformer, for libraries that take a precomputed sparse
 neighbours graph (scikit-learn's SpectralClustering, HDBSCAN, Isomap, TSNE; umap-learn)."""
 
-from numbers import Integral
+from numbers import Integral, Real
 
 import dask
 import dask.array as da
@@ -10,13 +10,12 @@ import scipy.sparse as sp
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils import check_random_state
 
-from .. import registry
 from ..utils._random import draw_seed
 from ..utils._threads import blas_for_dask
 from ..utils._validation import as_row_chunked, validate_data
 from ..validation import Interval, Registered, StrOptions, fit_context
 from ._backends import exact_kneighbors
-from ._build import resolve_backend, union_blocks
+from ._build import DEFAULT_TARGET_RECALL, backend_callable, union_blocks
 from ._chunking import graph_chunks
 from ._select import BLOCK_VALUES, _error_bound, exact_sq_distances
 from ._tasks import task
@@ -135,7 +134,11 @@ class KNNGraphTransformer(TransformerMixin, BaseEstimator):
         The search backend for the training data, as the estimators' ``graph`` parameter: a
         registered graph backend (``elmscale.available("graph")``: "exact", "cells",
         "pynndescent", ...) or a callable with the backend protocol. "auto" is exact up to
-        10,000 rows and "cells" above.
+        10,000 rows and above it the cell search for ``target_recall``.
+    target_recall : float in (0, 1] or None, default=0.98
+        With ``graph="auto"`` above 10,000 rows: the recall@k the search aims for, as
+        :func:`~elmscale.graph.knn_graph`'s; None for the estimators' fixed search (faster,
+        with whatever recall the data gives). ``recall_estimate_`` reports what it reached.
     random_state : int, RandomState or None, default=None
         Seed of approximate backends.
 
@@ -197,16 +200,25 @@ class KNNGraphTransformer(TransformerMixin, BaseEstimator):
         "mode": [StrOptions({"distance", "connectivity"})],
         "symmetric": ["boolean"],
         "graph": [StrOptions({"auto"}), Registered("graph"), callable],
+        "target_recall": [Interval(Real, 0, 1, closed="right"), None],
         "random_state": ["random_state"],
     }
 
     def __init__(
-        self, n_neighbors=5, *, mode="distance", symmetric=True, graph="auto", random_state=None
+        self,
+        n_neighbors=5,
+        *,
+        mode="distance",
+        symmetric=True,
+        graph="auto",
+        target_recall=DEFAULT_TARGET_RECALL,
+        random_state=None,
     ):
         self.n_neighbors = n_neighbors
         self.mode = mode
         self.symmetric = symmetric
         self.graph = graph
+        self.target_recall = target_recall
         self.random_state = random_state
 
     @property
@@ -258,7 +270,9 @@ class KNNGraphTransformer(TransformerMixin, BaseEstimator):
         idx = da.arange(n, chunks=(rows,))[:, None]  # the point itself, at distance 0
         dist = da.zeros((n, 1), chunks=(rows, 1))
         if self._n_others > 0:
-            backend = registry.resolve("graph", resolve_backend(self.graph, n), "graph")
+            backend = backend_callable(
+                self.graph, n, target_recall=self.target_recall, param="graph"
+            )
             seed = self.random_state
             if seed is not None and not isinstance(seed, Integral):
                 seed = draw_seed(check_random_state(seed))

@@ -135,6 +135,45 @@ def test_graph_parameter_errors(rng):
     assert {"cells", "exact", "pynndescent"} <= set(available("graph"))
 
 
+def test_the_default_graph_searches_for_the_target_recall():
+    """Above 10,000 rows knn_graph's default is the cell search for ``target_recall`` (0.98):
+    the graph of ``CellSearch(n_probes="auto", n_refine="auto")`` with that target, its
+    estimate reported and reached, and its recall against brute force close to it, higher
+    than the fixed search's (``target_recall=None``, the estimators' ``backend="cells"``)
+    on data whose cells cut many neighbourhoods."""
+    from elmscale.graph import CellSearch
+
+    X = np.random.default_rng(0).normal(size=(12_000, 30))  # cells cut most neighbourhoods
+    Xd = da.from_array(X, chunks=(4_000, 30))
+    _, ref = _brute(X, 10)
+    sample = np.random.default_rng(1).choice(len(X), 1_000, replace=False)
+
+    def recall(graph):
+        idx = graph.indices.compute()[sample]
+        pairs = zip(idx, ref[sample, 1:], strict=True)
+        return np.mean([len(set(a) & set(b)) / 10 for a, b in pairs])
+
+    default = knn_graph(Xd, 10, random_state=0)
+    explicit = CellSearch(n_probes="auto", n_refine="auto", target_recall=0.98)
+    same = knn_graph(Xd, 10, backend=explicit, random_state=0)
+    np.testing.assert_array_equal(default.indices.compute(), same.indices.compute())
+    fixed = knn_graph(Xd, 10, random_state=0, target_recall=None)
+    cells = knn_graph(Xd, 10, backend="cells", random_state=0)
+    np.testing.assert_array_equal(fixed.indices.compute(), cells.indices.compute())
+    assert default.recall_estimate_ >= 0.98
+    assert recall(default) >= 0.96
+    assert recall(default) > recall(fixed) + 0.2
+    lower = knn_graph(Xd, 10, random_state=0, target_recall=0.8)
+    assert 0.8 <= lower.recall_estimate_ < default.recall_estimate_
+
+
+@pytest.mark.parametrize("bad", [0, 1.5, -0.1, "high", True])
+def test_target_recall_must_be_in_0_1(rng, bad):
+    Xd = da.from_array(rng.randn(20, 2), chunks=(10, 2))
+    with pytest.raises(ValueError, match=r"target_recall must be a float in \(0, 1\] or None"):
+        knn_graph(Xd, 3, target_recall=bad)
+
+
 def test_locality_order_is_a_permutation_that_shrinks_the_halo():
     from sklearn.datasets import make_blobs
 

@@ -267,6 +267,22 @@ def test_recall_estimate_is_reported_by_the_cell_search():
     assert knn_graph(da.from_array(X, chunks=1000), 5, backend="exact").recall_estimate_ is None
 
 
+def test_the_transformer_searches_for_its_target_recall():
+    """Above 10,000 rows ``graph="auto"`` searches for ``target_recall`` as knn_graph does
+    (the estimate reached); ``target_recall=None`` is the estimators' fixed search, the
+    graph of ``graph="cells"``; a bad target is refused by name."""
+    X = np.random.default_rng(0).normal(size=(12_000, 30))  # cells cut most neighbourhoods
+    default = KNNGraphTransformer(n_neighbors=10, symmetric=False, random_state=0)
+    default.fit_transform(X)
+    assert default.recall_estimate_ >= 0.98
+    fixed = KNNGraphTransformer(n_neighbors=10, symmetric=False, target_recall=None, random_state=0)
+    cells = KNNGraphTransformer(n_neighbors=10, symmetric=False, graph="cells", random_state=0)
+    assert (fixed.fit_transform(X) != cells.fit_transform(X)).nnz == 0
+    assert fixed.recall_estimate_ == cells.recall_estimate_ < default.recall_estimate_ - 0.2
+    with pytest.raises(ValueError, match="'target_recall' parameter of KNNGraphTransformer"):
+        KNNGraphTransformer(target_recall=2.0).fit(X[:50])
+
+
 def test_a_graph_without_recall_estimate_is_the_same_graph(monkeypatch):
     """knn_graph(estimate_recall=False), as the estimators build their graphs, runs no exact
     search of the recall sample and gives the same graph; "auto" refinement, whose rounds
