@@ -7,7 +7,8 @@ float32, as a user holds it in memory (350,000 x 784, 1.1 GB for 5 copies). One
 ``USELM(n_clusters=10, random_state=0)`` fit (``--fit`` to change it) runs on dask's threaded
 scheduler; a thread samples this process's RSS every 50 ms. Printed: the input's bytes, the
 RSS before the fit (the input and the imports), the peak during it, the peak over the input's
-size, the fit's seconds and stages, ACC against the stacked labels, and the machine.
+size, the fit's seconds and stages with the peak RSS in each, ACC against the stacked labels,
+and the machine.
 """
 
 import argparse
@@ -26,15 +27,29 @@ def _rss_bytes():
 
 
 class PeakRSS:
-    """The largest RSS of this process seen while the block runs, sampled every ``every`` s."""
+    """The largest RSS of this process seen while the block runs, sampled every ``every`` s;
+    ``samples`` keeps (seconds since the start, RSS) for :meth:`stage_peaks`."""
 
     def __init__(self, every=0.05):
         self.every, self.peak, self._stop = every, 0, threading.Event()
+        self.samples, self._t0 = [], time.perf_counter()
 
     def _watch(self):
         while not self._stop.is_set():
-            self.peak = max(self.peak, _rss_bytes())
+            rss = _rss_bytes()
+            self.peak = max(self.peak, rss)
+            self.samples.append((time.perf_counter() - self._t0, rss))
             self._stop.wait(self.every)
+
+    def stage_peaks(self, timings):
+        """Peak RSS per stage of a fit's ``timings_`` (stages back to back from the start,
+        in their order): which stage holds the most."""
+        peaks, start = {}, 0.0
+        for stage, seconds in timings.items():
+            inside = [r for t, r in self.samples if start <= t < start + seconds]
+            peaks[stage] = max(inside, default=0)
+            start += seconds
+        return peaks
 
     def __enter__(self):
         self._thread = threading.Thread(target=self._watch, daemon=True)
@@ -64,11 +79,12 @@ def main(argv=None):
     y = np.tile(y0, args.copies)
     del X0
     before = _rss_bytes()
-    model = eval(args.fit, vars(elmscale))
+    model = eval(args.fit, {name: getattr(elmscale, name) for name in elmscale.__all__})
     with PeakRSS() as peak:
         t0 = time.perf_counter()
         model.fit(X)
         seconds = time.perf_counter() - t0
+    timings = getattr(model, "timings_", {})
     print(
         json.dumps(
             {
@@ -82,7 +98,8 @@ def main(argv=None):
                 "peak_rss": peak.peak,
                 "peak_over_input": round(peak.peak / X.nbytes, 2),
                 "seconds": round(seconds, 1),
-                "timings": {k: round(v, 1) for k, v in getattr(model, "timings_", {}).items()},
+                "timings": {k: round(v, 1) for k, v in timings.items()},
+                "stage_peak_rss": peak.stage_peaks(timings),
                 "acc": round(float(clustering_accuracy(y, model.labels_)), 4),
             }
         )
