@@ -472,7 +472,8 @@ class USELM(GraphMixin, DataNodesMixin, EmbeddingClusterMixin, BaseELM):
                 steps = 0
             else:
                 logger.info("smoothing: %d steps keep %.3f of the variance", steps, kept)
-                graph = graph_f
+                # the same edges; the unfiltered rows it held are read no more, and go
+                graph = reduction.graph = graph_f
                 reduction.features = self.hidden_features(
                     graph_f.X, output_order=input_order(graph)
                 )

@@ -15,7 +15,7 @@ import numpy as np
 
 from .. import registry
 from ..hidden import apply_scaling
-from ..utils._dask import named
+from ..utils._dask import is_compact_view, moved_rows, named, persist_compact, read_through
 from ..utils._validation import as_row_chunked
 from ._backends import check_n_neighbors
 from ._cell_search import CellSearch
@@ -172,11 +172,13 @@ def knn_graph(
     target_recall = check_target_recall(target_recall)
     backend_fn = backend_callable(backend, X.shape[0], estimate_recall, target_recall)
     source_name, outer_chunks = X.name, tuple(X.chunks[0])
-    X = X.rechunk({0: graph_chunks(outer_chunks)})
+    X = moved_rows(X, lambda A: A.rechunk({0: graph_chunks(outer_chunks)}))
     if order == "auto":
         order = len(X.chunks[0]) > 1 and X.shape[0] > ORDER_MIN_SAMPLES
-    search_rows = _search_rows(transform, scaling)
-    X, idx, dist, row_order = _search(X, backend_fn, n_neighbors, search_rows, order, random_state)
+    search_rows, by_rows = _search_rows(transform, scaling)
+    X, idx, dist, row_order = _search(
+        X, backend_fn, n_neighbors, search_rows, by_rows, order, random_state
+    )
     graph = _assemble(
         X, idx, dist, row_order, outer_chunks, source_name, n_neighbors, weights, sigma, normalized
     )
@@ -223,7 +225,8 @@ def _in_chunks(chunks, starts, blocks, X, idx, dist, row_order):
     """The graph built on runs of chunks (``starts``) split back into X's own ``chunks``:
     ``(blocks, X, idx, dist, row_order)``."""
     blocks = _split_back(blocks, starts, chunks)
-    X, idx, dist = dask.persist(*(a.rechunk({0: chunks}) for a in (X, idx, dist)))
+    idx, dist = dask.persist(*(a.rechunk({0: chunks}) for a in (idx, dist)))
+    X = persist_compact(moved_rows(X, lambda A: A.rechunk({0: chunks})), f"{PREFIX}-rows")
     if row_order is not None:
         row_order = row_order.with_outer_chunks(chunks)
     return blocks, X, idx, dist, row_order
@@ -243,16 +246,26 @@ def _check_graph_params(X, n_neighbors, weights, sigma, order, transform, scalin
 
 def _search_rows(transform, scaling):
     """What the search runs on, as a function of X: X scaled by ``scaling`` (offset, scale),
-    ``transform(X)``, or X itself."""
+    ``transform(X)``, or X itself; and whether that function works row by row on a block
+    of rows (the scaling and the identity; a user's ``transform`` is a function of the
+    whole dask array)."""
     if scaling is not None:
         offset, scale = scaling
-        return functools.partial(apply_scaling, offset=offset, scale=scale)
-    return transform or (lambda A: A)
+        return functools.partial(apply_scaling, offset=offset, scale=scale), True
+    return transform or _same_rows, transform is None
 
 
-def _search(X, backend_fn, n_neighbors, transform, order, random_state):
+def _same_rows(A):
+    return A
+
+
+def _search(X, backend_fn, n_neighbors, transform, by_rows, order, random_state):
     """The search stage: X in the graph's row order (locality-sorted when ``order``) and its
-    directed kNN lists, persisted and chunked like it: ``(X, idx, dist, row_order)``."""
+    directed kNN lists, persisted and chunked like it: ``(X, idx, dist, row_order)``.
+
+    The ordered rows are held compactly (:func:`~elmscale.utils._dask.persist_compact`);
+    a ``transform`` that works ``by_rows`` is then applied as the search reads them, so the
+    transformed rows are never held whole while the search runs."""
     row_order = part = None
     if order:
         if getattr(backend_fn, "provides_order", False):
@@ -261,11 +274,12 @@ def _search(X, backend_fn, n_neighbors, transform, order, random_state):
             row_order = part.order
         else:
             row_order = locality_order(transform(X), random_state=random_state or 0)
-        X = row_order.apply(X).persist()
+        X = persist_compact(row_order.apply(X), f"{PREFIX}-rows")
+    rows = read_through(X, transform) if by_rows and is_compact_view(X) else transform(X)
     if part is not None:
-        idx, _, dist = backend_fn.search(part, transform(X), n_neighbors)
+        idx, _, dist = backend_fn.search(part, rows, n_neighbors)
     else:
-        idx, dist = backend_fn(transform(X), n_neighbors, random_state=random_state)
+        idx, dist = backend_fn(rows, n_neighbors, random_state=random_state)
     if tuple(idx.chunks[0]) != tuple(X.chunks[0]):
         idx = idx.rechunk((X.chunks[0], -1))
         dist = dist.rechunk((X.chunks[0], -1))

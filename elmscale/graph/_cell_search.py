@@ -42,7 +42,7 @@ import dask.array as da
 import numpy as np
 from dask.utils import format_bytes
 
-from ..utils._dask import cluster_threads, worker_memory_per_thread
+from ..utils._dask import cluster_threads, held_blocks, worker_memory_per_thread
 from ._backends import check_n_neighbors
 from ._cells import assign_cells, cell_groups, fit_cells_on_workers, nearest_cells
 from ._exchange import exchange, split_by_bytes
@@ -258,13 +258,15 @@ def _block_counts(row_blocks):
     return np.diff(row_blocks[2])
 
 
-def _take_queries(X, original, row_blocks, after, lo, block, first, stop):
+def _take_queries(X, original, row_blocks, after, lo, block, first, stop, read=None):
     """Rows ``first:stop`` of this chunk's rows that probe ``block`` (the chunk starts at
     ordered position ``lo``): (ordered positions, rows, original indices, probed cells).
-    ``after`` only orders the task after an earlier wave's searches."""
+    ``after`` only orders the task after an earlier wave's searches; ``read`` turns rows
+    of a held block into the rows searched (:func:`~elmscale.utils._dask.held_blocks`)."""
     eff, rows, ptr = row_blocks
     sel = rows[ptr[block] + first : ptr[block] + stop]
-    return sel + lo, X[sel], original[sel], eff[sel]
+    queries = X[sel] if read is None else read(X[sel])
+    return sel + lo, queries, original[sel], eff[sel]
 
 
 def _after(*found):
@@ -326,14 +328,14 @@ def _cell_runs(table):
             yield c, rows, cols
 
 
-def _search_block(kernel, k, cell_start, a, b, lo, X, original, pieces):
+def _search_block(kernel, k, cell_start, a, b, lo, X, original, pieces, read=None):
     """One search task: the k nearest neighbours of the queries it received (``pieces``,
     :func:`_take_queries`) among the rows of their probed cells inside the reference block
     of ordered rows [a, b) (rows of this ordered chunk, which starts at ``lo``): (query
     positions, then per query (k) ordered positions, original indices and squared
     distances), padded with (-1, -1, inf)."""
     db_pos = np.arange(a, b)
-    db_X = X[a - lo : b - lo]
+    db_X = X[a - lo : b - lo] if read is None else read(X[a - lo : b - lo])
     db_orig = np.asarray(original[a - lo : b - lo], dtype=np.int64)
     q_pos, Xq, q_orig, probes = (np.concatenate(c) for c in zip(*pieces, strict=True))
     probes = _in_block(probes, cell_start, a, b)
@@ -733,7 +735,7 @@ class CellSearch:
         shape = (X.shape[1], X.dtype.itemsize, probes.shape[1], k)
         budget = search_budget(self.memory_budget)
         block_starts, block_chunk = reference_blocks(starts, budget, *shape)
-        X_blocks = X.to_delayed(optimize_graph=False).ravel()
+        X_blocks, read = held_blocks(X)
         orig_blocks = part.original.to_delayed(optimize_graph=False).ravel()
         probe_blocks = probes.to_delayed(optimize_graph=False).ravel()
         row_blocks = dask.persist(
@@ -759,7 +761,7 @@ class CellSearch:
             after = done[w - 2] if w >= 2 else None
             pieces = exchange(
                 f"{PREFIX}-gather",
-                _take_queries,
+                functools.partial(_take_queries, read=read),
                 [(*src, after) for src in zip(X_blocks, orig_blocks, row_blocks, strict=True)],
                 [requests[i] for i in wave],
                 nbytes=[nbytes[i] for i in wave],
@@ -779,6 +781,7 @@ class CellSearch:
                     X_blocks[t],
                     orig_blocks[t],
                     got,
+                    read,
                 )
             done.append(task("wave", _after, *[found[i] for i in wave]))
         for i, queries in enumerate(plan.queries):

@@ -2,12 +2,14 @@
 graph's row order and its row order, and answers the questions a pass on the graph asks (its
 row groups, the pattern a task multiplies, the halo rows each task needs)."""
 
+import functools
+
 import dask
 import dask.array as da
 import numpy as np
 import scipy.sparse as sp
 
-from ..utils._dask import cluster_threads, default_group_bytes, named, row_groups
+from ..utils._dask import cluster_threads, default_group_bytes, held_blocks, named, row_groups
 from ._chunking import GROUPS_PER_THREAD
 from ._exchange import exchange, whole_sources
 from ._laplacian import _halo_indices, _halo_sources, _take_rows
@@ -203,11 +205,11 @@ class KNNGraph:
         """The exchange of ``array``'s rows ``wants[i]`` to destination i, from the source
         chunks of ``requests[i]``; ``asked[i]``: about how many rows i receives in packs;
         ``whole[i]``: the sources i reads whole (:func:`~._exchange.exchange`)."""
-        blocks = array.to_delayed(optimize_graph=False).ravel()
+        blocks, read = held_blocks(array)
         row_bytes = array.dtype.itemsize * int(np.prod(array.shape[1:]))
         return exchange(
             f"{prefix}-halo",
-            _take_rows,
+            _take_rows if read is None else functools.partial(_take_rows, read=read),
             [(blk,) for blk in blocks],
             requests,
             wants,

@@ -145,10 +145,12 @@ def _halo_sources(blocks, starts):
     return counts, [np.flatnonzero(row).tolist() for row in counts]
 
 
-def _take_rows(array_block, rows, s_start, s_stop):
-    """The rows of source chunk [s_start, s_stop) among the sorted global indices ``rows``."""
+def _take_rows(array_block, rows, s_start, s_stop, read=None):
+    """The rows of source chunk [s_start, s_stop) among the sorted global indices ``rows``
+    (through ``read`` when given: :func:`~elmscale.utils._dask.held_blocks`)."""
     lo, hi = np.searchsorted(rows, [s_start, s_stop])
-    return array_block[rows[lo:hi] - s_start]
+    taken = array_block[rows[lo:hi] - s_start]
+    return taken if read is None else read(taken)
 
 
 def _degree_of(block):

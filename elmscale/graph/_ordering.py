@@ -20,6 +20,7 @@ import dask
 import dask.array as da
 import numpy as np
 
+from ..utils._dask import is_compact_view, moved_rows
 from ._cells import assign_cells, fit_cells_on_workers
 from ._exchange import exchange
 from ._tasks import PREFIX, task
@@ -93,6 +94,8 @@ class RowOrder:
     def apply(self, A):
         if A is None:
             return None
+        if is_compact_view(A):  # the rows move as they are held
+            return moved_rows(A, self.apply)
         if tuple(A.chunks[0]) != self.input_chunks:
             raise ValueError(
                 f"array must be chunked like X's rows {self.input_chunks}, got {A.chunks[0]}"

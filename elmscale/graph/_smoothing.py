@@ -26,9 +26,9 @@ import dask.array as da
 import numpy as np
 import scipy.sparse as sp
 
-from ..utils._dask import tree_reduce
+from ..utils._dask import persist_compact, tree_reduce
 from ._exchange import destination_workers, near
-from ._tasks import row_numbers, task
+from ._tasks import PREFIX, row_numbers, task
 
 
 def _group_walk(pattern, dtype):
@@ -313,7 +313,7 @@ def smoothed_graph_if_kept(graph, steps, min_variance, scale=None, *, dtype=None
             go = task("smooth-go", _keep_going, go, share, min_variance)
         Z, share, go = _persist_steps(Z, share, go)
         shares.append(share)
-    (Z,) = dask.persist(walk.by_graph_chunks(Z).astype(graph.X.dtype, copy=False))
+    Z = persist_compact(walk.by_graph_chunks(Z), f"{PREFIX}-smoothed", dtype=graph.X.dtype)
     shares = dask.compute(*shares)
     for t, kept in enumerate(shares, start=1):
         if kept < min_variance:

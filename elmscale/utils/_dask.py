@@ -15,6 +15,7 @@ the stages of a fit apart. The suffix is chosen by what the result is:
   them.
 """
 
+import functools
 import logging
 import uuid
 
@@ -72,9 +73,26 @@ def scatter_rows(client, X, chunks, name):
     return da.Array(graph, name, chunks, dtype=X.dtype)
 
 
+def row_views(X, chunks, name):
+    """NumPy ``X`` as a dask array ``name`` of ``chunks`` whose blocks are read-only views
+    of X's rows: no copy, where ``da.from_array`` copies the whole array first. Nothing
+    reading a block can write into the caller's array."""
+    from dask.highlevelgraph import HighLevelGraph
+
+    starts = np.cumsum((0, *chunks[0]))
+    blocks = {}
+    for i, (a, b) in enumerate(zip(starts[:-1], starts[1:], strict=True)):
+        view = X[a:b]
+        view.flags.writeable = False
+        blocks[(name, i, 0)] = view
+    graph = HighLevelGraph.from_collections(name, blocks, dependencies=())
+    return da.Array(graph, name, chunks, dtype=X.dtype)
+
+
 def in_worker_memory(X):
-    """X persisted on the active distributed client for a fit that reads it several times,
-    or X itself: without a client, or when its blocks are already in the workers' memory.
+    """X persisted on the active distributed client for a fit that reads it several times
+    (in the fewest bytes that hold it exactly, :func:`persist_compact`), or X itself:
+    without a client, or when its blocks are already in the workers' memory.
 
     A fit reads X in several computations (scaling, row order, the graph, the Gram pass).
     Tasks that produce X's blocks, submitted in several graphs, are fused differently from
@@ -87,14 +105,101 @@ def in_worker_memory(X):
         return X
     from distributed import Future
 
-    if all(isinstance(v, Future) for v in _block_tasks(X)):
+    if all(isinstance(v, Future) for v in _block_tasks(held_rows(X)[0])):
         return X
     logger.info(
         "keeping X (%d x %d, %s) in the workers' memory for the fit",
         *X.shape,
         dask.utils.format_bytes(X.nbytes),
     )
-    return client.persist(X)
+    return persist_compact(X, "elmscale-input", persist=client.persist)
+
+
+def persist_compact(X, prefix, *, dtype=None, persist=None):
+    """X persisted at the fewest bytes that hold its values exactly, seen as ``dtype``.
+
+    What is persisted is what X's rows are held as (:func:`held_rows`: the input's own
+    dtype for validated input), each float64 block stored as float32 when that holds every
+    value exactly; the array returned (a *rows view*) reads each block back as X has it,
+    cast to ``dtype`` (default X's). Every reader gets the values it would get from
+    ``X.persist()``, bit for bit, while the workers (or this process) hold data read as
+    float32 at half the bytes; the cast is one pass over a block in memory, cheap beside
+    any product over it. ``persist`` (default ``dask.persist``) persists the stored array,
+    e.g. ``client.persist``; ``prefix`` names the stored blocks (``<prefix>-<unique>``).
+    """
+    dtype = np.dtype(dtype or X.dtype)
+    held, read = held_rows(X)
+    if read is None or dtype != X.dtype:
+        held, read = X, functools.partial(_read, to=dtype)
+    stored = held.map_blocks(_narrowed, dtype=held.dtype, name=task_name(prefix))
+    stored = persist(stored) if persist is not None else dask.persist(stored)[0]
+    return rows_view(stored, read, dtype, f"{stored.name}-as-{dtype.name}")
+
+
+def rows_view(held, read, dtype, name):
+    """A dask array ``name`` of ``dtype`` whose block b is ``read(held block b)``, where
+    ``read`` works row by row (a cast, a check, an elementwise scaling). It remembers how
+    it is made: :func:`held_blocks` gives readers that take a few rows of many blocks the
+    held blocks, and moving its rows (:func:`moved_rows`) moves the held rows."""
+    view = held.map_blocks(read, dtype=dtype, name=name)
+    view._elmscale_held = (held, read)  # an array derived otherwise (a product) has none
+    return view
+
+
+def held_rows(X):
+    """``(held, read)`` of a :func:`rows_view`, else ``(X, None)``."""
+    return getattr(X, "_elmscale_held", None) or (X, None)
+
+
+def read_through(view, fn):
+    """A rows view's rows passed through ``fn``, a function of a block of rows that works
+    row by row (an elementwise scaling): ``fn(view)``, read as the view is read."""
+    held, read = view._elmscale_held
+    both = functools.partial(_read_then, read=read, fn=fn)
+    return rows_view(held, both, view.dtype, task_name(f"{view.name}-read"))
+
+
+def moved_rows(X, move):
+    """``move(X)`` for ``move`` that only moves or regroups rows (a row order, a rechunk):
+    on a rows view, the held rows are moved and the result is a view read the same way,
+    so the rows travel and wait in the dtype they are held in."""
+    held, read = held_rows(X)
+    if read is None:
+        return move(X)
+    moved = move(held)
+    return rows_view(moved, read, X.dtype, task_name(f"{moved.name}-as-{X.dtype.name}"))
+
+
+def is_compact_view(X):
+    """Whether X is a :func:`rows_view`."""
+    return held_rows(X)[1] is not None
+
+
+def held_blocks(X):
+    """``(blocks, read)``: X's blocks as held in memory (delayed, one per row chunk) and the
+    function that turns rows taken from them into X's rows, None when they are X's own.
+    For a rows view these are the held blocks: a task that takes a few rows of many blocks
+    (a halo, the queries of a search) reads only those rows, and no block is held read
+    (widened, scaled) while all its readers run."""
+    held, read = held_rows(X)
+    return held.to_delayed(optimize_graph=False).ravel(), read
+
+
+def _narrowed(block):
+    """``block`` as float32 when that holds its values exactly, else ``block``."""
+    if block.dtype == np.float64:
+        narrow = block.astype(np.float32)
+        if np.array_equal(narrow, block):
+            return narrow
+    return block
+
+
+def _read(block, to):
+    return block.astype(to, copy=False)
+
+
+def _read_then(block, read, fn):
+    return fn(read(block))
 
 
 def _block_tasks(X):

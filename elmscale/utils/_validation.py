@@ -1,6 +1,7 @@
 """One entry point for the data: anything array-like becomes a float dask array chunked by
 rows only, the feature axis in one block."""
 
+import functools
 import numbers
 import os
 
@@ -10,7 +11,14 @@ from dask.base import is_dask_collection
 from sklearn.utils.validation import check_is_fitted
 
 from .._config import get_config
-from ._dask import distributed_client, frame_to_array, scatter_rows, task_name
+from ._dask import (
+    distributed_client,
+    frame_to_array,
+    row_views,
+    rows_view,
+    scatter_rows,
+    task_name,
+)
 from ._sklearn import check_feature_names as _check_feature_names
 
 
@@ -26,8 +34,10 @@ def as_row_chunked(X, *, n_hidden=1000, name="X", dtype=None, check_finite=True,
       and cut into row blocks sized so one block of H (rows x n_hidden) is about
       ``config["chunk_bytes"]``: scattered to the workers once under a distributed client
       (:func:`~elmscale.utils._dask.scatter_rows`; ``da.from_array`` would put X in every
-      task graph), else wrapped by ``da.from_array``. pandas' nullable columns become
-      float with NaN for missing values (and then fail the finiteness check).
+      task graph), else cut into read-only views of its rows
+      (:func:`~elmscale.utils._dask.row_views`; ``da.from_array`` would copy X). pandas'
+      nullable columns become float with NaN for missing values (and then fail the
+      finiteness check).
     - dask arrays keep their chunks; dask DataFrames become dask arrays with known row
       chunks (one pass over the partitions counting their rows). A dask array
       with unknown chunk sizes, or with more than one block along the feature axis, is an
@@ -72,8 +82,8 @@ def as_row_chunked(X, *, n_hidden=1000, name="X", dtype=None, check_finite=True,
             return X.astype(dtype, copy=False), False
         chunks = (row_chunks(X.shape[0], n_hidden, dtype), (X.shape[1],))
         client = distributed_client()
-        if client is None:
-            X = da.from_array(X, chunks=chunks)
+        if client is None:  # views of the caller's rows: da.from_array would copy them all
+            X = row_views(X, chunks, task_name("elmscale-input"))
         else:  # sent to the workers once, not inside every graph, and cast there
             X = scatter_rows(client, X, chunks, task_name("elmscale-input"))
             if X.dtype == dtype:
@@ -81,15 +91,11 @@ def as_row_chunked(X, *, n_hidden=1000, name="X", dtype=None, check_finite=True,
     # one task per block under a name unique to this call, never a name hashed from the
     # input: a key must not stand for two different tasks on the distributed scheduler
     # (dask/dask#9888), and the fused forms of a hashed key differ from graph to graph
-    Xd = X.map_blocks(
-        _checked_block,
-        label=name,
-        finite=was_dask and check_finite and kind == "f",
-        to=dtype,
-        dtype=dtype,
-        name=task_name("elmscale-input"),
+    read = functools.partial(
+        _checked_block, label=name, finite=was_dask and check_finite and kind == "f", to=dtype
     )
-    return Xd, was_dask
+    # a rows view: what moves X's rows (a row order, a halo) moves them in X's own dtype
+    return rows_view(X, read, dtype, task_name("elmscale-input")), was_dask
 
 
 def _numeric(X, name, was_dask):

@@ -96,12 +96,12 @@ def test_a_search_task_holds_at_most_its_budget_whatever_d(d, n, budget, monkeyp
     assert X.nbytes > budget  # a chunk and another's rows: more than a task may hold
     peaks, search_block = [], cs._search_block
 
-    def measured(kernel, k, cell_start, a, b, lo, Xc, original, pieces):
+    def measured(kernel, k, cell_start, a, b, lo, Xc, original, pieces, read=None):
         held = X[a - lo : b - lo].nbytes + 8 * (b - a) + sum(x.nbytes for p in pieces for x in p)
         _select._workspace.__dict__.clear()  # the products' buffers count too
         tracemalloc.start()
         try:
-            out = search_block(kernel, k, cell_start, a, b, lo, Xc, original, pieces)
+            out = search_block(kernel, k, cell_start, a, b, lo, Xc, original, pieces, read)
             peaks.append(held + tracemalloc.get_traced_memory()[1])
         finally:
             tracemalloc.stop()
