@@ -382,7 +382,11 @@ def test_fit_user_errors_exit_2_with_one_line(table, tmp_path, argv, message):
         (["fit", "us-elm", "{missing}"], "does not exist"),
         (["fit", "us-elm", "{parquet}"], "'id' of"),
         (["fit", "elm-classifier", "{npy}"], "needs targets: name the target column with --target"),
-        (["fit", "us-elm", "{npy}", "--scheduler", "tcp://127.0.0.1:1"], "cannot connect"),
+        pytest.param(  # the client waits its 15 s connect timeout
+            ["fit", "us-elm", "{npy}", "--scheduler", "tcp://127.0.0.1:1"],
+            "cannot connect",
+            marks=pytest.mark.slow,
+        ),
         (["predict", "{npy}", "{npy}", "--labels", "x.npy"], "cannot load the model"),
         (["predict", "{missing}", "{npy}", "--labels", "x.npy"], "does not exist"),
     ],

@@ -54,6 +54,7 @@ def _read_until(stream, marker, timeout):
     pytest.fail(f"no line with {marker!r} within {timeout} s: {''.join(lines)}")
 
 
+@pytest.mark.slow
 @pytest.mark.distributed
 def test_ctrl_c_during_a_fit_on_workers_prints_one_line_and_exits_130(tmp_path):
     """Ctrl-C reaches the whole foreground process group (the CLI, the nanny and worker

@@ -78,13 +78,27 @@ def _worker_pids(client):
 # a cached block of H (EMMC's scores); cluster_block_features: TUMK-ELM's per-iteration pass
 # over its persisted kernel factors.
 FAULTS = [
-    ("USELM", {}, "gram", "elmscale-gram-block", 2),
+    pytest.param("USELM", {}, "gram", "elmscale-gram-block", 2, marks=pytest.mark.slow),
     ("SSELM", {}, "gram", "elmscale-gram-block", 2),
     ("ELMClassifier", {}, "gram", "elmscale-gram-block", 2),
     ("ELMRegressor", {}, "gram", "elmscale-gram-block", 2),
-    ("ELMJEC", {"cache": True}, "iteration", "elmscale-gram-block", 4 + 4 + 2),
+    pytest.param(
+        "ELMJEC",
+        {"cache": True},
+        "iteration",
+        "elmscale-gram-block",
+        4 + 4 + 2,
+        marks=pytest.mark.slow,
+    ),
     ("EMMC", {"cache": True}, "iteration", "elmscale-embed", 3),
-    ("TUMKELM", {"mode": "scalable"}, "iteration", "cluster_block_features", 3),
+    pytest.param(
+        "TUMKELM",
+        {"mode": "scalable"},
+        "iteration",
+        "cluster_block_features",
+        3,
+        marks=pytest.mark.slow,
+    ),
     pytest.param(
         "ELMJEC", {"cache": True}, "gram", "elmscale-gram-block", 2, marks=pytest.mark.slow
     ),

@@ -44,6 +44,7 @@ def no_large_compute(monkeypatch):
     return seen
 
 
+@pytest.mark.slow
 def test_uselm_fit_on_dask_input_brings_back_no_n_sized_array(no_large_compute, monkeypatch):
     """Bounded samples (k-means++ and cell seeds: 20,000 rows) are allowed, N-sized data
     not; the training reference ``predict`` searches is bounded by its byte budgets (here

@@ -88,7 +88,10 @@ def test_block_search_equals_an_exact_search_of_the_probed_cells(ties, chunks, b
     np.testing.assert_array_equal(got[1], np.sqrt(np.take_along_axis(d2, dense, axis=1)))
 
 
-@pytest.mark.parametrize(("d", "n", "budget"), [(64, 6000, 5 * 2**18), (4096, 4400, 64 * 2**20)])
+@pytest.mark.parametrize(
+    ("d", "n", "budget"),
+    [(64, 6000, 5 * 2**18), pytest.param(4096, 4400, 64 * 2**20, marks=pytest.mark.slow)],
+)
 def test_a_search_task_holds_at_most_its_budget_whatever_d(d, n, budget, monkeypatch):
     """Each search task's peak memory, measured (tracemalloc, its inputs included), stays
     within the budget at any d, where a chunk and its rows' probed cells alone exceed it."""

@@ -110,6 +110,7 @@ if __name__ == "__main__":
 """
 
 
+@pytest.mark.slow
 @pytest.mark.distributed
 def test_graph_is_the_same_on_one_and_two_worker_processes(clustered, dask_client, tmp_path):
     import subprocess
@@ -288,6 +289,7 @@ def hard_mixture():
     return centres[np.arange(20_000) % 10] + rng.standard_normal((20_000, 30))
 
 
+@pytest.mark.slow
 @pytest.mark.distributed
 def test_auto_refinement_restores_recall_the_same_on_any_chunking_and_cluster(
     hard_mixture, dask_client

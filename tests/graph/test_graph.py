@@ -135,6 +135,7 @@ def test_graph_parameter_errors(rng):
     assert {"cells", "exact", "pynndescent"} <= set(available("graph"))
 
 
+@pytest.mark.slow
 def test_the_default_graph_searches_for_the_target_recall():
     """Above 10,000 rows knn_graph's default is the cell search for ``target_recall`` (0.98):
     the graph of ``CellSearch(n_probes="auto", n_refine="auto")`` with that target, its
