@@ -6,17 +6,17 @@
         --data mixture:1000000 --data subspace:1000000 \
         --fit "USELM(n_clusters=10, n_hidden=1000, n_components=9, random_state=0)"
 
-The other revision is checked out into a temporary git worktree. Each round runs one process
-per revision (this checkout, then ``--rev``), each importing its own ``elmscale`` and fitting
-``--fit`` (an expression over the names of ``elmscale``; default ``USELM(n_clusters=10,
-random_state=0)``) ``--fits`` times on each ``--data``: MNIST-70k (pixels / 255, float32 NumPy
-input, the default) or an ``.npz`` path, or ``mixture:N`` / ``subspace:N``, N generated rows of
-:mod:`benchmarks._mixture` (the 50-d mixture, or 10 clusters on 6-d subspaces) as a float32
-dask array persisted on a LocalCluster of ``--workers`` single-threaded workers started in the
-process before the clock starts. The first fit includes the process's warm-up (imports, JIT),
-the later ones do not. Each round alternates the revisions on each data. This host's speed
-drifts between minutes, so only the ratios within a round mean much. Prints one JSON line
-per process and a summary with the per-round ratios. Run it alone on the machine.
+The other revision is checked out into a temporary git worktree. Each round runs one process per
+revision (this checkout first in even rounds, ``--rev`` first in odd ones), each importing its
+own ``elmscale`` and fitting ``--fit`` (an expression over the names of ``elmscale``; default
+``USELM(n_clusters=10, random_state=0)``) ``--fits`` times on each ``--data``: MNIST-70k (pixels
+/ 255, float32 NumPy input, the default) or an ``.npz`` path, or ``mixture:N`` / ``subspace:N``,
+N generated rows of :mod:`benchmarks._mixture` (the 50-d mixture, or 10 clusters on 6-d
+subspaces) as a float32 dask array persisted on a LocalCluster of ``--workers`` single-threaded
+workers started in the process before the clock starts. The first fit includes the process's
+warm-up (imports, JIT), the later ones do not. Each round alternates the revisions on each data.
+This host's speed drifts between minutes, so only the ratios within a round mean much. Prints
+one JSON line per process and a summary with the per-round ratios. Run it alone on the machine.
 """
 
 import argparse
@@ -108,9 +108,14 @@ def main(argv=None):
             rounds = []
             for r in range(args.rounds):
                 for data in args.data:
-                    here, there = fit_once(REPO_ROOT, args, data), fit_once(other, args, data)
-                    for name, res in (("this checkout", here), (args.rev, there)):
-                        print(json.dumps({"round": r, "revision": name, **res}), flush=True)
+                    # odd rounds run the other revision first: a slot that is slower
+                    # whatever runs in it (the first fit after data is generated) then
+                    # weighs on both revisions alike
+                    order = [("this checkout", REPO_ROOT), (args.rev, other)][:: (-1) ** r]
+                    res = {name: fit_once(root, args, data) for name, root in order}
+                    for name, _ in order:
+                        print(json.dumps({"round": r, "revision": name, **res[name]}), flush=True)
+                    here, there = res["this checkout"], res[args.rev]
                     ratios = [h / t for h, t in zip(here["walls"], there["walls"], strict=True)]
                     rounds.append({"round": r, "data": data, "ratios": ratios})
         finally:

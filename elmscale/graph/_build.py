@@ -275,7 +275,12 @@ def _search(X, backend_fn, n_neighbors, transform, by_rows, order, random_state)
         else:
             row_order = locality_order(transform(X), random_state=random_state or 0)
         X = persist_compact(row_order.apply(X), f"{PREFIX}-rows")
-    rows = read_through(X, transform) if by_rows and is_compact_view(X) else transform(X)
+    if transform is _same_rows:
+        rows = X
+    elif by_rows and is_compact_view(X):
+        rows = read_through(X, transform)
+    else:
+        rows = transform(X)
     if part is not None:
         idx, _, dist = backend_fn.search(part, rows, n_neighbors)
     else:
