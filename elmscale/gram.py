@@ -45,6 +45,7 @@ import dask
 import numpy as np
 import scipy.sparse as sp
 
+from .hidden import hidden_rows
 from .utils._dask import default_group_bytes, named, row_groups, tree_sum
 
 logger = logging.getLogger(__name__)
@@ -195,12 +196,49 @@ def _labelled(rows):
 
 
 def _htf(H, rows):
-    lab, keep = _labelled(rows)
+    return label_sums(H, rows["labels"], rows["n_labels"])
+
+
+def label_sums(H, labels, n_labels):
+    """``H^T F`` (n_hidden x n_labels, float64), F the one-hot matrix of ``labels``: the sum
+    of H's rows of each label. Labels < 0 are left out."""
+    lab = np.asarray(labels).ravel()
+    keep = lab >= 0
     F = sp.csr_matrix(
         (np.ones(keep.sum(), dtype=H.dtype), (lab[keep], np.flatnonzero(keep))),
-        shape=(rows["n_labels"], H.shape[0]),
+        shape=(n_labels, H.shape[0]),
     )
     return np.asarray(F @ H, dtype=np.float64).T
+
+
+def changed_label_sums(features, before, after, n_labels, sums):
+    """``H^T F_after`` (delayed) from ``sums``, the delayed ``H^T F_before`` of other labels
+    of the same rows (dask arrays of int, n_samples): each chunk's task builds the hidden rows
+    of only the points whose label differs and moves their share from one label's sum to the
+    other's. Where few labels change, as between the iterations of a clustering, this costs
+    a small part of a pass over H. Labels < 0 are left out, as in ``htf``."""
+    blocks, layer = features.sources()
+    move = named(_changed_sums, f"{PREFIX}-changed")
+    pairs = zip(
+        before.rechunk({0: features.chunks}).to_delayed().ravel(),
+        after.rechunk({0: features.chunks}).to_delayed().ravel(),
+        strict=True,
+    )
+    parts = [move(blk, layer, a, b, n_labels) for blk, (a, b) in zip(blocks, pairs, strict=True)]
+    change = tree_sum(parts, prefix=f"{PREFIX}-sum")
+    return named(_add_change, f"{PREFIX}-sum")(sums, change)
+
+
+def _changed_sums(block, layer, before, after, n_labels):
+    changed = np.flatnonzero(before != after)
+    if not changed.size:
+        return np.float64(0.0)
+    H = hidden_rows(block, layer, changed)
+    return label_sums(H, after[changed], n_labels) - label_sums(H, before[changed], n_labels)
+
+
+def _add_change(total, change):
+    return total + change
 
 
 def _sizes(H, rows):
@@ -411,9 +449,8 @@ def _sources(features, graph):
     their own (``build``: the task builds H from them), or the cached blocks of H."""
     if graph is not None and graph.order is not None:
         return graph.row_blocks(), True
-    if features.cached:
-        return features.blocks(), False
-    return features.X.to_delayed().ravel().tolist(), True  # H_b is never stored or moved
+    blocks, layer = features.sources()  # H_b is never stored or moved
+    return blocks, layer is not None
 
 
 def _power_rows(features, graph, sources, build, layer, power):

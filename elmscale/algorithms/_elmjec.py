@@ -14,7 +14,7 @@ from sklearn.exceptions import ConvergenceWarning
 from ..base import BaseELM
 from ..cluster import kmeans
 from ..exceptions import ElmscaleWarning
-from ..gram import hidden_stats
+from ..gram import changed_label_sums, hidden_stats
 from ..mixins import EmbeddingClusterMixin, GraphMixin
 from ..solvers import sign_flip
 from ..sweep import sweep
@@ -29,6 +29,9 @@ logger = logging.getLogger(__name__)
 RANGE_RTOL = 1e-10
 #: Eigenvalues of H~^T M H~ at most this times its largest |eigenvalue| count as non-positive.
 POSITIVE_RTOL = 1e-10
+#: An iteration's H^T F is the last one's corrected by the hidden rows of the points whose
+#: cluster changed when at most this share of them did; else it is a pass over H.
+CORRECTED_SHARE = 0.5
 #: Lloyd iterations allowed to each k-means run inside ELM-JEC.
 KMEANS_MAX_ITER = 100
 
@@ -209,6 +212,32 @@ def _contingency(old, new, n_clusters):
     return da.bincount(old * n_clusters + new, minlength=n_clusters * n_clusters)
 
 
+def _label_sums(features, labels, htf, new, table):
+    """``(H^T F, sizes)`` of the ``new`` labels, from ``htf`` (H^T F of ``labels``) and the
+    contingency ``table`` of the two. The clusters of ``labels`` are first given the names of
+    the new clusters they match best (k-means from fresh starts names them anew); where at
+    most :data:`CORRECTED_SHARE` of the points then change name, the rows that changed
+    correct ``htf``
+    (:func:`~elmscale.gram.changed_label_sums`, a part of a pass over H as small as the
+    change); else one pass over H."""
+    c = table.shape[0]
+    rows, cols = linear_sum_assignment(table, maximize=True)
+    if table.sum() - table[rows, cols].sum() > CORRECTED_SHARE * table.sum():
+        stats = hidden_stats(features, ("htf", "sizes"), labels=new, n_labels=c)
+        return stats["htf"], stats["sizes"]
+    renamed = np.empty(c, dtype=np.int64)
+    renamed[rows] = cols
+    before = labels.map_blocks(_take, renamed, dtype=np.int64)
+    renamed_htf = np.empty_like(htf)
+    renamed_htf[:, renamed] = htf
+    htf = changed_label_sums(features, before, new, c, renamed_htf).compute()
+    return htf, table.sum(axis=0).astype(np.float64)
+
+
+def _take(labels, names):
+    return names[labels]
+
+
 def _changed_from_table(table, n_clusters):
     """Labels changed between two partitions, up to a renaming of the clusters: N minus the
     largest agreement over one-to-one matchings of cluster names."""
@@ -261,7 +290,8 @@ class ELMJEC(GraphMixin, EmbeddingClusterMixin, BaseELM):
         on the scaled X.
     cache : "auto" or bool, default="auto"
         Keep H's blocks in worker memory between iterations (see ``HiddenFeatures``); without
-        it every iteration rebuilds H twice (for H^T F and for the embedding).
+        it every iteration rebuilds H for the embedding, and for H^T F the hidden rows of the
+        points whose cluster changed.
     random_state : int, RandomState or None
 
     Attributes
@@ -316,8 +346,10 @@ class ELMJEC(GraphMixin, EmbeddingClusterMixin, BaseELM):
 
     **Cost.** One pass over X for the scaling, one for the graph, one for the fixed Grams H^T
     H, H^T 1 and H^T L H (computed once per fit), one eigendecomposition of H~^T H~ on the
-    client (O(n_hidden^3)); then per iteration one pass for the n_hidden x n_clusters matrix
-    H^T F, the top n_components eigenpairs of an r x r matrix (only those are computed), and
+    client (O(n_hidden^3)); then per iteration one pass for the embedding, the n_hidden x
+    n_clusters matrix H^T F from the last one's and the hidden rows of the points whose
+    cluster changed (a full pass when most did), the top n_components eigenpairs of an r x r
+    matrix (only those are computed), and
     two k-means runs on the N x ``n_components_`` embedding (the one from G, and the restarts,
     which ``elmscale.cluster.kmeans`` seeds on a sample before Lloyd passes on the cluster
     for dask input). Client memory is O(n_hidden^2).
@@ -470,17 +502,15 @@ class ELMJEC(GraphMixin, EmbeddingClusterMixin, BaseELM):
         while not s["converged"] and s["n_iter"] < self.max_iter:
             it = s["n_iter"] = s["n_iter"] + 1
             new, inertia, in_b, accepted = self._assign(E, G, draw_seed(rng))
-            stats, table = dask.compute(
-                hidden_stats(features, ("htf", "sizes"), labels=new, n_labels=c, compute=False),
-                _contingency(s["labels"], new, c),
-            )
+            table = np.asarray(_contingency(s["labels"], new, c).compute()).reshape(c, c)
             changed = _changed_from_table(table, c)
             if changed == 0:  # same partition: beta and G are those of the previous step
                 _record(s["history"], obj, inertia, in_b, accepted, 0, beta.shape[1])
                 logger.info("ELM-JEC iteration %d: partition unchanged, converged", it)
                 s["converged"] = True
             else:
-                s.update(labels=new, htf=stats["htf"], sizes=stats["sizes"])
+                htf, sizes = _label_sums(features, s["labels"], s["htf"], new, table)
+                s.update(labels=new, htf=htf, sizes=sizes)
                 beta, eig, G, obj = red.solve(s["htf"], s["sizes"], lam, gamma, n_o)
                 _record(s["history"], obj, inertia, in_b, accepted, changed, beta.shape[1])
                 E = self._embed(features, red.mean, beta).persist()

@@ -6,9 +6,10 @@ over the N x n_outputs scores:
 - one pass for H^T H (with the initial labels' H^T F in the same pass); ``H^T H + I/C`` is
   Cholesky-factored once per solve (``elmscale.sweep`` over C shares the hidden layer, the
   initial labels and the pass);
-- per iteration, one pass for the scores ``F = H beta`` (persisted: N x n_outputs) and one for
-  ``H^T F_labels`` (the per-cluster column sums of H, from which ``H^T t = (H^T F) T`` for any
-  target coding T);
+- per iteration, one pass over H for the scores ``F = H beta`` (persisted: N x n_outputs),
+  the labels they pick and those labels' ``H^T F`` (the per-cluster column sums of H, from
+  which ``H^T t = (H^T F) T`` for any target coding T); the balance step's moves then correct
+  ``H^T F`` with the hidden rows of the moved points alone;
 - the balance step selects, among the members of the largest cluster, the m points that
   prefer the smallest cluster most, exactly, by a distributed radix selection over the scores
   (16 bits of the order-preserving integer image of each float64 key per pass, counts summed
@@ -31,11 +32,12 @@ from sklearn.utils.validation import check_is_fitted
 
 from ..base import BaseELM
 from ..cluster import block_rows, kmeans, negative_sse
-from ..gram import hidden_stats
+from ..gram import changed_label_sums, hidden_stats, label_sums
+from ..hidden import hidden_rows
 from ..mixins import DataNodesMixin
 from ..solvers import sign_flip
 from ..sweep import sweep
-from ..utils._dask import tree_sum
+from ..utils._dask import named, tree_sum
 from ..utils._random import draw_seed, splitmix64
 from ..validation import Interval, StrOptions
 
@@ -253,10 +255,11 @@ def random_labels(n_samples, n_clusters, seed):
     return _hash_labels(np.arange(n_samples), seed, n_clusters)
 
 
-def _from_blocks(blocks, chunks, dtype=np.int64):
-    return da.concatenate(
-        [da.from_delayed(b, shape=(n,), dtype=dtype) for b, n in zip(blocks, chunks, strict=True)]
-    )
+def _from_blocks(blocks, chunks, dtype=np.int64, width=None):
+    """Delayed row blocks of ``chunks`` rows (and ``width`` columns) as one dask array."""
+    shape = (lambda n: (n,)) if width is None else (lambda n: (n, width))
+    pieces = zip(blocks, chunks, strict=True)
+    return da.concatenate([da.from_delayed(b, shape=shape(n), dtype=dtype) for b, n in pieces])
 
 
 def _delayed_blocks(x):
@@ -475,8 +478,9 @@ default="kmeans"
     Notes
     -----
     Cost: one pass over X for the scaling, one for H^T H (plus k-means passes over H for the
-    default initialisation), then per iteration one pass over H for the scores and one for
-    ``H^T F``, and a few passes over the N x n_outputs scores for each balance move. With
+    default initialisation), then per iteration one pass over H for the scores, the labels
+    they pick and those labels' ``H^T F``, a few passes over the N x n_outputs scores for
+    each balance move, and the hidden rows of the points the balance step moved. With
     ``cache`` the passes over H read its persisted blocks; without, they rebuild them from X.
     Client memory is O(n_hidden^2 + n_hidden n_clusters); nothing with N rows is gathered.
 
@@ -694,7 +698,7 @@ default="kmeans"
             objectives.append(emmc_objective(htf, beta, sizes, T))
             if best is None or objectives[-1] < best[0]:
                 best = (objectives[-1], labels, beta, sizes)
-            new, sizes, n_changed, n_moved, key = self._iteration(features, beta, labels, runs)
+            new, sizes, n_changed, n_moved, key, htf = self._iteration(features, beta, labels, runs)
             labels = new
             history.append(
                 {
@@ -717,9 +721,6 @@ default="kmeans"
             if self.select == "lowest_loss" and self._closes_cycle(seen, key, it + 1, objectives):
                 break
             seen[key] = it + 1
-            in_chunks = labels.rechunk({0: features.chunks})
-            htf = hidden_stats(features, ("htf",), labels=in_chunks, n_labels=k)["htf"]
-            history[-1]["seconds"] = time.perf_counter() - t0
         if not converged and self.cycle_ is None:
             # the objective of the last labels, whose ELM was not fitted
             last = solve(htf @ T)
@@ -758,24 +759,25 @@ default="kmeans"
     def _iteration(self, features, beta, labels, runs):
         """One iteration's relabelling and balance step from the ELM's weights ``beta``:
         ``(new labels, their sizes, labels changed, points moved by the balance step, the
-        new partition's key)``.
-        The scores ``F = H beta`` are computed per chunk of X and held in ``runs`` of
-        chunks, as are the labels: each radix pass of a balance selection is then one task
-        per run instead of one per chunk (a fit's tasks per pass do not grow with N)."""
+        new partition's key, H^T F of the new labels)``.
+
+        One pass over H (:func:`scores_and_label_sums`) gives the scores ``F = H beta``,
+        the labels they pick and H^T F of those labels; the balance step then moves a few
+        points, and H^T F of the balanced labels is that sum corrected by the hidden rows
+        of the moved points only. The scores and labels are held in ``runs`` of chunks:
+        each radix pass of a balance selection is one task per run instead of one per
+        chunk (a fit's tasks per pass do not grow with N)."""
         k, output = self.n_clusters, self._output
-        # N x n_outputs, reused by every selection
-        F = features.project(beta).rechunk(runs).persist()
-        relabel = dask.delayed(_relabel_block, pure=True)
-        new = _from_blocks(
-            [relabel(f, k, output) for f in _delayed_blocks(F)], F.chunks[0]
-        ).persist()
-        new, sizes, n_moved = balance_labels(F, new, _sizes(new, k), self._tol, output)
+        F, picked, picked_sums = scores_and_label_sums(features, beta, k, output)
+        F, picked, picked_sums = dask.persist(F.rechunk(runs), picked.rechunk(runs), picked_sums)
+        new, sizes, n_moved = balance_labels(F, picked, _sizes(picked, k), self._tol, output)
         changed = dask.delayed(_n_changed, pure=True)
         pairs = zip(_delayed_blocks(labels), _delayed_blocks(new), strict=True)
-        n_changed, key = dask.compute(
-            tree_sum([changed(a, b) for a, b in pairs]), _partition_key(new)
+        htf = changed_label_sums(features, picked, new, k, picked_sums) if n_moved else picked_sums
+        n_changed, key, htf = dask.compute(
+            tree_sum([changed(a, b) for a, b in pairs]), _partition_key(new), htf
         )
-        return new, sizes, int(n_changed), n_moved, int(key)
+        return new, sizes, int(n_changed), n_moved, int(key), htf
 
     def decision_function(self, X):
         """The ELM outputs ``h(x) beta`` (n_samples x n_outputs)."""
@@ -805,6 +807,30 @@ default="kmeans"
         ``y`` is ignored."""
         check_is_fitted(self, "output_weights_")
         return negative_sse(self.decision_function(X), self.targets_, self.predict(X))
+
+
+def scores_and_label_sums(features, beta, n_clusters, output):
+    """One pass over H for Algorithm 1's iteration: ``(F, labels, sums)``, the scores
+    ``F = H beta`` and the labels the relabelling rule picks from them (dask arrays chunked
+    like X's rows), and ``H^T F_labels`` of those labels (delayed, n_hidden x n_clusters).
+    Each task builds its block of H once for all three, so the scores and the next
+    iteration's sums cost one pass where a pass for each would read H twice."""
+    blocks, layer = features.sources()
+    beta = np.asarray(beta).astype(features.X.dtype)
+    score = named(_score_block, "elmscale-embed-scores", nout=3)
+    beta_d = dask.delayed(beta, pure=True)
+    parts = [score(block, layer, beta_d, n_clusters, output) for block in blocks]
+    chunks = features.chunks
+    F = _from_blocks([p[0] for p in parts], chunks, features.X.dtype, beta.shape[1])
+    labels = _from_blocks([p[1] for p in parts], chunks)
+    return F, labels, tree_sum([p[2] for p in parts], prefix="elmscale-embed-sum")
+
+
+def _score_block(block, layer, beta, n_clusters, output):
+    H = hidden_rows(block, layer)
+    F = H @ beta
+    labels = _relabel_block(F, n_clusters, output)
+    return F, labels, label_sums(H, labels, n_clusters)
 
 
 def _sizes(labels, n_clusters):

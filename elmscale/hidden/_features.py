@@ -80,6 +80,15 @@ class HiddenFeatures:
         """One delayed H block per row chunk."""
         return self.H.to_delayed().ravel().tolist()
 
+    def sources(self):
+        """``(blocks, layer)``: one delayed block per row chunk to build H's block from, and
+        the delayed layer that builds it (None when the blocks are H's own, cached). A task
+        that reads a block of X builds its hidden rows itself (:func:`hidden_rows`), so H's
+        block never leaves it, and a task that needs a few rows builds only those."""
+        if self.cached:
+            return self.blocks(), None
+        return self.X.to_delayed().ravel().tolist(), dask.delayed(self.layer, pure=True)
+
     @property
     def materialized(self):
         """Whether H's blocks are held on the workers already."""
@@ -101,6 +110,15 @@ class HiddenFeatures:
     def release(self):
         """Drop the cached blocks from worker memory."""
         self._H = None
+
+
+def hidden_rows(block, layer, rows=None):
+    """The hidden rows of a block from :meth:`HiddenFeatures.sources` (all, or those at
+    ``rows``): built from X's rows by ``layer``, or taken from H's block when ``layer`` is
+    None."""
+    if rows is not None:
+        block = block[rows]
+    return block if layer is None else layer(block)
 
 
 def project_rows(X, layer, weights):

@@ -215,7 +215,27 @@ def test_transform_and_predict_on_unseen_points(overlapping):
         )
 
 
-def test_one_gram_pass_per_fit_and_one_htf_pass_per_iteration(overlapping, monkeypatch):
+@pytest.mark.parametrize("cache", [False, True])
+def test_corrected_htf_gives_the_fit_of_a_pass_per_iteration(monkeypatch, cache):
+    """H^T F corrected by the rows whose cluster changed (after renaming the clusters to
+    match: accepted restarts name them anew) gives the fit that recomputes it by a pass over
+    H in every iteration. The data take eight iterations, four of them restarts."""
+    X, _ = make_blobs(400, n_features=5, centers=4, cluster_std=4.0, random_state=2)
+    params = dict(n_clusters=4, n_hidden=60, graph="exact", n_restarts=2, random_state=2)
+    corrected = ELMJEC(cache=cache, **params).fit(X)
+    assert (corrected.history_["n_changed"][1:] > 0).sum() >= 5
+    assert list(corrected.history_["accepted"]).count("restart") >= 3
+    monkeypatch.setattr(_elmjec, "CORRECTED_SHARE", -1.0)
+    full = ELMJEC(cache=cache, **params).fit(X)
+    np.testing.assert_array_equal(corrected.labels_, full.labels_)
+    np.testing.assert_allclose(corrected.embedding_, full.embedding_, rtol=1e-9, atol=1e-11)
+    np.testing.assert_array_equal(corrected.history_["n_changed"], full.history_["n_changed"])
+    np.testing.assert_allclose(corrected.objective_, full.objective_, rtol=1e-10)
+
+
+def test_one_gram_pass_per_fit_and_htf_passes_only_where_most_labels_change(
+    overlapping, monkeypatch
+):
     calls = []
     real = gram.hidden_stats
 
@@ -226,7 +246,10 @@ def test_one_gram_pass_per_fit_and_one_htf_pass_per_iteration(overlapping, monke
     monkeypatch.setattr(_elmjec, "hidden_stats", spy)
     m = _model(cache=True).fit(X := overlapping[0])
     assert [c for c in calls if "hth" in c or "htlh" in c] == [("count", "colsum", "hth", "htlh")]
-    assert [c for c in calls if "hth" not in c] == [("htf", "sizes")] * (m.n_iter_ + 1)
+    full = [c for c in calls if "hth" not in c]
+    assert set(full) == {("htf", "sizes")}
+    changed = m.history_["n_changed"][1:]
+    assert len(full) == 1 + sum(changed > _elmjec.CORRECTED_SHARE * len(X))
     # the sweep: still one fixed-Gram pass for the whole grid
     calls.clear()
     fits = elmjec_sweep(

@@ -612,3 +612,64 @@ def test_a_cycle_of_labels_ends_the_iterations_with_the_same_result(monkeypatch)
     np.testing.assert_array_equal(model.output_weights_, full.output_weights_)
     assert model.objective_ == full.objective_
     np.testing.assert_array_equal(model.objectives_, full.objectives_[: model.n_iter_ + 1])
+
+
+@pytest.mark.parametrize("cache", [False, True])
+def test_an_iteration_reads_h_once_and_its_sums_equal_the_dense_ones(
+    cache, monkeypatch, global_seed
+):
+    """Each iteration builds the hidden rows of every point once (the scores, the labels
+    they pick and those labels' H^T F come from one pass) plus the rows of the points the
+    balance step moves; the labels still equal the dense reference's, whose H^T F is
+    recomputed from the balanced labels."""
+    from elmscale.hidden._layer import RandomHiddenLayer
+
+    built = []
+    call = RandomHiddenLayer.__call__
+
+    def counted(self, X):
+        built.append(len(X))
+        return call(self, X)
+
+    monkeypatch.setattr(RandomHiddenLayer, "__call__", counted)
+    X, _ = _data(4, n=300, seed=global_seed, weights=[0.7, 0.1, 0.1, 0.1])
+    init = np.zeros(300, dtype=int)
+    kw = dict(n_hidden=20, C=1.0, balance=0.05, max_iter=5, select="last", cache=cache)
+    model = EMMC(4, init=init, output="multi", random_state=global_seed, **kw)
+    model.fit(da.from_array(X, chunks=(60, 4)))
+    n_built = sum(built)
+    monkeypatch.setattr(RandomHiddenLayer, "__call__", call)
+    ref = _dense_emmc(hidden(X, model.hidden_layer_), init, 4, 1.0, 0.05, "multi", 5)[0]
+    np.testing.assert_array_equal(model.labels_.compute(), ref)
+    moved = sum(h["n_moved"] for h in model.history_)
+    assert moved > 0  # the balance step worked, and its correction is tested
+    if cache:  # H is built once and kept
+        assert n_built == 300
+    else:  # the Gram pass, one pass per iteration, and the rows the balance step moved
+        passes = 300 * (1 + model.n_iter_)
+        assert passes < n_built <= passes + moved  # a point moved twice is built once
+
+
+@pytest.mark.parametrize("cache", [False, True])
+def test_scores_and_changed_label_sums_equal_the_dense_ones(cache, global_seed):
+    from elmscale.algorithms._emmc import scores_and_label_sums
+    from elmscale.gram import changed_label_sums
+    from elmscale.hidden import HiddenFeatures, RandomHiddenLayer
+
+    rng = np.random.RandomState(global_seed)
+    X = rng.rand(250, 6)
+    layer = RandomHiddenLayer.draw(6, 15, random_state=global_seed)
+    features = HiddenFeatures(da.from_array(X, chunks=(70, 6)), layer, cache=cache)
+    H = hidden(X, layer)
+    beta = rng.randn(15, 3)
+    F, picked, sums = scores_and_label_sums(features, beta, 3, "multi")
+    F, picked, sums = dask.compute(F, picked, sums)
+    np.testing.assert_allclose(F, H @ beta, rtol=1e-12)
+    np.testing.assert_array_equal(picked, (H @ beta).argmax(axis=1))
+    one_hot = np.eye(3)[picked]
+    np.testing.assert_allclose(sums, H.T @ one_hot, rtol=1e-12, atol=1e-12)
+    after = picked.copy()
+    after[rng.choice(250, 30, replace=False)] = rng.randint(0, 3, 30)
+    before_d, after_d = (da.from_array(a, chunks=100) for a in (picked, after))
+    moved = changed_label_sums(features, before_d, after_d, 3, dask.delayed(sums)).compute()
+    np.testing.assert_allclose(moved, H.T @ np.eye(3)[after], rtol=1e-12, atol=1e-12)
