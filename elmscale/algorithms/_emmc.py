@@ -47,6 +47,8 @@ OUTPUTS = ("auto", "single", "multi")
 INITS = ("elm-kmeans", "kmeans", "random")
 AUTO_BALANCE = 0.15  # balance="auto": l as a share of twice the mean cluster size
 _DIGIT = 16  # bits of the selection key fixed per pass (65536 counters per chunk)
+#: candidate keys a balance step gathers to the client at once (with their rows, 16 MiB)
+MAX_GATHER = 1 << 20
 _SIGN = np.uint64(1 << 63)
 
 
@@ -341,32 +343,132 @@ def _fill_quotas(ties, need):
     return quotas
 
 
-def balance_labels(F, labels, sizes, tol, output, *, max_gather=65536):
+def plan_moves(sizes, tol):
+    """Every move of a balance step, ``[(p, q, m), ...]``, from the cluster sizes alone: each
+    move (:func:`balance_moves`) follows from the sizes the moves before it leave."""
+    sizes = np.array(sizes, dtype=np.int64)
+    moves = []
+    while (move := balance_moves(sizes, tol)) is not None:
+        p, q, m = move
+        moves.append(move)
+        sizes[p] -= m
+        sizes[q] += m
+    return moves
+
+
+def _gathered_moves(moves, n_blocks, max_gather):
+    """How many of the first ``moves`` one gather settles: while no move takes from a
+    cluster an earlier one filled (its members are then among the ones it had) and the
+    blocks' candidates, each block's ``m`` smallest keys per move plus those earlier moves
+    from the same cluster may have taken, number at most ``max_gather``."""
+    filled, taken, total = set(), {}, 0
+    for i, (p, q, m) in enumerate(moves):
+        taken[p] = taken.get(p, 0) + m
+        total += n_blocks * taken[p]
+        if p in filled or total > max_gather:
+            return i
+        filled.add(q)
+    return len(moves)
+
+
+def _move_candidates(F, labels, moves, output):
+    """For each move ``(p, q, m)``: ``(keys, rows)`` of the block's members of p with the
+    smallest keys (smallest first, earlier rows first among equal keys), as many as that
+    move and the earlier ones from p may take."""
+    out, taken = [], {}
+    for p, q, m in moves:
+        taken[p] = taken.get(p, 0) + m
+        rows = np.flatnonzero(labels == p)
+        u = _ordered_uint(emmc_move_keys(F[rows], p, q, output))
+        first = np.lexsort((rows, u))[: taken[p]]
+        out.append((u[first], rows[first]))
+    return out
+
+
+def _chosen_rows(candidates, moves, starts):
+    """The rows each move takes, ``[(rows, q), ...]`` in global row numbers: the m smallest
+    keys among the members its cluster still has, ties to earlier rows, as the moves one
+    at a time would choose them."""
+    chosen, gone = [], {}
+    for i, (p, q, m) in enumerate(moves):
+        u = np.concatenate([c[i][0] for c in candidates])
+        rows = np.concatenate([c[i][1] + starts[b] for b, c in enumerate(candidates)])
+        if p in gone:
+            left = ~np.isin(rows, gone[p])
+            u, rows = u[left], rows[left]
+        take = rows[np.lexsort((rows, u))[:m]]
+        gone[p] = np.concatenate([gone.get(p, take[:0]), take])
+        chosen.append((take, q))
+    return chosen
+
+
+def _assign(labels, rows, values):
+    out = labels.copy()
+    out[rows] = values
+    return out
+
+
+def _assignments(chosen, starts):
+    """Per block: the local rows the moves take and their new labels."""
+    rows = np.concatenate([r for r, _ in chosen])
+    values = np.concatenate([np.full(len(r), q, dtype=np.int64) for r, q in chosen])
+    block = np.searchsorted(starts, rows, side="right") - 1
+    return [(rows[block == b] - starts[b], values[block == b]) for b in range(len(starts) - 1)]
+
+
+def _gathered_step(F_blocks, label_blocks, moves, output, starts):
+    """The label blocks after ``moves``, chosen on the client from one gather of the
+    blocks' candidates."""
+    gather = dask.delayed(_move_candidates, pure=True)
+    candidates = dask.compute(
+        [gather(f, b, moves, output) for f, b in zip(F_blocks, label_blocks, strict=True)]
+    )[0]
+    per_block = _assignments(_chosen_rows(candidates, moves, starts), starts)
+    assign = dask.delayed(_assign, pure=True)
+    return [assign(b, *rows) for b, rows in zip(label_blocks, per_block, strict=True)]
+
+
+def _selected_step(F_blocks, label_blocks, p, q, m, output, max_gather):
+    """The label blocks after the move ``(p, q, m)``, chosen by a distributed selection."""
+    u_star, quotas = select_smallest(F_blocks, label_blocks, p, q, m, output, max_gather=max_gather)
+    fn = dask.delayed(_apply_move, pure=True)
+    return [
+        fn(F_blocks[b], label_blocks[b], p, q, output, u_star, quotas[b])
+        for b in range(len(F_blocks))
+    ]
+
+
+def balance_labels(F, labels, sizes, tol, output, *, max_gather=MAX_GATHER):
     """Move points from the largest to the smallest cluster until ``max - min <= tol``.
 
     ``F`` (N x n_outputs) and ``labels`` (N,) are dask arrays with the same row chunks,
     best persisted. Returns ``(labels, sizes, n_moved)``; the labels are persisted after each
-    move. Each move is one exact distributed selection (see :func:`select_smallest`).
+    gather. The moves follow from the sizes alone (:func:`plan_moves`); each move takes the
+    members of its cluster with the smallest keys, ties to earlier rows. Consecutive moves
+    whose candidates (each block's smallest keys) number at most ``max_gather`` are chosen
+    together from one gather; a move with more candidates is one exact distributed
+    selection (:func:`select_smallest`).
     """
     sizes = np.array(sizes, dtype=np.int64)
     F_blocks, chunks = _delayed_blocks(F), F.chunks[0]
-    n_moved = 0
-    while (move := balance_moves(sizes, tol)) is not None:
-        p, q, m = move
+    starts = np.concatenate([[0], np.cumsum(chunks)]).astype(np.int64)
+    moves, n_moved = plan_moves(sizes, tol), 0
+    while moves:
         label_blocks = _delayed_blocks(labels)
-        u_star, quotas = select_smallest(
-            F_blocks, label_blocks, p, q, m, output, max_gather=max_gather
-        )
-        fn = dask.delayed(_apply_move, pure=True)
-        new = [
-            fn(F_blocks[b], label_blocks[b], p, q, output, u_star, quotas[b])
-            for b in range(len(F_blocks))
-        ]
+        n = _gathered_moves(moves, len(F_blocks), max_gather)
+        if n:
+            batch = moves[:n]
+            new = _gathered_step(F_blocks, label_blocks, batch, output, starts)
+        else:
+            batch = moves[:1]
+            new = _selected_step(F_blocks, label_blocks, *batch[0], output, max_gather)
         labels = _from_blocks(new, chunks).persist()  # the array holds the persisted blocks
-        sizes[p] -= m
-        sizes[q] += m
-        n_moved += m
-        logger.debug("balance: moved %d points from cluster %d to %d", m, p, q)
+        for p, q, m in batch:
+            sizes[p] -= m
+            sizes[q] += m
+            n_moved += m
+            logger.debug("balance: moved %d points from cluster %d to %d", m, p, q)
+        moves = moves[len(batch) :]
     return labels, sizes, n_moved
 
 

@@ -238,13 +238,14 @@ def test_iterations_run_on_runs_of_chunks_with_the_same_labels(run_rows, monkeyp
 
     monkeypatch.setattr(emmc_module, "block_rows", lambda n_samples: run_rows)
     blocks_per_selection = []
-    select = emmc_module.select_smallest
+    for name in ("select_smallest", "_gathered_step"):
+        step = getattr(emmc_module, name)
 
-    def counted(F_blocks, *args, **kwargs):
-        blocks_per_selection.append(len(F_blocks))
-        return select(F_blocks, *args, **kwargs)
+        def counted(F_blocks, *args, step=step, **kwargs):
+            blocks_per_selection.append(len(F_blocks))
+            return step(F_blocks, *args, **kwargs)
 
-    monkeypatch.setattr(emmc_module, "select_smallest", counted)
+        monkeypatch.setattr(emmc_module, name, counted)
     X, _ = _data(4, n=240, seed=global_seed, weights=[0.7, 0.1, 0.1, 0.1])
     init = np.zeros(240, dtype=int)
     kw = dict(n_hidden=20, C=1.0, balance=0.05, max_iter=4, select="last", random_state=global_seed)
@@ -673,3 +674,50 @@ def test_scores_and_changed_label_sums_equal_the_dense_ones(cache, global_seed):
     before_d, after_d = (da.from_array(a, chunks=100) for a in (picked, after))
     moved = changed_label_sums(features, before_d, after_d, 3, dask.delayed(sums)).compute()
     np.testing.assert_allclose(moved, H.T @ np.eye(3)[after], rtol=1e-12, atol=1e-12)
+
+
+def _sequential_balance(F, labels, sizes, tol, output):
+    """The balance step one move at a time, densely: each move takes the members of p with
+    the smallest keys, earlier rows first among equal keys."""
+    from elmscale.algorithms._emmc import balance_moves, emmc_move_keys
+
+    labels, sizes = labels.copy(), np.array(sizes)
+    while (move := balance_moves(sizes, tol)) is not None:
+        p, q, m = move
+        rows = np.flatnonzero(labels == p)
+        keys = emmc_move_keys(F[rows], p, q, output)
+        labels[rows[np.lexsort((rows, keys))[:m]]] = q
+        sizes[p] -= m
+        sizes[q] += m
+    return labels, sizes
+
+
+@pytest.mark.parametrize("max_gather", [1, 200, 1 << 20])
+@pytest.mark.parametrize("output, ties", [("multi", False), ("multi", True), ("single", True)])
+def test_moves_chosen_together_equal_the_moves_one_at_a_time(max_gather, output, ties, rng):
+    """A balance step's moves chosen from one gather (a large bound), in several (a small
+    one) or each by a distributed selection (1) take the rows the moves one at a time
+    take, ties to earlier rows, on data where a cluster gives to several others."""
+    from elmscale.algorithms._emmc import balance_labels, plan_moves
+
+    k, N = 5, 900
+    F = rng.randn(N, k if output == "multi" else 1)
+    if ties:
+        F = np.round(F, 1)
+    labels = rng.choice(k, N, p=[0.55, 0.25, 0.1, 0.05, 0.05])
+    sizes = np.bincount(labels, minlength=k)
+    moves = plan_moves(sizes, 20.0)
+    assert len(moves) >= 4 and len({p for p, _, _ in moves}) < len(moves)  # p gives twice
+    chunks = (100, 250, 50, 300, 200)
+    got, got_sizes, n_moved = balance_labels(
+        da.from_array(F, chunks=(chunks, -1)),
+        da.from_array(labels, chunks=(chunks,)),
+        sizes,
+        20.0,
+        output,
+        max_gather=max_gather,
+    )
+    want, want_sizes = _sequential_balance(F, labels, sizes, 20.0, output)
+    np.testing.assert_array_equal(got.compute(), want)
+    np.testing.assert_array_equal(got_sizes, want_sizes)
+    assert n_moved == sum(m for _, _, m in moves)
