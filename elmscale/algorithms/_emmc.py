@@ -781,11 +781,11 @@ default="kmeans"
         k, output, features = self.n_clusters, self._output, reduction.features
         T = emmc_targets(k, output)
         htf = reduction.stats["htf"]
-        # the iterations' label passes and the balance selections run on runs of X's chunks
-        # (the k-means blocks: few, large tasks on the narrow N x n_outputs scores); the
-        # passes over H read the labels back in X's chunks
-        runs = {0: block_rows(reduction.n_samples)}
-        labels = reduction.stats["labels"].rechunk(runs)
+        # the iterations' passes and the balance selections run on runs of X's chunks (few,
+        # large tasks on the narrow N x n_outputs scores); the corrections of H^T F read the
+        # labels back in X's chunks
+        runs = runs_of_chunks(features.chunks, reduction.n_samples)
+        labels = reduction.stats["labels"].rechunk({0: _run_rows(features.chunks, runs)})
         sizes = _sizes(labels, k)
         history, objectives, converged = [], [], False
         best = None
@@ -863,15 +863,16 @@ default="kmeans"
         ``(new labels, their sizes, labels changed, points moved by the balance step, the
         new partition's key, H^T F of the new labels)``.
 
-        One pass over H (:func:`scores_and_label_sums`) gives the scores ``F = H beta``,
-        the labels they pick and H^T F of those labels; the balance step then moves a few
-        points, and H^T F of the balanced labels is that sum corrected by the hidden rows
-        of the moved points only. The scores and labels are held in ``runs`` of chunks:
-        each radix pass of a balance selection is one task per run instead of one per
-        chunk (a fit's tasks per pass do not grow with N)."""
+        One pass over H (:func:`scores_and_label_sums`), one task per run of X's chunks
+        (``runs``), gives the scores ``F = H beta``, the labels they pick and H^T F of those
+        labels; the balance step then moves a few points, and H^T F of the balanced labels
+        is that sum corrected by the hidden rows of the moved points only. The scores and
+        labels are held in the runs: each selection of the balance step is one task per run
+        (a fit's tasks per pass do not grow with N)."""
         k, output = self.n_clusters, self._output
-        F, picked, picked_sums = scores_and_label_sums(features, beta, k, output)
-        F, picked, picked_sums = dask.persist(F.rechunk(runs), picked.rechunk(runs), picked_sums)
+        F, picked, picked_sums = dask.persist(
+            *scores_and_label_sums(features, beta, k, output, runs)
+        )
         new, sizes, n_moved = balance_labels(F, picked, _sizes(picked, k), self._tol, output)
         changed = dask.delayed(_n_changed, pure=True)
         pairs = zip(_delayed_blocks(labels), _delayed_blocks(new), strict=True)
@@ -911,28 +912,55 @@ default="kmeans"
         return negative_sse(self.decision_function(X), self.targets_, self.predict(X))
 
 
-def scores_and_label_sums(features, beta, n_clusters, output):
+def scores_and_label_sums(features, beta, n_clusters, output, runs=None):
     """One pass over H for Algorithm 1's iteration: ``(F, labels, sums)``, the scores
     ``F = H beta`` and the labels the relabelling rule picks from them (dask arrays chunked
-    like X's rows), and ``H^T F_labels`` of those labels (delayed, n_hidden x n_clusters).
-    Each task builds its block of H once for all three, so the scores and the next
-    iteration's sums cost one pass where a pass for each would read H twice."""
+    by ``runs`` of X's chunks, lists of chunk numbers; default one chunk each), and
+    ``H^T F_labels`` of those labels (delayed, n_hidden x n_clusters). Each task builds each
+    of its blocks of H once for all three, so the scores and the next iteration's sums cost
+    one pass where a pass for each would read H twice."""
     blocks, layer = features.sources()
+    runs = runs or [[b] for b in range(len(blocks))]
     beta = np.asarray(beta).astype(features.X.dtype)
-    score = named(_score_block, "elmscale-embed-scores", nout=3)
+    score = named(_score_run, "elmscale-embed-scores", nout=3)
     beta_d = dask.delayed(beta, pure=True)
-    parts = [score(block, layer, beta_d, n_clusters, output) for block in blocks]
-    chunks = features.chunks
-    F = _from_blocks([p[0] for p in parts], chunks, features.X.dtype, beta.shape[1])
-    labels = _from_blocks([p[1] for p in parts], chunks)
+    parts = [score([blocks[b] for b in run], layer, beta_d, n_clusters, output) for run in runs]
+    rows = _run_rows(features.chunks, runs)
+    F = _from_blocks([p[0] for p in parts], rows, features.X.dtype, beta.shape[1])
+    labels = _from_blocks([p[1] for p in parts], rows)
     return F, labels, tree_sum([p[2] for p in parts], prefix="elmscale-embed-sum")
 
 
-def _score_block(block, layer, beta, n_clusters, output):
-    H = hidden_rows(block, layer)
-    F = H @ beta
-    labels = _relabel_block(F, n_clusters, output)
-    return F, labels, label_sums(H, labels, n_clusters)
+def runs_of_chunks(chunks, n_samples):
+    """X's row chunks joined into runs of whole chunks of at least k-means's block rows
+    (:func:`~elmscale.cluster.block_rows`) each, the last run taking what is left: lists of
+    chunk numbers. A run never splits a chunk, so no pass moves rows between runs and
+    chunks."""
+    target, runs, rows = block_rows(n_samples), [[]], 0
+    for b, n in enumerate(chunks):
+        if rows >= target:
+            runs.append([])
+            rows = 0
+        runs[-1].append(b)
+        rows += n
+    return runs
+
+
+def _run_rows(chunks, runs):
+    return tuple(int(sum(chunks[b] for b in run)) for run in runs)
+
+
+def _score_run(blocks, layer, beta, n_clusters, output):
+    """A run's scores, the labels they pick and those labels' H^T F, a block of H at a time."""
+    scores, labels, sums = [], [], 0.0
+    for block in blocks:
+        H = hidden_rows(block, layer)
+        F = H @ beta
+        picked = _relabel_block(F, n_clusters, output)
+        scores.append(F)
+        labels.append(picked)
+        sums = sums + label_sums(H, picked, n_clusters)
+    return np.concatenate(scores), np.concatenate(labels), sums
 
 
 def _sizes(labels, n_clusters):

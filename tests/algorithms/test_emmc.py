@@ -229,11 +229,14 @@ def test_ties_are_broken_by_row_order_whatever_the_chunking(global_seed):
         assert np.bincount(got).tolist() == [120, 120]
 
 
-@pytest.mark.parametrize("run_rows", [60, 1000])
-def test_iterations_run_on_runs_of_chunks_with_the_same_labels(run_rows, monkeypatch, global_seed):
+@pytest.mark.parametrize("run_rows, n_runs", [(60, 4), (55, 4), (1000, 1)])
+def test_iterations_run_on_runs_of_chunks_with_the_same_labels(
+    run_rows, n_runs, monkeypatch, global_seed
+):
     """The scores and labels of the iterations are held in runs of X's chunks: each radix
     pass of a balance selection is one task per run, however finely X is chunked, and the
-    labels equal the dense reference's (runs that split X's chunks included)."""
+    labels equal the dense reference's (a run's target rows that are no multiple of a chunk's
+    included: runs hold whole chunks)."""
     import elmscale.algorithms._emmc as emmc_module
 
     monkeypatch.setattr(emmc_module, "block_rows", lambda n_samples: run_rows)
@@ -254,7 +257,7 @@ def test_iterations_run_on_runs_of_chunks_with_the_same_labels(run_rows, monkeyp
     ref = _dense_emmc(H, init, 4, 1.0, 0.05, "multi", 4)[0]
     np.testing.assert_array_equal(model.labels_.compute(), ref)
     assert model.labels_.chunks == ((10,) * 24,)  # handed back in X's chunks
-    assert blocks_per_selection and set(blocks_per_selection) == {-(-240 // run_rows)}
+    assert blocks_per_selection and set(blocks_per_selection) == {n_runs}  # whole chunks each
 
 
 @pytest.mark.parametrize("k, output", CASES)
