@@ -380,8 +380,9 @@ def recall_at_k(X, idx, k, n_sample=2000, seed=0):
     Q = np.asarray(X[rows].compute(), dtype=np.float64)
     got = np.asarray(idx[rows].compute())
 
-    def best(block, start, step=20_000):
-        # in slices of rows: a (n_sample x chunk) float64 block would not fit a worker
+    def best(block, start, step=2_000):
+        # in slices of rows: a (n_sample x chunk) float64 block would not fit a worker, and
+        # a worker of 1.5 GB holds a (2,000 x 2,000) slice beside its share of X
         found = []
         for lo in range(0, block.shape[0], step):
             B = np.asarray(block[lo : lo + step], dtype=np.float64)

@@ -125,6 +125,7 @@ def one_run(spec, backend, workers, args, log):
             g = knn_graph(X, args.k, backend=chosen, order=args.order, random_state=seed)
             wait([g.indices, g.distances, *((g.X, *g.blocks) if args.order else ())])
             out[f"{label}_s"] = time.perf_counter() - t0
+            log(f"  {name} {backend} {workers}w {label}: {out[f'{label}_s']:.1f} s")
             if label == "cold":
                 out["sent_mb"] = (sum(client.run(_sent_bytes).values()) - sent0) / 1e6
                 out["worker_peak_mb"] = sorted(client.run(_peak_mb).values())
@@ -133,7 +134,6 @@ def one_run(spec, backend, workers, args, log):
                 out["recall_estimate"] = getattr(reporter or g, "recall_estimate_", None)
                 out["refine_rounds"] = getattr(reporter, "n_refine_", None)
                 out["probes_used"] = getattr(reporter, "n_probes_", None)
-            log(f"  {name} {backend} {workers}w {label}: {out[f'{label}_s']:.1f} s")
             del g
         if args.halo:
             ordered = knn_graph(

@@ -499,7 +499,9 @@ class CellSearch:
         several tasks. Default :data:`SEARCH_MEMORY_SHARE` of a worker thread's memory
         (memory limit / threads), or :data:`DEFAULT_SEARCH_BYTES` without workers that
         state a limit; logged at INFO. It bounds a task whatever N and d (in high dimension
-        a chunk's rows probe cells all over X); the graph is the same for any budget.
+        a chunk's rows probe cells all over X); the refinement's join tasks hold at most the
+        same (:func:`~elmscale.graph._local_join.plan_waves`). The graph is the same for
+        any budget.
 
     Notes
     -----
@@ -647,6 +649,7 @@ class CellSearch:
             width,
             max_candidates=CANDIDATES_PER_K * (width // JOIN_WIDTH),
             salt=(part.seed * 1_000_003 + round_) % (1 << 63),
+            memory_budget=search_budget(self.memory_budget),
         )
 
     def search(self, part, X, n_neighbors):

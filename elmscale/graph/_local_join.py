@@ -12,9 +12,14 @@ pynndescent's implementation:
    (it entered a list since it was last used in a join) or *old*. A row keeps at most
    ``max_candidates`` new and as many old ones, chosen by a hash of (row, entry, round):
    its *hub set*. Forward entries chosen as new are old from the next round on.
-2. **Rows.** A chunk receives, once per round, the distinct rows of X its hub sets name and
-   it does not hold, with each row's original index and the squared distance of its last
-   list entry (its *threshold*), from the chunks holding them (one exchange).
+2. **Rows.** A chunk's hub sets are cut into *waves*, consecutive runs of hub sets whose
+   rows and candidate pairs fit a memory budget (:func:`plan_waves`), so that no task
+   holds more than the budget however wide the rows and however far the neighbourhoods
+   spread (wide data of high intrinsic dimension names most of X from every chunk). Each
+   wave's task receives the distinct rows of X its hub sets name outside the chunk, with
+   each row's original index and the squared distance of its last list entry (its
+   *threshold*), from the chunks holding them (one exchange, in rounds of about a task per
+   worker thread).
 3. **Join.** Every pair (p, q) of a hub set with at least one new member is a candidate for
    both rows (pairs of two old members were joined in an earlier round). One batched float32
    product per block of hubs proposes every pair's squared distance; a pair can enter p's
@@ -30,7 +35,7 @@ pynndescent's implementation:
 
 Hub sets, thresholds and the exact distances depend on the rows and the previous lists only,
 and the product only filters (conservatively), so a round's lists, like the cell search's,
-are the same for any chunking and any number of workers.
+are the same for any chunking, memory budget and number of workers.
 
 The number of rounds follows a measured rule: :func:`recall_estimate` compares the lists of a
 fixed sample of rows with their exact neighbours (found once, blockwise on the cluster), and
@@ -41,22 +46,21 @@ import dask
 import dask.array as da
 import numpy as np
 
+from ..utils._dask import cluster_threads, held_blocks
 from ._backends import exact_kneighbors
-from ._exchange import exchange
-from ._select import Operands, exact_sq_distances, lexorder
+from ._exchange import exchange, split_by_bytes
+from ._select import Operands, exact_sq_distances, lexorder, pair_rows
 from ._tasks import PREFIX, task
 
 
-def _task_table(lo, X, original, pieces, *extra):
-    """A task's rows, its chunk's and the rows it received from other chunks (``pieces``),
-    sorted by ordered position: ``(positions, rows of X, original indices, *extra)``
-    (``extra``: further columns of the chunk's rows, which the pieces carry too). Each piece holds
-    increasing positions of one source chunk, and chunks hold disjoint ranges, so putting the
-    pieces in the order of their first positions sorts the table."""
-    parts = [(np.arange(lo, lo + X.shape[0]), X, original, *extra)] + [
-        p for p in pieces if len(p[0])
-    ]
-    parts.sort(key=lambda p: p[0][0] if len(p[0]) else lo)
+def _task_table(own, pieces):
+    """A join task's table, the rows it holds sorted by ordered position: ``own`` (rows of
+    its chunk, a tuple of columns: ordered positions, rows of X, original indices, further
+    columns) and the rows it received from other chunks (``pieces``, with the same columns).
+    Each holds increasing positions of one chunk, and chunks hold disjoint ranges, so
+    putting them in the order of their first positions sorts the table."""
+    parts = [p for p in [own, *pieces] if len(p[0])]
+    parts.sort(key=lambda p: p[0][0])
     return tuple(np.concatenate(column) for column in zip(*parts, strict=True))
 
 
@@ -84,8 +88,9 @@ def _source_chunks(positions, starts):
     return np.unique(np.searchsorted(starts, positions, side="right") - 1)
 
 
-def _take_positions(block, positions, lo, hi):
-    """Rows of this chunk (ordered rows [lo, hi)) at ``positions``, with the positions."""
+def _take_positions(block, after, positions, lo, hi):
+    """Rows of this chunk (ordered rows [lo, hi)) at ``positions``, with the positions.
+    ``after`` only orders the task after an earlier round's joins."""
     mine = positions[(positions >= lo) & (positions < hi)]
     return (mine,) + tuple(b[mine - lo] for b in block)
 
@@ -169,9 +174,88 @@ def _hub_sets(max_candidates, salt, lo, pos, new, pieces):
     return H, H_new, used
 
 
-def _hub_outside(hubs, lo, hi):
-    """The distinct rows the hub sets name outside this chunk's rows [lo, hi)."""
-    return _outside(hubs[0], lo, hi)
+def join_row_bytes(d, itemsize):
+    """About the bytes a join task holds per row of its table: the row as received and in
+    the table (``itemsize`` per value each), centred as float32 (:class:`~elmscale.graph.
+    _select.Operands`), and its position, original index, threshold and norms."""
+    return d * (2 * itemsize + 4) + 48
+
+
+def join_hub_bytes(s):
+    """About the most bytes a join task holds per hub set of up to ``s`` members: each of
+    its s^2 pairs as a candidate (a key, sorted, split into p and q, an exact distance and
+    the order that ranks them)."""
+    return 48 * s * s
+
+
+#: bytes a join task's products hold per value of their block (the gathered float32 rows,
+#: their products, the masks and the indices)
+JOIN_BLOCK_BYTES = 8
+
+
+class JoinWorkspace:
+    """What a join task of ``budget`` bytes spends on buffers that do not grow with its
+    table, at most an eighth of the budget each: the products' blocks of hub sets
+    (``block_values`` values, at most :data:`HUB_BLOCK_VALUES`) and the exact distances'
+    pairs (``pairs`` at a time, at most :func:`~elmscale.graph._select.pair_rows`) of rows
+    of d values of ``itemsize`` bytes. ``table_budget`` is what is left for the table and
+    the candidate pairs."""
+
+    def __init__(self, budget, d, itemsize):
+        budget = int(budget)
+        self.block_values = max(1, min(HUB_BLOCK_VALUES, budget // (8 * JOIN_BLOCK_BYTES)))
+        pair_bytes = (2 * itemsize + max(itemsize, 4)) * d
+        self.pairs = max(1, min(pair_rows(d), budget // (8 * pair_bytes)))
+        spent = JOIN_BLOCK_BYTES * self.block_values + pair_bytes * self.pairs
+        self.table_budget = max(budget - spent, 1)
+
+
+def _named(H):
+    """The sorted distinct ordered positions the hub sets ``H`` name (-1 is padding)."""
+    return np.unique(H[H >= 0])
+
+
+def plan_waves(hubs, lo, hi, budget, row_bytes, hub_bytes):
+    """This chunk's hub sets (its rows [lo, hi)) cut into *waves*: consecutive runs of hub
+    rows whose join holds at most ``budget`` bytes, ``row_bytes`` for each distinct row of
+    X the run's hub sets name and ``hub_bytes`` for each hub set (at least one hub row a
+    wave), so that a join task holds a bounded table whatever the data's width and spread.
+    Returns ``(cuts, outside)``: the hub rows where the waves begin (and the end), and per
+    wave the rows it names outside [lo, hi), which its task receives.
+
+    A run's distinct members are counted through each member's first hub row: the runs
+    grow over windows of doubling size until one ends inside its window."""
+    H = hubs[0]
+    n, s = H.shape
+    cuts = [0]
+    while cuts[-1] < n:
+        r0 = cuts[-1]
+        window = max(1, 2 * budget // max(s * row_bytes + hub_bytes, 1))
+        while True:
+            block = H[r0 : r0 + window]
+            flat = block.ravel()
+            at = np.flatnonzero(flat >= 0)
+            _, first = np.unique(flat[at], return_index=True)
+            distinct = np.cumsum(np.bincount(at[first] // s, minlength=len(block)))
+            cost = distinct * row_bytes + np.arange(1, len(block) + 1) * hub_bytes
+            fit = max(int(np.searchsorted(cost, budget, side="right")), 1)
+            if fit < len(block) or r0 + window >= n:
+                break
+            window *= 2
+        cuts.append(r0 + min(fit, len(block)))
+    outside = [len(_outside(H[a:b], lo, hi)) for a, b in zip(cuts[:-1], cuts[1:], strict=True)]
+    return np.array(cuts, dtype=np.int64), np.array(outside, dtype=np.int64)
+
+
+def _plan_chunk(hubs, lo, hi, budget, row_bytes):
+    """:func:`plan_waves` of a chunk's hub sets, with their width's :func:`join_hub_bytes`."""
+    return plan_waves(hubs, lo, hi, budget, row_bytes, join_hub_bytes(hubs[0].shape[1]))
+
+
+def _wave_outside(hubs, r0, r1, lo, hi):
+    """The distinct rows the hub sets of hub rows [r0, r1) name outside this chunk's rows
+    [lo, hi): what their join task receives."""
+    return _outside(hubs[0][r0:r1], lo, hi)
 
 
 #: a list with free places takes candidates up to this many times the squared distance of
@@ -195,25 +279,36 @@ def _threshold(sq_dist):
 HUB_BLOCK_VALUES = 1 << 22
 
 
-def _join_chunk(width, lo, X, original, threshold, hubs, pieces):
-    """The local join of this chunk's hub sets (module docstring, step 3): the pairs
-    ``(p, q)`` of a hub set with at least one new member and an exact squared distance
-    within p's threshold, at most p's ``width`` best by (squared distance, original index),
-    as ``(p, q, original index of q, squared distance)`` sorted by p (ordered positions)."""
-    H, H_new, _ = hubs
-    t_pos, t_X, t_orig, t_thr = _task_table(lo, X, original, pieces, threshold)
-    where = _position_map(t_pos)
+def _join_wave(width, lo, X, original, threshold, hubs, r0, r1, pieces, workspace, read=None):
+    """The local join of this chunk's hub sets of hub rows [r0, r1) (module docstring,
+    step 3): the pairs ``(p, q)`` of a hub set with at least one new member and an exact
+    squared distance within p's threshold, at most p's ``width`` best by (squared distance,
+    original index), as ``(p, q, original index of q, squared distance)`` sorted by p
+    (ordered positions). The task's table holds the rows these hub sets name: the chunk's
+    own (taken from its block, X's rows from ordered position ``lo``) and those received
+    (``pieces``); the products and exact distances run in the blocks ``workspace``
+    (:class:`JoinWorkspace`) sets; ``read`` turns rows of a held block into X's rows."""
+    H, H_new = hubs[0][r0:r1], hubs[1][r0:r1]
+    named = _named(H)
+    if not len(named):
+        empty = np.empty(0, dtype=np.int64)
+        return empty, empty, empty, np.empty(0)
+    own = named[(named >= lo) & (named < lo + len(original))]
+    rows = X[own - lo]
+    pieces = [(p[0], read(p[1]), *p[2:]) for p in pieces] if read is not None else pieces
+    own = (own, rows if read is None else read(rows), original[own - lo], threshold[own - lo])
+    t_pos, t_X, t_orig, t_thr = _task_table(own, pieces)
     ops = Operands(t_X, t_X.mean(axis=0, dtype=np.result_type(t_X.dtype, np.float32)), np.float32)
     # a pair enters p's list only if its exact distance is within p's threshold, so its
     # proposal within the threshold plus the product's error bound
     limit = t_thr + ops.error_bound()
     n, s = H.shape
-    step = max(1, HUB_BLOCK_VALUES // (s * max(s, ops.d)))
+    step = max(1, workspace.block_values // (s * max(s, ops.d)))
     found = []
     for h0 in range(0, n, step):
         block, block_new = H[h0 : h0 + step], H_new[h0 : h0 + step]
         valid = block >= 0
-        at = where[np.where(valid, block, t_pos[0])]
+        at = np.searchsorted(t_pos, np.where(valid, block, t_pos[0]))
         R = ops.rows[at]
         G = np.matmul(R, R.transpose(0, 2, 1))
         sq = ops.sq[at]
@@ -231,7 +326,7 @@ def _join_chunk(width, lo, X, original, threshold, hubs, pieces):
         found.append(at[hub_i] * len(t_pos) + at[hub_i - hub_i % s + (flat - hub_i * s)])
     keys = np.sort(np.concatenate(found))
     p, q = np.divmod(keys[_first_of_runs(keys)], len(t_pos))
-    sq_dist = exact_sq_distances(t_X, p, t_X, q).astype(np.float64)
+    sq_dist = exact_sq_distances(t_X, p, t_X, q, workspace.pairs).astype(np.float64)
     keep = sq_dist <= t_thr[p]
     p, q, sq_dist = p[keep], q[keep], sq_dist[keep]
     # only a row's best ``width`` of this task's candidates can be among its best of all
@@ -279,32 +374,8 @@ def _merge(width, lo, pos, orig, sq_dist, new, hubs, pieces):
     return out_pos, out_ids, out_e, out_new
 
 
-def _position_map(table_pos):
-    """An array mapping each of a task's positions (``table_pos``, distinct) to its place in
-    the task's table: one gather per lookup instead of a binary search."""
-    where = np.zeros(int(table_pos.max(initial=-1)) + 1, dtype=np.int64)
-    where[table_pos] = np.arange(len(table_pos))
-    return where
-
-
 def _blocks(array):
     return array.to_delayed(optimize_graph=False).ravel()
-
-
-def _exchange_positions(stage, starts, wanted, blocks):
-    """Per chunk: the pieces of ``blocks`` (tuples of row-aligned arrays per chunk) at the
-    ordered positions ``wanted[t]`` lists, with the positions; one exchange."""
-    nb = len(starts) - 1
-    bounds = [(int(starts[t]), int(starts[t + 1])) for t in range(nb)]
-    wanted = list(dask.persist(*wanted))
-    sources = dask.compute(*[task(f"{stage}-sources", _source_chunks, w, starts) for w in wanted])
-    return exchange(
-        f"{PREFIX}-{stage}",
-        _take_positions,
-        [(blk,) for blk in blocks],
-        [[(s, bounds[s]) for s in sources[t]] for t in range(nb)],
-        wanted,
-    )
 
 
 def _reverse_lists(starts, pos, new):
@@ -322,8 +393,16 @@ def _reverse_lists(starts, pos, new):
     )
 
 
-def local_join(starts, original, X, lists, new, n_neighbors, *, max_candidates, salt):
+def local_join(
+    starts, original, X, lists, new, n_neighbors, *, max_candidates, salt, memory_budget
+):
     """One round of NN-descent's local join on row-chunked, ordered data (module docstring).
+
+    Each chunk's hub sets are joined in waves (:func:`plan_waves`) whose tables hold at most
+    ``memory_budget`` bytes (:func:`join_row_bytes`), unless one hub set alone names more;
+    the rows move to them in rounds of about a task's worth per worker thread, each round's
+    sending waiting for the joins of the round before the last, so that a worker holds a
+    bounded number of copies. The lists are the same for any budget.
 
     Parameters
     ----------
@@ -332,7 +411,7 @@ def local_join(starts, original, X, lists, new, n_neighbors, *, max_candidates, 
     original : dask array (N,)
         The original index of each ordered row, chunked like X.
     X : dask array (N, d)
-        The rows, in order.
+        The rows, in order (a rows view is read where its rows are joined).
     lists : tuple of dask arrays (N, m)
         The current lists, each row's sorted by (squared distance, original index): ordered
         positions of the neighbours, their original indices and exact squared distances.
@@ -344,6 +423,8 @@ def local_join(starts, original, X, lists, new, n_neighbors, *, max_candidates, 
         New (and old) entries at most in a row's hub set.
     salt : int >= 0
         Picks the hub sets (a different one each round).
+    memory_budget : int
+        The bytes a join task's table may hold.
 
     Returns
     -------
@@ -353,7 +434,8 @@ def local_join(starts, original, X, lists, new, n_neighbors, *, max_candidates, 
     w = n_neighbors
     nb = len(starts) - 1
     bounds = [(int(starts[t]), int(starts[t + 1])) for t in range(nb)]
-    X_blocks, orig_blocks = _blocks(X), _blocks(original)
+    X_blocks, read = held_blocks(X)
+    orig_blocks = _blocks(original)
     pos_b, ids_b, e_b = (_blocks(a) for a in lists)
     new_b = _blocks(new)
     reverse = _reverse_lists(starts, lists[0], new)
@@ -365,29 +447,73 @@ def local_join(starts, original, X, lists, new, n_neighbors, *, max_candidates, 
             ]
         )
     )
-    thresholds = [task("join-threshold", _threshold, e) for e in e_b]
-    rows = _exchange_positions(
-        "join-rows",
-        starts,
-        [task("join-want", _hub_outside, hubs[t], *bounds[t]) for t in range(nb)],
-        [
-            task("join-pack", tuple, [xb, ob, tb])
-            for xb, ob, tb in zip(X_blocks, orig_blocks, thresholds, strict=True)
-        ],
+    row_bytes = join_row_bytes(X.shape[1], X.dtype.itemsize)
+    workspace = JoinWorkspace(memory_budget, X.shape[1], X.dtype.itemsize)
+    plans = dask.compute(
+        *[
+            task("join-plan", _plan_chunk, hubs[t], *bounds[t], workspace.table_budget, row_bytes)
+            for t in range(nb)
+        ]
     )
-    updates = [
-        task(
-            "join", _join_chunk, w, lo, X_blocks[t], orig_blocks[t], thresholds[t], hubs[t], rows[t]
-        )
-        for t, (lo, _) in enumerate(bounds)
+    waves = [
+        (t, int(a), int(b), int(n_out))
+        for t, (cuts, outside) in enumerate(plans)
+        for a, b, n_out in zip(cuts[:-1], cuts[1:], outside, strict=True)
     ]
+    thresholds = [task("join-threshold", _threshold, e) for e in e_b]
+    packed = [
+        task("join-pack", tuple, [xb, ob, tb])
+        for xb, ob, tb in zip(X_blocks, orig_blocks, thresholds, strict=True)
+    ]
+    nbytes = [n_out * row_bytes for *_, n_out in waves]
+    wanted = list(
+        dask.persist(
+            *[task("join-want", _wave_outside, hubs[t], a, b, *bounds[t]) for t, a, b, _ in waves]
+        )
+    )
+    sources = dask.compute(*[task("join-sources", _source_chunks, x, starts) for x in wanted])
+    rounds = split_by_bytes(range(len(waves)), nbytes, memory_budget * max(cluster_threads(), 1))
+    updates, done = [None] * len(waves), []
+    for r, members in enumerate(rounds):
+        after = done[r - 2] if r >= 2 else None
+        rows = exchange(
+            f"{PREFIX}-join-rows",
+            _take_positions,
+            [(p, after) for p in packed],
+            [[(s, bounds[s]) for s in sources[i]] for i in members],
+            [wanted[i] for i in members],
+            nbytes=[nbytes[i] for i in members],
+        )
+        for i, got in zip(members, rows, strict=True):
+            t, a, b, _ = waves[i]
+            lo = bounds[t][0]
+            updates[i] = task(
+                "join",
+                _join_wave,
+                w,
+                lo,
+                X_blocks[t],
+                orig_blocks[t],
+                thresholds[t],
+                hubs[t],
+                a,
+                b,
+                got,
+                workspace,
+                read,
+            )
+        done.append(task("join-round", _after, *[updates[i] for i in members]))
     received = exchange(
         f"{PREFIX}-join-updates",
         _take_updates,
         [(u,) for u in updates],
-        [[(s, (bounds[t],)) for s in range(nb)] for t in range(nb)],
+        [[(s, (bounds[t],)) for s in range(len(waves))] for t in range(nb)],
     )
     return _merged(w, bounds, (pos_b, ids_b, e_b, new_b), hubs, received)
+
+
+def _after(*joined):
+    """Nothing, once these join tasks have run: what a later round's sending waits for."""
 
 
 def _merged(w, bounds, list_blocks, hubs, received):

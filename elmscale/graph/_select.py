@@ -47,13 +47,14 @@ def pair_rows(d):
     return max(1, min(PAIR_BLOCK, PAIR_VALUES // max(d, 1)))
 
 
-def exact_sq_distances(A, ia, B, ib):
+def exact_sq_distances(A, ia, B, ib, block=None):
     """``||A[ia[j]] - B[ib[j]]||^2`` for each pair j, row by row (the value depends on the two
-    rows alone, not on the batch), in the inputs' common float dtype."""
+    rows alone, not on the batch), in the inputs' common float dtype; ``block`` pairs at a
+    time (default :func:`pair_rows`)."""
     dt = np.result_type(A.dtype, B.dtype, np.float32)
     n = len(ia)
     out = np.empty(n, dtype=dt)
-    block = min(pair_rows(A.shape[1]), max(n, 1))
+    block = min(block or pair_rows(A.shape[1]), max(n, 1))
     a = np.empty((block, A.shape[1]), dtype=A.dtype)
     b = np.empty((block, B.shape[1]), dtype=B.dtype)
     diff = np.empty((block, A.shape[1]), dtype=dt)

@@ -123,16 +123,58 @@ def test_a_search_task_holds_at_most_its_budget_whatever_d(d, n, budget, monkeyp
     np.testing.assert_array_equal(got[1], whole[1])
 
 
+@pytest.mark.parametrize(
+    ("d", "n", "budget"),
+    [(64, 2400, 2**19), pytest.param(1024, 1500, 4 * 2**20, marks=pytest.mark.slow)],
+)
+def test_a_join_task_holds_at_most_its_budget_whatever_d(d, n, budget, monkeypatch):
+    """Each local-join task's peak memory, measured (tracemalloc, the rows it received
+    included), stays within the budget at any d, where a chunk's hub sets name more rows than
+    the budget holds; the refined graph is the one of an unbounded join."""
+    from elmscale.graph import _local_join as lj
+
+    X = np.random.RandomState(d).randn(n, d).astype(np.float32)
+    assert X.nbytes > budget  # every chunk's hub sets name rows of every other chunk
+    peaks, join_wave = [], lj._join_wave
+
+    def measured(*args, **kwargs):
+        pieces = args[8]
+        held = sum(x.nbytes for p in pieces for x in p)
+        tracemalloc.start()
+        try:
+            out = join_wave(*args, **kwargs)
+            peaks.append(held + tracemalloc.get_traced_memory()[1])
+        finally:
+            tracemalloc.stop()
+        return out
+
+    monkeypatch.setattr(lj, "_join_wave", measured)
+    search = CellSearch(
+        rows_per_cell=n // 12, n_probes=2, n_refine=1, recall_sample=0, memory_budget=budget
+    )
+    got = _graph(X, n // 3, search, k=5)
+    assert len(peaks) > 3 * 3  # several waves per chunk
+    assert max(peaks) <= budget, (max(peaks), budget)
+    monkeypatch.setattr(lj, "_join_wave", join_wave)
+    whole = CellSearch(rows_per_cell=n // 12, n_probes=2, n_refine=1, recall_sample=0)
+    ref = _graph(X, n // 3, whole, k=5)
+    np.testing.assert_array_equal(got[0], ref[0])
+    np.testing.assert_array_equal(got[1], ref[1])
+
+
 @pytest.mark.distributed
 def test_block_search_is_the_same_on_a_cluster(ties, dask_client):
-    """On two worker processes, default and tiny budgets: the graph of the local search."""
-    search = CellSearch(rows_per_cell=100, n_probes=3, recall_sample=0)
-    with dask.config.set(scheduler="sync"):
-        ref = _graph(ties, 500, search)
-    for budget in (None, TINY):
-        got = _graph(ties, 777, CellSearch(rows_per_cell=100, n_probes=3, memory_budget=budget))
-        np.testing.assert_array_equal(got[0], ref[0])
-        np.testing.assert_array_equal(got[1], ref[1])
+    """On two worker processes, default and tiny budgets, with and without a round of the
+    local join (the tiny budget joins each chunk in several waves): the graph of the local
+    search."""
+    for n_refine in (0, 1):
+        params = {"rows_per_cell": 100, "n_probes": 3, "n_refine": n_refine}
+        with dask.config.set(scheduler="sync"):
+            ref = _graph(ties, 500, CellSearch(**params, recall_sample=0))
+        for budget in (None, TINY):
+            got = _graph(ties, 777, CellSearch(**params, memory_budget=budget))
+            np.testing.assert_array_equal(got[0], ref[0])
+            np.testing.assert_array_equal(got[1], ref[1])
 
 
 def test_memory_budget_is_checked_and_shown():

@@ -374,11 +374,13 @@ def test_two_step_assignment_agrees_with_the_flat_one(monkeypatch):
     assert np.mean(flat[:, 0] == grouped[:, 0]) > 0.99
 
 
-@pytest.mark.parametrize("chunks", [300, 70])
-def test_one_join_round_equals_a_dense_reference(chunks):
+@pytest.mark.parametrize(("chunks", "budget"), [(300, 2**30), (70, 2**30), (70, 3000), (300, 1)])
+def test_one_join_round_equals_a_dense_reference(chunks, budget):
     """A round of the local join keeps, per row, the best of its list and of every row that
     shares a hub set with it, one of the two new there: the same as a dense computation of
-    those pairs, on any chunking (the float32 product only filters)."""
+    those pairs, on any chunking and any memory budget (a small one joins each chunk's hub
+    sets in several waves, the smallest one hub set a wave; the float32 product only
+    filters)."""
     from elmscale.graph._local_join import _hub_sets, local_join
     from elmscale.graph._select import exact_sq_distances, topk_exact
 
@@ -423,6 +425,7 @@ def test_one_join_round_equals_a_dense_reference(chunks):
         w,
         max_candidates=mc,
         salt=7,
+        memory_budget=budget,
     )
     got_pos, got_ids, got_d2, got_new = dask.compute(*out)
     np.testing.assert_array_equal(got_ids, ref_ids)
@@ -432,6 +435,34 @@ def test_one_join_round_equals_a_dense_reference(chunks):
     assert got_new[~same.any(-1)].all()
     was_new = (same & new[:, None, :]).any(-1)
     assert not (got_new & same.any(-1) & ~was_new).any()
+
+
+@pytest.mark.parametrize(("budget", "hub_bytes"), [(1, 0), (7, 0), (40, 0), (10_000, 0), (90, 5)])
+def test_join_waves_are_the_longest_runs_within_the_budget(budget, hub_bytes):
+    """Each wave of hub rows costs at most the budget (a byte per distinct row it names,
+    ``hub_bytes`` per hub set) or is one hub row, and could not take the next hub row
+    without passing it; its count of rows outside the chunk is that of a direct count."""
+    from elmscale.graph._local_join import plan_waves
+
+    rng = np.random.RandomState(budget)
+    H = rng.randint(0, 400, (250, 6))
+    H[rng.rand(*H.shape) < 0.2] = -1
+    lo, hi = 100, 350
+    cuts, outside = plan_waves((H,), lo, hi, budget, 1, hub_bytes)
+    assert cuts[0] == 0 and cuts[-1] == len(H) and np.all(np.diff(cuts) >= 1)
+
+    def named(a, b):
+        return np.unique(H[a:b][H[a:b] >= 0])
+
+    def cost(a, b):
+        return len(named(a, b)) + (b - a) * hub_bytes
+
+    for (a, b), n_out in zip(zip(cuts[:-1], cuts[1:], strict=True), outside, strict=True):
+        assert cost(a, b) <= budget or b - a == 1
+        if b < len(H):
+            assert cost(a, b + 1) > budget
+        assert n_out == np.sum((named(a, b) < lo) | (named(a, b) >= hi))
+    assert (len(cuts) == 2) == (cost(0, len(H)) <= budget)
 
 
 def test_probe_recall_counts_the_neighbours_in_probed_cells():
