@@ -46,7 +46,7 @@ import dask
 import dask.array as da
 import numpy as np
 
-from ..utils._dask import cluster_threads, held_blocks
+from ..utils._dask import cluster_threads, held_blocks, held_rows
 from ._backends import exact_kneighbors
 from ._exchange import exchange, split_by_bytes
 from ._select import Operands, exact_sq_distances, lexorder, pair_rows
@@ -181,11 +181,9 @@ def join_row_bytes(d, itemsize):
     return d * (2 * itemsize + 4) + 48
 
 
-def join_hub_bytes(s):
-    """About the most bytes a join task holds per hub set of up to ``s`` members: each of
-    its s^2 pairs as a candidate (a key, sorted, split into p and q, an exact distance and
-    the order that ranks them)."""
-    return 48 * s * s
+#: about the most bytes a join task holds per pair of members of a hub set: each pair as a
+#: candidate (a key, sorted, split into p and q, an exact distance and the order that ranks them)
+JOIN_PAIR_BYTES = 48
 
 
 #: bytes a join task's products hold per value of their block (the gathered float32 rows,
@@ -215,29 +213,32 @@ def _named(H):
     return np.unique(H[H >= 0])
 
 
-def plan_waves(hubs, lo, hi, budget, row_bytes, hub_bytes):
+def plan_waves(hubs, lo, hi, budget, row_bytes, pair_bytes):
     """This chunk's hub sets (its rows [lo, hi)) cut into *waves*: consecutive runs of hub
     rows whose join holds at most ``budget`` bytes, ``row_bytes`` for each distinct row of
-    X the run's hub sets name and ``hub_bytes`` for each hub set (at least one hub row a
-    wave), so that a join task holds a bounded table whatever the data's width and spread.
-    Returns ``(cuts, outside)``: the hub rows where the waves begin (and the end), and per
-    wave the rows it names outside [lo, hi), which its task receives.
+    X the run's hub sets name and ``pair_bytes`` for each ordered pair of members of a hub
+    set (m^2 for m members; at least one hub row a wave), so that a join task holds a
+    bounded table whatever the data's width and spread. Returns ``(cuts, outside)``: the
+    hub rows where the waves begin (and the end), and per wave the rows it names outside
+    [lo, hi), which its task receives.
 
     A run's distinct members are counted through each member's first hub row: the runs
     grow over windows of doubling size until one ends inside its window."""
     H = hubs[0]
     n, s = H.shape
+    pairs = np.cumsum(np.count_nonzero(H >= 0, axis=1) ** 2) * pair_bytes
+    pairs = np.concatenate([[0], pairs])
     cuts = [0]
     while cuts[-1] < n:
         r0 = cuts[-1]
-        window = max(1, 2 * budget // max(s * row_bytes + hub_bytes, 1))
+        window = max(1, 2 * budget // max(s * row_bytes + s * s * pair_bytes, 1))
         while True:
             block = H[r0 : r0 + window]
             flat = block.ravel()
             at = np.flatnonzero(flat >= 0)
             _, first = np.unique(flat[at], return_index=True)
             distinct = np.cumsum(np.bincount(at[first] // s, minlength=len(block)))
-            cost = distinct * row_bytes + np.arange(1, len(block) + 1) * hub_bytes
+            cost = distinct * row_bytes + pairs[r0 + 1 : r0 + len(block) + 1] - pairs[r0]
             fit = max(int(np.searchsorted(cost, budget, side="right")), 1)
             if fit < len(block) or r0 + window >= n:
                 break
@@ -248,8 +249,8 @@ def plan_waves(hubs, lo, hi, budget, row_bytes, hub_bytes):
 
 
 def _plan_chunk(hubs, lo, hi, budget, row_bytes):
-    """:func:`plan_waves` of a chunk's hub sets, with their width's :func:`join_hub_bytes`."""
-    return plan_waves(hubs, lo, hi, budget, row_bytes, join_hub_bytes(hubs[0].shape[1]))
+    """:func:`plan_waves` of a chunk's hub sets, at :data:`JOIN_PAIR_BYTES` a pair."""
+    return plan_waves(hubs, lo, hi, budget, row_bytes, JOIN_PAIR_BYTES)
 
 
 def _wave_outside(hubs, r0, r1, lo, hi):
@@ -465,6 +466,8 @@ def local_join(
         task("join-pack", tuple, [xb, ob, tb])
         for xb, ob, tb in zip(X_blocks, orig_blocks, thresholds, strict=True)
     ]
+    # what a wave receives per row: the row as held, its position, original index, threshold
+    sent_bytes = X.shape[1] * held_rows(X)[0].dtype.itemsize + 24
     nbytes = [n_out * row_bytes for *_, n_out in waves]
     wanted = list(
         dask.persist(
@@ -482,7 +485,7 @@ def local_join(
             [(p, after) for p in packed],
             [[(s, bounds[s]) for s in sources[i]] for i in members],
             [wanted[i] for i in members],
-            nbytes=[nbytes[i] for i in members],
+            nbytes=[waves[i][3] * sent_bytes for i in members],
         )
         for i, got in zip(members, rows, strict=True):
             t, a, b, _ = waves[i]

@@ -437,25 +437,29 @@ def test_one_join_round_equals_a_dense_reference(chunks, budget):
     assert not (got_new & same.any(-1) & ~was_new).any()
 
 
-@pytest.mark.parametrize(("budget", "hub_bytes"), [(1, 0), (7, 0), (40, 0), (10_000, 0), (90, 5)])
-def test_join_waves_are_the_longest_runs_within_the_budget(budget, hub_bytes):
+@pytest.mark.parametrize(
+    ("budget", "pair_bytes"), [(1, 0), (7, 0), (40, 0), (10_000, 0), (200, 1), (900, 3)]
+)
+def test_join_waves_are_the_longest_runs_within_the_budget(budget, pair_bytes):
     """Each wave of hub rows costs at most the budget (a byte per distinct row it names,
-    ``hub_bytes`` per hub set) or is one hub row, and could not take the next hub row
-    without passing it; its count of rows outside the chunk is that of a direct count."""
+    ``pair_bytes`` per ordered pair of a hub set's members) or is one hub row, and could not
+    take the next hub row without passing it; its count of rows outside the chunk is that of
+    a direct count."""
     from elmscale.graph._local_join import plan_waves
 
     rng = np.random.RandomState(budget)
     H = rng.randint(0, 400, (250, 6))
     H[rng.rand(*H.shape) < 0.2] = -1
     lo, hi = 100, 350
-    cuts, outside = plan_waves((H,), lo, hi, budget, 1, hub_bytes)
+    cuts, outside = plan_waves((H,), lo, hi, budget, 1, pair_bytes)
     assert cuts[0] == 0 and cuts[-1] == len(H) and np.all(np.diff(cuts) >= 1)
 
     def named(a, b):
         return np.unique(H[a:b][H[a:b] >= 0])
 
     def cost(a, b):
-        return len(named(a, b)) + (b - a) * hub_bytes
+        members = (H[a:b] >= 0).sum(axis=1)
+        return len(named(a, b)) + int((members**2).sum()) * pair_bytes
 
     for (a, b), n_out in zip(zip(cuts[:-1], cuts[1:], strict=True), outside, strict=True):
         assert cost(a, b) <= budget or b - a == 1
