@@ -167,13 +167,13 @@ def test_worker_killed_mid_graph_exchange_gives_the_same_graph_and_labels(
 
 @pytest.mark.slow
 def test_memory_too_small_for_the_h_cache_recomputes_without_losing_a_worker(caplog):
-    """With worker memory below what caching H would need (cache="auto" caches when H takes
-    at most a quarter of the cluster's memory), EMMC recomputes H's blocks each pass: same
+    """With worker memory below what caching H would need (cache="auto" caches when H and X
+    take at most half of the cluster's memory), EMMC recomputes H's blocks each pass: same
     labels as a fit that caches, and no worker is restarted by its nanny."""
     X_big, _ = make_blobs(130_000, n_features=6, centers=3, random_state=0)
     Xd = da.from_array(X_big, chunks=(10_000, 6))
-    params = dict(n_clusters=3, n_hidden=500, init="kmeans", max_iter=3, n_init=1, random_state=0)
-    # H = 130,000 x 500 float64 = 520 MB; a quarter of 2 x 1 GB is 500 MB
+    params = dict(n_clusters=3, n_hidden=1000, init="kmeans", max_iter=3, n_init=1, random_state=0)
+    # H = 130,000 x 1,000 float64 = 1,040 MB, X 6 MB; half of 2 x 1 GB is 1,000 MB
     with (
         LocalCluster(
             n_workers=2,

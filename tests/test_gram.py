@@ -173,6 +173,21 @@ def test_cached_and_recomputed_hidden_layer_agree(data):
         np.testing.assert_array_equal(a[key], b[key])
 
 
+@pytest.mark.parametrize(("memory_per_held", "cached"), [(2.0, True), (1.99, False)])
+def test_auto_cache_keeps_h_when_h_and_x_take_half_the_memory(
+    data, monkeypatch, memory_per_held, cached
+):
+    """``cache="auto"`` keeps H exactly when H and X together take at most half of the
+    cluster's memory."""
+    from elmscale.hidden import _features
+
+    Xd = da.from_array(data[0], chunks=(40, 6))
+    layer = RandomHiddenLayer.draw(6, 30, "relu", 3)
+    held = Xd.shape[0] * 30 * Xd.dtype.itemsize + Xd.nbytes
+    monkeypatch.setattr(_features, "_cluster_memory", lambda: memory_per_held * held)
+    assert HiddenFeatures(Xd, layer, cache="auto").cached is cached
+
+
 def test_bad_terms_are_rejected(data):
     Xd = da.from_array(data[0], chunks=(50, 6))
     features = HiddenFeatures(Xd, RandomHiddenLayer.draw(6, 10, "sigmoid", 0), cache=False)

@@ -541,8 +541,8 @@ default="kmeans"
         choice by the ELM's own fit: the balance step can raise the objective, so the
         iterations may end above their start, which is then returned.
     cache : "auto" or bool, default="auto"
-        Keep H's blocks in worker memory between passes ("auto": when they take at most a
-        quarter of the cluster's memory; see ``HiddenFeatures``). Recomputing instead costs
+        Keep H's blocks in worker memory between passes ("auto": when they and X take at
+        most half of the cluster's memory; see ``HiddenFeatures``). Recomputing instead costs
         one ``X_b A`` product and an activation per block and pass.
     random_state : int, RandomState or None
         Seeds the hidden layer and the initialisation.

@@ -9,6 +9,9 @@ logger = logging.getLogger(__name__)
 
 CACHE_OPTIONS = ("auto", True, False)
 
+#: ``cache="auto"`` keeps H when H and X take at most this share of the cluster's memory
+CACHE_MEMORY_SHARE = 0.5
+
 
 def _cluster_memory():
     """Total worker memory of the active distributed client, else this machine's RAM."""
@@ -33,8 +36,10 @@ class HiddenFeatures:
     H is never gathered to the client. With ``cache=False`` every use rebuilds each block from
     X (one ``X_b A`` product and an activation); with ``cache=True`` H's blocks are persisted
     in worker memory after the first use, which iterative algorithms (ELM-JEC, EMMC) pay
-    back after one iteration. ``"auto"`` caches when ``N * n_hidden * itemsize`` is at most a
-    quarter of the cluster's memory; the choice is logged and exposed as ``cached``.
+    back after one iteration. ``"auto"`` caches when H (``N * n_hidden * itemsize``) and X
+    together take at most :data:`CACHE_MEMORY_SHARE` of the cluster's memory: what is held
+    stays below distributed's spilling threshold (60 % of a worker's memory), with the rest
+    left to the tasks. The choice is logged and exposed as ``cached``.
 
     ``output_order`` (anything with an ``apply`` method, e.g. a
     ``RowOrder`` of :mod:`elmscale.graph`) moves every projection ``H beta`` to other rows, for X
@@ -49,7 +54,7 @@ class HiddenFeatures:
         self.output_order = output_order
         nbytes = X.shape[0] * layer.n_hidden * X.dtype.itemsize
         if cache == "auto":
-            cache = nbytes <= _cluster_memory() / 4
+            cache = nbytes + X.nbytes <= CACHE_MEMORY_SHARE * _cluster_memory()
         self.cached = bool(cache)
         self.nbytes = nbytes
         self._H = None
