@@ -140,6 +140,7 @@ def test_spectral_clustering_in_a_pipeline_matches_scikit_learns(blobs):
     assert adjusted_rand_score(ours, theirs) == 1.0
 
 
+@pytest.mark.slow
 def test_umap_in_a_pipeline_takes_the_graph(blobs):
     """umap-learn's precomputed path (which refuses a sparse graph that is not symmetric)
     embeds the graph in a pipeline, from the kNN lists the graph holds."""
