@@ -435,8 +435,6 @@ def local_join(
     w = n_neighbors
     nb = len(starts) - 1
     bounds = [(int(starts[t]), int(starts[t + 1])) for t in range(nb)]
-    X_blocks, read = held_blocks(X)
-    orig_blocks = _blocks(original)
     pos_b, ids_b, e_b = (_blocks(a) for a in lists)
     new_b = _blocks(new)
     reverse = _reverse_lists(starts, lists[0], new)
@@ -448,33 +446,56 @@ def local_join(
             ]
         )
     )
-    row_bytes = join_row_bytes(X.shape[1], X.dtype.itemsize)
     workspace = JoinWorkspace(memory_budget, X.shape[1], X.dtype.itemsize)
+    thresholds = [task("join-threshold", _threshold, e) for e in e_b]
+    updates = _joins(w, starts, X, original, thresholds, hubs, workspace, memory_budget)
+    received = exchange(
+        f"{PREFIX}-join-updates",
+        _take_updates,
+        [(u,) for u in updates],
+        [[(s, (bounds[t],)) for s in range(len(updates))] for t in range(nb)],
+    )
+    return _merged(w, bounds, (pos_b, ids_b, e_b, new_b), hubs, received)
+
+
+def _waves(hubs, bounds, budget, row_bytes):
+    """Every chunk's waves (:func:`plan_waves`): ``(chunk, first hub row, end, rows it
+    receives)`` in chunk order."""
     plans = dask.compute(
         *[
-            task("join-plan", _plan_chunk, hubs[t], *bounds[t], workspace.table_budget, row_bytes)
-            for t in range(nb)
+            task("join-plan", _plan_chunk, hubs[t], *bounds[t], budget, row_bytes)
+            for t in range(len(bounds))
         ]
     )
-    waves = [
+    return [
         (t, int(a), int(b), int(n_out))
         for t, (cuts, outside) in enumerate(plans)
         for a, b, n_out in zip(cuts[:-1], cuts[1:], outside, strict=True)
     ]
-    thresholds = [task("join-threshold", _threshold, e) for e in e_b]
+
+
+def _joins(w, starts, X, original, thresholds, hubs, workspace, memory_budget):
+    """The join tasks of every wave (:func:`_join_wave`), one delayed result each, their
+    rows sent in rounds of about ``memory_budget`` per worker thread (a round's sending
+    waits for the joins of the round before the last)."""
+    bounds = [(int(a), int(b)) for a, b in zip(starts[:-1], starts[1:], strict=True)]
+    X_blocks, read = held_blocks(X)
+    orig_blocks = _blocks(original)
+    row_bytes = join_row_bytes(X.shape[1], X.dtype.itemsize)
+    waves = _waves(hubs, bounds, workspace.table_budget, row_bytes)
     packed = [
         task("join-pack", tuple, [xb, ob, tb])
         for xb, ob, tb in zip(X_blocks, orig_blocks, thresholds, strict=True)
     ]
     # what a wave receives per row: the row as held, its position, original index, threshold
     sent_bytes = X.shape[1] * held_rows(X)[0].dtype.itemsize + 24
-    nbytes = [n_out * row_bytes for *_, n_out in waves]
     wanted = list(
         dask.persist(
             *[task("join-want", _wave_outside, hubs[t], a, b, *bounds[t]) for t, a, b, _ in waves]
         )
     )
     sources = dask.compute(*[task("join-sources", _source_chunks, x, starts) for x in wanted])
+    nbytes = [n_out * row_bytes for *_, n_out in waves]
     rounds = split_by_bytes(range(len(waves)), nbytes, memory_budget * max(cluster_threads(), 1))
     updates, done = [None] * len(waves), []
     for r, members in enumerate(rounds):
@@ -489,12 +510,11 @@ def local_join(
         )
         for i, got in zip(members, rows, strict=True):
             t, a, b, _ = waves[i]
-            lo = bounds[t][0]
             updates[i] = task(
                 "join",
                 _join_wave,
                 w,
-                lo,
+                bounds[t][0],
                 X_blocks[t],
                 orig_blocks[t],
                 thresholds[t],
@@ -506,13 +526,7 @@ def local_join(
                 read,
             )
         done.append(task("join-round", _after, *[updates[i] for i in members]))
-    received = exchange(
-        f"{PREFIX}-join-updates",
-        _take_updates,
-        [(u,) for u in updates],
-        [[(s, (bounds[t],)) for s in range(len(waves))] for t in range(nb)],
-    )
-    return _merged(w, bounds, (pos_b, ids_b, e_b, new_b), hubs, received)
+    return updates
 
 
 def _after(*joined):
