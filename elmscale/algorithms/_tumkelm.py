@@ -68,7 +68,6 @@ from ._tumkelm_exact import (
     nystrom_extension,
 )
 from ._tumkelm_scalable import (
-    KEEP_FEATURES_BYTES,
     _argmax_block,
     _argmax_rows,
     _embed,
@@ -77,6 +76,7 @@ from ._tumkelm_scalable import (
     cluster_stats,
     even_chunks,
     factor_stats,
+    keeps_features,
     kspace_gram,
     kspace_target,
     leading_eigenvectors,
@@ -281,12 +281,11 @@ class TUMKELM(EmbeddingClusterMixin, BaseELM):
     independent reductions (O(N M^2)), then per iteration one pass computing only the
     factors' bases and N x n_clusters products (plus k-means passes with
     ``assignment="kmeans"``); client memory O(M^2); the N x p diagonals are persisted.
-    When the stacked factor Phi (N x M float64) takes at most ``KEEP_FEATURES_BYTES``
-    (1 GiB: e.g. 100,000 points with the paper's 15 kernels and 300 landmarks), it is
-    persisted by the first pass and the per-iteration passes read it instead of
-    re-evaluating the kernels. NumPy input runs on dask too (the active scheduler), in
-    equal row chunks (a multiple of the local threads), and gives the result of dask input
-    in those chunks.
+    When the stacked factor Phi (N x M float64) with the diagonals and X fits half of the
+    cluster's memory (:func:`~elmscale.hidden.fits_in_memory`), it is persisted by the
+    first pass and the per-iteration passes read it instead of re-evaluating the kernels.
+    NumPy input runs on dask too (the active scheduler), in equal row chunks (a multiple of
+    the local threads), and gives the result of dask input in those chunks.
     The scalable reductions equal the exact ones when the factors are exact (m = N).
 
     The paper's Gaussian widths span 1e-10 to 1e10: on standardised data the narrow ones
@@ -415,7 +414,7 @@ class TUMKELM(EmbeddingClusterMixin, BaseELM):
 
     def hidden_features(self, Xd):
         """Scalable mode: ``H = [Phi | A | 1]`` of the scaled rows of Xd, cached on the
-        workers when Phi takes at most ``KEEP_FEATURES_BYTES``. NumPy input is cut into
+        workers when it fits their memory (:func:`keeps_features`). NumPy input is cut into
         equal row chunks, as many as the memory sizing asks for rounded up to a multiple of
         the local threads, so that every thread gets the same work. Exact mode: None."""
         if self.hidden_layer_ is None:
@@ -426,7 +425,7 @@ class TUMKELM(EmbeddingClusterMixin, BaseELM):
             n_hidden = max(1, len(self.kernels_) * self.n_landmarks)
             chunks = even_chunks(N, len(row_chunks(N, n_hidden)), local_threads())
             Xs = da.from_array(Xs, chunks=(chunks, Xs.shape[1]))
-        keep = N * layer.n_features_out * 8 <= KEEP_FEATURES_BYTES
+        keep = keeps_features(N * layer.n_hidden * 8 + Xs.nbytes)
         return HiddenFeatures(Xs, layer, cache=keep)
 
     def reduce_hidden(self, reduction, y):

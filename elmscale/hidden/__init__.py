@@ -35,7 +35,13 @@ from ._data_nodes import (  # noqa: E402
     draw_mixed_layer,
 )
 from ._families import NodeFamily, NodeFamilyLayer, fit_node_family, sample_rows  # noqa: E402
-from ._features import CACHE_OPTIONS, HiddenFeatures, hidden_rows, project_rows  # noqa: E402
+from ._features import (  # noqa: E402
+    CACHE_OPTIONS,
+    HiddenFeatures,
+    fits_in_memory,
+    hidden_rows,
+    project_rows,
+)
 
 __all__ += [
     "CACHE_OPTIONS",
@@ -47,6 +53,7 @@ __all__ += [
     "draw_data_rbf",
     "draw_mixed_layer",
     "fit_node_family",
+    "fits_in_memory",
     "hidden_rows",
     "project_rows",
     "sample_rows",

@@ -30,6 +30,13 @@ def _cluster_memory():
         return 0
 
 
+def fits_in_memory(nbytes):
+    """Whether arrays of ``nbytes`` in all may be kept on the workers between passes: at
+    most :data:`CACHE_MEMORY_SHARE` of the cluster's memory (the machine's without a
+    distributed client)."""
+    return nbytes <= CACHE_MEMORY_SHARE * _cluster_memory()
+
+
 class HiddenFeatures:
     """The hidden-layer matrix ``H = layer(X)`` of a row-chunked dask array.
 
@@ -54,7 +61,7 @@ class HiddenFeatures:
         self.output_order = output_order
         nbytes = X.shape[0] * layer.n_hidden * X.dtype.itemsize
         if cache == "auto":
-            cache = nbytes + X.nbytes <= CACHE_MEMORY_SHARE * _cluster_memory()
+            cache = fits_in_memory(nbytes + X.nbytes)
         self.cached = bool(cache)
         self.nbytes = nbytes
         self._H = None
