@@ -39,6 +39,7 @@ def keeps_features(nbytes):
     recomputed from X every pass, so memory stays O(chunk) whatever N."""
     return fits_in_memory(nbytes)
 
+
 # Above this many factor columns the small eigenproblem uses Lanczos (O(M^2) per step for
 # the k leading pairs, against O(M^3) for the dense tridiagonalisation).
 _LANCZOS_MIN = 200
