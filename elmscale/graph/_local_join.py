@@ -71,14 +71,12 @@ def _positions(db_pos, db_orig, ids):
     return db_pos[by_orig[np.minimum(at, len(db_orig) - 1)]]
 
 
-def _outside(positions, lo, hi):
-    """Sorted distinct ordered positions outside [lo, hi) (negative entries are padding),
-    through a flag per position (a hashed or sorted unique of a chunk's many candidates
-    costs far more)."""
+def _distinct(positions):
+    """Sorted distinct ordered positions (negative entries are padding), through a flag per
+    position (a hashed or sorted unique of a chunk's many candidates costs far more)."""
     p = positions[positions >= 0]
     flags = np.zeros(int(p.max(initial=-1)) + 1, dtype=bool)
     flags[p] = True
-    flags[lo:hi] = False
     return np.flatnonzero(flags)
 
 
@@ -208,19 +206,16 @@ class JoinWorkspace:
         self.table_budget = max(budget - spent, 1)
 
 
-def _named(H):
-    """The sorted distinct ordered positions the hub sets ``H`` name (-1 is padding)."""
-    return np.unique(H[H >= 0])
-
-
 def plan_waves(hubs, lo, hi, budget, row_bytes, pair_bytes):
     """This chunk's hub sets (its rows [lo, hi)) cut into *waves*: consecutive runs of hub
     rows whose join holds at most ``budget`` bytes, ``row_bytes`` for each distinct row of
     X the run's hub sets name and ``pair_bytes`` for each ordered pair of members of a hub
     set (m^2 for m members; at least one hub row a wave), so that a join task holds a
-    bounded table whatever the data's width and spread. Returns ``(cuts, outside)``: the
-    hub rows where the waves begin (and the end), and per wave the rows it names outside
-    [lo, hi), which its task receives.
+    bounded table whatever the data's width and spread. Returns ``(cuts, own, outside)``:
+    the hub rows where the waves begin (and the end), and per wave the sorted distinct rows
+    its hub sets name inside [lo, hi) (taken from the chunk's block) and outside it (which
+    its task receives). Only the plan finds a wave's rows: the sending and the join read
+    them from it.
 
     A run's distinct members are counted through each member's first hub row: the runs
     grow over windows of doubling size until one ends inside its window."""
@@ -244,19 +239,23 @@ def plan_waves(hubs, lo, hi, budget, row_bytes, pair_bytes):
                 break
             window *= 2
         cuts.append(r0 + min(fit, len(block)))
-    outside = [len(_outside(H[a:b], lo, hi)) for a, b in zip(cuts[:-1], cuts[1:], strict=True)]
-    return np.array(cuts, dtype=np.int64), np.array(outside, dtype=np.int64)
+    named = [_distinct(H[a:b]) for a, b in zip(cuts[:-1], cuts[1:], strict=True)]
+    own = [m[(m >= lo) & (m < hi)] for m in named]
+    outside = [m[(m < lo) | (m >= hi)] for m in named]
+    return np.array(cuts, dtype=np.int64), own, outside
 
 
-def _plan_chunk(hubs, lo, hi, budget, row_bytes):
-    """:func:`plan_waves` of a chunk's hub sets, at :data:`JOIN_PAIR_BYTES` a pair."""
-    return plan_waves(hubs, lo, hi, budget, row_bytes, JOIN_PAIR_BYTES)
+def _wave_summary(plan, starts):
+    """What the client needs of a chunk's waves (its :func:`plan_waves`): per wave, how many
+    rows it receives and the chunks (ordered rows ``starts[c]:starts[c + 1]``) holding them."""
+    _, _, outside = plan
+    return [(len(o), _source_chunks(o, starts)) for o in outside]
 
 
-def _wave_outside(hubs, r0, r1, lo, hi):
-    """The distinct rows the hub sets of hub rows [r0, r1) name outside this chunk's rows
-    [lo, hi): what their join task receives."""
-    return _outside(hubs[0][r0:r1], lo, hi)
+def _wave_outside(plan, j):
+    """The rows wave ``j`` of a chunk's ``plan`` (:func:`plan_waves`) names outside the
+    chunk: what its join task receives."""
+    return plan[2][j]
 
 
 #: a list with free places takes candidates up to this many times the squared distance of
@@ -280,21 +279,22 @@ def _threshold(sq_dist):
 HUB_BLOCK_VALUES = 1 << 22
 
 
-def _join_wave(width, lo, X, original, threshold, hubs, r0, r1, pieces, workspace, read=None):
-    """The local join of this chunk's hub sets of hub rows [r0, r1) (module docstring,
-    step 3): the pairs ``(p, q)`` of a hub set with at least one new member and an exact
-    squared distance within p's threshold, at most p's ``width`` best by (squared distance,
-    original index), as ``(p, q, original index of q, squared distance)`` sorted by p
-    (ordered positions). The task's table holds the rows these hub sets name: the chunk's
-    own (taken from its block, X's rows from ordered position ``lo``) and those received
-    (``pieces``); the products and exact distances run in the blocks ``workspace``
-    (:class:`JoinWorkspace`) sets; ``read`` turns rows of a held block into X's rows."""
+def _join_wave(width, lo, X, original, threshold, hubs, plan, j, pieces, workspace, read=None):
+    """The local join of wave ``j`` of this chunk's hub sets (its ``plan``, :func:`plan_waves`;
+    module docstring, step 3): the pairs ``(p, q)`` of a hub set with at least one new member
+    and an exact squared distance within p's threshold, at most p's ``width`` best by
+    (squared distance, original index), as ``(p, q, original index of q, squared distance)``
+    sorted by p (ordered positions). The task's table holds the rows these hub sets name:
+    the chunk's own (the plan's, taken from its block, X's rows from ordered position
+    ``lo``) and those received (``pieces``); the products and exact distances run in the
+    blocks ``workspace`` (:class:`JoinWorkspace`) sets; ``read`` turns rows of a held block
+    into X's rows."""
+    cuts, own, outside = plan
+    r0, r1, own = cuts[j], cuts[j + 1], own[j]
     H, H_new = hubs[0][r0:r1], hubs[1][r0:r1]
-    named = _named(H)
-    if not len(named):
+    if not len(own) and not len(outside[j]):
         empty = np.empty(0, dtype=np.int64)
         return empty, empty, empty, np.empty(0)
-    own = named[(named >= lo) & (named < lo + len(original))]
     rows = X[own - lo]
     pieces = [(p[0], read(p[1]), *p[2:]) for p in pieces] if read is not None else pieces
     own = (own, rows if read is None else read(rows), original[own - lo], threshold[own - lo])
@@ -379,11 +379,10 @@ def _blocks(array):
     return array.to_delayed(optimize_graph=False).ravel()
 
 
-def _reverse_lists(starts, pos, new):
-    """Per chunk, the pieces of reversed edges pointing into it, with their flags (one
-    exchange)."""
-    nb = len(starts) - 1
-    bounds = [(int(starts[t]), int(starts[t + 1])) for t in range(nb)]
+def _reverse_lists(starts, bounds, pos, new):
+    """Per chunk (ordered rows ``bounds[c]``, which ``starts`` lists as one array), the
+    pieces of reversed edges pointing into it, with their flags (one exchange)."""
+    nb = len(bounds)
     pos_blocks, new_blocks = _blocks(pos), _blocks(new)
     targets = dask.compute(*[task("join-targets", _source_chunks, p, starts) for p in pos_blocks])
     return exchange(
@@ -433,11 +432,10 @@ def local_join(
         The refined lists and their flags.
     """
     w = n_neighbors
-    nb = len(starts) - 1
-    bounds = [(int(starts[t]), int(starts[t + 1])) for t in range(nb)]
+    bounds = [(int(a), int(b)) for a, b in zip(starts[:-1], starts[1:], strict=True)]
     pos_b, ids_b, e_b = (_blocks(a) for a in lists)
     new_b = _blocks(new)
-    reverse = _reverse_lists(starts, lists[0], new)
+    reverse = _reverse_lists(starts, bounds, lists[0], new)
     hubs = list(
         dask.persist(
             *[
@@ -448,54 +446,53 @@ def local_join(
     )
     workspace = JoinWorkspace(memory_budget, X.shape[1], X.dtype.itemsize)
     thresholds = [task("join-threshold", _threshold, e) for e in e_b]
-    updates = _joins(w, starts, X, original, thresholds, hubs, workspace, memory_budget)
+    updates = _joins(w, starts, bounds, X, original, thresholds, hubs, workspace, memory_budget)
     received = exchange(
         f"{PREFIX}-join-updates",
         _take_updates,
         [(u,) for u in updates],
-        [[(s, (bounds[t],)) for s in range(len(updates))] for t in range(nb)],
+        [[(s, (b,)) for s in range(len(updates))] for b in bounds],
     )
     return _merged(w, bounds, (pos_b, ids_b, e_b, new_b), hubs, received)
 
 
-def _waves(hubs, bounds, budget, row_bytes):
-    """Every chunk's waves (:func:`plan_waves`): ``(chunk, first hub row, end, rows it
-    receives)`` in chunk order."""
-    plans = dask.compute(
+def _waves(hubs, starts, bounds, budget, row_bytes):
+    """Every chunk's waves (:func:`plan_waves`), planned on the workers and kept there (the
+    rows each wave names stay there too): ``(plans, waves)``, per chunk its plan, and per
+    wave in chunk order ``(chunk, wave in the chunk, rows it receives, chunks sending
+    them)``, which one compute brings the client."""
+    plans = dask.persist(
         *[
-            task("join-plan", _plan_chunk, hubs[t], *bounds[t], budget, row_bytes)
-            for t in range(len(bounds))
+            task("join-plan", plan_waves, hubs[t], lo, hi, budget, row_bytes, JOIN_PAIR_BYTES)
+            for t, (lo, hi) in enumerate(bounds)
         ]
     )
-    return [
-        (t, int(a), int(b), int(n_out))
-        for t, (cuts, outside) in enumerate(plans)
-        for a, b, n_out in zip(cuts[:-1], cuts[1:], outside, strict=True)
+    summaries = dask.compute(*[task("join-waves", _wave_summary, p, starts) for p in plans])
+    waves = [
+        (t, j, int(n_out), sources)
+        for t, summary in enumerate(summaries)
+        for j, (n_out, sources) in enumerate(summary)
     ]
+    return plans, waves
 
 
-def _joins(w, starts, X, original, thresholds, hubs, workspace, memory_budget):
+def _joins(w, starts, bounds, X, original, thresholds, hubs, workspace, memory_budget):
     """The join tasks of every wave (:func:`_join_wave`), one delayed result each, their
     rows sent in rounds of about ``memory_budget`` per worker thread (a round's sending
     waits for the joins of the round before the last)."""
-    bounds = [(int(a), int(b)) for a, b in zip(starts[:-1], starts[1:], strict=True)]
     X_blocks, read = held_blocks(X)
     orig_blocks = _blocks(original)
     row_bytes = join_row_bytes(X.shape[1], X.dtype.itemsize)
-    waves = _waves(hubs, bounds, workspace.table_budget, row_bytes)
+    plans, waves = _waves(hubs, starts, bounds, workspace.table_budget, row_bytes)
     packed = [
         task("join-pack", tuple, [xb, ob, tb])
         for xb, ob, tb in zip(X_blocks, orig_blocks, thresholds, strict=True)
     ]
-    # what a wave receives per row: the row as held, its position, original index, threshold
+    # a wave's rows in two measures: the rounds bound what the join tasks hold, each row in
+    # a table (join_row_bytes); the exchange bounds what an unpack task holds, each row as
+    # sent (the row as held, its position, original index and threshold)
     sent_bytes = X.shape[1] * held_rows(X)[0].dtype.itemsize + 24
-    wanted = list(
-        dask.persist(
-            *[task("join-want", _wave_outside, hubs[t], a, b, *bounds[t]) for t, a, b, _ in waves]
-        )
-    )
-    sources = dask.compute(*[task("join-sources", _source_chunks, x, starts) for x in wanted])
-    nbytes = [n_out * row_bytes for *_, n_out in waves]
+    nbytes = [n_out * row_bytes for _, _, n_out, _ in waves]
     rounds = split_by_bytes(range(len(waves)), nbytes, memory_budget * max(cluster_threads(), 1))
     updates, done = [None] * len(waves), []
     for r, members in enumerate(rounds):
@@ -504,12 +501,12 @@ def _joins(w, starts, X, original, thresholds, hubs, workspace, memory_budget):
             f"{PREFIX}-join-rows",
             _take_positions,
             [(p, after) for p in packed],
-            [[(s, bounds[s]) for s in sources[i]] for i in members],
-            [wanted[i] for i in members],
-            nbytes=[waves[i][3] * sent_bytes for i in members],
+            [[(s, bounds[s]) for s in waves[i][3]] for i in members],
+            [task("join-want", _wave_outside, plans[waves[i][0]], waves[i][1]) for i in members],
+            nbytes=[waves[i][2] * sent_bytes for i in members],
         )
         for i, got in zip(members, rows, strict=True):
-            t, a, b, _ = waves[i]
+            t, j, _, _ = waves[i]
             updates[i] = task(
                 "join",
                 _join_wave,
@@ -519,8 +516,8 @@ def _joins(w, starts, X, original, thresholds, hubs, workspace, memory_budget):
                 orig_blocks[t],
                 thresholds[t],
                 hubs[t],
-                a,
-                b,
+                plans[t],
+                j,
                 got,
                 workspace,
                 read,

@@ -443,7 +443,7 @@ def test_one_join_round_equals_a_dense_reference(chunks, budget):
 def test_join_waves_are_the_longest_runs_within_the_budget(budget, pair_bytes):
     """Each wave of hub rows costs at most the budget (a byte per distinct row it names,
     ``pair_bytes`` per ordered pair of a hub set's members) or is one hub row, and could not
-    take the next hub row without passing it; its count of rows outside the chunk is that of
+    take the next hub row without passing it; its rows in and outside the chunk are those of
     a direct count."""
     from elmscale.graph._local_join import plan_waves
 
@@ -451,7 +451,7 @@ def test_join_waves_are_the_longest_runs_within_the_budget(budget, pair_bytes):
     H = rng.randint(0, 400, (250, 6))
     H[rng.rand(*H.shape) < 0.2] = -1
     lo, hi = 100, 350
-    cuts, outside = plan_waves((H,), lo, hi, budget, 1, pair_bytes)
+    cuts, own, outside = plan_waves((H,), lo, hi, budget, 1, pair_bytes)
     assert cuts[0] == 0 and cuts[-1] == len(H) and np.all(np.diff(cuts) >= 1)
 
     def named(a, b):
@@ -461,11 +461,14 @@ def test_join_waves_are_the_longest_runs_within_the_budget(budget, pair_bytes):
         members = (H[a:b] >= 0).sum(axis=1)
         return len(named(a, b)) + int((members**2).sum()) * pair_bytes
 
-    for (a, b), n_out in zip(zip(cuts[:-1], cuts[1:], strict=True), outside, strict=True):
+    assert len(own) == len(outside) == len(cuts) - 1
+    for a, b, inside, out in zip(cuts[:-1], cuts[1:], own, outside, strict=True):
         assert cost(a, b) <= budget or b - a == 1
         if b < len(H):
             assert cost(a, b + 1) > budget
-        assert n_out == np.sum((named(a, b) < lo) | (named(a, b) >= hi))
+        rows = named(a, b)
+        np.testing.assert_array_equal(inside, rows[(rows >= lo) & (rows < hi)])
+        np.testing.assert_array_equal(out, rows[(rows < lo) | (rows >= hi)])
     assert (len(cuts) == 2) == (cost(0, len(H)) <= budget)
 
 
