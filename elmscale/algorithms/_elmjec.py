@@ -12,7 +12,7 @@ from scipy.optimize import linear_sum_assignment
 from sklearn.exceptions import ConvergenceWarning
 
 from ..base import BaseELM
-from ..cluster import kmeans
+from ..cluster import kmeans, rename_labels
 from ..exceptions import ElmscaleWarning
 from ..gram import changed_label_sums, hidden_stats
 from ..mixins import EmbeddingClusterMixin, GraphMixin
@@ -227,15 +227,11 @@ def _label_sums(features, labels, htf, new, table):
         return stats["htf"], stats["sizes"]
     renamed = np.empty(c, dtype=np.int64)
     renamed[rows] = cols
-    before = labels.map_blocks(_take, renamed, dtype=np.int64)
+    before = rename_labels(labels, renamed)
     renamed_htf = np.empty_like(htf)
     renamed_htf[:, renamed] = htf
     htf = changed_label_sums(features, before, new, c, renamed_htf).compute()
     return htf, table.sum(axis=0).astype(np.float64)
-
-
-def _take(labels, names):
-    return names[labels]
 
 
 def _changed_from_table(table, n_clusters):

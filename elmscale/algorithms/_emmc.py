@@ -31,7 +31,7 @@ from sklearn.base import ClusterMixin
 from sklearn.utils.validation import check_is_fitted
 
 from ..base import BaseELM
-from ..cluster import block_rows, kmeans, negative_sse
+from ..cluster import block_rows, kmeans, negative_sse, rename_labels
 from ..gram import changed_label_sums, hidden_stats, label_sums
 from ..hidden import hidden_rows
 from ..mixins import DataNodesMixin
@@ -749,7 +749,7 @@ default="kmeans"
             axis = sign_flip(np.linalg.svd(Cc, full_matrices=False)[2][:1].T)[:, 0]
             rank = np.empty(k, dtype=np.int64)
             rank[np.argsort(Cc @ axis, kind="stable")] = np.arange(k)
-            labels = labels.map_blocks(_take, rank, dtype=np.int64)
+            labels = rename_labels(labels, rank)
         return labels
 
     def reduce_hidden(self, reduction, y):
@@ -967,10 +967,6 @@ def _sizes(labels, n_clusters):
     """Cluster sizes of a dask array of labels (one pass)."""
     count = dask.delayed(_bincount, pure=True)
     return dask.compute(tree_sum([count(b, n_clusters) for b in _delayed_blocks(labels)]))[0]
-
-
-def _take(labels, rank):
-    return rank[labels]
 
 
 def emmc_sweep(X, Cs, estimator=None, **params):

@@ -50,7 +50,7 @@ from .. import registry
 from ..base import BaseELM
 from ..cluster import assign_nearest, cluster_means, kmeans
 from ..exceptions import UnknownPluginError
-from ..hidden import HiddenFeatures, apply_scaling, fit_scaling
+from ..hidden import HiddenFeatures, apply_scaling, fit_scaling, fits_in_memory
 from ..kernels import FactorLayer, Kernel, paper_kernels
 from ..mixins import EmbeddingClusterMixin
 from ..solvers import ridge_solve
@@ -76,7 +76,6 @@ from ._tumkelm_scalable import (
     cluster_stats,
     even_chunks,
     factor_stats,
-    keeps_features,
     kspace_gram,
     kspace_target,
     leading_eigenvectors,
@@ -414,9 +413,13 @@ class TUMKELM(EmbeddingClusterMixin, BaseELM):
 
     def hidden_features(self, Xd):
         """Scalable mode: ``H = [Phi | A | 1]`` of the scaled rows of Xd, cached on the
-        workers when it fits their memory (:func:`keeps_features`). NumPy input is cut into
-        equal row chunks, as many as the memory sizing asks for rounded up to a multiple of
-        the local threads, so that every thread gets the same work. Exact mode: None."""
+        workers when it fits their memory with X (:func:`~elmscale.hidden.fits_in_memory`,
+        half of the cluster's memory): each iteration's pass is then two (rows x M) x
+        (M x n_c) products per chunk instead of an evaluation of every kernel's basis on the
+        chunk; above it the bases are recomputed from X every pass, so memory stays O(chunk)
+        whatever N. NumPy input is cut into equal row chunks, as many as the memory sizing
+        asks for rounded up to a multiple of the local threads, so that every thread gets the
+        same work. Exact mode: None."""
         if self.hidden_layer_ is None:
             return None
         Xs = apply_scaling(Xd, *self.scaling_)
@@ -425,7 +428,7 @@ class TUMKELM(EmbeddingClusterMixin, BaseELM):
             n_hidden = max(1, len(self.kernels_) * self.n_landmarks)
             chunks = even_chunks(N, len(row_chunks(N, n_hidden)), local_threads())
             Xs = da.from_array(Xs, chunks=(chunks, Xs.shape[1]))
-        keep = keeps_features(N * layer.n_hidden * 8 + Xs.nbytes)
+        keep = fits_in_memory(N * layer.n_hidden * 8 + Xs.nbytes)
         return HiddenFeatures(Xs, layer, cache=keep)
 
     def reduce_hidden(self, reduction, y):

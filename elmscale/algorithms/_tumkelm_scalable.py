@@ -13,8 +13,8 @@ the same-cluster sum of K_q is alpha_q N + ||Phi_q^T F||_F^2, and the leading ei
 of K^ = (sum mu_q alpha_q) I + Psi Psi^T, Psi = [sqrt(mu_q) Phi_q], are U = Psi V S^-1/2
 from the eigenpairs (V, S) of the small Gram D G D, D = diag(sqrt(mu_q)). Nothing N x N is
 formed; the N-row arrays kept between passes are A (N x p) and, when it fits the cluster's
-memory (:func:`keeps_features`), Phi itself (an iteration's pass then reads Phi instead of
-re-evaluating every kernel on X).
+memory (:func:`~elmscale.hidden.fits_in_memory`), Phi itself (an iteration's pass then
+reads Phi instead of re-evaluating every kernel on X).
 """
 
 import os
@@ -25,20 +25,9 @@ import scipy.linalg as sla
 from scipy.sparse.linalg import eigsh
 
 from ..gram import hidden_stats
-from ..hidden import fits_in_memory
 from ..kernels import DistanceCache, factor_basis, kernel_factor
 from ..utils._dask import tree_sum
 from ..utils._threads import blas_threads
-
-
-def keeps_features(nbytes):
-    """Whether the stacked factor Phi with the diagonals (``nbytes`` with X) is kept in
-    memory: when they fit (:func:`~elmscale.hidden.fits_in_memory`, half of the cluster's
-    memory). Each iteration's pass is then two (rows x M) x (M x n_c) products per chunk
-    instead of an evaluation of every kernel's basis on the chunk; above it the bases are
-    recomputed from X every pass, so memory stays O(chunk) whatever N."""
-    return fits_in_memory(nbytes)
-
 
 # Above this many factor columns the small eigenproblem uses Lanczos (O(M^2) per step for
 # the k leading pairs, against O(M^3) for the dense tridiagonalisation).

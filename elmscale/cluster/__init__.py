@@ -1,6 +1,6 @@
 """Clustering of row-chunked embeddings on the cluster."""
 
-from ._assign import assign_nearest, nearest_center, negative_sse
+from ._assign import assign_nearest, nearest_center, negative_sse, rename_labels
 from ._kmeans import Restarts, block_rows, kmeans, refined_starts, restart_labels
 from ._refine import cluster_means, majority_vote, refine_labels
 
@@ -15,5 +15,6 @@ __all__ = [
     "negative_sse",
     "refine_labels",
     "refined_starts",
+    "rename_labels",
     "restart_labels",
 ]

@@ -1,5 +1,6 @@
 """Steps on a clustered embedding shared by the clusterers: the nearest centre of each row,
-the mean row of each cluster and k-means' score, for NumPy or row-chunked dask arrays."""
+the mean row of each cluster and k-means' score, for NumPy or row-chunked dask arrays, and new
+names for a partition's clusters."""
 
 import dask.array as da
 import numpy as np
@@ -19,6 +20,18 @@ def assign_nearest(E, centers):
     return E.map_blocks(
         nearest_center, centers, drop_axis=1, dtype=np.int64, meta=np.empty((0,), dtype=np.int64)
     )
+
+
+def rename_labels(labels, names):
+    """The labels with cluster c named ``names[c]`` (an int64 array), lazy and chunked like
+    the row-chunked dask array ``labels``: k-means numbers its clusters in no particular
+    order, and a clusterer names them its own way (along an axis, or after the clusters of
+    another partition they match)."""
+    return labels.map_blocks(_take, names, dtype=np.int64)
+
+
+def _take(labels, names):
+    return names[labels]
 
 
 def negative_sse(E, centers, labels=None):

@@ -367,7 +367,7 @@ def test_kept_features_equal_recomputed_bases(blobs_dask, monkeypatch, assignmen
         max_iter=5,
     )
     kept = TUMKELM(3, **params).fit(Xd)
-    monkeypatch.setattr(mod, "keeps_features", lambda nbytes: False)
+    monkeypatch.setattr(mod, "fits_in_memory", lambda nbytes: False)
     recomputed = TUMKELM(3, **params).fit(Xd)
     np.testing.assert_array_equal(kept.labels_.compute(), recomputed.labels_.compute())
     np.testing.assert_allclose(kept.history_, recomputed.history_, rtol=1e-10)
