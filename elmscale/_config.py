@@ -24,6 +24,10 @@ _DEFAULTS = {
     # destination chunks receives (see elmscale.graph._exchange); lower it for workers with
     # little memory.
     "exchange_bytes": 256 * 2**20,
+    # Run the compiled (numba) kernels where NumPy and SciPy are the bottleneck (the graph
+    # products of the Gram pass, see elmscale.utils._compiled); False takes the NumPy/SciPy
+    # path, equal up to float rounding.
+    "compiled": True,
 }
 _local = threading.local()
 
@@ -40,6 +44,7 @@ def set_config(
     task_blas_threads=None,
     graph_chunks=None,
     exchange_bytes=None,
+    compiled=None,
 ):
     """Change settings for this thread. ``None`` leaves a setting as it is."""
     config = get_config()
@@ -68,6 +73,10 @@ def set_config(
         if graph_chunks not in ("auto", "data"):
             raise ValueError(f"graph_chunks must be 'auto' or 'data', got {graph_chunks!r}")
         config["graph_chunks"] = graph_chunks
+    if compiled is not None:
+        if not isinstance(compiled, (bool, np.bool_)):
+            raise TypeError(f"compiled must be True or False, got {compiled!r}")
+        config["compiled"] = bool(compiled)
     _local.config = config
 
 

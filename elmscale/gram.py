@@ -45,7 +45,9 @@ import dask
 import numpy as np
 import scipy.sparse as sp
 
+from ._config import get_config
 from .hidden import hidden_rows
+from .utils._compiled import laplacian_rows
 from .utils._dask import default_group_bytes, named, row_groups, tree_sum
 
 logger = logging.getLogger(__name__)
@@ -55,29 +57,14 @@ TERMS = ("count", "colsum", "hth", "hty", "htf", "sizes", "htlh")
 PREFIX = "elmscale-gram"
 
 
-def _add_halo_products(VZ, V_halo, halo_pieces):
-    """``VZ += V_halo [piece_1; piece_2; ...]``, one slice of V_halo's columns per piece."""
-    lo = 0
-    for piece in halo_pieces:
-        hi = lo + piece.shape[0]
-        VZ += V_halo[:, lo:hi] @ piece
-        lo = hi
-    if lo != V_halo.shape[1]:
-        raise ValueError(f"halo pieces hold {lo} rows, the graph block needs {V_halo.shape[1]}")
-    return VZ
-
-
-def _laplacian_rows(graph_block, Z, halo_pieces):
+def _laplacian_rows(graph_block, Z, halo_pieces, compiled):
     """Chunk b's rows of ``L Z = diag * Z - W [Z; Z_halo]``, without stacking Z_b and its halo.
 
     ``halo_pieces`` yields consecutive slices of the halo rows of Z, in halo order: rows of
     Z_j shipped from other chunks, or hidden rows rebuilt from X (:func:`_rebuilt_halo`).
     """
     W_local, W_halo = graph_block.split(Z.dtype)
-    LZ = _add_halo_products(W_local @ Z, W_halo, halo_pieces)
-    LZ *= -1
-    LZ += graph_block.diagonal.astype(Z.dtype)[:, None] * Z
-    return LZ
+    return laplacian_rows(graph_block.diagonal, Z, W_local, W_halo, halo_pieces, compiled=compiled)
 
 
 def _rebuilt_halo(halo_X, layer, step):
@@ -91,18 +78,15 @@ def _rebuilt_halo(halo_X, layer, step):
         yield layer(halo[lo : lo + step])
 
 
-def _pattern_rows(H, pattern, halo_X, layer):
+def _pattern_rows(H, pattern, halo_X, layer, compiled):
     """``D_g H_g - V_g [H_g; H_halo]`` for one task's rows g and a pattern of
     :meth:`KNNGraph.group_pattern <elmscale.graph.KNNGraph.group_pattern>`; the halo's hidden
     rows are rebuilt from X one slice of ``len(H)`` rows at a time. With the whole pattern
     (``half=False``) these are the rows of ``L H``; with the half pattern, ``H_g^T`` times
     them is the task's share of ``H^T L H`` before the symmetrisation."""
     V_local, V_halo, diagonal = pattern
-    V_local, V_halo = V_local.astype(H.dtype), V_halo.astype(H.dtype)
     halo = _rebuilt_halo(halo_X, layer, max(H.shape[0], 1))
-    VH = _add_halo_products(V_local @ H, V_halo, halo)
-    np.subtract(diagonal.astype(H.dtype)[:, None] * H, VH, out=VH)
-    return VH
+    return laplacian_rows(diagonal, H, V_local, V_halo, halo, compiled=compiled)
 
 
 def _task_groups(chunks, n_hidden, itemsize, group_bytes):
@@ -112,14 +96,15 @@ def _task_groups(chunks, n_hidden, itemsize, group_bytes):
     return row_groups(chunks, n_hidden * itemsize, group_bytes)
 
 
-def _first_power_block(H, graph_block, layer, halo_X):
+def _first_power_block(H, graph_block, layer, compiled, halo_X):
     """Z_1 = L H on one chunk, from H_b and the X halo."""
-    return _laplacian_rows(graph_block, H, _rebuilt_halo(halo_X, layer, max(H.shape[0], 1)))
+    halo = _rebuilt_halo(halo_X, layer, max(H.shape[0], 1))
+    return _laplacian_rows(graph_block, H, halo, compiled)
 
 
-def _next_power_block(Z, graph_block, halo_Z):
+def _next_power_block(Z, graph_block, compiled, halo_Z):
     """Z_{j+1} = L Z_j on one chunk, from Z_j's block and the halo rows of Z_j."""
-    return _laplacian_rows(graph_block, Z, halo_Z)
+    return _laplacian_rows(graph_block, Z, halo_Z, compiled)
 
 
 def laplacian_power_rows(graph, H_blocks, layer, q, *, n_hidden, dtype):
@@ -135,10 +120,17 @@ def laplacian_power_rows(graph, H_blocks, layer, q, *, n_hidden, dtype):
         raise ValueError(f"q must be >= 1, got {q!r}")
     first = named(_first_power_block, f"{PREFIX}-power")
     following = named(_next_power_block, f"{PREFIX}-power")
-    Z = graph.map_rows(first, H_blocks, n_hidden, dtype, args=(layer,), prefix=PREFIX)
+    compiled = get_config()["compiled"]
+    Z = graph.map_rows(first, H_blocks, n_hidden, dtype, args=(layer, compiled), prefix=PREFIX)
     for _ in range(2, q + 1):
         Z = graph.map_rows(
-            following, Z.to_delayed().ravel(), n_hidden, dtype, halo_of=Z, prefix=PREFIX
+            following,
+            Z.to_delayed().ravel(),
+            n_hidden,
+            dtype,
+            halo_of=Z,
+            args=(compiled,),
+            prefix=PREFIX,
         )
     return Z
 
@@ -250,16 +242,15 @@ def _htlh(H, rows):
     """p = 1: the task's half of the graph term; p = 2: its rows of L H from the whole
     pattern; p > 2: from its block of ``Z_q = L^q H`` (and, odd p, Z_q's halo rows)."""
     g, layer = rows["graph"], rows["layer"]
-    power = g["power"]
-    if power == 1:
-        return (H.T @ _pattern_rows(H, g["pattern"], g["halo_X"], layer)).astype(np.float64)
-    if power == 2:
-        LH = _pattern_rows(H, g["pattern"], g["halo_X"], layer)
-        return (LH.T @ LH).astype(np.float64)
+    power, compiled = g["power"], g["compiled"]
+    if power <= 2:
+        VH = _pattern_rows(H, g["pattern"], g["halo_X"], layer, compiled)
+        return ((H if power == 1 else VH).T @ VH).astype(np.float64)
     Z = g["Z"]
     if power % 2 == 0:  # H^T L^2q H = Z_q^T Z_q
         return (Z.T @ Z).astype(np.float64)
-    return (Z.T @ _laplacian_rows(g["graph_block"], Z, g["halo_Z"])).astype(np.float64)
+    LZ = _laplacian_rows(g["graph_block"], Z, g["halo_Z"], compiled)
+    return (Z.T @ LZ).astype(np.float64)
 
 
 _TERM_SUMS = {
@@ -482,17 +473,25 @@ def _graph_inputs(graph, groups, power, Z):
     """Per task, what its graph term multiplies by: for p <= 2 the pattern of its rows of W
     (half of the edges for p = 1, as H^T W H is symmetric; all of them for L H) and the X
     rows of its halo; for p > 2 its block of Z_q and, odd p, Z_q's halo rows. The halo rows
-    of all tasks move in one exchange."""
+    of all tasks move in one exchange. ``compiled``: the product with W runs the compiled
+    kernel (the ``compiled`` setting, read here on the client)."""
+    compiled = get_config()["compiled"]
     if power <= 2:
         patterns = [graph.group_pattern(group, half=power == 1, prefix=PREFIX) for group in groups]
         halo = graph.groups_halo(groups, [need for _, need in patterns], prefix=PREFIX)
         return [
-            {"power": power, "pattern": pattern, "halo_X": rows}
+            {"power": power, "pattern": pattern, "halo_X": rows, "compiled": compiled}
             for (pattern, _), rows in zip(patterns, halo, strict=True)
         ]
     halo_Z = graph.halo_pieces(Z, prefix=PREFIX) if power % 2 else [None] * len(groups)
     Z_blocks = Z.to_delayed().ravel()
     return [
-        {"power": power, "graph_block": graph.blocks[b], "Z": Z_blocks[b], "halo_Z": halo_Z[b]}
+        {
+            "power": power,
+            "graph_block": graph.blocks[b],
+            "Z": Z_blocks[b],
+            "halo_Z": halo_Z[b],
+            "compiled": compiled,
+        }
         for (b,) in groups
     ]

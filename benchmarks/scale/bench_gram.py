@@ -11,18 +11,19 @@ What it does, on a LocalCluster of 2 worker processes x 1 thread:
    ``--input parquet:PATH`` / ``--input zarr:PATH``, see bench_uselm_scale.py --write), in row
    chunks of 64 MiB of float32 H (16,384 rows at n_hidden 1000);
 2. the graph, built ONCE and persisted (``knn_graph`` with the USELM defaults: 10 neighbours,
-   normalised Laplacian, min-max scaling, locality order); its time is reported cold (numba
-   compilation included for pynndescent) but is not part of the Gram timings;
+   normalised Laplacian, min-max scaling, locality order, the fixed search); its time is
+   reported cold (numba compilation included for pynndescent) but is not part of the Gram
+   timings;
 3. ``--rounds`` alternated rounds of: the floor (one streamed float32 H^T H of the same size:
    ``hidden_stats(features, ("hth",))``, one task per chunk building H_b and its syrk) and the
    Gram pass (``hidden_stats(features, ("hth", "htlh"), graph=graph)``), and with
    ``--baseline-rev`` the same pass by that git revision's ``elmscale/gram.py``; the first
    round is the cold one (worker caches of the graph blocks empty);
 4. a profile: one pass of tasks that run the Gram task's steps with timers (hidden layer,
-   syrk, sparse W H on the chunk, halo hidden rows rebuilt from X, sparse W H on the halo,
-   D H - W H, the GEMM), summed over tasks in CPU seconds; and the dask task stream of one
-   Gram pass grouped by key prefix (compute and transfer seconds per stage), from which the
-   scheduler and idle time is ``workers * wall - sum(compute)``;
+   syrk, halo hidden rows rebuilt from X, ``D H - W H`` by the compiled kernel or, with
+   ``config_context(compiled=False)``, SciPy, the GEMM), summed over tasks in CPU seconds;
+   and the dask task stream of one Gram pass grouped by key prefix (compute and transfer
+   seconds per stage), from which the scheduler and idle time is ``workers * wall - sum(compute)``;
 5. halo rows / N (the whole halo and the half the pass rebuilds), peak RSS of every worker and
    of the client (whose process also runs the scheduler), with the load average.
 
@@ -177,9 +178,12 @@ def standin_knn(X, n_neighbors, *, random_state=None, k_random=5):
     return idx, dist
 
 
-def _profiled_block(X_blocks, half, layer, *halo_X):
+def _profiled_block(X_blocks, half, layer, compiled, halo_X):
     """The Gram task's steps (``gram._block_partials`` for ("hth", "htlh"), p = 1) with
-    timers; returns CPU seconds per step, the halo rows rebuilt and the nonzeros used."""
+    timers, the halo's hidden rows built before ``D H - W H`` (the pass interleaves them);
+    returns CPU seconds per step, the halo rows rebuilt and the nonzeros used."""
+    from elmscale.gram import laplacian_rows
+
     t = {}
     clock = [time.perf_counter()]
 
@@ -192,27 +196,16 @@ def _profiled_block(X_blocks, half, layer, *halo_X):
     lap("hidden")
     (H.T @ H).astype(np.float64)
     lap("syrk")
-    V_local, V_halo, diagonal = half
-    V_local, V_halo = V_local.astype(H.dtype), V_halo.astype(H.dtype)
-    lap("graph_cast")
-    VH = V_local @ H
-    lap("wh_local")
-    lo = 0
     halo = np.concatenate(halo_X) if halo_X else np.zeros((0, H.shape[1]), H.dtype)
     lap("halo_concat")
     step = max(H.shape[0], 1)
-    for s in range(0, halo.shape[0], step):
-        piece = layer(halo[s : s + step])
-        lap("halo_hidden")
-        hi = lo + piece.shape[0]
-        VH += V_halo[:, lo:hi] @ piece
-        lo = hi
-        lap("wh_halo")
-    np.subtract(diagonal.astype(H.dtype)[:, None] * H, VH, out=VH)
+    pieces = [layer(halo[s : s + step]) for s in range(0, halo.shape[0], step)]
+    lap("halo_hidden")
+    VH = laplacian_rows(half[2], H, half[0], half[1], pieces, compiled=compiled)
     lap("dh_minus_wh")
     (H.T @ VH).astype(np.float64)
     lap("gemm")
-    return t, int(halo.shape[0]), int(V_local.nnz + V_halo.nnz), int(H.shape[0])
+    return t, int(halo.shape[0]), int(half[0].nnz + half[1].nnz), int(H.shape[0])
 
 
 def profile(graph, features):
@@ -223,11 +216,12 @@ def profile(graph, features):
 
     X_blocks = graph.X.to_delayed().ravel()
     lay = dask.delayed(features.layer, pure=True)
+    compiled = get_config()["compiled"]
+    patterns = group_patterns(graph, features, 4 * get_config()["chunk_bytes"])
+    halos = graph.groups_halo([g for g, _, _ in patterns], [need for _, _, need in patterns])
     tasks = [
-        dask.delayed(_profiled_block)(
-            [X_blocks[b] for b in group], half, lay, *graph.group_halo(group, need)
-        )
-        for group, half, need in group_patterns(graph, features, 4 * get_config()["chunk_bytes"])
+        dask.delayed(_profiled_block)([X_blocks[b] for b in group], half, lay, compiled, halo)
+        for (group, half, _), halo in zip(patterns, halos, strict=True)
     ]
     t0 = time.perf_counter()
     out = dask.compute(*tasks)
@@ -414,6 +408,7 @@ def main():
             args.k,
             backend=backend,
             normalized=True,
+            target_recall=None,  # the estimators' fixed search
             random_state=args.seed,
             transform=lambda A: apply_scaling(A, offset, scale),
         )
