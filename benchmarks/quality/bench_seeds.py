@@ -28,6 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
+import elmscale
 from benchmarks._common import RESULTS_DIR, command_line, resumable_fits, rule_tables
 from benchmarks.quality.bench_quality import PEERS, SHARED, load, parse_config, run_peer, score
 
@@ -332,6 +333,11 @@ def main(argv=None):
     p.add_argument("--peer", choices=PEERS, help="fit this peer instead of USELM")
     p.add_argument("--csv", default=str(RESULTS_DIR / "quality_seeds.csv"))
     p.add_argument("--summary", action="store_true", help="only print the summary of --csv")
+    p.add_argument(
+        "--compute-dtype",
+        choices=("float32", "float64"),
+        help="elmscale's compute_dtype for the fits (default: the library's); tag the runs",
+    )
     args = p.parse_args(argv)
     names = set_names(args.datasets)
     mode = "holdout" if args.holdout else "predict" if args.predict else "fit"
@@ -347,36 +353,8 @@ def main(argv=None):
     seeds += [f"none-{i}" for i in range(args.unseeded)]
     print(command_line(), flush=True)
     if not args.summary:
-        done = {(r["dataset"], r["tag"], r["mode"], r["seed"]) for r in _done(args.csv)}
-        for name in names:
-            todo = [s for s in seeds if (name, args.tag, mode, str(s)) not in done]
-            if not todo:
-                continue
-            data = _data(name, args.holdout)
-            for seed in todo:
-                state = None if isinstance(seed, str) else seed
-                if mode == "components":
-                    for rec in components_one(name, data, state, params):
-                        row = dict(dataset=name, n=data[0].shape[0], tag=args.tag, mode=mode)
-                        _append(args.csv, {**row, "seed": seed, **rec})
-                        print({**row, "seed": seed, **rec}, flush=True)
-                    continue
-                if mode == "peer":
-                    rec = peer_one(name, data, state, args.peer)
-                    rec["n_components"] = 0
-                else:
-                    rec = fit_one(name, data, state, params, mode, cuts)
-                row = dict(dataset=name, n=data[0].shape[0], tag=args.tag, mode=mode, seed=seed)
-                row.update(rec)
-                _append(args.csv, row)
-                print(
-                    f"{name} {args.tag} {mode} seed {seed}: ACC {rec['acc']:.4f} "
-                    f"NMI {rec['nmi']:.4f} n_o {rec['n_components']} "
-                    + (f"agree {rec['agree']:.4f} " if "agree" in rec else "")
-                    + (f"test ACC {rec['test_acc']:.4f} " if "test_acc" in rec else "")
-                    + f"{rec['seconds']:.1f} s {' '.join(cuts.lines)}",
-                    flush=True,
-                )
+        with elmscale.config_context(compute_dtype=args.compute_dtype):  # None: the default
+            _fit_all(args, names, seeds, mode, params, cuts)
     rows = [r for r in _done(args.csv) if r["dataset"] in names]
     comp = [r for r in rows if r["mode"] == "components"]
     fits = [r for r in rows if r["mode"] != "components"]
@@ -384,6 +362,40 @@ def main(argv=None):
         print(summary(fits))
     if comp:
         print(rules_table(comp))
+
+
+def _fit_all(args, names, seeds, mode, params, cuts):
+    """Every seed of every set not yet in ``args.csv``, appended to it as it finishes."""
+    done = {(r["dataset"], r["tag"], r["mode"], r["seed"]) for r in _done(args.csv)}
+    for name in names:
+        todo = [s for s in seeds if (name, args.tag, mode, str(s)) not in done]
+        if not todo:
+            continue
+        data = _data(name, args.holdout)
+        for seed in todo:
+            state = None if isinstance(seed, str) else seed
+            if mode == "components":
+                for rec in components_one(name, data, state, params):
+                    row = dict(dataset=name, n=data[0].shape[0], tag=args.tag, mode=mode)
+                    _append(args.csv, {**row, "seed": seed, **rec})
+                    print({**row, "seed": seed, **rec}, flush=True)
+                continue
+            if mode == "peer":
+                rec = peer_one(name, data, state, args.peer)
+                rec["n_components"] = 0
+            else:
+                rec = fit_one(name, data, state, params, mode, cuts)
+            row = dict(dataset=name, n=data[0].shape[0], tag=args.tag, mode=mode, seed=seed)
+            row.update(rec)
+            _append(args.csv, row)
+            print(
+                f"{name} {args.tag} {mode} seed {seed}: ACC {rec['acc']:.4f} "
+                f"NMI {rec['nmi']:.4f} n_o {rec['n_components']} "
+                + (f"agree {rec['agree']:.4f} " if "agree" in rec else "")
+                + (f"test ACC {rec['test_acc']:.4f} " if "test_acc" in rec else "")
+                + f"{rec['seconds']:.1f} s {' '.join(cuts.lines)}",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":
