@@ -19,7 +19,6 @@ on ``sys.path``.
 
 import contextlib
 import datetime
-import json
 import os
 import platform
 import resource
@@ -143,12 +142,6 @@ def rand_index(y_true, y_pred):
     return float(rand_score(y_true, y_pred))
 
 
-def mean_std(values, scale=100.0):
-    """``"mean +- std"`` (population std, as ``np.std``) of ``values * scale``, 2 decimals."""
-    v = np.asarray(values, dtype=np.float64) * scale
-    return f"{v.mean():.2f} +- {v.std():.2f}"
-
-
 def rule_tables(rules, sets, scores, baseline, name=str):
     """Markdown lines comparing label-free rules over seeds.
 
@@ -182,27 +175,6 @@ def rule_tables(rules, sets, scores, baseline, name=str):
 
 
 # -- environment ---------------------------------------------------------------------------
-def accuracy_table(per_set, columns, reference):
-    """Markdown lines: mean ACC (%) over seeds per set (``per_set[name][column]``: one score
-    per seed) and column, the mean over sets, and each column's wins and losses against
-    ``reference``, set by set."""
-    lines = ["| dataset | " + " | ".join(columns) + " |", "|---" * (len(columns) + 1) + "|"]
-    means = {c: np.array([np.mean(by[c]) for by in per_set.values()]) for c in columns}
-    for i, name in enumerate(per_set):
-        lines.append(
-            f"| {name} | " + " | ".join(f"{100 * means[c][i]:.1f}" for c in columns) + " |"
-        )
-    lines.append(
-        "| **mean ACC** | " + " | ".join(f"{100 * v.mean():.2f}" for v in means.values()) + " |"
-    )
-    base = means[reference]
-    cells = [
-        f"{int((v > base + 1e-9).sum())}/{int((v < base - 1e-9).sum())}" for v in means.values()
-    ]
-    lines.append(f"| wins/losses vs {reference} | " + " | ".join(cells) + " |")
-    return lines
-
-
 def blas_info():
     """The BLAS libraries loaded in this process, one short string, e.g.
     ``"openblas 0.3.30 Haswell x1"`` (threadpoolctl; import numpy/scipy first)."""
@@ -447,25 +419,3 @@ def cluster_arguments(parser, n_samples=200_000):
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--worker-gb", type=float, default=3)
     return parser
-
-
-def resumable_fits(out, names, n_seeds, load, fit):
-    """One record per (set, seed) for seeds 0..n_seeds-1, appended to the JSON-lines file
-    ``out`` as each finishes, the records already there kept and their fits skipped, so an
-    interrupted run resumes: ``load(name) -> (X, y)``, ``fit(name, X, y, seed) -> dict``
-    (with ``set``, ``seed`` and ``seconds``). Returns every record of the file."""
-    out = Path(out)
-    records = [json.loads(line) for line in out.open()] if out.is_file() else []
-    done = {(r["set"], r["seed"]) for r in records}
-    for name in names:
-        todo = [s for s in range(n_seeds) if (name, s) not in done]
-        if not todo:
-            continue
-        X, y = load(name)
-        for seed in todo:
-            rec = fit(name, X, y, seed)
-            with out.open("a") as f:
-                f.write(json.dumps(rec) + "\n")
-            records.append(rec)
-            print(name, seed, f"{rec['seconds']:.1f} s", flush=True)
-    return records

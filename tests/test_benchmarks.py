@@ -28,7 +28,7 @@ def test_every_benchmark_module_imports_from_the_repository_root():
 
 
 def test_a_script_runs_as_a_module():
-    done = _run("-m", "benchmarks.quality.bench_uselm_assignment", "--help")
+    done = _run("-m", "benchmarks.quality.bench_seeds", "--help")
     assert done.returncode == 0, done.stderr[-3000:]
     assert "--seeds" in done.stdout
 

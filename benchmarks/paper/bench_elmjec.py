@@ -22,7 +22,13 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks._common import DATASETS_DIR, clustering_accuracy, local_cluster, results_file
+from benchmarks._common import (
+    DATASETS_DIR,
+    blas_info,
+    clustering_accuracy,
+    local_cluster,
+    results_file,
+)
 
 DATASETS = DATASETS_DIR
 PAPER = {
@@ -72,18 +78,6 @@ def minmax(X):
 
 def n_hidden_for(name):
     return 1000 if name == "iris" else 2000
-
-
-def blas_info():
-    try:
-        from threadpoolctl import threadpool_info
-
-        return [
-            (i.get("internal_api"), i.get("architecture"), i.get("num_threads"))
-            for i in threadpool_info()
-        ]
-    except ImportError:
-        return "threadpoolctl not installed"
 
 
 def grid_for(kind, c):

@@ -33,7 +33,12 @@ import time  # noqa: E402
 import numpy as np  # noqa: E402
 from sklearn.metrics import normalized_mutual_info_score  # noqa: E402
 
-from benchmarks._common import DATASETS_DIR, clustering_accuracy, median_of_repeats  # noqa: E402
+from benchmarks._common import (  # noqa: E402
+    DATASETS_DIR,
+    blas_info,
+    clustering_accuracy,
+    median_of_repeats,
+)
 
 DATASETS = DATASETS_DIR
 PAPER_ACC = {"iris": 0.8933, "wine": 0.9719, "frogs": 0.6687, "shuttle": 0.3410, "segment": 0.5571}
@@ -89,18 +94,6 @@ def datasets(names):
         data = load(name)
         if data is not None:
             yield (name, *data)
-
-
-def blas_info():
-    try:
-        from threadpoolctl import threadpool_info
-
-        return [
-            (i.get("internal_api"), i.get("architecture"), i.get("num_threads"))
-            for i in threadpool_info()
-        ]
-    except Exception:  # noqa: BLE001
-        return []
 
 
 def run_one(X, y, **params):

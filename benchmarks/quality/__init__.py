@@ -1,1 +1,1 @@
-"""Quality without labels: the estimators against their peers, assignment studies, revisions."""
+"""Quality without labels: the estimators against their peers, across seeds, at 1M, revisions."""

@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 import elmscale
-from benchmarks._common import RESULTS_DIR, command_line, resumable_fits, rule_tables
+from benchmarks._common import RESULTS_DIR, command_line, rule_tables
 from benchmarks.quality.bench_quality import PEERS, SHARED, load, parse_config, run_peer, score
 
 LARGE = (
@@ -62,28 +62,6 @@ def set_names(text):
     """``--datasets``: a comma list of set names, ``large`` / ``small`` / ``all`` expanded."""
     groups = {"large": LARGE, "small": SMALL, "all": LARGE + SMALL}
     return [n for item in text.split(",") for n in groups.get(item, (item,))]
-
-
-def record_arguments(parser, default_out):
-    """The arguments of a benchmark that appends one record per (set, seed) to a JSON-lines
-    file (:func:`benchmarks._common.resumable_fits`) and summarises it."""
-    parser.add_argument("--datasets", default="all", help="comma list, or large / small / all")
-    parser.add_argument("--seeds", type=int, default=10, help="seeds 0..S-1")
-    parser.add_argument("--out", default=str(default_out))
-    parser.add_argument("--summary", action="store_true", help="only print the summary of --out")
-
-
-def recorded_fits(args, fit):
-    """The records of ``args.out`` (:func:`record_arguments`) for the sets ``--datasets``
-    names, after fitting the (set, seed) pairs it lacks with ``fit(name, X, y, seed)``
-    (none with ``--summary``; :func:`benchmarks._common.resumable_fits`)."""
-    names = set_names(args.datasets)
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    print(command_line(), flush=True)
-    seeds = 0 if args.summary else args.seeds
-    records = resumable_fits(out, names, seeds, lambda name: _data(name, False)[:2], fit)
-    return [r for r in records if r["set"] in names]
 
 
 FIELDS = (

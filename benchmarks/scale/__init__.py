@@ -1,1 +1,1 @@
-"""Speed and scale: the kNN graph, the Gram pass, every estimator at 1M+, BLAS threads, the CLI."""
+"""Speed and scale: the kNN graph, the Gram pass, every estimator at 1M+, faults, the CLI."""
