@@ -345,6 +345,13 @@ def main():
         action="store_true",
         help="time the embedding + k-means stage instead (E = H beta, 10 columns)",
     )
+    p.add_argument(
+        "--compute-dtype",
+        choices=("float32", "float64"),
+        default="float32",
+        help="H's blocks; float64 also validates the float32 rows to float64 as a fit does "
+        "(the library's default)",
+    )
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args()
 
@@ -391,6 +398,9 @@ def main():
             X = mixture_dask(args.n, args.d, args.clusters, args.seed)[0]
         X = X.rechunk({0: rows, 1: -1}).persist()
         dask.compute(X.sum())
+        if args.compute_dtype == "float64":  # validated as a fit does: float64 rows of float32
+            with elmscale.config_context(compute_dtype="float64"):
+                X, _ = elmscale.utils.as_row_chunked(X)
         N = X.shape[0]
         if args.kmeans:
             with elmscale.config_context(compute_dtype="float32"):
@@ -426,7 +436,7 @@ def main():
             )
         )
         features = HiddenFeatures(X, layer, cache=False)
-        with elmscale.config_context(compute_dtype="float32"):
+        with elmscale.config_context(compute_dtype=args.compute_dtype):
             runs = {
                 "floor": lambda: hidden_stats(features, ("hth",)),
                 "gram": lambda: hidden_stats(
