@@ -67,28 +67,25 @@ def _laplacian_rows(graph_block, Z, halo_pieces, compiled):
     return laplacian_rows(graph_block.diagonal, Z, W_local, W_halo, halo_pieces, compiled=compiled)
 
 
-def _rebuilt_halo(halo_X, layer, step, read=None):
-    """Hidden rows of a chunk's halo, rebuilt from its rows of X (as X holds them, turned
-    into X's rows by ``read`` when given: :meth:`KNNGraph.groups_halo`). The halo can hold
-    several times the chunk's rows (high-dimensional data crosses every cut), so one
-    chunk-sized slice at a time."""
+def _rebuilt_halo(halo_X, layer, step):
+    """Hidden rows of a chunk's halo, rebuilt from its rows of X. The halo can hold several
+    times the chunk's rows (high-dimensional data crosses every cut), so one chunk-sized
+    slice at a time."""
     if not halo_X:
         return
     halo = np.concatenate(halo_X)
     for lo in range(0, halo.shape[0], step):
-        piece = halo[lo : lo + step]
-        yield layer(piece if read is None else read(piece))
+        yield layer(halo[lo : lo + step])
 
 
-def _pattern_rows(H, pattern, halo_X, layer, compiled, read=None):
+def _pattern_rows(H, pattern, halo_X, layer, compiled):
     """``D_g H_g - V_g [H_g; H_halo]`` for one task's rows g and a pattern of
     :meth:`KNNGraph.group_pattern <elmscale.graph.KNNGraph.group_pattern>`; the halo's hidden
     rows are rebuilt from X one slice of ``len(H)`` rows at a time. With the whole pattern
     (``half=False``) these are the rows of ``L H``; with the half pattern, ``H_g^T`` times
-    them is the task's share of ``H^T L H`` before the symmetrisation. ``read``: as in
-    :func:`_rebuilt_halo`."""
+    them is the task's share of ``H^T L H`` before the symmetrisation."""
     V_local, V_halo, diagonal = pattern
-    halo = _rebuilt_halo(halo_X, layer, max(H.shape[0], 1), read)
+    halo = _rebuilt_halo(halo_X, layer, max(H.shape[0], 1))
     return laplacian_rows(diagonal, H, V_local, V_halo, halo, compiled=compiled)
 
 
@@ -247,7 +244,7 @@ def _htlh(H, rows):
     g, layer = rows["graph"], rows["layer"]
     power, compiled = g["power"], g["compiled"]
     if power <= 2:
-        VH = _pattern_rows(H, g["pattern"], g["halo_X"], layer, compiled, g["halo_read"])
+        VH = _pattern_rows(H, g["pattern"], g["halo_X"], layer, compiled)
         return ((H if power == 1 else VH).T @ VH).astype(np.float64)
     Z = g["Z"]
     if power % 2 == 0:  # H^T L^2q H = Z_q^T Z_q
@@ -481,19 +478,9 @@ def _graph_inputs(graph, groups, power, Z):
     compiled = get_config()["compiled"]
     if power <= 2:
         patterns = [graph.group_pattern(group, half=power == 1, prefix=PREFIX) for group in groups]
-        # the halo's rows of X move as X holds them (float32 input: half the bytes); each
-        # task reads its own
-        halo, read = graph.groups_halo(
-            groups, [need for _, need in patterns], prefix=PREFIX, held=True
-        )
+        halo = graph.groups_halo(groups, [need for _, need in patterns], prefix=PREFIX)
         return [
-            {
-                "power": power,
-                "pattern": pattern,
-                "halo_X": rows,
-                "halo_read": read,
-                "compiled": compiled,
-            }
+            {"power": power, "pattern": pattern, "halo_X": rows, "compiled": compiled}
             for (pattern, _), rows in zip(patterns, halo, strict=True)
         ]
     halo_Z = graph.halo_pieces(Z, prefix=PREFIX) if power % 2 else [None] * len(groups)

@@ -3,8 +3,6 @@ rows) are held in the fewest bytes that hold them exactly: X read as float32 and
 the float64 compute dtype is kept as float32, and every reader still sees float64 values
 equal bit for bit to those a plain ``persist`` keeps."""
 
-import copy
-
 import dask
 import dask.array as da
 import numpy as np
@@ -103,35 +101,3 @@ def test_a_search_reading_scaled_rows_as_it_takes_them_finds_the_same_graph(
     whole = knn_graph(Xd, 7, order=True, scaling=scaling, random_state=0)
     for got, want in ((read.indices, whole.indices), (read.distances, whole.distances)):
         np.testing.assert_array_equal(got.compute(), want.compute())
-
-
-def test_the_gram_pass_moves_a_halo_of_float32_input_as_float32(monkeypatch, global_seed):
-    """The halo rows a Gram task rebuilds its neighbours' hidden rows from move as X holds
-    them (float32 input: 4 bytes a value) and become the float64 rows of X in the task, bit
-    for bit; the Gram pass's sums equal those from a plainly persisted float64 X."""
-    from elmscale.gram import hidden_stats
-    from elmscale.hidden import HiddenFeatures, RandomHiddenLayer
-
-    monkeypatch.setattr(_build, "ORDER_MIN_SAMPLES", 100)
-    rng = np.random.RandomState(global_seed)
-    X32 = rng.rand(900, 5).astype(np.float32)
-    Xd, _ = as_row_chunked(da.from_array(X32, chunks=(300, 5)))
-    graph = knn_graph(Xd, 6, order=True, random_state=0)
-    groups = [[b] for b in range(len(graph.chunks))]
-    needs = [need for _, need in (graph.group_pattern(g) for g in groups)]
-    held, read = graph.groups_halo(groups, needs, held=True)
-    widened = graph.groups_halo(groups, needs)
-    for pieces, rows in zip(dask.compute(*held), dask.compute(*widened), strict=True):
-        assert len(pieces) and all(p.dtype == np.float32 for p in pieces)
-        for p, r in zip(pieces, rows, strict=True):
-            assert r.dtype == np.float64
-            np.testing.assert_array_equal(read(p), r)
-    layer = RandomHiddenLayer.draw(5, 20, "sigmoid", 0)
-    plain = copy.copy(graph)  # the same graph over a plainly persisted float64 X
-    plain.X = da.from_array(graph.X.compute(), chunks=graph.X.chunks)
-    terms = ("hth", "htlh")
-    features = HiddenFeatures(Xd, layer, cache=False)
-    compact = hidden_stats(features, terms, graph=graph)
-    widened = hidden_stats(features, terms, graph=plain)
-    for term in terms:
-        np.testing.assert_array_equal(compact[term], widened[term])

@@ -9,14 +9,7 @@ import dask.array as da
 import numpy as np
 import scipy.sparse as sp
 
-from ..utils._dask import (
-    cluster_threads,
-    default_group_bytes,
-    held_blocks,
-    held_rows,
-    named,
-    row_groups,
-)
+from ..utils._dask import cluster_threads, default_group_bytes, held_blocks, named, row_groups
 from ._chunking import GROUPS_PER_THREAD
 from ._exchange import exchange, whole_sources
 from ._laplacian import _halo_indices, _halo_sources, _take_rows
@@ -132,17 +125,11 @@ class KNNGraph:
         pattern = named(group_pattern, f"{prefix}-pattern", nout=2)
         return pattern(*[self.blocks[b] for b in group], half=half)
 
-    def groups_halo(self, groups, needs, array=None, *, prefix=PREFIX, held=False):
+    def groups_halo(self, groups, needs, array=None, *, prefix=PREFIX):
         """Per task of consecutive chunks ``groups[i]``, a delayed tuple of ``array``'s rows
         ``needs[i]`` (delayed sorted global indices outside the group), one piece per chunk
         that holds any, keyed ``<prefix>-halo-...`` (:func:`~elmscale.graph._exchange.exchange`).
-        ``array`` (default: the graph's X) is row-chunked like the graph, in its row order.
-
-        With ``held``, returns ``(pieces, read)``: the rows as ``array`` holds them
-        (:func:`~elmscale.utils._dask.held_blocks`, e.g. float32 input behind a float64
-        view) and the row-wise function that turns them into ``array``'s rows (None: they
-        are), for a task that reads its halo itself: half the bytes of a float32 input's
-        rows move and wait in memory, and each task widens only the rows it works on."""
+        ``array`` (default: the graph's X) is row-chunked like the graph, in its row order."""
         array = self._aligned(array)
         starts = self.starts
         requests, asked = [], []
@@ -150,7 +137,7 @@ class KNNGraph:
             sources, rows = self._outside_sources(group)
             requests.append([(s, (int(starts[s]), int(starts[s + 1]))) for s in sources])
             asked.append(rows)
-        return self._take_halo(array, requests, needs, asked, prefix, held=held)
+        return self._take_halo(array, requests, needs, asked, prefix)
 
     def _outside_sources(self, group):
         """The chunks outside the consecutive chunks ``group`` that hold its halo rows, and
@@ -214,25 +201,21 @@ class KNNGraph:
             )
         return array
 
-    def _take_halo(self, array, requests, wants, asked, prefix, whole=None, *, held=False):
+    def _take_halo(self, array, requests, wants, asked, prefix, whole=None):
         """The exchange of ``array``'s rows ``wants[i]`` to destination i, from the source
         chunks of ``requests[i]``; ``asked[i]``: about how many rows i receives in packs;
-        ``whole[i]``: the sources i reads whole (:func:`~._exchange.exchange`). ``held``:
-        the rows move as held, and ``(pieces, read)`` is returned (:meth:`groups_halo`)."""
+        ``whole[i]``: the sources i reads whole (:func:`~._exchange.exchange`)."""
         blocks, read = held_blocks(array)
-        itemsize = held_rows(array)[0].dtype.itemsize if held else array.dtype.itemsize
-        row_bytes = itemsize * int(np.prod(array.shape[1:]))
-        take = _take_rows if read is None or held else functools.partial(_take_rows, read=read)
-        pieces = exchange(
+        row_bytes = array.dtype.itemsize * int(np.prod(array.shape[1:]))
+        return exchange(
             f"{prefix}-halo",
-            take,
+            _take_rows if read is None else functools.partial(_take_rows, read=read),
             [(blk,) for blk in blocks],
             requests,
             wants,
             nbytes=[n * row_bytes for n in asked],
             whole=whole,
         )
-        return (pieces, read) if held else pieces
 
     def halo_indices(self):
         """Per block, its halo's global indices (delayed, persisted on first use): what the
