@@ -330,8 +330,9 @@ class USELM(GraphMixin, DataNodesMixin, EmbeddingClusterMixin, BaseELM):
 
     ``row_normalize=True`` is the default because, chosen on all benchmark sets but one, it
     scored better on the left-out set on most sets, which a wider grid over the hidden layer,
-    lam and n_components did not (benchmarks/quality/bench_quality.py, RESULTS.md "Quality without
-    labels"). The other levers stay options for data like MNIST, where they help.
+    lam and n_components did not (``git show 2abc8e5:benchmarks/quality/bench_quality.py``, modes
+    ``uselm-grid`` then ``lodo``; RESULTS.md "How the defaults were chosen"). The other levers
+    stay options for data like MNIST, where they help.
 
     References
     ----------
