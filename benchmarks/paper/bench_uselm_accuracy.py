@@ -9,8 +9,9 @@ The grid costs one Gram pass per seed: the hidden layer, the kNN graph and the r
 matrices H^T H and H^T L H are computed once per seed (``hidden_stats``), then
 ``uselm_embedding`` is solved once per lam for the largest n_o (32); the smaller n_o are the
 leading columns of that solution (the same eigenvectors, each scaled on its own: checked by
-``--check-slicing``). The embedding ``E = H beta`` is ``features.project(beta)`` and k-means
-is scikit-learn's ``KMeans(n_init=10)``. The primal solver is used for every dataset, also
+``--mode check-slicing`` of ``git show 2abc8e5:benchmarks/paper/bench_uselm_accuracy.py``).
+The embedding ``E = H beta`` is ``features.project(beta)`` and k-means is scikit-learn's
+``KMeans(n_init=10)``. The primal solver is used for every dataset, also
 when N < n_h (yale, orl, iris, wine): the reversed pencil handles the rank-deficient H^T H,
 and its solutions with finite gamma lie in the row space of H, i.e. equal the dual's.
 
@@ -18,11 +19,8 @@ Modes (``--mode``):
 
 - ``grid``: the tuned protocol above for one graph setting (``--n-neighbors``, ``--weights``,
   ``--normalized``, ``--scaling``);
-- ``pilot``: the grid for several graph settings on a few seeds (choosing the setting);
-- ``defaults``: ``elmscale.USELM(n_clusters=c, random_state=seed)``, untouched;
-- ``default-sweep``: the default model (n_h = 1000, n_o = c) with one parameter changed at a
-  time (lam, n_neighbors, normalized, scaling, weights), exact graph, one Gram pass per
-  (seed, graph setting);
+- ``defaults``: ``elmscale.USELM(n_clusters=c, random_state=seed)``, untuned (``--set`` changes
+  a parameter);
 - ``spectral``: scikit-learn ``SpectralClustering(affinity="nearest_neighbors",
   n_neighbors=10)`` on standardised X.
 
@@ -38,7 +36,6 @@ Examples::
 """
 
 import argparse
-import itertools
 import json
 import time
 import warnings
@@ -80,7 +77,6 @@ PAPER = {
 }
 LAMS = tuple(10.0**p for p in range(-4, 5))
 N_OS = (2, 4, 8, 16, 32)
-SWEEP_LAMS = (1e-3, 1e-2, 1e-1, 1.0, 10.0)  # default-sweep: around the default lam = 0.1
 
 
 def paper_n_hidden(name):
@@ -246,63 +242,6 @@ def run_spectral(name, X, y, seeds, log):
     return {"dataset": name, "acc": accs, "nmi": nmis, "seconds": tt.seconds}
 
 
-DEFAULT_GRAPH = {"n_neighbors": 10, "weights": "binary", "normalized": False, "scaling": "standard"}
-
-
-def run_default_sweep(name, X, y, seeds, log, lams=LAMS, only=()):
-    """The default model (n_h = 1000, n_o = c, exact graph) with one graph/scaling option
-    changed at a time, every lam of ``lams`` from the same Gram pass."""
-    c = len(np.unique(y))
-    variants = [("default", {})]
-    variants += [(f"n_neighbors={k}", {"n_neighbors": k}) for k in (5, 20)]
-    variants += [
-        ("weights=heat", {"weights": "heat"}),
-        ("normalized=True", {"normalized": True}),
-        ("scaling=minmax", {"scaling": "minmax"}),
-        ("scaling=None", {"scaling": None}),
-        ("scaling=minmax+normalized=True", {"scaling": "minmax", "normalized": True}),
-        (
-            "scaling=minmax+normalized=True+n_neighbors=5",
-            {"scaling": "minmax", "normalized": True, "n_neighbors": 5},
-        ),
-    ]
-    if only:
-        variants = [v for v in variants if v[0] in only]
-    out = []
-    for label, change in variants:
-        cfg = {**DEFAULT_GRAPH, **change}
-        accs = []
-        for seed in seeds:
-            acc, _, _ = grid_one_seed(
-                X,
-                y,
-                seed,
-                n_hidden=1000,
-                lams=lams,
-                n_os=(c,),
-                n_neighbors=cfg["n_neighbors"],
-                weights=cfg["weights"],
-                normalized=cfg["normalized"],
-                scaling=cfg["scaling"],
-            )
-            accs.append(acc[:, 0])
-        accs = np.array(accs)  # seeds x lams
-        log(
-            f"  {name} {label}: "
-            + " ".join(f"{lam:g}:{100 * m:.1f}" for lam, m in zip(lams, accs.mean(0), strict=True))
-        )
-        out.append(
-            {
-                "dataset": name,
-                "variant": label,
-                "config": cfg,
-                "lams": list(lams),
-                "acc": accs.tolist(),
-            }
-        )
-    return out
-
-
 # -- reporting -----------------------------------------------------------------------------
 def fmt(accs):
     a = 100 * np.asarray(accs, dtype=np.float64)
@@ -344,24 +283,9 @@ def parse_overrides(items):
     return out
 
 
-def parse_config(text):
-    """``k,weights,normalized,scaling`` e.g. ``10,binary,0,standard``."""
-    k, w, n, s = text.split(",")
-    return {
-        "n_neighbors": int(k),
-        "weights": w,
-        "normalized": n in ("1", "true", "True"),
-        "scaling": None if s in ("none", "None") else s,
-    }
-
-
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument(
-        "--mode",
-        choices=("grid", "pilot", "defaults", "default-sweep", "spectral", "check-slicing"),
-        default="grid",
-    )
+    p.add_argument("--mode", choices=("grid", "defaults", "spectral"), default="grid")
     p.add_argument("--datasets", default=",".join(DATASETS))
     p.add_argument("--seeds", type=int, default=10, help="number of seeds")
     p.add_argument("--first-seed", type=int, default=0)
@@ -372,14 +296,6 @@ def main(argv=None):
     p.add_argument("--weights", default="binary", choices=("binary", "heat"))
     p.add_argument("--normalized", action="store_true")
     p.add_argument("--scaling", default="standard", choices=("standard", "minmax", "none"))
-    p.add_argument(
-        "--configs", default="", help="pilot: ';'-separated k,weights,normalized,scaling settings"
-    )
-    p.add_argument(
-        "--variants",
-        default="",
-        help="default-sweep: ';'-separated variant labels to run (default: all)",
-    )
     p.add_argument(
         "--set",
         action="append",
@@ -431,35 +347,12 @@ def main(argv=None):
             with timed() as td:
                 if args.mode == "grid":
                     results.append(run_grid(name, X, y, seeds, cfg, log, lams, n_os))
-                elif args.mode == "pilot":
-                    for text in args.configs.split(";"):
-                        c2 = parse_config(text)
-                        r = run_grid(name, X, y, seeds, c2, log, lams, n_os)
-                        log(
-                            f"  PILOT {name} {text}: {100 * r['best']['acc_mean']:.2f} "
-                            f"(lam {r['best']['lam']:g}, n_o {r['best']['n_o']})"
-                        )
-                        results.append(r)
                 elif args.mode == "defaults":
                     results.append(
                         run_defaults(name, X, y, seeds, log, **parse_overrides(args.set))
                     )
-                elif args.mode == "default-sweep":
-                    results.extend(
-                        run_default_sweep(
-                            name,
-                            X,
-                            y,
-                            seeds,
-                            log,
-                            lams if args.quick else SWEEP_LAMS,
-                            only=[v for v in args.variants.split(";") if v],
-                        )
-                    )
                 elif args.mode == "spectral":
                     results.append(run_spectral(name, X, y, seeds, log))
-                elif args.mode == "check-slicing":
-                    results.append(check_slicing(name, X, y, cfg, log))
             log(f"  {name}: wall {td.seconds:.1f} s, peak RSS {peak_memory_mb():.0f} MiB")
     header["wall_seconds"] = time.perf_counter() - start
     header["peak_rss_mib"] = peak_memory_mb()
@@ -473,46 +366,7 @@ def main(argv=None):
         f"# done in {header['wall_seconds']:.0f} s, peak RSS {header['peak_rss_mib']:.0f} MiB, "
         f"BLAS {header['blas']}"
     )
-
-
-def check_slicing(name, X, y, cfg, log):
-    """The leading n_o columns of the n_o = 32 solution equal the n_o solution."""
-    from sklearn.utils import check_random_state
-
-    from elmscale import uselm_embedding
-    from elmscale.gram import hidden_stats
-    from elmscale.graph import knn_graph
-    from elmscale.hidden import HiddenFeatures, RandomHiddenLayer, apply_scaling, fit_scaling
-    from elmscale.utils import as_row_chunked
-
-    n_hidden = paper_n_hidden(name)
-    Xd, _ = as_row_chunked(X, n_hidden=n_hidden)
-    offset, scale = fit_scaling(Xd, cfg["scaling"])
-    layer = RandomHiddenLayer.draw(
-        Xd.shape[1], n_hidden, "sigmoid", check_random_state(0), offset=offset, scale=scale
-    )
-    features = HiddenFeatures(Xd, layer, cache=True)
-    graph = knn_graph(
-        apply_scaling(Xd, offset, scale),
-        cfg["n_neighbors"],
-        backend="exact",
-        weights=cfg["weights"],
-        normalized=cfg["normalized"],
-    )
-    stats = hidden_stats(features, ("hth", "htlh"), graph=graph)
-    worst = 0.0
-    for lam, n_o in itertools.product((1e-3, 1.0, 1e3), (2, 8, 16)):
-        b32, g32 = uselm_embedding(stats["hth"], stats["htlh"], lam, 32)
-        b, g = uselm_embedding(stats["hth"], stats["htlh"], lam, n_o)
-        E32 = features.project(b32[:, :n_o]).compute()
-        E = features.project(b).compute()
-        err = float(np.abs(E32 - E).max() / np.abs(E).max())
-        worst = max(worst, err)
-        log(
-            f"  {name} lam {lam:g} n_o {n_o}: max |E32[:, :n_o] - E| / max |E| = {err:.1e}, "
-            f"gamma rel diff {np.abs(g32[:n_o] - g).max() / np.abs(g).max():.1e}"
-        )
-    return {"dataset": name, "worst_relative_difference": worst}
+    return results
 
 
 if __name__ == "__main__":
