@@ -4,7 +4,7 @@
   bundled set) and raises :class:`DatasetMissing` when the file is absent, so a script can
   skip that dataset cleanly;
 - clustering scores: :func:`clustering_accuracy` (best one-to-one label matching by the
-  Hungarian method), :func:`nmi`, :func:`purity`, :func:`rand_index`;
+  Hungarian method), :func:`nmi`, :func:`purity`;
 - the environment of a timing: :func:`blas_info` (threadpoolctl), :func:`machine_info`,
   :func:`peak_memory_mb` (``resource.getrusage``);
 - timing: :func:`timed` (a context manager) and :func:`median_of_repeats`;
@@ -133,45 +133,6 @@ def purity(y_true, y_pred):
     """Fraction of points whose cluster's majority class is their class."""
     C = _contingency(y_true, y_pred)
     return float(C.max(axis=1).sum() / C.sum())
-
-
-def rand_index(y_true, y_pred):
-    """Rand index: fraction of point pairs on which the two partitions agree."""
-    from sklearn.metrics import rand_score
-
-    return float(rand_score(y_true, y_pred))
-
-
-def rule_tables(rules, sets, scores, baseline, name=str):
-    """Markdown lines comparing label-free rules over seeds.
-
-    ``scores(rule, set)`` gives one ACC per seed. First each rule's mean (worst) ACC (%) per
-    set and its mean over sets; then each set left out in turn: the rule of best merit on the
-    other sets, where a set's merit is the mean of its mean and its worst seed (the worst seed
-    counts, not only the mean), scored on the left-out set beside ``baseline``."""
-    lines = ["| rule | " + " | ".join(sets) + " | mean |", "|---" * (len(sets) + 2) + "|"]
-    for rule in rules:
-        cells = [np.asarray(scores(rule, s)) for s in sets]
-        lines.append(
-            f"| {name(rule)} | "
-            + " | ".join(f"{100 * c.mean():.1f} ({100 * c.min():.1f})" for c in cells)
-            + f" | {100 * np.mean([c.mean() for c in cells]):.1f} |"
-        )
-
-    def merit(rule, others):
-        return np.mean([(np.mean(scores(rule, s)) + np.min(scores(rule, s))) / 2 for s in others])
-
-    lines += ["", f"| left out | rule chosen on the others | its mean (worst) | {name(baseline)} |"]
-    lines.append("|---|---|---|---|")
-    for out in sets:
-        others = [s for s in sets if s != out]
-        best = max(rules, key=lambda r, others=others: merit(r, others))
-        got, old = np.asarray(scores(best, out)), np.asarray(scores(baseline, out))
-        lines.append(
-            f"| {out} | {name(best)} | {100 * got.mean():.1f} ({100 * got.min():.1f}) "
-            f"| {100 * old.mean():.1f} ({100 * old.min():.1f}) |"
-        )
-    return lines
 
 
 # -- environment ---------------------------------------------------------------------------

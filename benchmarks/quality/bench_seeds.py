@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 import elmscale
-from benchmarks._common import RESULTS_DIR, command_line, rule_tables
+from benchmarks._common import RESULTS_DIR, command_line
 from benchmarks.quality.bench_quality import PEERS, SHARED, load, parse_config, run_peer, score
 
 LARGE = (
@@ -78,9 +78,6 @@ FIELDS = (
     "test_nmi",
     "n_components",
     "seconds",
-    "single_acc",
-    "single_nmi",
-    "single_cut",
 )
 
 
@@ -154,52 +151,6 @@ def peer_one(name, data, seed, peer):
     return dict(acc=acc, nmi=mi, seconds=time.perf_counter() - t0)
 
 
-def _unit_rows(E):
-    """Rows scaled to unit length, zero rows kept: USELM's ``row_normalize`` before k-means."""
-    norms = np.sqrt(np.einsum("ij,ij->i", E, E))
-    norms[norms == 0] = 1.0
-    return E / norms[:, None]
-
-
-def components_one(name, data, seed, params):
-    """``n_components="auto"``'s two candidates, from one fit: the narrow (c) and the wide
-    (ceil(1.5 c)) embedding's k-means partitions (the estimator's own k-means, same seed) with
-    their normalised cuts on the fit's graph and their ACC / NMI; labels are used only for the
-    scores. One record per dimension."""
-    import dask.array as da
-
-    import elmscale
-    from elmscale.cluster import kmeans
-    from elmscale.graph import normalized_cut
-    from elmscale.utils import draw_seed
-
-    X, y, _, _ = data
-    c = len(np.unique(y))
-    t0 = time.perf_counter()
-    base = elmscale.USELM(c, random_state=seed, **params)
-    reduction = base.reduce(X)
-    narrow, wide = base._component_choices(X.shape[0])
-    model = elmscale.USELM(c, n_components=wide, random_state=seed, **params)
-    model.solve(reduction)  # k-means in the wide dimension
-    seed_k = draw_seed(reduction.random_state())  # the seed the estimator's k-means draws
-    chunks = reduction.X.chunks[0]
-    E = da.from_array(np.asarray(model.embedding_)[:, :narrow], chunks=(chunks, -1))
-    _, labels, _, _ = kmeans(
-        E.map_blocks(_unit_rows, dtype=E.dtype), c, n_init=model.n_init, random_state=seed_k
-    )
-    parts = [np.asarray(labels.compute()), np.asarray(model.labels_)]
-    cuts = normalized_cut(reduction.graph, [da.from_array(p, chunks=chunks) for p in parts], c)
-    sec = time.perf_counter() - t0
-    reduction.release()
-    recs = []
-    for n, labels, cut in zip((narrow, wide), parts, cuts, strict=True):
-        acc, mi = score(y, labels)
-        recs.append(
-            dict(n_components=n, single_acc=acc, single_nmi=mi, single_cut=float(cut), seconds=sec)
-        )
-    return recs
-
-
 def _done(path):
     if not Path(path).is_file():
         return []
@@ -255,48 +206,6 @@ def summary(rows):
     return "\n".join(lines)
 
 
-MARGINS = (0.0, 0.025, 0.05, 0.1, 0.2)
-
-
-def _scores(record):
-    return float(record["single_acc"]), float(record["single_nmi"])
-
-
-def _rule_scores(rows):
-    """For each ``n_components="auto"`` rule, the ACC and NMI it gives per (set, seed), from
-    the ``--components`` records: ``{rule: {(set, seed): (acc, nmi)}}``. A rule sees only the
-    cuts of each dimension's k-means partition (the estimator's). ``m=x``: the narrow
-    dimension only when its cut is below (1 - x) times the wide one's (x = 0: the lower cut,
-    the rule before); ``narrow``, ``wide``: always that dimension."""
-    by = {}
-    for r in rows:
-        by.setdefault((r["dataset"], r["seed"]), []).append(r)
-    out = {}
-    for key, pair in by.items():
-        if len(pair) != 2:
-            continue
-        narrow, wide = sorted(pair, key=lambda r: int(r["n_components"]))
-        for m in MARGINS:
-            cut = float(narrow["single_cut"]), float(wide["single_cut"])
-            pick = narrow if cut[0] < (1 - m) * cut[1] else wide
-            out.setdefault(f"m={m:g}", {})[key] = _scores(pick)
-        for name, pick in (("narrow", narrow), ("wide", wide)):
-            out.setdefault(name, {})[key] = _scores(pick)
-    return out
-
-
-def rules_table(rows):
-    """Per rule and set: mean (worst) ACC over the seeds; then each set left out in turn
-    (:func:`benchmarks._common.rule_tables`), beside the lowest cut (``m=0``)."""
-    scores = _rule_scores(rows)
-    sets = list(dict.fromkeys(k[0] for v in scores.values() for k in v))
-
-    def per_set(rule, name):
-        return np.array([a for (d, _), (a, _) in scores[rule].items() if d == name])
-
-    return "\n".join(rule_tables(list(scores), sets, per_set, "m=0"))
-
-
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--datasets", default="large", help="comma list, or large / small / all")
@@ -307,7 +216,6 @@ def main(argv=None):
     p.add_argument("--tag", default="")
     p.add_argument("--predict", action="store_true", help="predict(X) vs labels_ agreement")
     p.add_argument("--holdout", action="store_true", help="fit on train rows, predict test rows")
-    p.add_argument("--components", action="store_true", help="record both n_components candidates")
     p.add_argument("--peer", choices=PEERS, help="fit this peer instead of USELM")
     p.add_argument("--csv", default=str(RESULTS_DIR / "quality_seeds.csv"))
     p.add_argument("--summary", action="store_true", help="only print the summary of --csv")
@@ -319,7 +227,6 @@ def main(argv=None):
     args = p.parse_args(argv)
     names = set_names(args.datasets)
     mode = "holdout" if args.holdout else "predict" if args.predict else "fit"
-    mode = "components" if args.components else mode
     if args.peer:
         mode, args.tag = "peer", args.peer
     params = parse_config(args.set) if args.set else {}
@@ -334,12 +241,8 @@ def main(argv=None):
         with elmscale.config_context(compute_dtype=args.compute_dtype):  # None: the default
             _fit_all(args, names, seeds, mode, params, cuts)
     rows = [r for r in _done(args.csv) if r["dataset"] in names]
-    comp = [r for r in rows if r["mode"] == "components"]
-    fits = [r for r in rows if r["mode"] != "components"]
-    if fits:
-        print(summary(fits))
-    if comp:
-        print(rules_table(comp))
+    if rows:
+        print(summary(rows))
 
 
 def _fit_all(args, names, seeds, mode, params, cuts):
@@ -352,12 +255,6 @@ def _fit_all(args, names, seeds, mode, params, cuts):
         data = _data(name, args.holdout)
         for seed in todo:
             state = None if isinstance(seed, str) else seed
-            if mode == "components":
-                for rec in components_one(name, data, state, params):
-                    row = dict(dataset=name, n=data[0].shape[0], tag=args.tag, mode=mode)
-                    _append(args.csv, {**row, "seed": seed, **rec})
-                    print({**row, "seed": seed, **rec}, flush=True)
-                continue
             if mode == "peer":
                 rec = peer_one(name, data, state, args.peer)
                 rec["n_components"] = 0
