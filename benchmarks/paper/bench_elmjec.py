@@ -1,9 +1,7 @@
-"""ELM-JEC benchmarks: the Table 4 protocol, one-Gram-pass sweeps against fits from scratch,
-and a scale run on a synthetic Gaussian mixture.
+"""ELM-JEC benchmarks: the Table 4 protocol and one-Gram-pass sweeps against fits from scratch.
 
     python -m benchmarks.paper.bench_elmjec table [--grid full|reduced] [--runs 10] [--datasets ...]
     python -m benchmarks.paper.bench_elmjec sweep   [--dataset segment]
-    python -m benchmarks.paper.bench_elmjec scale   [--n 1000000] [--d 50] [--n-hidden 1000]
     python -m benchmarks.paper.bench_elmjec report  (markdown from the JSON lines)
 
 Datasets are read from ../shared/datasets relative to the repository (iris comes from
@@ -14,7 +12,6 @@ JSON lines to --out (default: benchmarks/results/elmjec_raw.jsonl).
 import argparse
 import json
 import os
-import resource
 import sys
 import time
 import warnings
@@ -26,7 +23,6 @@ from benchmarks._common import (
     DATASETS_DIR,
     blas_info,
     clustering_accuracy,
-    local_cluster,
     results_file,
 )
 
@@ -313,125 +309,6 @@ def run_sweep(args):
     return res
 
 
-def _peak_rss_mb():
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
-def _warm_pynndescent():
-    import pynndescent
-
-    X = np.random.RandomState(0).rand(2000, 5).astype(np.float32)
-    pynndescent.NNDescent(X, n_neighbors=6, random_state=0).neighbor_graph  # noqa: B018
-
-
-def run_scale(args):
-    """ELM-JEC on a 2-worker distributed.LocalCluster (processes, 1 thread each): the 50-d
-    Gaussian mixture of benchmarks/_mixture.py (the US-ELM scale data), generated on the
-    workers; float32 blocks. Times per stage from elmscale's log records (client side)."""
-    import logging
-
-    import dask
-    from _mixture import mixture_dask
-
-    import elmscale
-    from elmscale import ELMJEC
-
-    timings = []
-
-    class Clock(logging.Handler):
-        def emit(self, record):
-            timings.append((time.perf_counter(), time.process_time(), record.getMessage()))
-
-    log = logging.getLogger("elmscale")
-    log.setLevel(logging.INFO)
-    log.addHandler(Clock())
-    res = {
-        "n": args.n,
-        "d": args.d,
-        "clusters": args.clusters,
-        "n_hidden": args.n_hidden,
-        "n_components": args.components,
-        "graph": args.graph,
-        "cache": args.cache,
-        "restarts": args.restarts,
-        "max_iter": args.max_iter,
-        "workers": args.workers,
-        "worker_gb": args.worker_gb,
-        "lam": args.lam,
-        "gamma": args.gamma,
-        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-        "loadavg_start": os.getloadavg(),
-    }
-    itemsize = 4
-    rows = max(1000, args.chunk_mb * 2**20 // (args.n_hidden * itemsize))
-    with local_cluster(args.workers, args.worker_gb) as client:
-        if args.graph in ("auto", "pynndescent") and args.n > 10_000:
-            t0 = time.perf_counter()
-            client.run(_warm_pynndescent)  # numba compile in each worker, outside the timing
-            res["warmup_s"] = time.perf_counter() - t0
-        Xd, yd = mixture_dask(args.n, args.d, args.clusters, args.seed)
-        Xd, yd = dask.persist(Xd, yd)
-        with elmscale.config_context(compute_dtype="float32", chunk_bytes=args.chunk_mb * 2**20):
-            Xd = Xd.rechunk({0: rows}).persist()
-            dask.compute(Xd.sum())
-            res["n_chunks"] = len(Xd.chunks[0])
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                m = ELMJEC(
-                    args.clusters,
-                    n_components=args.components,
-                    n_hidden=args.n_hidden,
-                    lam=args.lam,
-                    gamma=args.gamma,
-                    graph=args.graph,
-                    n_neighbors=5,
-                    n_restarts=args.restarts,
-                    max_iter=args.max_iter,
-                    cache=args.cache,
-                    random_state=args.seed,
-                )
-                t0, c0 = time.perf_counter(), time.process_time()
-                m.fit(Xd)
-                labels = m.labels_.compute()
-                total, total_cpu = time.perf_counter() - t0, time.process_time() - c0
-        y = yd.compute()
-        res["worker_peak_rss_mb"] = sorted(client.run(_peak_rss_mb).values())
-    res["client_peak_rss_mb"] = _peak_rss_mb()
-    it_times = [t for t, _, msg in timings if msg.startswith("ELM-JEC iteration")]
-    start = [t for t, _, msg in timings if msg.startswith("ELM-JEC: numerical rank")]
-    per_iter = np.diff(np.r_[start[-1:] if start else [t0], it_times]).tolist()
-    res.update(
-        n_iter=m.n_iter_,
-        rank=m.rank_,
-        total_seconds=total,
-        client_cpu_seconds=total_cpu,
-        seconds_to_fixed_grams=(start[-1] - t0) if start else None,
-        seconds_per_iteration=per_iter,
-        acc=acc(y, labels),
-        hidden_layer=[msg for _, _, msg in timings if msg.startswith("hidden layer")],
-        history={k_: [str(v) for v in vals] for k_, vals in m.history_.items()},
-        blas=blas_info(),
-        loadavg_end=os.getloadavg(),
-    )
-    print(json.dumps(res), flush=True)
-    print(
-        "\n| N | workers | total s | before iterations s | iterations | s per iteration "
-        "(mean; each) | ACC % | peak RSS MB (workers; client) | load avg |"
-    )
-    print("|---|---|---|---|---|---|---|---|---|")
-    print(
-        f"| {args.n} | {args.workers} x 1 thread | {total:.1f} | "
-        f"{res['seconds_to_fixed_grams'] or float('nan'):.1f} | {m.n_iter_} | "
-        f"{np.mean(per_iter) if per_iter else float('nan'):.1f}; "
-        f"{', '.join(f'{t:.1f}' for t in per_iter)} | {res['acc']:.2f} | "
-        f"{', '.join(f'{v:.0f}' for v in res['worker_peak_rss_mb'])}; "
-        f"{res['client_peak_rss_mb']:.0f} | {res['loadavg_start'][0]:.1f} -> "
-        f"{res['loadavg_end'][0]:.1f} |"
-    )
-    with open(args.scale_out, "a") as f:
-        f.write(json.dumps({"scale": res}) + "\n")
-
-
 def run_report(args):
     """Markdown tables from the JSON lines written by the other modes (the last table row per
     dataset and grid)."""
@@ -440,7 +317,7 @@ def run_report(args):
         rec = json.loads(line)
         if "sweep" in rec:
             sweeps.append(rec["sweep"])
-        elif "scale" not in rec:
+        else:
             rows[(rec["dataset"], rec["grid"])] = rec
     ms = lambda v: f"{np.mean(v):.2f} +- {np.std(v):.2f}"  # noqa: E731
     st = lambda b: f"({b['lam']:g}, {b['gamma']:g}, {b['n_components']})"  # noqa: E731
@@ -475,9 +352,9 @@ def run_report(args):
         )
 
 
-def main():
+def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("what", choices=["table", "sweep", "scale", "report"])
+    p.add_argument("what", choices=["table", "sweep", "report"])
     p.add_argument("--out", default=str(results_file("elmjec_raw.jsonl")))
     p.add_argument(
         "--datasets", nargs="+", default=["iris", "ecoli", "diabetes", "segment", "coil20", "orl"]
@@ -491,39 +368,19 @@ def main():
         help="also the paper's selection: sweep the grid with seeds 1..N, best mean",
     )
     p.add_argument("--dataset", default="segment")
-    p.add_argument("--n", type=int, default=1_000_000)
-    p.add_argument("--d", type=int, default=50)
-    p.add_argument("--clusters", type=int, default=10)
-    p.add_argument("--components", type=int, default=10)
-    p.add_argument("--n-hidden", type=int, default=1000)
-    p.add_argument("--graph", default="auto")
-    p.add_argument("--lam", type=float, default=0.5)
-    p.add_argument("--gamma", type=float, default=0.1)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--workers", type=int, default=2)
-    p.add_argument("--worker-gb", type=float, default=9)
-    p.add_argument("--chunk-mb", type=int, default=64, help="bytes of one H block")
-    p.add_argument("--scale-out", default=str(results_file("elmjec_scale.jsonl")))
-    p.add_argument("--restarts", type=int, default=20)
-    p.add_argument("--max-iter", type=int, default=20)
-    p.add_argument(
-        "--cache", default="auto", type=lambda s: {"true": True, "false": False}.get(s.lower(), s)
-    )
     p.add_argument(
         "--blas-threads",
         type=int,
         default=1,
         help="BLAS threads (1: the machine is shared; 2 threads oversubscribe)",
     )
-    args = p.parse_args()
+    args = p.parse_args(argv)
     from threadpoolctl import threadpool_limits
 
-    threadpool_limits(args.blas_threads)
     os.makedirs(Path(args.out).parent, exist_ok=True)
-    print("BLAS:", blas_info(), flush=True)
-    {"table": run_table, "sweep": run_sweep, "scale": run_scale, "report": run_report}[args.what](
-        args
-    )
+    with threadpool_limits(args.blas_threads):
+        print("BLAS:", blas_info(), flush=True)
+        return {"table": run_table, "sweep": run_sweep, "report": run_report}[args.what](args)
 
 
 if __name__ == "__main__":

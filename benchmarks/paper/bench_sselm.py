@@ -1,4 +1,4 @@
-"""SS-ELM benchmarks: the Table II protocol of Huang, Song, Gupta and Wu (2014) and a scale run.
+"""SS-ELM benchmarks: the Table II protocol of Huang, Song, Gupta and Wu (2014) and its fit time.
 
 Table II protocol (``python -m benchmarks.paper.bench_sselm table2``)
     For each dataset, ``--repeats`` times: a stratified 4-fold split; each fold is the test set
@@ -29,17 +29,12 @@ Table II protocol (``python -m benchmarks.paper.bench_sselm table2``)
 Timing (``python -m benchmarks.paper.bench_sselm timing``)
     SSELM fit time on USPST and COIL20 (Table II sizes, median of 3): markdown table on stdout,
     JSON lines appended to benchmarks/results/sselm_timing.jsonl.
-
-Scale run (``python -m benchmarks.paper.bench_sselm scale --n 1000000``)
-    Synthetic 10-class Gaussian mixture, 1% labelled, on a 2-worker LocalCluster: fit time,
-    peak memory of the driver + workers, accuracy on the unlabelled points.
 """
 
 import argparse
 import json
 import os
 import sys
-import threading
 import time
 from functools import partial
 from pathlib import Path
@@ -515,141 +510,6 @@ def run_timing(args):
     return rows
 
 
-# -- scale --------------------------------------------------------------------------------------
-class PeakMemory:
-    """Sample the RSS of this process and its children (the workers) every 0.2 s."""
-
-    def __init__(self):
-        import psutil
-
-        self.proc = psutil.Process()
-        self.peak = 0
-        self._stop = threading.Event()
-        self._t = threading.Thread(target=self._run, daemon=True)
-
-    def _total(self):
-        total = self.proc.memory_info().rss
-        for c in self.proc.children(recursive=True):
-            try:
-                total += c.memory_info().rss
-            except Exception:
-                pass
-        return total
-
-    def _run(self):
-        while not self._stop.is_set():
-            self.peak = max(self.peak, self._total())
-            time.sleep(0.2)
-
-    def __enter__(self):
-        self.base = self._total()
-        self._t.start()
-        return self
-
-    def __exit__(self, *exc):
-        self._stop.set()
-        self._t.join()
-
-
-def run_scale(args):
-    import dask
-    import dask.array as da
-    from distributed import Client, LocalCluster
-    from threadpoolctl import threadpool_info
-
-    from elmscale import SSELM
-
-    n, d, c = args.n, args.dim, 10
-    with (
-        LocalCluster(
-            n_workers=2,
-            threads_per_worker=1,
-            processes=True,
-            memory_limit=args.worker_memory,
-            dashboard_address=None,
-        ) as cluster,
-        Client(cluster) as client,
-    ):
-        rows = args.chunk
-        # the mixture is generated on the workers, block by block (seeded per block)
-        centers = np.random.RandomState(0).normal(scale=args.spread, size=(c, d))
-
-        def block(i, m):
-            rs = np.random.RandomState(1000 + i)
-            lab = rs.randint(0, c, size=m)
-            return np.hstack([centers[lab] + rs.normal(size=(m, d)), lab[:, None]])
-
-        sizes = [min(rows, n - s) for s in range(0, n, rows)]
-        parts = [
-            da.from_delayed(dask.delayed(block)(i, m), (m, d + 1), dtype=np.float64)
-            for i, m in enumerate(sizes)
-        ]
-        Z = da.concatenate(parts).persist()
-        X = Z[:, :d].astype(np.float32)
-        y = Z[:, d].astype(np.int64)
-        keep = da.from_array(
-            np.random.RandomState(1).rand(n) < args.labelled, chunks=(tuple(sizes),)
-        )
-        y_semi = da.where(keep, y, -1)
-        X, y, y_semi = dask.persist(X, y, y_semi)
-        n_lab = int(keep.sum().compute())
-        warm = None
-        if args.warm:  # numba compiles ~20 s per fresh process (minutes on a loaded machine)
-            t = time.perf_counter()
-            client.run(_warm_nndescent)
-            warm = time.perf_counter() - t
-        model = SSELM(
-            n_hidden=args.n_hidden,
-            C0=args.C0,
-            lam=args.lam,
-            graph="pynndescent",
-            n_neighbors=10,
-            laplacian_power=args.power,
-            random_state=0,
-        )
-        with dask.config.set({"array.chunk-size": "64MiB"}), PeakMemory() as mem:
-            t = time.perf_counter()
-            model.fit(X, y_semi)
-            fit_s = time.perf_counter() - t
-            t = time.perf_counter()
-            pred = model.predict(X)
-            unl = ~keep
-            acc_unl = float(((pred == y) & unl).sum().compute() / unl.sum().compute())
-            pred_s = time.perf_counter() - t
-        out = dict(
-            n=n,
-            d=d,
-            n_hidden=args.n_hidden,
-            labelled=n_lab,
-            chunk_rows=rows,
-            fit_seconds=fit_s,
-            predict_seconds=pred_s,
-            warm_nndescent_seconds=warm,
-            accuracy_unlabelled=acc_unl,
-            peak_rss_gb=mem.peak / 2**30,
-            base_rss_gb=mem.base / 2**30,
-            lam=args.lam,
-            C0=args.C0,
-            laplacian_power=args.power,
-            blas=[
-                (i["internal_api"], i.get("architecture"), i["num_threads"])
-                for i in threadpool_info()
-            ],
-        )
-        print(json.dumps(out), flush=True)
-        if args.out:
-            Path(args.out).write_text(json.dumps(out, indent=1))
-        return out
-
-
-def _warm_nndescent():
-    import pynndescent
-
-    Xw = np.random.RandomState(0).rand(200, 5).astype(np.float32)
-    pynndescent.NNDescent(Xw, n_neighbors=5, random_state=0, n_jobs=1).neighbor_graph  # noqa: B018
-    return True
-
-
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -703,32 +563,13 @@ def main(argv=None):
         "for p > 2 builds L^(p//2) H on the cluster)",
     )
     tm.add_argument("--out", default=str(results_file("sselm_timing.jsonl")))
-    s = sub.add_parser("scale", help="synthetic scale run on a 2-worker LocalCluster")
-    s.add_argument("--n", type=int, default=1_000_000)
-    s.add_argument("--dim", type=int, default=20)
-    s.add_argument("--spread", type=float, default=1.5)
-    s.add_argument("--labelled", type=float, default=0.01)
-    s.add_argument("--n-hidden", type=int, default=500)
-    s.add_argument("--C0", type=float, default=1.0)
-    s.add_argument("--lam", type=float, default=0.01)
-    s.add_argument("--power", type=int, default=2)
-    s.add_argument("--chunk", type=int, default=50_000)
-    s.add_argument("--worker-memory", default="1.6GiB")
-    s.add_argument(
-        "--warm",
-        action="store_true",
-        help="compile pynndescent on the workers before timing the fit",
-    )
-    s.add_argument("--out", default="")
     args = p.parse_args(argv)
     if args.cmd == "table2":
         if args.quick:
             args.repeats, args.max_runs = 1, 1
             args.datasets = "g50c"
         return run_table2(args)
-    if args.cmd == "timing":
-        return run_timing(args)
-    return run_scale(args)
+    return run_timing(args)
 
 
 if __name__ == "__main__":

@@ -1,20 +1,16 @@
-"""TUMK-ELM benchmarks: the paper's Tables 2-5 protocol and scale runs of the scalable mode.
+"""TUMK-ELM benchmarks: the paper's Tables 2-5 protocol over seeds and seconds per fit.
 
 Tables protocol (Xiang et al. 2018): the 15 base kernels (linear; polynomial of degree 2, 3, 4;
 Gaussian of width 1e-10 ... 1e10), C = 1; ACC (Hungarian matching), NMI, purity and seconds on
 iris and wine (scikit-learn), Frogs, Shuttle (its 14,500-row test part, ``is_test``) and
 Segment (../shared/datasets), for both feature forms and both assignments.
 
-    python -m benchmarks.paper.bench_tumkelm tables [--quick] [--datasets iris,wine] [--json out]
-    python -m benchmarks.paper.bench_tumkelm scale --n 100000 --mode scalable [--json out]
-    python -m benchmarks.paper.bench_tumkelm scale --n 10000 --mode exact
     python -m benchmarks.paper.bench_tumkelm repeats --datasets iris,wine --seeds 10   # mean +- std
     python -m benchmarks.paper.bench_tumkelm timing --json benchmarks/results/tumkelm_timing.jsonl
 
-Each ``scale`` run is best started in its own process: it reports the process's peak resident
-memory. BLAS is pinned to one thread per dask thread (set before NumPy is imported), except
-for ``timing``, which measures what a user gets: BLAS at its default threads, as TUMKELM
-finds it (it pins BLAS itself while dask's threads compute).
+BLAS is pinned to one thread per dask thread (set before NumPy is imported), except for
+``timing``, which measures what a user gets: BLAS at its default threads, as TUMKELM finds it
+(it pins BLAS itself while dask's threads compute).
 """
 
 import os
@@ -38,6 +34,7 @@ from benchmarks._common import (  # noqa: E402
     blas_info,
     clustering_accuracy,
     median_of_repeats,
+    purity,
 )
 
 DATASETS = DATASETS_DIR
@@ -46,14 +43,6 @@ PAPER_SECONDS = {"frogs": 1.55, "shuttle": 6.79}
 
 
 accuracy = clustering_accuracy
-
-
-def purity(y, labels):
-    _, yi = np.unique(y, return_inverse=True)
-    _, li = np.unique(labels, return_inverse=True)
-    W = np.zeros((li.max() + 1, yi.max() + 1))
-    np.add.at(W, (li, yi), 1)
-    return W.max(axis=1).sum() / len(y)
 
 
 # Frogs (Anuran Calls, UCI) is labelled at three levels; the .npz holds the species
@@ -119,38 +108,6 @@ def run_one(X, y, **params):
     }
 
 
-def tables(args):
-    forms = args.forms.split(",")
-    assignments = args.assignments.split(",")
-    modes = args.modes.split(",")
-    out = []
-    for name, X, y in datasets(args.datasets):
-        for mode in modes:
-            if mode == "exact" and X.shape[0] > args.exact_max:
-                print(f"skip exact on {name}: N = {X.shape[0]} > --exact-max", file=sys.stderr)
-                continue
-            for form in forms:
-                for assignment in assignments:
-                    r = run_one(
-                        X,
-                        y,
-                        mode=mode,
-                        feature_form=form,
-                        assignment=assignment,
-                        C=1.0,
-                        n_landmarks=args.landmarks,
-                        max_iter=args.max_iter,
-                        scaling=args.scaling,
-                        random_state=args.seed,
-                    )
-                    r.update(dataset=name, n=X.shape[0], form=form, assignment=assignment)
-                    print(
-                        json.dumps({k: v for k, v in r.items() if k != "loss_history"}), flush=True
-                    )
-                    out.append(r)
-    return out
-
-
 def _mean_std(values):
     v = np.asarray(values, dtype=np.float64)
     return float(v.mean()), float(v.std(ddof=1)) if len(v) > 1 else 0.0
@@ -159,8 +116,6 @@ def _mean_std(values):
 def repeats(args):
     """Every configuration over ``--seeds`` seeds (random_state = 0 .. seeds-1): mean +- std
     of ACC, NMI, purity, CPU seconds; a markdown table at the end."""
-    import os as _os
-
     out, rows = [], []
     for name, X, y in datasets(args.datasets):
         for mode in args.modes.split(","):
@@ -195,7 +150,7 @@ def repeats(args):
                                 select=args.select,
                                 landmarks=args.landmarks,
                                 max_iter=args.max_iter,
-                                loadavg=_os.getloadavg()[0],
+                                loadavg=os.getloadavg()[0],
                                 protocol="repeats",
                             )
                             out.append(r)
@@ -267,37 +222,6 @@ def mixture(n, d=10, k=10, seed=0):
     return X, y
 
 
-def scale(args):
-    import dask.array as da
-
-    X, y = mixture(args.n, d=args.d, k=args.k, seed=args.seed)
-    Xd = da.from_array(X, chunks=(args.chunk, X.shape[1]))
-    out = []
-    for assignment in args.assignments.split(","):
-        r = run_one(
-            Xd if args.mode == "scalable" else X,
-            y,
-            mode=args.mode,
-            assignment=assignment,
-            feature_form=args.form,
-            n_landmarks=args.landmarks,
-            max_iter=args.max_iter,
-            random_state=args.seed,
-        )
-        r.update(
-            n=args.n,
-            d=args.d,
-            k=args.k,
-            assignment=assignment,
-            form=args.form,
-            landmarks=args.landmarks,
-            peak_rss_gb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
-        )
-        print(json.dumps({k: v for k, v in r.items() if k != "loss_history"}), flush=True)
-        out.append(r)
-    return out
-
-
 def gram_floor(n, m, repeats):
     """Median seconds of one float64 ``Phi.T @ Phi`` for an n x m ``Phi`` (BLAS at its default
     threads): the one product every scalable fit with m factor columns must do. Timed in the
@@ -318,7 +242,6 @@ def timing(args):
     warm-up fit; then the scalable mode on the 100,000-point
     mixture (dask input, 25,000-row chunks), one fit per assignment. Prints a markdown
     table; ``--json`` appends one line per fit."""
-    import os as _os
     import statistics
 
     import dask.array as da
@@ -333,7 +256,7 @@ def timing(args):
         for rep in range(args.repeats):
             r = run_one(X, y, mode=args.mode, random_state=0)
             r.update(
-                dataset=name, n=X.shape[0], repeat=rep, loadavg=_os.getloadavg(), protocol="timing"
+                dataset=name, n=X.shape[0], repeat=rep, loadavg=os.getloadavg(), protocol="timing"
             )
             print(json.dumps({k: v for k, v in r.items() if k != "loss_history"}), flush=True)
             runs.append(r)
@@ -353,7 +276,7 @@ def timing(args):
                 dataset="mixture",
                 n=args.scale_n,
                 assignment=assignment,
-                loadavg=_os.getloadavg(),
+                loadavg=os.getloadavg(),
                 protocol="timing",
                 peak_rss_gb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
             )
@@ -386,16 +309,12 @@ def timing(args):
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = p.add_subparsers(dest="cmd", required=True)
-    t = sub.add_parser("tables", help="Tables 2-5 protocol")
     r = sub.add_parser("repeats", help="Tables protocol over several seeds, mean +- std")
-    for q, modes in ((t, "exact,scalable"), (r, "exact")):
-        q.add_argument("--datasets", default="iris,wine,segment,frogs,shuttle")
-        q.add_argument("--modes", default=modes)
-        q.add_argument("--exact-max", type=int, default=10_000)
-        q.add_argument("--forms", default="distance,value")
-        q.add_argument("--assignments", default="argmax,kmeans")
-    t.add_argument("--scaling", default="minmax", choices=["minmax", "standard"])
-    t.add_argument("--quick", action="store_true", help="iris and wine only, max_iter 5")
+    r.add_argument("--datasets", default="iris,wine,segment,frogs,shuttle")
+    r.add_argument("--modes", default="exact")
+    r.add_argument("--exact-max", type=int, default=10_000)
+    r.add_argument("--forms", default="distance,value")
+    r.add_argument("--assignments", default="argmax,kmeans")
     r.add_argument("--scalings", default="minmax", help="comma list of minmax, standard, none")
     r.add_argument("--seeds", type=int, default=10)
     r.add_argument(
@@ -409,30 +328,18 @@ def main(argv=None):
     g.add_argument("--mode", default="auto", choices=["auto", "scalable", "exact"])
     g.add_argument("--repeats", type=int, default=3)
     g.add_argument("--scale-n", type=int, default=100_000, help="0 to skip")
-    s = sub.add_parser("scale", help="scalable mode on a synthetic mixture")
-    s.add_argument("--n", type=int, default=100_000)
-    s.add_argument("--d", type=int, default=10)
-    s.add_argument("--k", type=int, default=10)
-    s.add_argument("--mode", default="scalable", choices=["scalable", "exact"])
-    s.add_argument("--form", default="distance", choices=["distance", "value"])
-    s.add_argument("--assignments", default="argmax,kmeans")
-    s.add_argument("--chunk", type=int, default=25_000)
-    for q in (t, r, g, s):
+    for q in (r, g):
         q.add_argument("--landmarks", type=int, default=100)
         q.add_argument("--max-iter", type=int, default=20)
-        q.add_argument("--seed", type=int, default=0)
         q.add_argument("--json", default=None, help="append the results to this file")
     args = p.parse_args(argv)
-    if args.cmd == "tables" and args.quick:
-        args.datasets, args.max_iter = "iris,wine", 5
     print(json.dumps({"blas": blas_info(), "argv": sys.argv[1:]}), flush=True)
-    results = {"tables": tables, "repeats": repeats, "timing": timing, "scale": scale}[args.cmd](
-        args
-    )
+    results = {"repeats": repeats, "timing": timing}[args.cmd](args)
     if args.json:
         with open(args.json, "a") as fh:
             for r in results:
                 fh.write(json.dumps(r) + "\n")
+    return results
 
 
 if __name__ == "__main__":
