@@ -2,8 +2,7 @@
 
     python -m benchmarks.scale.bench_gram --n 1000000                  # 1M x 50, n_hidden 1000
     python -m benchmarks.scale.bench_gram --n 300000 --baseline-rev main  # against main's gram.py
-    python -m benchmarks.scale.bench_gram --n 1000000 --graph standin  # the graph to time on
-    python -m benchmarks.scale.bench_gram --n 1000000 --kmeans --baseline-rev main  # k-means
+    python -m benchmarks.scale.bench_gram --n 1000000 --graph auto      # the graph to time on
 
 What it does, on a LocalCluster of 2 worker processes x 1 thread:
 
@@ -50,20 +49,20 @@ def _load():
     return tuple(round(x, 2) for x in os.getloadavg())
 
 
-def _baseline_gram(rev, client, module="gram.py", package="elmscale"):
-    """``elmscale/<module>`` of git revision ``rev`` as a top-level module, imported here and
+def _baseline_gram(rev, client):
+    """``elmscale/gram.py`` of git revision ``rev`` as a top-level module, imported here and
     uploaded to the workers (``Client.upload_file``), its relative imports made absolute."""
     import importlib
     import tempfile
 
     src = subprocess.run(
-        ["git", "-C", str(REPO_ROOT), "show", f"{rev}:elmscale/{module}"],
+        ["git", "-C", str(REPO_ROOT), "show", f"{rev}:elmscale/gram.py"],
         check=True,
         capture_output=True,
         text=True,
     ).stdout
-    src = src.replace("from ..", "from elmscale.").replace("from .", f"from {package}.")
-    name = "_elmscale_baseline_" + module.replace("/", "_").removesuffix(".py")
+    src = src.replace("from ..", "from elmscale.").replace("from .", "from elmscale.")
+    name = "_elmscale_baseline_gram"
     path = os.path.join(tempfile.mkdtemp(), name + ".py")
     with open(path, "w") as f:
         f.write(src)
@@ -71,47 +70,6 @@ def _baseline_gram(rev, client, module="gram.py", package="elmscale"):
     if client is not None:
         client.upload_file(path)
     return importlib.import_module(name)
-
-
-def run_kmeans(args, client, X, log):
-    """Embedding + k-means as USELM does them (E = H beta persisted, then k-means with
-    n_init=10 restarts on it), alternated with ``--baseline-rev``'s cluster/_kmeans.py."""
-    from distributed import wait
-
-    from elmscale.cluster import kmeans
-    from elmscale.hidden import HiddenFeatures, RandomHiddenLayer
-
-    layer = RandomHiddenLayer.draw(X.shape[1], args.n_hidden, "sigmoid", args.seed)
-    beta = np.random.RandomState(args.seed).randn(args.n_hidden, 10) / args.n_hidden
-    features = HiddenFeatures(X, layer, cache=False)
-    variants = {"kmeans": kmeans}
-    if args.baseline_rev:
-        variants["baseline_kmeans"] = _baseline_gram(
-            args.baseline_rev, client, "cluster/_kmeans.py", "elmscale.cluster"
-        ).kmeans
-    rounds = []
-    for r in range(args.rounds):
-        times = {"load": _load()}
-        for name, fn in variants.items():
-            t0 = time.perf_counter()
-            E = features.project(beta).persist()
-            wait(E)
-            t1 = time.perf_counter()
-            _, labels, inertia, n_iter = fn(E, args.clusters, n_init=10, random_state=0)
-            labels = labels.persist()
-            wait(labels)
-            t2 = time.perf_counter()
-            times[name] = {
-                "embed_s": t1 - t0,
-                "kmeans_s": t2 - t1,
-                "total_s": t2 - t0,
-                "inertia": inertia,
-                "n_iter": n_iter,
-            }
-            del E, labels
-        rounds.append(times)
-        log(json.dumps({"round": r, **times}))
-    return rounds
 
 
 def read_input(spec):
@@ -128,54 +86,6 @@ def read_input(spec):
     if kind == "zarr":
         return da.from_zarr(path).astype(np.float32)
     raise ValueError(f"--input must be parquet:PATH or zarr:PATH, got {spec!r}")
-
-
-def _standin_block(X_block, block_info=None, *, k, k_random, n_samples, seed):
-    """k - k_random exact neighbours inside the row chunk (float32 GEMM distances), then
-    k_random uniformly random rows of the whole array (distance +inf: binary weights only)."""
-    start = block_info[0]["array-location"][0][0]
-    X = X_block.astype(np.float32)
-    n = X.shape[0]
-    k_in = k - k_random
-    idx = np.empty((n, k), dtype=np.int64)
-    dist = np.full((n, k), np.inf)
-    sq = (X * X).sum(1)
-    for lo in range(0, n, 2048):
-        d2 = sq[lo : lo + 2048, None] + sq[None, :] - 2.0 * (X[lo : lo + 2048] @ X.T)
-        d2[np.arange(d2.shape[0]), np.arange(lo, lo + d2.shape[0])] = np.inf
-        part = np.argpartition(d2, k_in, axis=1)[:, :k_in]
-        dd = np.take_along_axis(d2, part, 1)
-        order = np.argsort(dd, axis=1)
-        idx[lo : lo + 2048, :k_in] = np.take_along_axis(part, order, 1) + start
-        dist[lo : lo + 2048, :k_in] = np.sqrt(np.maximum(np.take_along_axis(dd, order, 1), 0))
-    rng = np.random.default_rng([seed, start])
-    rand = rng.integers(0, n_samples - 1, size=(n, k_random))
-    rows = np.arange(start, start + n)[:, None]
-    idx[:, k_in:] = rand + (rand >= rows)  # never the row itself
-    return np.concatenate([idx, dist.view(np.int64)], axis=1)
-
-
-def standin_knn(X, n_neighbors, *, random_state=None, k_random=5):
-    """A cheap stand-in graph for timing the Gram pass without building a real kNN graph:
-    per row, ``n_neighbors - k_random`` exact neighbours within its (locality-ordered) chunk
-    and ``k_random`` random rows anywhere, which crosses chunks as much as an ANN graph of
-    50-d data does (halo / N about 8 at 1M, pynndescent's was 8.25)."""
-    import dask.array as da
-
-    out = X.map_blocks(
-        _standin_block,
-        k=n_neighbors,
-        k_random=k_random,
-        n_samples=X.shape[0],
-        seed=int(random_state or 0),
-        dtype=np.int64,
-        chunks=(X.chunks[0], (2 * n_neighbors,)),
-        meta=np.empty((0, 0), dtype=np.int64),
-    )
-    idx = out[:, :n_neighbors]
-    dist = out[:, n_neighbors:].map_blocks(lambda a: a.view(np.float64), dtype=np.float64)
-    assert isinstance(idx, da.Array)
-    return idx, dist
 
 
 def _profiled_block(X_blocks, half, layer, compiled, halo_X):
@@ -240,11 +150,6 @@ def profile(graph, features):
     }
 
 
-def _group_sizes(text):
-    """``--group-mb`` as a list of ints."""
-    return [int(v) for v in text.split(",")] if text else []
-
-
 def group_patterns(graph, features, group_bytes):
     """The Gram pass's tasks for float32 H of ``group_bytes`` per task: ``(group, half,
     need)`` per task, the half graph and halo indices delayed."""
@@ -253,15 +158,6 @@ def group_patterns(graph, features, group_bytes):
 
     groups = gram._task_groups(features.chunks, features.layer.n_hidden, 4, group_bytes)
     return [(g, *graph.group_pattern(g)) for g in groups]
-
-
-def rebuilt_halo_rows(graph, features, group_bytes):
-    """Halo rows the Gram pass rebuilds from X when one task sums ``group_bytes`` of H: the
-    columns outside each group that its half graph uses."""
-    import dask
-
-    sizes = [dask.delayed(len)(need) for _, _, need in group_patterns(graph, features, group_bytes)]
-    return int(sum(dask.compute(*sizes)))
 
 
 def task_stream(client, fn):
@@ -293,18 +189,14 @@ def task_stream(client, fn):
     }
 
 
-def main():
+def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--n", type=int, default=1_000_000)
     p.add_argument("--d", type=int, default=50)
     p.add_argument("--clusters", type=int, default=10)
     p.add_argument("--n-hidden", type=int, default=1000)
     p.add_argument("--k", type=int, default=10)
-    p.add_argument(
-        "--graph",
-        default="pynndescent",
-        help="graph backend to time the pass on, or 'standin' (see standin_knn)",
-    )
+    p.add_argument("--graph", default="pynndescent", help="graph backend to time the pass on")
     p.add_argument("--chunk-mb", type=int, default=64, help="bytes of one float32 H block")
     p.add_argument("--chunk-rows", type=int, default=None, help="overrides --chunk-mb")
     p.add_argument(
@@ -323,28 +215,12 @@ def main():
         "--input", default=None, help="parquet:PATH or zarr:PATH instead of generating the mixture"
     )
     p.add_argument(
-        "--compare-ungrouped",
-        action="store_true",
-        help="also time the pass with one chunk per task, alternated",
-    )
-    p.add_argument(
-        "--group-mb",
-        default=None,
-        help="also time the pass with these task sizes (MiB of H per task, comma separated), "
-        "alternated, and count the halo rows each rebuilds",
-    )
-    p.add_argument(
         "--power",
         type=int,
         default=1,
         help="p of the pass's H^T L^p H (SS-ELM's default is 2); the profile covers p = 1",
     )
     p.add_argument("--no-profile", dest="profile", action="store_false")
-    p.add_argument(
-        "--kmeans",
-        action="store_true",
-        help="time the embedding + k-means stage instead (E = H beta, 10 columns)",
-    )
     p.add_argument(
         "--compute-dtype",
         choices=("float32", "float64"),
@@ -353,7 +229,7 @@ def main():
         "(the library's default)",
     )
     p.add_argument("--seed", type=int, default=0)
-    args = p.parse_args()
+    args = p.parse_args(argv)
 
     import dask
     from distributed import Client, LocalCluster
@@ -402,21 +278,15 @@ def main():
             with elmscale.config_context(compute_dtype="float64"):
                 X, _ = elmscale.utils.as_row_chunked(X)
         N = X.shape[0]
-        if args.kmeans:
-            with elmscale.config_context(compute_dtype="float32"):
-                result["kmeans_rounds"] = run_kmeans(args, client, X, log)
-            log("RESULT " + json.dumps(result, default=float))
-            return
         offset, scale = fit_scaling(X, "minmax")
         layer = RandomHiddenLayer.draw(
             X.shape[1], args.n_hidden, "sigmoid", args.seed, offset=offset, scale=scale
         )
         t0 = time.perf_counter()
-        backend = standin_knn if args.graph == "standin" else args.graph
         graph = knn_graph(
             X,
             args.k,
-            backend=backend,
+            backend=args.graph,
             normalized=True,
             target_recall=None,  # the estimators' fixed search
             random_state=args.seed,
@@ -443,26 +313,6 @@ def main():
                     features, ("hth", "htlh"), graph=graph, laplacian_power=args.power
                 ),
             }
-            if args.compare_ungrouped:
-                runs["gram_1chunk"] = lambda: hidden_stats(
-                    features,
-                    ("hth", "htlh"),
-                    graph=graph,
-                    group_bytes=1,
-                    laplacian_power=args.power,
-                )
-            for mb in _group_sizes(args.group_mb):
-                halo = rebuilt_halo_rows(graph, features, mb * 2**20)
-                result[f"halo_rebuilt_over_n_group{mb}"] = halo / N
-                log(json.dumps({"group_mb": mb, "halo_rebuilt_over_n": halo / N}))
-                runs[f"gram_group{mb}"] = functools.partial(
-                    hidden_stats,
-                    features,
-                    ("hth", "htlh"),
-                    graph=graph,
-                    group_bytes=mb * 2**20,
-                    laplacian_power=args.power,
-                )
             if baseline is not None:
                 runs["baseline"] = lambda: baseline.hidden_stats(
                     features, ("hth", "htlh"), graph=graph
@@ -499,17 +349,13 @@ def main():
         if client is not None:
             result["worker_peak_mb"] = sorted(client.run(peak_memory_mb).values())
         result["client_peak_mb"] = peak_memory_mb()
-    for key in [
-        k
-        for k in result["rounds"][0]
-        if k in ("floor", "gram", "baseline", "gram_1chunk")
-        or (k.startswith("gram_group") and not k.endswith("_rel_gap"))
-    ]:
+    for key in [k for k in result["rounds"][0] if k in ("floor", "gram", "baseline")]:
         result[f"{key}_median_s"] = float(np.median([r[key] for r in result["rounds"]]))
     result["gram_over_floor_median"] = float(
         np.median([r["gram_over_floor"] for r in result["rounds"]])
     )
     log("RESULT " + json.dumps(result, default=float))
+    return result
 
 
 if __name__ == "__main__":
