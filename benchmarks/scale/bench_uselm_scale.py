@@ -1,10 +1,9 @@
-"""US-ELM at scale: elmscale on a 2-worker LocalCluster against the plain NumPy floor and peers.
+"""US-ELM at scale: elmscale on a 2-worker LocalCluster, stage by stage, from generated or
+on-disk data.
 
-    python -m benchmarks.scale.bench_uselm_scale --n 1000000         # + NumPy Gram floor
-    python -m benchmarks.scale.bench_uselm_scale --n 100000 --peers  # + end-to-end peers
+    python -m benchmarks.scale.bench_uselm_scale --n 1000000
     python -m benchmarks.scale.bench_uselm_scale --n 10000000 --write parquet:/data/mix10m  # once
-    python -m benchmarks.scale.bench_uselm_scale --n 10000000 --input parquet:/data/mix10m \
-        --no-floor
+    python -m benchmarks.scale.bench_uselm_scale --n 10000000 --input parquet:/data/mix10m
 
 Out-of-core input: ``--write parquet:PATH`` (or ``zarr:PATH``) generates the mixture on the
 workers and writes it to disk, one Parquet file / Zarr chunk per 64 MiB block of H (columns
@@ -13,13 +12,10 @@ a user would: ``dask.dataframe.read_parquet`` handed to ``USELM.fit`` as a dask 
 ``dask.array.from_zarr``), not persisted, so the fit's time includes every read of the files.
 Needs pyarrow (Parquet) or zarr (the ``bench`` extra).
 
-elmscale: synthetic d-dimensional mixture generated on the workers, USELM (n_hidden=1000,
+The fit: a synthetic d-dimensional mixture generated on the workers, USELM (n_hidden=1000,
 10 neighbours, float32 blocks) fitted on the cluster; stage times from ``timings_``, peak RSS
-of each worker and of the client, ACC, recall@k of the graph against exact search on a sample.
-Floor (same process, after the cluster is closed): H = g(XA + b) held in memory, H^T H and
-H^T (L H) with scipy.sparse on the SAME symmetrised graph, single process, float32 blocks.
-Peers (--peers): the plain NumPy US-ELM end to end, scikit-learn SpectralClustering (amg),
-UMAP(10) + KMeans, KMeans.
+of each worker and of the client (and the client's peak per stage), ACC, the graph's chunks and
+halo rows, recall@k of the graph against exact search on a sample.
 """
 
 import argparse
@@ -40,7 +36,7 @@ from benchmarks._common import (
     recall_at_k,
     utc_now,
 )
-from benchmarks._mixture import mixture_dask, mixture_numpy
+from benchmarks._mixture import mixture_dask
 
 
 def _output_path(spec):
@@ -75,16 +71,10 @@ def write_input(args, log):
                 X.to_zarr(path, component="X", overwrite=True, compute=False),
                 y.to_zarr(path, component="y", overwrite=True, compute=False),
             )
-        log(
-            json.dumps(
-                {
-                    "written": args.write,
-                    "rows": args.n,
-                    "chunk_rows": rows,
-                    "seconds": time.perf_counter() - t0,
-                }
-            )
-        )
+        out = {"written": args.write, "rows": args.n, "chunk_rows": rows}
+        out["seconds"] = time.perf_counter() - t0
+        log(json.dumps(out))
+    return out
 
 
 def read_input(spec):
@@ -153,12 +143,9 @@ def run_elmscale(args, log):
         out["recall"] = recall_at_k(graph.X, graph.indices, args.k, n_sample=1000, seed=args.seed)
         out["worker_peak_mb"] = sorted(client.run(peak_memory_mb).values())
         out["client_peak_mb"] = peak_memory_mb()
-        idx = np.asarray(graph.indices.compute()) if args.floor else None
-        Xo = np.asarray(graph.X.compute()) if args.floor else None
-        layer = model.hidden_layer_
         reduction.release()
         log(json.dumps(out, default=float))
-    return out, idx, Xo, layer
+    return out
 
 
 def _rows_per_chunk(args):
@@ -173,130 +160,7 @@ def _warm_pynndescent():
     pynndescent.NNDescent(X, n_neighbors=31, random_state=0).neighbor_graph  # noqa: B018
 
 
-def run_floor(X, idx, layer, args, log):
-    """Plain single-process NumPy/scipy: H in memory, H^T H and H^T (L H)."""
-    import scipy.sparse as sp
-
-    N, k = idx.shape
-    A = sp.csr_matrix(
-        (np.ones(N * k, dtype=np.float32), (np.repeat(np.arange(N), k), idx.ravel())), shape=(N, N)
-    )
-    W = A.maximum(A.T).tocsr()
-    d = np.asarray(W.sum(axis=1)).ravel().astype(np.float32)
-    Aw = layer.input_weights.astype(np.float32)
-    b = layer.biases.astype(np.float32)
-    Xs = ((X - layer.offset) / layer.scale).astype(np.float32)
-    times = []
-    for _ in range(args.repeats):
-        t0 = time.perf_counter()
-        H = Xs @ Aw
-        H += b
-        H *= 0.5
-        np.tanh(H, out=H)
-        H *= 0.5
-        H += 0.5
-        t_h = time.perf_counter()
-        hth = (H.T @ H).astype(np.float64)
-        t_hth = time.perf_counter()
-        LH = W @ H
-        np.subtract(d[:, None] * H, LH, out=LH)
-        htlh = (H.T @ LH).astype(np.float64)
-        t_end = time.perf_counter()
-        times.append(
-            {"hidden": t_h - t0, "hth": t_hth - t_h, "htlh": t_end - t_hth, "total": t_end - t0}
-        )
-        del H, LH, hth, htlh
-    out = {
-        "floor_runs": times,
-        "floor_median_s": float(np.median([t["total"] for t in times])),
-        "floor_peak_mb": peak_memory_mb(),
-        "floor_blas": blas_info(),
-    }
-    log(json.dumps(out, default=float))
-    return out
-
-
-def run_peers(args, log):
-    from sklearn.cluster import KMeans, SpectralClustering
-    from sklearn.preprocessing import StandardScaler
-
-    X, y = mixture_numpy(args.n, args.d, args.clusters, args.seed)
-    Xs = StandardScaler().fit_transform(X)
-    out = {}
-
-    def record(name, fn):
-        t0 = time.perf_counter()
-        try:
-            labels = fn()
-        except ImportError as exc:
-            log(f"{name}: skipped ({exc})")
-            return
-        out[name] = {"s": time.perf_counter() - t0, "acc": clustering_accuracy(y, labels)}
-        log(f"{name}: {out[name]}")
-
-    _warm_pynndescent()  # numba compile outside the timing, as for the workers
-    record("numpy_uselm", lambda: _numpy_uselm(Xs, args))
-    record("kmeans", lambda: KMeans(args.clusters, n_init=10, random_state=0).fit_predict(Xs))
-    record(
-        "spectral_amg",
-        lambda: SpectralClustering(
-            args.clusters,
-            affinity="nearest_neighbors",
-            n_neighbors=args.k,
-            eigen_solver="amg",
-            random_state=0,
-            n_jobs=2,
-        ).fit_predict(Xs),
-    )
-
-    def umap_kmeans():
-        import umap
-
-        E = umap.UMAP(n_components=10, n_neighbors=args.k, random_state=0).fit_transform(Xs)
-        return KMeans(args.clusters, n_init=10, random_state=0).fit_predict(E)
-
-    record("umap_kmeans", umap_kmeans)
-    return out
-
-
-def _numpy_uselm(Xs, args):
-    """The plain in-memory US-ELM: pynndescent graph, dense H, scipy.sparse L, eigh."""
-    import pynndescent
-    import scipy.linalg as sla
-    import scipy.sparse as sp
-    from sklearn.cluster import KMeans
-
-    N = Xs.shape[0]
-    idx, _ = pynndescent.NNDescent(Xs, n_neighbors=args.k + 1, random_state=0).neighbor_graph
-    idx = idx[:, 1:]
-    A = sp.csr_matrix(
-        (np.ones(idx.size), (np.repeat(np.arange(N), args.k), idx.ravel())), shape=(N, N)
-    )
-    W = A.maximum(A.T).tocsr()
-    L = sp.diags(np.asarray(W.sum(1)).ravel()) - W
-    rng = np.random.RandomState(0)
-    H = 1 / (
-        1
-        + np.exp(
-            -(
-                Xs @ rng.uniform(-1, 1, (Xs.shape[1], args.n_hidden))
-                + rng.uniform(-1, 1, args.n_hidden)
-            )
-        )
-    )
-    hth = H.T @ H
-    htlh = H.T @ (L @ H)
-    n = args.n_hidden
-    _, V = sla.eigh(
-        hth, np.eye(n) + args.lam * htlh, subset_by_index=[n - args.clusters - 1, n - 1]
-    )
-    V = V[:, ::-1][:, 1:]
-    E = H @ V
-    E /= np.linalg.norm(E, axis=0)
-    return KMeans(args.clusters, n_init=10, random_state=0).fit_predict(E)
-
-
-def main():
+def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--n", type=int, default=1_000_000)
     p.add_argument("--d", type=int, default=50)
@@ -312,29 +176,20 @@ def main():
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--worker-gb", type=float, default=8)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--repeats", type=int, default=3, help="floor repeats (median reported)")
-    p.add_argument("--no-floor", dest="floor", action="store_false")
     p.add_argument("--no-warm", dest="warm", action="store_false")
-    p.add_argument("--peers", action="store_true")
     p.add_argument("--write", default=None, help="parquet:PATH or zarr:PATH: write the data, exit")
     p.add_argument("--input", default=None, help="parquet:PATH or zarr:PATH: read X (and y)")
-    args = p.parse_args()
+    args = p.parse_args(argv)
     log = functools.partial(print, flush=True)
     log(f"# {utc_now()} {machine_info()}")
     log(f"# BLAS: {blas_info()}")
     log(f"# args: {vars(args)}")
     result = {"args": vars(args)}
     if args.write:
-        write_input(args, log)
-        return
-    ours, idx, Xo, layer = run_elmscale(args, log)
-    result["elmscale"] = ours
-    if args.floor:
-        result["floor"] = run_floor(Xo, idx, layer, args, log)
-        result["gram_over_floor"] = ours["stages_s"]["gram"] / result["floor"]["floor_median_s"]
-    if args.peers:
-        result["peers"] = run_peers(args, log)
+        return write_input(args, log)
+    result["elmscale"] = run_elmscale(args, log)
     log("RESULT " + json.dumps(result, default=float))
+    return result
 
 
 if __name__ == "__main__":
