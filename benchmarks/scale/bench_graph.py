@@ -15,8 +15,8 @@ starts a fresh LocalCluster (processes, 1 thread each), generates or loads X on 
 pynndescent) and a warm one (the same call again). Backends alternate within each round.
 
 Recorded per run: seconds, recall@10 on 2,000 sampled rows against exact search (float64
-brute force on the cluster), bytes the workers sent each other, peak RSS of each worker,
-rows per search task and halo / N of the graph the estimators build (``order=True``).
+brute force on the cluster), the search's own estimate of it and the probes and refinement
+rounds it used, bytes the workers sent each other, peak RSS of each worker and of the client.
 
 Data: ``mnist`` (../shared/datasets/mnist.npz, pixels / 255, chunks of 7,000 rows),
 ``subspace:N`` (10 clusters, each on its own random 6-d affine subspace of R^50, plus noise
@@ -27,7 +27,6 @@ Data: ``mnist`` (../shared/datasets/mnist.npz, pixels / 255, chunks of 7,000 row
 import argparse
 import json
 import os
-import resource
 import time
 
 import numpy as np
@@ -36,15 +35,12 @@ from benchmarks._common import (
     load_dataset,
     local_cluster,
     machine_info,
+    peak_memory_mb,
     recall_at_k,
     results_file,
     utc_now,
 )
 from benchmarks._mixture import generated_dask, mixture_chunk, subspace_chunk
-
-
-def _peak_mb():
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def _sent_bytes(dask_worker):
@@ -86,7 +82,6 @@ def _backend(name, args):
 
 
 def one_run(spec, backend, workers, args, log):
-    import dask
     from distributed import wait
 
     import elmscale
@@ -128,29 +123,19 @@ def one_run(spec, backend, workers, args, log):
             log(f"  {name} {backend} {workers}w {label}: {out[f'{label}_s']:.1f} s")
             if label == "cold":
                 out["sent_mb"] = (sum(client.run(_sent_bytes).values()) - sent0) / 1e6
-                out["worker_peak_mb"] = sorted(client.run(_peak_mb).values())
+                out["worker_peak_mb"] = sorted(client.run(peak_memory_mb).values())
                 # with order=True the lists index the rows of g.X, X in the graph's order
                 out["recall"] = recall_at_k(g.X if args.order else X, g.indices, args.k)
                 out["recall_estimate"] = getattr(reporter or g, "recall_estimate_", None)
                 out["refine_rounds"] = getattr(reporter, "n_refine_", None)
                 out["probes_used"] = getattr(reporter, "n_probes_", None)
             del g
-        if args.halo:
-            ordered = knn_graph(
-                X, args.k, backend=_backend(backend, args), order=True, random_state=0
-            )
-            plain = knn_graph(
-                X, args.k, backend=_backend(backend, args), order=False, random_state=0
-            )
-            out["halo_over_n_ordered"] = ordered.halo_size() / X.shape[0]
-            out["halo_over_n_input_order"] = plain.halo_size() / X.shape[0]
-        out["client_peak_mb"] = _peak_mb()
+        out["client_peak_mb"] = peak_memory_mb()
         out["load_average_end"] = list(os.getloadavg())
-    del dask
     return out
 
 
-def main():
+def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--data", nargs="+", default=["mnist", "subspace:200000"])
     p.add_argument("--backends", nargs="+", default=["cells", "pynndescent"])
@@ -175,15 +160,15 @@ def main():
         help="time the graph as the estimators build it: rows in the graph's order",
     )
     p.add_argument("--warm", action=argparse.BooleanOptionalAction, default=True)
-    p.add_argument("--halo", action="store_true", help="also report halo / N (two more builds)")
     p.add_argument("--out", default=str(results_file("graph.jsonl")))
-    args = p.parse_args()
+    args = p.parse_args(argv)
 
     def log(msg):
         print(msg, flush=True)
 
     info = {"date": utc_now(), "machine": machine_info()}
     log(json.dumps(info))
+    rows = []
     with open(args.out, "a") as f:
         for r in range(args.rounds):
             for spec in args.data:
@@ -194,6 +179,8 @@ def main():
                         log(json.dumps(res, default=float))
                         f.write(json.dumps(res, default=float) + "\n")
                         f.flush()
+                        rows.append(res)
+    return rows
 
 
 if __name__ == "__main__":
