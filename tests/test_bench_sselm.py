@@ -3,6 +3,7 @@
 them."""
 
 import importlib
+import json
 
 import numpy as np
 import pytest
@@ -95,3 +96,39 @@ def test_fixed_sigma_reaches_the_graph(bench):
         assert graph.sigma == pytest.approx(g["sigma"])
         Ls.append(graph.laplacian().toarray())
     np.testing.assert_allclose(Ls[0], Ls[1], rtol=1e-10, atol=1e-12)
+
+
+def _needs(name):
+    from .conftest import missing_dataset
+
+    if missing_dataset(name):
+        pytest.skip(missing_dataset(name))
+
+
+def test_table2_on_one_g50c_split_refits_what_the_sweep_chose(bench, tmp_path, capsys):
+    """The Woodbury sweep's test error of the chosen (C0, lam) is the refitted SSELM's: the
+    script says so when they differ."""
+    _needs("g50c")
+    out = tmp_path / "table2.json"
+    argv = ["table2", "--quick", "--n-hidden", "100", "--graphs", "none:10:1:norm"]
+    results = bench.main([*argv, "--out", str(out)])
+    assert "note: refit" not in capsys.readouterr().out
+    assert json.loads(out.read_text()) == json.loads(json.dumps(results))
+    (run,) = results["g50c"]["runs"]
+    assert run["sizes"] == [50, 50, 313, 137] and run["graph_spec"] == "none:10:1:norm"
+    assert run["sselm_params"]["lam"] in bench.GRID and run["sselm_params"]["C0"] in bench.GRID
+    for key in ("sselm_test", "sselm_unl", "elm_test", "ls_test"):
+        assert 0 <= run[key] < 30, key  # two Gaussian classes: chance is 50 %
+    assert run["sselm_oracle_test"] <= run["sselm_test"]
+    assert results["g50c"]["summary"]["sselm_test"] == (run["sselm_test"], 0.0)
+
+
+def test_timing_fits_coil20_at_table_ii_sizes(bench, tmp_path):
+    _needs("coil20")
+    out = tmp_path / "timing.jsonl"
+    (row,) = bench.main(["timing", "--datasets", "coil20", "--repeats", "1", "--out", str(out)])
+    assert json.loads(out.read_text()) == json.loads(json.dumps(row))
+    # L + U of the first split: 3/4 of 1,440 rows less the 40 validation rows, 2,000 nodes
+    assert (row["n_train"], row["n_labelled"], row["n_hidden"]) == (1040, 40, 2000)
+    assert row["solver"] == "dual" and row["fit_wall_median_s"] > 0
+    assert 0 <= row["test_error_last_fit"] < 50

@@ -72,8 +72,9 @@ def minmax(X):
     return (X - (hi + lo) / 2) / scale
 
 
-def n_hidden_for(name):
-    return 1000 if name == "iris" else 2000
+def n_hidden_for(name, args):
+    """The paper's n_h (1000 for iris, 2000 otherwise), or ``--n-hidden``."""
+    return args.n_hidden or (1000 if name == "iris" else 2000)
 
 
 def grid_for(kind, c):
@@ -93,12 +94,12 @@ def grid_for(kind, c):
     }
 
 
-def elmjec_base(name, X, c, seed, **kw):
+def elmjec_base(n_hidden, X, c, seed, **kw):
     from elmscale import ELMJEC
 
     params = dict(
         n_clusters=c,
-        n_hidden=n_hidden_for(name),
+        n_hidden=n_hidden,
         graph="exact",
         n_neighbors=5,
         weights="binary",
@@ -117,13 +118,13 @@ def run_table(args):
 
     out = open(args.out, "a")
     for name, X, y, c in datasets(args.datasets):
-        Xs = minmax(X)
+        Xs, n_h = minmax(X), n_hidden_for(name, args)
         row = {
             "dataset": name,
             "n": X.shape[0],
             "d": X.shape[1],
             "c": c,
-            "n_hidden": n_hidden_for(name),
+            "n_hidden": n_h,
             "grid": args.grid,
             "runs": args.runs,
             "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
@@ -134,7 +135,7 @@ def run_table(args):
             # 1. ELM-JEC: select (lam, gamma, n_o) on the grid with seed 0 (one Gram pass)
             t0, c0 = time.perf_counter(), time.process_time()
             grid = grid_for(args.grid, c)
-            fits = sweep(elmjec_base(name, X, c, 0), X, grid, errors="return")
+            fits = sweep(elmjec_base(n_h, X, c, 0), X, grid, errors="return")
             scores = [(acc(y, m.labels_), s) for s, m in fits if not isinstance(m, Exception)]
             n_failed = sum(isinstance(m, Exception) for _, m in fits)
             best_acc0, best = max(scores, key=lambda t: t[0])
@@ -168,7 +169,7 @@ def run_table(args):
                 # means; the seed-0 selection's runs are read from the same sweeps
                 per_seed = []
                 for seed in range(1, args.paper_runs + 1):
-                    sw = sweep(elmjec_base(name, X, c, seed), X, grid, errors="return")
+                    sw = sweep(elmjec_base(n_h, X, c, seed), X, grid, errors="return")
                     per_seed.append(
                         [np.nan if isinstance(m, Exception) else acc(y, m.labels_) for _, m in sw]
                     )
@@ -195,7 +196,7 @@ def run_table(args):
             else:
                 accs, iters = [], []
                 for seed in range(1, args.runs + 1):
-                    m = elmjec_base(name, X, c, seed, **best).fit(X)
+                    m = elmjec_base(n_h, X, c, seed, **best).fit(X)
                     accs.append(acc(y, m.labels_))
                     iters.append(m.n_iter_)
                 row.update(
@@ -205,7 +206,7 @@ def run_table(args):
             row.update(elmjec_acc=accs, elmjec_iters=iters)
             # 3. ELM-JEC with default lam, gamma, n_components
             accs = [
-                acc(y, elmjec_base(name, X, c, seed).fit(X).labels_)
+                acc(y, elmjec_base(n_h, X, c, seed).fit(X).labels_)
                 for seed in range(1, args.runs + 1)
             ]
             row.update(default_acc=accs)
@@ -220,13 +221,13 @@ def run_table(args):
             #    then runs at the selection
             t0 = time.perf_counter()
             us_scores = []
-            solver = "dual" if X.shape[0] < n_hidden_for(name) / 2 else "primal"
+            solver = "dual" if X.shape[0] < n_h / 2 else "primal"
             for n_o in [c] if args.grid != "full" else N_O:
                 for lam in POW if args.grid != "tiny" else [0.25, 1.0, 4.0]:
                     m = USELM(
                         c,
                         n_components=n_o,
-                        n_hidden=n_hidden_for(name),
+                        n_hidden=n_h,
                         lam=lam,
                         graph="exact",
                         n_neighbors=5,
@@ -243,7 +244,7 @@ def run_table(args):
                         y,
                         USELM(
                             c,
-                            n_hidden=n_hidden_for(name),
+                            n_hidden=n_h,
                             graph="exact",
                             n_neighbors=5,
                             scaling="minmax",
@@ -275,7 +276,8 @@ def run_sweep(args):
     X, y = load(args.dataset)
     c = len(np.unique(y))
     grid = {"lam": [0.25, 1.0, 4.0], "gamma": [0.0625, 0.25, 1.0], "n_components": [2, 8]}
-    base = elmjec_base(args.dataset, X, c, 0)
+    n_h = n_hidden_for(args.dataset, args)
+    base = elmjec_base(n_h, X, c, 0)
     with dask.config.set(scheduler="sync"), warnings.catch_warnings():
         warnings.simplefilter("ignore")
         t0, c0 = time.perf_counter(), time.process_time()
@@ -285,7 +287,7 @@ def run_sweep(args):
         same = 0
         for setting, fitted in fits:
             try:
-                alone = elmjec_base(args.dataset, X, c, 0, **setting).fit(X)
+                alone = elmjec_base(n_h, X, c, 0, **setting).fit(X)
             except ValueError:
                 same += isinstance(fitted, Exception)
                 continue
@@ -368,6 +370,7 @@ def main(argv=None):
         help="also the paper's selection: sweep the grid with seeds 1..N, best mean",
     )
     p.add_argument("--dataset", default="segment")
+    p.add_argument("--n-hidden", type=int, default=0, help="override the paper's n_h (0: keep)")
     p.add_argument(
         "--blas-threads",
         type=int,
