@@ -48,7 +48,6 @@ from benchmarks._common import (
 
 RESULTS = RESULTS_DIR
 REFERENCE = Path(__file__).resolve().parent / "reference_means.csv"
-SHARED = Path("/work/shared/datasets")
 
 # every set of ../shared/datasets except the whole of MNIST (quality.bench_seeds measures it)
 # and scikit-learn's four
@@ -81,19 +80,12 @@ PEERS = ("KMeans", "KMeans-minmax", "SpectralClustering", "UMAP+KMeans")
 # -- data -----------------------------------------------------------------------------------
 def load(name, datasets_dir=None):
     """(X float64, y) of a set; MNIST pixels divided by 255; "mnist10k" is a fixed random
-    10,000-row sample of MNIST-70k (seed 0), small enough for every peer and the grid."""
+    10,000-row sample of MNIST-70k (seed 0), small enough for every peer."""
     if name == "mnist10k":
         X, y = load("mnist", datasets_dir)
         idx = np.random.RandomState(0).choice(X.shape[0], 10_000, replace=False)
         return X[idx], y[idx]
-    for d in (datasets_dir, None, SHARED):
-        try:
-            X, y = load_dataset(name, d)
-            break
-        except DatasetMissing:
-            continue
-    else:
-        raise DatasetMissing(name)
+    X, y = load_dataset(name, datasets_dir)
     X = np.asarray(X, dtype=np.float64)
     if name == "mnist":
         X /= 255.0
@@ -194,7 +186,11 @@ def parse_sets(items):
 
 def run_records(store, names, methods, seeds, tag, fit_one, log):
     for name in names:
-        X, y = load(name)
+        try:
+            X, y = load(name)
+        except DatasetMissing as exc:
+            log(f"{name}: skipped ({exc})")
+            continue
         c = len(np.unique(y))
         for method in methods:
             for seed in seeds:

@@ -29,8 +29,8 @@ from pathlib import Path
 import numpy as np
 
 import elmscale
-from benchmarks._common import RESULTS_DIR, command_line
-from benchmarks.quality.bench_quality import PEERS, SHARED, load, parse_config, run_peer, score
+from benchmarks._common import DATASETS_DIR, RESULTS_DIR, command_line
+from benchmarks.quality.bench_quality import PEERS, load, parse_config, run_peer, score
 
 LARGE = (
     "digits",
@@ -101,7 +101,7 @@ def _data(name, holdout):
         X = X.astype(np.float32)
     if not holdout:
         return X, y, None, None
-    with np.load(SHARED / f"{name}.npz") as d:
+    with np.load(DATASETS_DIR / f"{name}.npz") as d:
         if "is_test" not in d:
             raise SystemExit(f"{name} has no is_test rows: --holdout needs mnist, usps or shuttle")
         test = np.asarray(d["is_test"], dtype=bool)
@@ -231,18 +231,24 @@ def main(argv=None):
         mode, args.tag = "peer", args.peer
     params = parse_config(args.set) if args.set else {}
     Path(args.csv).parent.mkdir(parents=True, exist_ok=True)
-    cuts = _Cuts()
-    logging.getLogger("elmscale").addHandler(cuts)
-    logging.getLogger("elmscale").setLevel(logging.INFO)
     seeds = [*range(args.first_seed, args.first_seed + args.seeds)]
     seeds += [f"none-{i}" for i in range(args.unseeded)]
     print(command_line(), flush=True)
     if not args.summary:
-        with elmscale.config_context(compute_dtype=args.compute_dtype):  # None: the default
-            _fit_all(args, names, seeds, mode, params, cuts)
+        logger, cuts = logging.getLogger("elmscale"), _Cuts()
+        level = logger.level
+        logger.addHandler(cuts)
+        logger.setLevel(logging.INFO)
+        try:
+            with elmscale.config_context(compute_dtype=args.compute_dtype):  # None: the default
+                _fit_all(args, names, seeds, mode, params, cuts)
+        finally:
+            logger.removeHandler(cuts)
+            logger.setLevel(level)
     rows = [r for r in _done(args.csv) if r["dataset"] in names]
     if rows:
         print(summary(rows))
+    return rows
 
 
 def _fit_all(args, names, seeds, mode, params, cuts):
