@@ -374,9 +374,12 @@ def local_cluster(n_workers, worker_gb, dashboard_address=":0", scheduler_proces
 
 def cluster_arguments(parser, n_samples=200_000):
     """Add the options of a fit of the 50-d mixture on :func:`local_cluster` to an argparse
-    parser: ``--n-samples``, ``--features``, ``--workers``, ``--worker-gb``."""
+    parser: ``--n-samples``, ``--features``, ``--chunk-rows``, ``--n-hidden``, ``--workers``,
+    ``--worker-gb``."""
     parser.add_argument("--n-samples", type=int, default=n_samples)
     parser.add_argument("--features", type=int, default=50)
+    parser.add_argument("--chunk-rows", type=int, default=None, help="default: the generator's")
+    parser.add_argument("--n-hidden", type=int, default=None, help="default: the estimator's")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--worker-gb", type=float, default=3)
     return parser

@@ -173,3 +173,28 @@ def test_a_fits_blocking_round_trips_do_not_grow_with_the_rows(dask_client, monk
     assert blocking(small) == blocking(large)
     assert sum(blocking(large).values()) > 0
     assert small.get(("embed_cluster", "kmeans-pass"), 0) > 0
+
+
+@pytest.mark.slow
+@pytest.mark.distributed
+def test_the_benchmark_analyses_and_projects_a_small_fit(tmp_path):
+    """bench_parallel end to end on a one-worker cluster: the stages' tasks add up to the
+    fit's, the replay on the measured worker reproduces its wall, more workers do not slow
+    the replay, and the raw records are written for a later replay."""
+    import json
+
+    from benchmarks.scale import bench_parallel as bench
+
+    small = ["--n", "6000", "--d", "10", "--n-hidden", "50", "--chunk-rows", "1500"]
+    argv = [*small, "--workers", "1", "--worker-gb", "1", "--project", "2", "4"]
+    out = bench.main([*argv, "--stream", str(tmp_path / "stream.json")])
+    assert out["estimator"] == "USELM" and 0.15 < out["acc"] <= 1
+    assert [s["stage"] for s in out["stages"]][: len(out["timings"])] == list(out["timings"])
+    assert sum(s["tasks"] for s in out["stages"]) == out["tasks"] > 0
+    assert 0 < out["serial_share"] < 1 and out["busy_s"] > 0 and out["round_trips"] > 0
+    assert abs(out["replay_error"]) < 0.25
+    two, four = out["projection"][2], out["projection"][4]
+    assert four["replay_s"] <= two["replay_s"] <= out["replay_measured_workers_s"] * 1.01
+    assert four["amdahl_s"] < two["amdahl_s"] < out["fit_s"]
+    saved = json.loads((tmp_path / "stream.json").read_text())
+    assert set(saved) == {"record", "stream", "graphs", "span"} and saved["stream"]

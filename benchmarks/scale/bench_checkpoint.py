@@ -5,7 +5,7 @@
 
 Each fit runs in a fresh interpreter (a 2-worker LocalCluster, the mixture of
 benchmarks/_mixture.py generated on the workers, ``USELM`` or ``ELMJEC`` with
-``n_clusters=10, random_state=0``):
+``n_clusters=10, random_state=0``; ``--chunk-rows`` and ``--n-hidden`` for smaller runs):
 
 1. the full fit, without a checkpoint;
 2. the same fit with ``checkpoint=DIR``, whose whole process group (the client and its
@@ -48,8 +48,11 @@ def child(args):
     with local_cluster(args.workers, args.worker_gb, dashboard_address=None):
         t1 = time.perf_counter()
         X, _ = mixture_dask(args.n_samples, n_features=args.features)
+        X = X.rechunk({0: args.chunk_rows}) if args.chunk_rows else X
         kw = {"checkpoint": args.checkpoint} if args.checkpoint else {}
-        model = getattr(elmscale, args.estimator)(n_clusters=10, random_state=0).fit(X, **kw)
+        params = {"n_hidden": args.n_hidden} if args.n_hidden else {}
+        model = getattr(elmscale, args.estimator)(n_clusters=10, random_state=0, **params)
+        model.fit(X, **kw)
         labels = np.asarray(model.labels_.compute())
         t2 = time.perf_counter()
     np.save(args.labels, labels)
@@ -77,6 +80,8 @@ def run(args, labels, checkpoint=None, kill=None):
     killed with its cluster once ``kill()`` is true."""
     cmd = [sys.executable, "-m", "benchmarks.scale.bench_checkpoint", "--child"]
     cmd += ["--n-samples", str(args.n_samples), "--features", str(args.features)]
+    cmd += ["--chunk-rows", str(args.chunk_rows)] if args.chunk_rows else []
+    cmd += ["--n-hidden", str(args.n_hidden)] if args.n_hidden else []
     cmd += ["--workers", str(args.workers), "--worker-gb", str(args.worker_gb)]
     cmd += ["--estimator", args.estimator]
     cmd += ["--labels", str(labels)] + (["--checkpoint", str(checkpoint)] if checkpoint else [])
@@ -121,29 +126,27 @@ def main(args):
         same = bool(np.array_equal(np.load(tmp / "full.npy"), np.load(tmp / "resumed.npy")))
     if same and "objective" in full:  # an iterative fit: the same path to the same end
         same = all(full[k] == resumed[k] for k in ("objective", "n_iter"))
-    print(
-        json.dumps(
-            {
-                "benchmark": "checkpoint",
-                "when": utc_now(),
-                "machine": machine_info(),
-                "n_samples": args.n_samples,
-                "n_features": args.features,
-                "estimator": args.estimator,
-                "kill_at": args.kill_at,
-                "killed": killed is None,
-                "stages_on_disk_at_kill": stages,
-                "full_wall_s": round(full_wall, 2),
-                "time_to_kill_s": round(kill_wall, 2),
-                "resume_wall_s": round(resume_wall, 2),
-                "resume_over_full": round(resume_wall / full_wall, 3),
-                "full": full,
-                "resumed": resumed,
-                "checkpoint_mb": round(size / 1e6, 1),
-                "result_identical": same,
-            }
-        )
-    )
+    out = {
+        "benchmark": "checkpoint",
+        "when": utc_now(),
+        "machine": machine_info(),
+        "n_samples": args.n_samples,
+        "n_features": args.features,
+        "estimator": args.estimator,
+        "kill_at": args.kill_at,
+        "killed": killed is None,
+        "stages_on_disk_at_kill": stages,
+        "full_wall_s": round(full_wall, 2),
+        "time_to_kill_s": round(kill_wall, 2),
+        "resume_wall_s": round(resume_wall, 2),
+        "resume_over_full": round(resume_wall / full_wall, 3),
+        "full": full,
+        "resumed": resumed,
+        "checkpoint_mb": round(size / 1e6, 1),
+        "result_identical": same,
+    }
+    print(json.dumps(out))
+    return out
 
 
 def parse(argv=None):

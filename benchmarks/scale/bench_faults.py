@@ -4,8 +4,9 @@ are symmetrised: the same graph and the same US-ELM labels as an undisturbed fit
     python -m benchmarks.scale.bench_faults [--n-samples 200000] [--faults order reverse]
 
 On one 2-worker LocalCluster (nannies restart a killed worker), the mixture of
-benchmarks/_mixture.py generated on the workers, ``USELM(n_clusters=10, random_state=0)`` is
-fitted once undisturbed, then once per fault: a scheduler plugin
+benchmarks/_mixture.py generated on the workers (``--chunk-rows`` to rechunk it),
+``USELM(n_clusters=10, random_state=0)`` (``--n-hidden`` to change its layer) is fitted once
+undisturbed, then once per fault: a scheduler plugin
 (``benchmarks._faults.fit_under_fault``) SIGKILLs the worker that the first task reading an
 exchange's packs (:mod:`elmscale.graph._exchange`) is handed to, when every pack of that
 worker's group is computed and about half of them sit on the worker killed:
@@ -32,10 +33,10 @@ from benchmarks._faults import fit_under_fault, same_graph
 from benchmarks._mixture import mixture_dask
 
 
-def _model():
+def _model(n_hidden):
     from elmscale import USELM
 
-    return USELM(n_clusters=10, random_state=0)
+    return USELM(n_clusters=10, random_state=0, **({"n_hidden": n_hidden} if n_hidden else {}))
 
 
 def main(args):
@@ -46,27 +47,27 @@ def main(args):
         dask.config.set(scheduler="dask.distributed"),
     ):
         X, _ = mixture_dask(args.n_samples, n_features=args.features)
-        graph, labels, base = fit_under_fault(client, _model(), X)
+        X = X.rechunk({0: args.chunk_rows}) if args.chunk_rows else X
+        graph, labels, base = fit_under_fault(client, _model(args.n_hidden), X)
         runs = [base]
         for fault in args.faults:
-            g, lab, record = fit_under_fault(client, _model(), X, fault)
+            g, lab, record = fit_under_fault(client, _model(args.n_hidden), X, fault)
             record["graph_identical"] = same_graph(graph, g)
             record["labels_identical"] = bool(np.array_equal(labels, lab))
             runs.append(record)
-    out = json.dumps(
-        {
-            "benchmark": "faults",
-            "when": utc_now(),
-            "machine": machine_info(),
-            "n_samples": args.n_samples,
-            "n_features": args.features,
-            "graph_edges": int(graph.nnz),
-            "runs": runs,
-        }
-    )
-    print(out)
+    out = {
+        "benchmark": "faults",
+        "when": utc_now(),
+        "machine": machine_info(),
+        "n_samples": args.n_samples,
+        "n_features": args.features,
+        "graph_edges": int(graph.nnz),
+        "runs": runs,
+    }
+    print(json.dumps(out))
     if not all(r["killed_task"] for r in runs[1:]):
         sys.exit("a fault was not injected: its exchange never ran (one row chunk, no order?)")
+    return out
 
 
 def parse(argv=None):

@@ -195,6 +195,7 @@ def main(argv=None):
     out = analyse(record, stream, graphs, span, args.project)
     log(json.dumps(out, default=float))
     _print_summary(out, log)
+    return out
 
 
 def _print_summary(out, log):

@@ -124,20 +124,18 @@ def main(argv=None):
                 check=False,
                 capture_output=True,
             )
-    print(
-        json.dumps(
-            {
-                "benchmark": "revisions",
-                "when": utc_now(),
-                "machine": machine_info(),
-                "fit": args.fit,
-                "rev": args.rev,
-                "ratio_this_over_rev_per_round": [
-                    {**r, "ratios": [round(x, 3) for x in r["ratios"]]} for r in rounds
-                ],
-            }
-        )
-    )
+    out = {
+        "benchmark": "revisions",
+        "when": utc_now(),
+        "machine": machine_info(),
+        "fit": args.fit,
+        "rev": args.rev,
+        "ratio_this_over_rev_per_round": [
+            {**r, "ratios": [round(x, 3) for x in r["ratios"]]} for r in rounds
+        ],
+    }
+    print(json.dumps(out))
+    return out
 
 
 if __name__ == "__main__":

@@ -202,7 +202,7 @@ def run_one(name, args, log):
     return out
 
 
-def main():
+def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--estimator", default="all", choices=ESTIMATORS + ("all",))
     p.add_argument("--n", type=int, default=1_000_000)
@@ -231,14 +231,13 @@ def main():
         action="store_true",
         help="run the scheduler in its own process: client and scheduler peaks apart",
     )
-    args = p.parse_args()
+    args = p.parse_args(argv)
     log = functools.partial(print, flush=True)
     log(f"# {utc_now()} {machine_info()}")
     log(f"# BLAS: {blas_info()}")
     log(f"# args: {vars(args)}")
     names = ESTIMATORS if args.estimator == "all" else (args.estimator,)
-    for name in names:
-        run_one(name, args, log)
+    return [run_one(name, args, log) for name in names]
 
 
 if __name__ == "__main__":

@@ -1,0 +1,175 @@
+"""The scale benchmarks in benchmarks/scale/ run end to end on small inputs (a few thousand rows,
+small hidden layers, one-worker clusters): each run's record has the fields RESULTS.md's scale
+tables are read from, with sane values. Not timing. Most start a LocalCluster of their own,
+some several: those are slow. (bench_parallel: tests/test_bench_parallel.py; bench_knn_consumers:
+tests/test_bench_knn_consumers.py.)"""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from .conftest import missing_dataset
+
+ROOT = Path(__file__).resolve().parents[1]
+#: a one-worker cluster of 1 GiB and a small mixture in several row chunks
+SMALL = ["--workers", "1", "--worker-gb", "1"]
+
+
+def _is_git_checkout():
+    done = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True)
+    return done.returncode == 0
+
+
+needs_git = pytest.mark.skipif(not _is_git_checkout(), reason="needs the repository's git history")
+
+
+@needs_git
+def test_gram_pass_against_its_floor_and_head_without_a_cluster(monkeypatch):
+    """``--sync``: the floor, the Gram pass and HEAD's ``gram.py`` on one process; the pass
+    gives the same matrices every round and as HEAD's, and the profile's tasks rebuild at most
+    the graph's halo."""
+    from benchmarks.scale import bench_gram as bench
+
+    monkeypatch.setattr(sys, "path", list(sys.path))  # the baseline module's folder goes first
+    small = ["--n", "3000", "--d", "10", "--n-hidden", "40", "--chunk-rows", "1000", "--sync"]
+    try:
+        res = bench.main([*small, "--graph", "exact", "--rounds", "2", "--baseline-rev", "HEAD"])
+    finally:
+        sys.modules.pop("_elmscale_baseline_gram", None)
+    assert res["n_chunks"] == 3 and res["halo_over_n"] > 0
+    for r in res["rounds"]:
+        assert r["gram_rel_gap"] == 0 and r["baseline_rel_gap"] == 0
+        assert r["floor"] > 0 and r["gram_over_floor"] == pytest.approx(r["gram"] / r["floor"])
+        assert r["gram_cpu"] > 0  # --sync: CPU seconds beside wall seconds
+    prof = res["profile"]
+    assert set(prof["profile_cpu_s"]) == {
+        "hidden", "syrk", "halo_concat", "halo_hidden", "dh_minus_wh", "gemm"
+    }  # fmt: skip
+    assert 0 < prof["halo_rows_rebuilt"] <= res["halo_over_n"] * 3000
+    assert res["gram_median_s"] > 0 and res["client_peak_mb"] > 0
+
+
+def test_numpy_memory_on_mnist_rows():
+    if missing_dataset("mnist"):
+        pytest.skip(missing_dataset("mnist"))
+    from benchmarks.scale import bench_numpy_memory as bench
+
+    fit = "USELM(n_clusters=10, n_hidden=50, random_state=0)"
+    out = bench.main(["--rows", "1000", "--copies", "2", "--fit", fit])
+    assert out["shape"] == [2000, 784] and out["input_bytes"] == 2000 * 784 * 4
+    assert out["peak_rss_mb"] >= out["rss_before_fit_mb"] > 0
+    assert out["peak_over_input"] == round(out["peak_rss_mb"] * 2**20 / out["input_bytes"], 2)
+    stages = out["stage_peak_rss_mb"]
+    assert set(out["timings"]) <= set(stages) and "before_fit" in stages
+    assert all(mb is None or mb <= out["peak_rss_mb"] for mb in stages.values())
+    assert 0.2 < out["acc"] <= 1  # ten digits: chance is about 0.1
+
+
+@pytest.mark.slow
+@needs_git
+def test_revisions_times_this_checkout_against_head(tmp_path):
+    from sklearn.datasets import make_blobs
+
+    from benchmarks.scale import bench_revisions as bench
+
+    X, y = make_blobs(600, n_features=8, centers=3, random_state=0)
+    np.savez(tmp_path / "blobs.npz", X=255 * (X - X.min()) / np.ptp(X), y=y)  # read as X / 255
+    fit = "USELM(n_clusters=3, n_hidden=30, random_state=0)"
+    argv = ["--rev", "HEAD", "--rounds", "1", "--fits", "1", "--fit", fit]
+    out = bench.main([*argv, "--data", str(tmp_path / "blobs.npz")])
+    (round_,) = out["ratio_this_over_rev_per_round"]
+    (ratio,) = round_["ratios"]
+    assert out["rev"] == "HEAD" and round_["data"].endswith("blobs.npz") and ratio > 0
+
+
+@pytest.mark.distributed
+def test_graph_of_a_small_subspace_set(tmp_path):
+    from benchmarks.scale import bench_graph as bench
+
+    out = tmp_path / "graph.jsonl"
+    argv = ["--data", "subspace:4000", "--backends", "cells", "--rounds", "1", "--no-warm"]
+    (row,) = bench.main([*argv, *SMALL, "--out", str(out)])
+    assert json.loads(out.read_text()) == json.loads(json.dumps(row, default=float))
+    assert (row["data"], row["backend"], row["n"], row["d"]) == ("subspace:4000", "cells", 4000, 50)
+    assert row["cold_s"] > 0 and "warm_s" not in row and row["worker_peak_mb"][0] > 0
+    # 4,000 rows, 10 clusters on 6-d subspaces: the fixed search finds nearly every neighbour
+    assert 0.9 < row["recall"] <= 1 and 0.9 < row["recall_estimate"] <= 1
+
+
+@pytest.mark.slow
+@pytest.mark.distributed
+def test_uselm_scale_writes_parquet_and_fits_from_it(tmp_path):
+    from benchmarks.scale import bench_uselm_scale as bench
+
+    small = ["--n", "6000", "--d", "10", "--n-hidden", "50", "--chunk-mb", "1", *SMALL]
+    path = tmp_path / "mix"
+    written = bench.main([*small, "--write", f"parquet:{path}"])
+    assert written["rows"] == 6000 and len(list(path.glob("*.parquet"))) > 1
+    res = bench.main([*small, "--input", f"parquet:{path}", "--no-warm"])["elmscale"]
+    assert set(res["stages_s"]) >= {"hidden", "graph", "gram", "solve", "embed_cluster"}
+    assert res["fit_s"] >= res["fit_only_s"] > 0 and 0.15 < res["acc"] <= 1
+    assert res["n_chunks"] > 1 and res["halo_rows"] > 0 and 0 < res["recall"] <= 1
+    assert res["worker_peak_mb"][0] > 0 and res["client_rss_mb_by_stage"]["before_fit"] > 0
+
+
+@pytest.mark.slow
+@pytest.mark.distributed
+def test_scale_fits_a_clusterer_and_sselm(tmp_path):
+    """Clusterers are scored from the workers' contingency table, SS-ELM on its unlabelled
+    rows (1 % labelled)."""
+    from benchmarks.scale import bench_scale as bench
+
+    small = ["--n", "6000", "--d", "10", "--n-hidden", "50", "--chunk-rows", "1500", *SMALL]
+    for name, score in (("USELM", "acc"), ("SSELM", "accuracy")):
+        (out,) = bench.main([*small, "--estimator", name])
+        assert out["estimator"] == name and out["n"] == 6000 and out["params"]["n_hidden"] == 50
+        assert 0.15 < out[score] <= 1  # 10 balanced classes: chance is 0.1
+        assert out["fit_s"] > 0 and out["stages_s"] and out["workers_restarted"] == 0
+        assert out["worker_peak_mb"][0] > 0 and out["spilled_mb"] == [0.0]
+
+
+@pytest.mark.slow
+@pytest.mark.distributed
+def test_cli_and_python_api_give_the_same_labels():
+    from benchmarks.scale import bench_cli as bench
+
+    rows = bench.main(["--n", "3000", "--features", "5", "--rounds", "1", "--workers", "1"])
+    assert [r["input"] for r in rows] == ["npy", "parquet"]
+    for r in rows:
+        assert r["same_labels"] and r["cli_wall_s"] > r["cli_fit_s"] > 0
+        assert r["api_read_fit_write_s"] > 0
+
+
+@pytest.mark.slow
+@pytest.mark.distributed
+def test_checkpoint_resumes_a_fit_killed_after_its_graph(tmp_path):
+    """Killed once the graph is on disk (the Gram pass of 1,000 hidden nodes still to come,
+    so the kill comes before the fit ends), resumed from there: the same labels."""
+    from benchmarks.scale import bench_checkpoint as bench
+
+    small = [*SMALL, "--n-samples", "12000", "--features", "10", "--chunk-rows", "3000"]
+    out = bench.main(bench.parse([*small, "--kill-at", "graph", "--tmp", str(tmp_path)]))
+    assert out["killed"] and out["result_identical"]
+    assert any(stage.endswith("-graph") for stage in out["stages_on_disk_at_kill"])
+    assert out["resumed"]["fit_seconds"] > 0 and out["checkpoint_mb"] > 0
+    ratio = out["resume_wall_s"] / out["full_wall_s"]  # of the unrounded walls
+    assert out["resume_over_full"] == pytest.approx(ratio, abs=0.002)
+
+
+@pytest.mark.slow
+@pytest.mark.distributed
+def test_faults_leave_the_graph_and_the_labels_as_undisturbed(tmp_path):
+    from benchmarks.scale import bench_faults as bench
+
+    small = ["--n-samples", "12000", "--features", "10", "--chunk-rows", "3000"]
+    small += ["--n-hidden", "100"]
+    out = bench.main(bench.parse([*small, "--worker-gb", "1"]))
+    base, *faults = out["runs"]
+    assert base["fault"] is None and [f["fault"] for f in faults] == ["order", "reverse"]
+    for f in faults:
+        assert f["killed_task"] and f["worker_replaced"]
+        assert f["graph_identical"] and f["labels_identical"]
