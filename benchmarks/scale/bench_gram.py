@@ -43,6 +43,7 @@ import numpy as np
 
 from benchmarks._common import REPO_ROOT, blas_info, machine_info, peak_memory_mb, utc_now
 from benchmarks._mixture import mixture_dask
+from benchmarks.scale.bench_uselm_scale import read_input
 
 
 def _load():
@@ -70,22 +71,6 @@ def _baseline_gram(rev, client):
     if client is not None:
         client.upload_file(path)
     return importlib.import_module(name)
-
-
-def read_input(spec):
-    """``parquet:PATH`` or ``zarr:PATH`` -> a dask array of float32 rows (all columns)."""
-    import dask.array as da
-
-    kind, _, path = spec.partition(":")
-    if kind == "parquet":
-        import dask.dataframe as dd
-
-        df = dd.read_parquet(path)
-        df = df[[c for c in df.columns if c != "y"]]
-        return df.to_dask_array(lengths=True).astype(np.float32)
-    if kind == "zarr":
-        return da.from_zarr(path).astype(np.float32)
-    raise ValueError(f"--input must be parquet:PATH or zarr:PATH, got {spec!r}")
 
 
 def _profiled_block(X_blocks, half, layer, compiled, halo_X):
@@ -269,7 +254,9 @@ def main(argv=None):
         )
         baseline = _baseline_gram(args.baseline_rev, client) if args.baseline_rev else None
         if args.input:
-            X = read_input(args.input)
+            X = read_input(args.input)[0]  # as bench_uselm_scale.py --write wrote it
+            X = X.to_dask_array(lengths=True) if hasattr(X, "to_dask_array") else X
+            X = X.astype(np.float32)
         else:
             X = mixture_dask(args.n, args.d, args.clusters, args.seed)[0]
         X = X.rechunk({0: rows, 1: -1}).persist()
