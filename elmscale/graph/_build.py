@@ -176,15 +176,36 @@ def knn_graph(
     if order == "auto":
         order = len(X.chunks[0]) > 1 and X.shape[0] > ORDER_MIN_SAMPLES
     search_rows, by_rows = _search_rows(transform, scaling)
-    X, idx, dist, row_order = _search(
+    X_held, idx, dist, row_order = _search(
         X, backend_fn, n_neighbors, search_rows, by_rows, order, random_state
     )
     graph = _assemble(
-        X, idx, dist, row_order, outer_chunks, source_name, n_neighbors, weights, sigma, normalized
+        X_held,
+        idx,
+        dist,
+        row_order,
+        outer_chunks,
+        source_name,
+        n_neighbors,
+        weights,
+        sigma,
+        normalized,
     )
+    graph.rows_source = _rows_source(X, row_order, graph)
     graph.recall_estimate_ = getattr(backend_fn, "recall_estimate_", None)
     logger.info("kNN graph: %r, %d halo rows in all", graph, graph.halo_size())
     return graph
+
+
+def _rows_source(X, row_order, graph):
+    """The graph's rows read lazily from ``X`` (the input, chunked for the search) as its
+    held ``X`` was made from them: moved to ``row_order`` and split into the graph's chunks
+    (the same values, :func:`~elmscale.utils._dask.persist_compact` holds them exactly).
+    None when the graph's X is ``X`` itself."""
+    rows = X if row_order is None else row_order.apply(X)
+    if tuple(rows.chunks[0]) != graph.chunks:
+        rows = moved_rows(rows, lambda A: A.rechunk({0: graph.chunks}))
+    return None if rows is X or rows.name == graph.X.name else rows
 
 
 def _assemble(

@@ -9,7 +9,14 @@ import dask.array as da
 import numpy as np
 import scipy.sparse as sp
 
-from ..utils._dask import cluster_threads, default_group_bytes, held_blocks, named, row_groups
+from ..utils._dask import (
+    cluster_threads,
+    default_group_bytes,
+    held_blocks,
+    named,
+    persist_compact,
+    row_groups,
+)
 from ._chunking import GROUPS_PER_THREAD
 from ._exchange import exchange, whole_sources
 from ._laplacian import _halo_indices, _halo_sources, _take_rows
@@ -54,6 +61,10 @@ class KNNGraph:
         Set by :func:`knn_graph`: the share of true k nearest neighbours that the search
         found for a sample of rows (``CellSearch``'s estimate), None for an exact search or a
         backend that gives none.
+    rows_source : dask array or None
+        Set by :func:`knn_graph` when ``X`` is a held copy of the input's rows (moved to the
+        graph's order or chunks): the same rows, lazily, from the input, what
+        :meth:`release_rows` puts in X's place. None where X holds nothing of its own.
     """
 
     def __init__(
@@ -81,6 +92,7 @@ class KNNGraph:
         self.order = order
         self.source_name = X.name if source_name is None else source_name
         self.halo_counts, self.halo_sources = _halo_sources(self.blocks, self.starts)
+        self.rows_source = None
 
     @property
     def n_samples(self):
@@ -93,6 +105,23 @@ class KNNGraph:
     def built_on(self, X):
         """Whether the graph was built for the dask array X (by name: the same array)."""
         return self.source_name == X.name
+
+    def release_rows(self):
+        """Let go of the held copy of the input's rows: ``X`` becomes :attr:`rows_source`,
+        the same values read lazily from the input, so this process or the workers free the
+        copy once the tasks that read it have run (a graph filter's first step reads it, and
+        no later step does). A pass that reads ``X`` afterwards moves the input's rows again;
+        :meth:`hold_rows` holds them again. Returns whether a held copy was let go."""
+        if self.rows_source is None or self.X is self.rows_source:
+            return False
+        self.X = self.rows_source
+        return True
+
+    def hold_rows(self):
+        """Hold ``X`` again (compactly, :func:`~elmscale.utils._dask.persist_compact`)
+        after :meth:`release_rows`, for the passes that will read it; otherwise nothing."""
+        if self.rows_source is not None and self.X is self.rows_source:
+            self.X = persist_compact(self.X, f"{PREFIX}-rows")
 
     def in_graph_order(self, array):
         """A row-aligned dask array (or None) moved to the graph's row order."""

@@ -18,6 +18,11 @@ An exchange thus has at most n_chunks x n_groups + n_chunks + n_groups tasks, an
 destination receives exactly the pieces the pairwise exchange would have given it, in the
 same order.
 
+In one process (no distributed client, or a single worker) nothing crosses a network, and
+packs would only hold every destination's pieces until the last unpack has run: each
+destination's unpack task then reads its sources whole (the blocks themselves, not copies)
+and takes its pieces itself, so only the pieces of destinations being worked on exist.
+
 An unpack task holds its group's whole packs, so a group receiving more than a worker can
 hold would fail on a worker with a memory limit however small the chunks. When the caller
 knows what each destination receives (``nbytes``), a worker's destinations are split further
@@ -170,7 +175,8 @@ def exchange(stage, take, sources, requests, wants=None, *, make=None, nbytes=No
         holds (:func:`worker_groups`); the pieces of ``whole`` sources excluded.
     whole : list of set, optional
         Per destination, the sources its unpack task reads whole and cuts its pieces from
-        itself (:func:`whole_sources`), instead of receiving them in a pack.
+        itself (:func:`whole_sources`), instead of receiving them in a pack; in one process
+        every source.
 
     Returns
     -------
@@ -180,7 +186,12 @@ def exchange(stage, take, sources, requests, wants=None, *, make=None, nbytes=No
     """
     make = make or _dask.task
     out = [None] * len(requests)
-    for worker, group in worker_groups(len(requests), nbytes):
+    groups = worker_groups(len(requests), nbytes)
+    if all(worker is None for worker, _ in groups):
+        # one process: every destination takes its pieces from the sources themselves, so no
+        # pack holds pieces for destinations whose tasks have not run
+        whole = [{s for s, _ in request} for request in requests]
+    for worker, group in groups:
         group_wants = None
         if wants is not None:
             group_wants = make(f"{stage}-wants", _collect, *[wants[b] for b in group])

@@ -293,8 +293,11 @@ def smoothed_graph_if_kept(graph, steps, min_variance, scale=None, *, dtype=None
     gathers all shares at the end: one round trip.
     Returns ``(graph_f, kept, steps_taken)``: ``graph_f`` None when a step fell below
     ``min_variance``, else the graph of :func:`smoothed_graph` (equal to it), ``kept`` the
-    share after the last step taken. ``dtype``: the steps' dtype (:func:`smooth_rows`);
-    ``graph_f.X`` has X's.
+    share after the last step taken. While the steps after the first run, ``graph`` holds no
+    copy of the input's rows (:meth:`KNNGraph.release_rows`): only the filtered rows are
+    read, and the two latest steps' rows are what the filter holds; when the filter is not
+    kept, ``graph`` holds its rows again, as before the call. ``dtype``: the steps' dtype
+    (:func:`smooth_rows`); ``graph_f.X`` has X's.
     """
     w = _feature_weights(scale)
     every = max(1, graph.X.shape[0] // SHARE_SAMPLE_ROWS)
@@ -304,6 +307,7 @@ def smoothed_graph_if_kept(graph, steps, min_variance, scale=None, *, dtype=None
     walk = _RandomWalk(graph, X.shape[1], dtype)
     (before,) = dask.persist(_sampled_moments(graph.X, every))  # read by every step's share
     Z, go, shares = walk.start(X), True, []
+    del X  # the first step is the last reader of the graph's rows (released below)
     for _ in range(int(steps)):
         # each step is submitted as soon as it is built and the client builds the next one
         # while the workers compute: persists, which the client does not wait for
@@ -313,10 +317,14 @@ def smoothed_graph_if_kept(graph, steps, min_variance, scale=None, *, dtype=None
             go = task("smooth-go", _keep_going, go, share, min_variance)
         Z, share, go = _persist_steps(Z, share, go)
         shares.append(share)
+        # the steps after the first read filtered rows only: the graph's held copy of the
+        # input's rows goes while they run (held again below if the filter is not kept)
+        graph.release_rows()
     Z = persist_compact(walk.by_graph_chunks(Z), f"{PREFIX}-smoothed", dtype=graph.X.dtype)
     shares = dask.compute(*shares)
     for t, kept in enumerate(shares, start=1):
         if kept < min_variance:
+            graph.hold_rows()
             return None, kept, t
     return _with_rows(graph, Z), kept, int(steps)
 
@@ -337,6 +345,7 @@ def _with_rows(graph, X_filtered):
     """A shallow copy of the graph whose ``X`` (and ``source_name``) are the filtered rows."""
     graph_f = copy.copy(graph)
     graph_f.X = X_filtered
+    graph_f.rows_source = None
     graph_f.source_name = X_filtered.name
     return graph_f
 

@@ -213,3 +213,46 @@ def test_float32_steps_agree_with_float64(mixture):
     np.testing.assert_array_equal(graph_f.X.compute(), Z32.compute().astype(np.float64))
     with pytest.raises(ValueError, match="dtype must be float32 or float64"):
         smooth_rows(graph, 1, dtype=np.int64)
+
+
+def _held_arrays(X):
+    """The NumPy blocks a persisted dask array holds in this process."""
+    values = (getattr(v, "value", v) for v in dict(X.__dask_graph__()).values())
+    return [v for v in values if isinstance(v, np.ndarray)]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_the_filter_lets_go_of_the_graphs_copy_of_the_rows(mixture, dtype):
+    """The graph's rows in its order are a held copy of the input's; ``rows_source`` reads the
+    same values lazily. While the filter's later steps run the graph lets go of its copy (the
+    blocks are freed), and gives the same rows after; when the filter is not kept the graph
+    holds its rows again."""
+    import gc
+    import weakref
+
+    from elmscale.graph import smoothed_graph_if_kept
+
+    Xd = da.from_array(mixture.astype(dtype), chunks=(200, 4))
+    graph = knn_graph(Xd, 6, backend="cells", order=True, random_state=0)
+    rows = graph.X.compute()
+    assert graph.rows_source is not None and graph.rows_source.dtype == graph.X.dtype
+    np.testing.assert_array_equal(graph.rows_source.compute(), rows)  # bit for bit
+    held = [weakref.ref(block) for block in _held_arrays(graph.X)]
+    assert held
+    graph_f, _, taken = smoothed_graph_if_kept(graph, 3, 0.0)
+    gc.collect()
+    assert taken == 3 and graph.X is graph.rows_source and graph_f.rows_source is None
+    assert not any(ref() is not None for ref in held)
+    np.testing.assert_array_equal(graph.X.compute(), rows)
+    np.testing.assert_array_equal(graph_f.X.compute(), smooth_rows(graph, 3).compute())
+    none, _, _ = smoothed_graph_if_kept(graph, 3, 0.999)
+    assert none is None and graph.X is not graph.rows_source and _held_arrays(graph.X)
+    np.testing.assert_array_equal(graph.X.compute(), rows)
+
+
+def test_a_graph_on_the_input_rows_holds_no_copy(mixture):
+    """Without a row order (and in the input's chunks) the graph's X is the input's rows:
+    nothing to let go of."""
+    Xd = da.from_array(mixture, chunks=(200, 4))
+    graph = knn_graph(Xd, 6, backend="cells", order=False, random_state=0)
+    assert graph.rows_source is None and not graph.release_rows()

@@ -127,6 +127,27 @@ def test_exchange_gives_each_destination_its_pieces_in_order():
     )
 
 
+@pytest.mark.parametrize("with_wants", [False, True])
+def test_in_one_process_each_destination_takes_its_own_pieces(with_wants):
+    """Without a client nothing crosses a network: no pack task holds pieces for all
+    destinations until the last one has run; each destination's task reads the source
+    blocks themselves and cuts its pieces, the same pieces in the same order."""
+    nb = 6
+    blocks = [dask.delayed(np.arange)(10 * s, 10 * s + 10) for s in range(nb)]
+    requests = [[(s, (b,)) for s in range(nb) if s != b] for b in range(nb)]
+    wants = [dask.delayed(int)(b) for b in range(nb)] if with_wants else None
+    out = exchange(
+        "test-swap", _pick_plus if with_wants else _pick, [(b,) for b in blocks], requests, wants
+    )
+    keys = set().union(*(dict(o.__dask_graph__()) for o in out))
+    assert not [k for k in keys if key_split(k) == "test-swap"]  # no packs
+    assert sum(key_split(k) == "test-swap-unpack" for k in keys) == nb
+    assert dask.compute(*out) == tuple(
+        tuple(10 * s + b + (b if with_wants else 0) for s, _ in req)
+        for b, req in enumerate(requests)
+    )
+
+
 def _pick_plus(block, want, offset):
     return block[offset] + want
 
