@@ -176,22 +176,9 @@ def knn_graph(
     if order == "auto":
         order = len(X.chunks[0]) > 1 and X.shape[0] > ORDER_MIN_SAMPLES
     search_rows, by_rows = _search_rows(transform, scaling)
-    X_held, idx, dist, row_order = _search(
-        X, backend_fn, n_neighbors, search_rows, by_rows, order, random_state
-    )
-    graph = _assemble(
-        X_held,
-        idx,
-        dist,
-        row_order,
-        outer_chunks,
-        source_name,
-        n_neighbors,
-        weights,
-        sigma,
-        normalized,
-    )
-    graph.rows_source = _rows_source(X, row_order, graph)
+    searched = _search(X, backend_fn, n_neighbors, search_rows, by_rows, order, random_state)
+    graph = _assemble(*searched, outer_chunks, source_name, n_neighbors, weights, sigma, normalized)
+    graph.rows_source = _rows_source(X, searched[3], graph)  # searched: X, idx, dist, order
     graph.recall_estimate_ = getattr(backend_fn, "recall_estimate_", None)
     logger.info("kNN graph: %r, %d halo rows in all", graph, graph.halo_size())
     return graph
