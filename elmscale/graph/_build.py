@@ -188,11 +188,11 @@ def _rows_source(X, row_order, graph):
     """The graph's rows read lazily from ``X`` (the input, chunked for the search) as its
     held ``X`` was made from them: moved to ``row_order`` and split into the graph's chunks
     (the same values, :func:`~elmscale.utils._dask.persist_compact` holds them exactly).
-    None when the graph's X is ``X`` itself."""
+    None when the graph's X is ``X`` itself (no order, the same chunks)."""
     rows = X if row_order is None else row_order.apply(X)
     if tuple(rows.chunks[0]) != graph.chunks:
         rows = moved_rows(rows, lambda A: A.rechunk({0: graph.chunks}))
-    return None if rows is X or rows.name == graph.X.name else rows
+    return None if rows is X else rows
 
 
 def _assemble(

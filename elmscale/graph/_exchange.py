@@ -141,11 +141,9 @@ def whole_sources(rows, source_rows, share=None):
 
     ``rows[b]``: ``{source: rows destination b asks of it}``; ``source_rows[s]``: the rows
     source s holds. Cut into pieces, a source's rows cross the network once per destination;
-    read whole, the chunk crosses once per worker, shared by the destinations there. Without
-    a distributed client nothing crosses a network: none."""
+    read whole, the chunk crosses once per worker, shared by the destinations there. In one
+    process :func:`exchange` reads every source whole, whatever this gives."""
     share = WHOLE_CHUNK_SHARE if share is None else share
-    if not cluster_workers():
-        return [set() for _ in rows]
     return [{s for s, n in asked.items() if n > share * source_rows[s]} for asked in rows]
 
 
