@@ -92,7 +92,7 @@ def test_block_search_equals_an_exact_search_of_the_probed_cells(ties, chunks, b
 
 @pytest.mark.parametrize(
     ("d", "n", "budget"),
-    [(64, 6000, 5 * 2**18), (4096, 4400, 64 * 2**20)],
+    [(64, 6000, 5 * 2**18), (4096, 1100, 16 * 2**20)],
 )
 @pytest.mark.slow
 def test_a_search_task_holds_at_most_its_budget_whatever_d(d, n, budget, monkeypatch):
@@ -128,7 +128,7 @@ def test_a_search_task_holds_at_most_its_budget_whatever_d(d, n, budget, monkeyp
 
 @pytest.mark.parametrize(
     ("d", "n", "budget"),
-    [(64, 2400, 2**19), (1024, 1500, 4 * 2**20)],
+    [(64, 2400, 2**19), (1024, 750, 2 * 2**20)],
 )
 @pytest.mark.slow
 def test_a_join_task_holds_at_most_its_budget_whatever_d(d, n, budget, monkeypatch):
