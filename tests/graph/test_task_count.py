@@ -1,5 +1,5 @@
 """The graph's exchanges cost O(n_chunks) tasks: counted on a real multi-process cluster with
-distributed's task stream at 20, 40 and 80 chunks of the same data, and on the local
+distributed's task stream at 10, 20 and 40 chunks of the same data, and on the local
 scheduler from the exchange itself; the results stay the same for every chunking."""
 
 import collections
@@ -17,15 +17,15 @@ from elmscale.graph import CellSearch, knn_graph
 from elmscale.graph._chunking import graph_chunks
 from elmscale.graph._exchange import exchange, split_by_bytes, worker_groups
 
-CHUNK_COUNTS = (20, 40, 80)
+CHUNK_COUNTS = (10, 20, 40)
 #: tasks at 4x the chunks may be at most this many times the tasks at 1x (linear: 4)
 LINEAR_BOUND = 4.4
 
 
 @pytest.fixture(scope="module")
 def mixture():
-    """12,000 points in 8-d, 10 blobs, float32."""
-    X, _ = make_blobs(12_000, n_features=8, centers=10, random_state=0)
+    """6,000 points in 8-d, 10 blobs, float32."""
+    X, _ = make_blobs(6_000, n_features=8, centers=10, random_state=0)
     return X.astype(np.float32)
 
 
