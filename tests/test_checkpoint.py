@@ -18,6 +18,7 @@ import elmscale
 from elmscale import ELMJEC, EMMC, SSELM, USELM, cli, gram
 from elmscale.algorithms import _elmjec, _uselm
 from elmscale.checkpoint import CheckpointCorruptError, CheckpointMismatchError
+from elmscale.graph import _build
 from elmscale.mixins import GraphMixin
 
 from .test_no_large_compute import (  # noqa: F401  (fixture)
@@ -127,8 +128,9 @@ def test_a_gram_pass_killed_midway_resumes_from_its_partial_sums(mixture, tmp_pa
 @pytest.mark.slow
 @pytest.mark.distributed
 def test_uselm_resumes_on_a_cluster(dask_client, tmp_path, monkeypatch):
-    X, _ = make_blobs(n_samples=24_000, n_features=5, centers=4, random_state=1)
-    Xd = _dask(X, chunks=3000)  # > 20,000 rows: the graph has a locality order
+    monkeypatch.setattr(_build, "ORDER_MIN_SAMPLES", 0)  # a locality order, as above 20,000 rows
+    X, _ = make_blobs(n_samples=6_000, n_features=5, centers=4, random_state=1)
+    Xd = _dask(X, chunks=750)  # 8 chunks: the graph is built on 8 runs
     params = {"n_hidden": 40, "n_init": 2, "graph": "exact"}
     full = _model(**params).fit(Xd)
     with monkeypatch.context() as m:
