@@ -349,10 +349,10 @@ def test_writing_and_resuming_bring_no_n_sized_array_to_the_client(
 
     # the training reference predict searches is bounded by its byte budgets, not by N:
     # made smaller than N rows and N keys here
-    monkeypatch.setattr(_reference, "REFERENCE_BYTES", 2**19)
-    monkeypatch.setattr(_reference, "LOOKUP_BYTES", 2**18)
-    N = 30_000
-    Xd = _dask(np.random.RandomState(0).randn(N, 3), chunks=6_000)
+    monkeypatch.setattr(_reference, "REFERENCE_BYTES", 2**18)
+    monkeypatch.setattr(_reference, "LOOKUP_BYTES", 2**17)
+    N = 21_000
+    Xd = _dask(np.random.RandomState(0).randn(N, 3), chunks=5_250)
     params = {"n_clusters": 3, "n_hidden": 20, "graph": "exact", "n_neighbors": 5}
     _model(**params).fit(Xd, checkpoint=tmp_path)  # locality order, smoothing, the Gram pass
     assert (tmp_path / "02-graph" / "graph-0" / "order").is_dir()

@@ -51,11 +51,11 @@ def test_uselm_fit_on_dask_input_brings_back_no_n_sized_array(no_large_compute, 
     made smaller than N rows and N keys), not by N."""
     from elmscale.graph import _reference
 
-    monkeypatch.setattr(_reference, "REFERENCE_BYTES", 2**19)
-    monkeypatch.setattr(_reference, "LOOKUP_BYTES", 2**18)
-    N = 30_000
+    monkeypatch.setattr(_reference, "REFERENCE_BYTES", 2**18)
+    monkeypatch.setattr(_reference, "LOOKUP_BYTES", 2**17)
+    N = 21_000
     X = np.random.RandomState(0).randn(N, 3)
-    Xd = da.from_array(X, chunks=(6_000, 3))
+    Xd = da.from_array(X, chunks=(5_250, 3))
     model = elmscale.USELM(
         n_clusters=3, n_hidden=20, graph="exact", n_neighbors=5, random_state=0
     ).fit(Xd)
@@ -69,14 +69,14 @@ def test_uselm_fit_on_dask_input_brings_back_no_n_sized_array(no_large_compute, 
 def test_sselm_primal_higher_power_brings_back_no_n_sized_array(no_large_compute):
     """p = 5 in the primal: L^2 H (N x n_hidden) is persisted on the cluster, never computed
     to the client; only the n_hidden x n_hidden sums come back."""
-    N = 30_000
+    N = 21_000
     rng = np.random.RandomState(0)
     X = rng.randn(N, 3)
     y = np.where(rng.rand(N) < 0.01, (X[:, 0] > 0).astype(int), -1)
-    Xd = da.from_array(X, chunks=(6_000, 3))
+    Xd = da.from_array(X, chunks=(5_250, 3))
     model = elmscale.SSELM(
         n_hidden=20, graph="exact", n_neighbors=5, laplacian_power=5, lam=0.1, random_state=0
-    ).fit(Xd, da.from_array(y, chunks=6_000))
+    ).fit(Xd, da.from_array(y, chunks=5_250))
     assert model._solver == "primal"
     assert max_rows(no_large_compute) <= 20_000 < N
 
