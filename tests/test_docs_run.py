@@ -176,6 +176,7 @@ def test_graph_guide_runs_without_warnings(digits_X):
 
 
 @pytest.mark.slow  # umap-learn compiles with numba in every fresh process (tens of seconds)
+@pytest.mark.xdist_group("numba")  # one process compiles pynndescent and umap-learn once
 def test_graph_guide_runs_with_umap(digits_X):
     pytest.importorskip("umap")
     # the guide says umap-learn warns that transform is unavailable without its own index

@@ -240,6 +240,7 @@ def test_layout_of_very_few_rows_is_their_principal_plane():
 
 
 @pytest.mark.slow  # umap-learn compiles with numba in every fresh process (tens of seconds)
+@pytest.mark.xdist_group("numba")  # one process compiles pynndescent and umap-learn once
 def test_umap_layout_is_seeded():
     pytest.importorskip("umap")
     from sklearn.datasets import make_blobs

@@ -588,6 +588,7 @@ def test_plugin_calling_sys_exit_on_import_is_contained(fake_entry_points, tmp_p
 
 
 @pytest.mark.slow  # numba compiles pynndescent for ~20 s; the exact backend covers the checks
+@pytest.mark.xdist_group("numba")  # one process compiles pynndescent and umap-learn once
 def test_pynndescent_graph_meets_the_contract():
     check_graph_backend("pynndescent", min_recall=0.9)
 

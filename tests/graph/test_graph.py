@@ -36,6 +36,7 @@ def test_exact_backend_never_returns_self_even_with_duplicates():
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("numba")  # one process compiles pynndescent and umap-learn once
 def test_nndescent_recall_on_clustered_data(rng):
     from sklearn.datasets import make_blobs
 

@@ -141,6 +141,7 @@ def test_spectral_clustering_in_a_pipeline_matches_scikit_learns(blobs):
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("numba")  # one process compiles pynndescent and umap-learn once
 def test_umap_in_a_pipeline_takes_the_graph(blobs):
     """umap-learn's precomputed path (which refuses a sparse graph that is not symmetric)
     embeds the graph in a pipeline, from the kNN lists the graph holds."""
@@ -214,6 +215,7 @@ def test_symmetric_transform_of_the_training_data_is_fit_transform(blobs, blobs_
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("numba")  # one process compiles pynndescent and umap-learn once
 def test_knn_arrays_feed_umap(blobs):
     umap = pytest.importorskip("umap")
     X, _ = blobs
