@@ -1,13 +1,15 @@
-"""How much USELM's defaults depend on the seed: every shared set, seeds 0..S-1 and unseeded fits,
-each set's mean, worst and spread of ACC (Hungarian matching) and NMI.
+"""How much an estimator's defaults depend on the seed: every shared set, seeds 0..S-1 and
+unseeded fits, each set's mean, worst and spread of ACC (Hungarian matching) and NMI.
 
     python -m benchmarks.quality.bench_seeds --seeds 10 --unseeded 3 --csv seeds.csv
     python -m benchmarks.quality.bench_seeds --datasets mnist --seeds 10 --unseeded 3 --predict
     python -m benchmarks.quality.bench_seeds --datasets mnist --holdout --seeds 10
     python -m benchmarks.quality.bench_seeds --peer KMeans --seeds 10 --unseeded 0
+    python -m benchmarks.quality.bench_seeds --estimator EMMC --datasets mnist --set tol=0
 
-One fit per (set, seed): ``USELM(n_clusters=c, random_state=seed)`` with its defaults, or with
-``--set param=value`` overrides (give the variant a ``--tag``). ``--predict`` also records how
+One fit per (set, seed): ``USELM(n_clusters=c, random_state=seed)`` (or ``--estimator``'s) with
+its defaults, or with ``--set param=value`` overrides (give the variant a ``--tag``; another
+estimator's rows are tagged with its name). ``--predict`` also records how
 often ``predict`` on the training rows agrees with ``labels_``, and on the training rows moved
 by noise of 1e-3 of each feature's spread (``agree_moved``: the vote among the nearest
 training rows, where a training row itself takes its own label); ``--holdout`` fits on the rows
@@ -121,7 +123,7 @@ def moved(X, seed):
     return (X + noise).astype(X.dtype, copy=False)
 
 
-def fit_one(name, data, seed, params, mode, cuts):
+def fit_one(name, data, seed, params, mode, cuts, estimator="USELM"):
     """One fit and its record."""
     import elmscale
 
@@ -129,11 +131,12 @@ def fit_one(name, data, seed, params, mode, cuts):
     c = len(np.unique(y))
     cuts.lines.clear()
     t0 = time.perf_counter()
-    model = elmscale.USELM(c, random_state=seed, **params).fit(X)
+    model = getattr(elmscale, estimator)(c, random_state=seed, **params).fit(X)
     sec = time.perf_counter() - t0
     labels = np.asarray(model.labels_)
     acc, mi = score(y, labels)
-    rec = dict(acc=acc, nmi=mi, n_components=model.n_components_, seconds=sec)
+    n_o = getattr(model, "n_components_", 0)
+    rec = dict(acc=acc, nmi=mi, n_components=n_o, seconds=sec)
     if mode == "predict":
         rec["agree"] = float(np.mean(np.asarray(model.predict(X)) == labels))
         rec["agree_moved"] = float(np.mean(np.asarray(model.predict(moved(X, seed))) == labels))
@@ -212,7 +215,8 @@ def main(argv=None):
     p.add_argument("--seeds", type=int, default=10, help="seeds 0..S-1")
     p.add_argument("--first-seed", type=int, default=0)
     p.add_argument("--unseeded", type=int, default=3, help="fits with random_state=None")
-    p.add_argument("--set", default="", help="USELM parameters, e.g. 'n_components=15'")
+    p.add_argument("--estimator", default="USELM", choices=("USELM", "EMMC", "ELMJEC", "TUMKELM"))
+    p.add_argument("--set", default="", help="parameters, e.g. 'n_components=15'")
     p.add_argument("--tag", default="")
     p.add_argument("--predict", action="store_true", help="predict(X) vs labels_ agreement")
     p.add_argument("--holdout", action="store_true", help="fit on train rows, predict test rows")
@@ -229,6 +233,8 @@ def main(argv=None):
     mode = "holdout" if args.holdout else "predict" if args.predict else "fit"
     if args.peer:
         mode, args.tag = "peer", args.peer
+    elif args.estimator != "USELM":
+        args.tag = ":".join(filter(None, (args.estimator, args.tag)))
     params = parse_config(args.set) if args.set else {}
     Path(args.csv).parent.mkdir(parents=True, exist_ok=True)
     seeds = [*range(args.first_seed, args.first_seed + args.seeds)]
@@ -265,7 +271,7 @@ def _fit_all(args, names, seeds, mode, params, cuts):
                 rec = peer_one(name, data, state, args.peer)
                 rec["n_components"] = 0
             else:
-                rec = fit_one(name, data, state, params, mode, cuts)
+                rec = fit_one(name, data, state, params, mode, cuts, args.estimator)
             row = dict(dataset=name, n=data[0].shape[0], tag=args.tag, mode=mode, seed=seed)
             row.update(rec)
             _append(args.csv, row)

@@ -482,8 +482,8 @@ class EMMC(DataNodesMixin, ClusterMixin, BaseELM):
     iteration (a) trains an ELM, ``beta = (H^T H + I/C)^-1 H^T t``,
     (b) relabels every point from its outputs ``H beta`` and (c) enforces
     ``-l <= N_p - N_q <= l`` for every pair of clusters by moving the points of the largest
-    cluster that prefer the smallest one most, until the labels stop changing or
-    ``max_iter`` is reached.
+    cluster that prefer the smallest one most, until the labels stop changing (at most
+    ``tol * n_samples`` of them change in an iteration) or ``max_iter`` is reached.
 
     Parameters
     ----------
@@ -535,6 +535,11 @@ default="kmeans"
         Restarts of the k-means initialisation.
     max_iter : int, default=50
         Maximum EMMC iterations.
+    tol : float in [0, 1), default=1e-4
+        The iterations stop once an iteration changes at most ``tol * n_samples`` labels
+        (0: only when none change). On a large set the last iterations each move a few
+        points for a pass over H while the objective no longer moves; below ``1 / tol``
+        samples the rule is the paper's (no label changes).
     select : {"last", "lowest_loss"}, default="lowest_loss"
         The labels returned: the last iteration's (Algorithm 1), or the first with the
         lowest objective (``objectives_``) among the start and every iteration, a label-free
@@ -559,7 +564,8 @@ default="kmeans"
     cluster_sizes_ : ndarray of shape (n_clusters,)
     n_iter_ : int
     converged_ : bool
-        Whether the labels stopped changing before ``max_iter``.
+        Whether the labels stopped changing (at most ``tol * n_samples`` changed) before
+        ``max_iter``.
     cycle_ : (int, int) or None
         ``(start, period)`` where the iterations returned to the labels of iteration
         ``start`` (the initial labels are iteration 0) after ``period`` more: every later
@@ -632,6 +638,7 @@ default="kmeans"
         "init": [StrOptions(set(INITS)), "array-like"],
         "n_init": [Interval(Integral, 1, None, closed="left")],
         "max_iter": [Interval(Integral, 1, None, closed="left")],
+        "tol": [Interval(Real, 0, 1, closed="left")],
         "select": [StrOptions({"last", "lowest_loss"})],
         **DataNodesMixin._data_node_constraints,
     }
@@ -664,6 +671,7 @@ default="kmeans"
         scaling="standard",
         n_init=10,
         max_iter=50,
+        tol=1e-4,
         select="lowest_loss",
         cache="auto",
         random_state=None,
@@ -681,6 +689,7 @@ default="kmeans"
         self.scaling = scaling
         self.n_init = n_init
         self.max_iter = max_iter
+        self.tol = tol
         self.select = select
         self.cache = cache
         self.random_state = random_state
@@ -817,13 +826,13 @@ default="kmeans"
                 n_moved,
                 sizes.tolist(),
             )
-            if n_changed == 0:
+            if n_changed <= self.tol * reduction.n_samples:
                 converged = True
                 break
             if self.select == "lowest_loss" and self._closes_cycle(seen, key, it + 1, objectives):
                 break
             seen[key] = it + 1
-        if not converged and self.cycle_ is None:
+        if n_changed and self.cycle_ is None:
             # the objective of the last labels, whose ELM was not fitted
             last = solve(htf @ T)
             objectives.append(emmc_objective(htf, last, sizes, T))

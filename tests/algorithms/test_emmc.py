@@ -393,10 +393,47 @@ def test_distributed_fit_matches_synchronous(dask_client, blobs_dask):
     np.testing.assert_allclose(got.output_weights_, ref.output_weights_, rtol=1e-10)
 
 
+def _stop_at(n_changed, n_samples, tol):
+    """The iterations a fit with ``tol`` runs, from the changes of a fit with tol=0."""
+    return next(i + 1 for i, c in enumerate(n_changed) if c <= tol * n_samples)
+
+
+def test_tol_stops_where_few_labels_change_with_the_labels_of_a_shorter_run(global_seed):
+    """With ``tol`` the iterations end after the first that changes at most tol * N labels,
+    and the fit is the one ``tol=0`` gives with ``max_iter`` at that iteration."""
+    X, _ = make_blobs(600, n_features=6, centers=4, cluster_std=4.0, random_state=global_seed)
+    params = dict(n_clusters=4, n_hidden=60, init="random", random_state=global_seed)
+    full = EMMC(tol=0, **params).fit(X)
+    changed = [h["n_changed"] for h in full.history_]
+    small = sorted({c for c in changed if c > 0})
+    if len(changed) < 3 or not small:
+        pytest.skip(f"the iterations end too soon to stop earlier: {changed}")
+    tol = small[0] / len(X)
+    stop = _stop_at(changed, len(X), tol)
+    assert stop < full.n_iter_
+    early = EMMC(tol=tol, **params).fit(X)
+    capped = EMMC(tol=0, max_iter=stop, **params).fit(X)
+    assert early.n_iter_ == stop and early.converged_
+    assert [h["n_changed"] for h in early.history_] == changed[:stop]
+    np.testing.assert_array_equal(early.labels_, capped.labels_)
+    np.testing.assert_array_equal(early.objectives_, capped.objectives_)
+    np.testing.assert_array_equal(early.output_weights_, capped.output_weights_)
+
+
+def test_tol_below_one_label_is_the_papers_rule(blobs):
+    """Below 1 / tol samples only an iteration that changes no label ends the fit."""
+    a = EMMC(n_clusters=3, tol=0, random_state=0).fit(blobs[0])
+    b = EMMC(n_clusters=3, tol=0.99 / len(blobs[0]), random_state=0).fit(blobs[0])
+    assert a.n_iter_ == b.n_iter_
+    np.testing.assert_array_equal(a.labels_, b.labels_)
+
+
 # -- errors -------------------------------------------------------------------------------------
 @pytest.mark.parametrize(
     "params, match",
     [
+        (dict(tol=1.0), r"The 'tol' parameter of EMMC must be a float in the range \[0.0, 1.0\)"),
+        (dict(tol=-1e-4), r"The 'tol' parameter of EMMC must be a float in the range"),
         (
             dict(balance=1.5),
             r"The 'balance' parameter of EMMC must be a float in the range "
