@@ -257,7 +257,8 @@ class ELMJEC(GraphMixin, EmbeddingClusterMixin, BaseELM):
     F)^-1`` (eq. 10) are the cluster centres in the embedding. Each iteration runs k-means on
     E started from G (the baseline) and ``n_restarts`` k-means++ restarts, keeps the run with
     the lowest k-means objective, then updates beta and G. It stops when the partition no
-    longer changes (up to renaming the clusters) or after ``max_iter`` iterations.
+    longer changes (up to renaming the clusters; with ``tol``, when at most ``tol *
+    n_samples`` points change cluster) or after ``max_iter`` iterations.
 
     Parameters
     ----------
@@ -273,6 +274,11 @@ class ELMJEC(GraphMixin, EmbeddingClusterMixin, BaseELM):
         k-means++ restarts per iteration besides the one started from G (0: baseline only).
         Also the number of restarts of the initial k-means on X (at least 1).
     max_iter : int, default=20
+    tol : float in [0, 1), default=0.0
+        The iterations stop after one that moves at most ``tol * n_samples`` points to
+        another cluster, with beta and G updated to its partition; 0 (the paper's rule):
+        only when none move. On a large set the last iterations each move a few points for
+        a pass over H and two k-means runs.
     activation : str or callable, default="sigmoid"
     graph : "auto", str or callable, default="auto"
         kNN backend (``elmscale.available("graph")``). "auto" takes "exact" up to 10,000
@@ -379,6 +385,7 @@ class ELMJEC(GraphMixin, EmbeddingClusterMixin, BaseELM):
         "gamma": [Interval(Real, 0, None, closed="neither")],
         "n_restarts": [Interval(Integral, 0, None, closed="left")],
         "max_iter": [Interval(Integral, 0, None, closed="left")],
+        "tol": [Interval(Real, 0, 1, closed="left")],
     }
 
     def __init__(
@@ -391,6 +398,7 @@ class ELMJEC(GraphMixin, EmbeddingClusterMixin, BaseELM):
         gamma=0.1,
         n_restarts=20,
         max_iter=20,
+        tol=0.0,
         activation="sigmoid",
         graph="auto",
         n_neighbors=5,
@@ -408,6 +416,7 @@ class ELMJEC(GraphMixin, EmbeddingClusterMixin, BaseELM):
         self.gamma = gamma
         self.n_restarts = n_restarts
         self.max_iter = max_iter
+        self.tol = tol
         self.activation = activation
         self.graph = graph
         self.n_neighbors = n_neighbors
@@ -514,6 +523,7 @@ class ELMJEC(GraphMixin, EmbeddingClusterMixin, BaseELM):
                     "ELM-JEC iteration %d: objective %.6g, k-means %.6g (%s), %d labels changed",
                     *(it, obj, inertia, accepted, changed),
                 )
+                s["converged"] = changed <= self.tol * reduction.n_samples
             iterations.save(it, s)
         self._warn(min(s["history"]["n_components"]), s["converged"])
         self.hidden_mean_, self.rank_ = red.mean, red.rank_

@@ -332,12 +332,37 @@ def test_registered_as_plugin():
         (dict(n_neighbors=210), r"n_neighbors=210 must be in \[1, n_samples - 1\]"),
         (dict(n_restarts=-1), "n_restarts"),
         (dict(max_iter=1.5), "max_iter"),
+        (dict(tol=1.0), r"'tol' parameter of ELMJEC must be a float in the range \[0.0, 1.0\)"),
+        (dict(tol="loose"), "'tol' parameter of ELMJEC"),
         (dict(activation="sigmod"), "activation.*sigmoid"),
     ],
 )
 def test_bad_parameters(overlapping, params, match):
     with pytest.raises(ValueError, match=match):
         _model(**params).fit(overlapping[0])
+
+
+def test_tol_stops_where_few_points_move_with_the_model_of_a_shorter_run(global_seed):
+    """With ``tol`` the iterations end after the first that moves at most tol * N points,
+    with beta and G updated to its partition: the fit ``tol=0`` gives with ``max_iter`` at
+    that iteration."""
+    X, _ = make_blobs(500, n_features=4, centers=4, cluster_std=3.5, random_state=global_seed)
+    params = {**PARAMS, "max_iter": 20}
+    full = _model(tol=0, **params).fit(X)
+    moved = [int(c) for c in full.history_["n_changed"][1:]]
+    small = sorted({c for c in moved if c > 0})
+    if len(moved) < 2 or not small:
+        pytest.skip(f"the iterations end too soon to stop earlier: {moved}")
+    tol = small[0] / len(X)
+    stop = next(i + 1 for i, c in enumerate(moved) if c <= tol * len(X))
+    assert stop < full.n_iter_
+    early = _model(tol=tol, **params).fit(X)
+    capped = _model(tol=0, **{**params, "max_iter": stop}).fit(X)
+    assert early.n_iter_ == stop
+    assert [int(c) for c in early.history_["n_changed"][1:]] == moved[:stop]
+    np.testing.assert_array_equal(early.labels_, capped.labels_)
+    np.testing.assert_array_equal(early.output_weights_, capped.output_weights_)
+    np.testing.assert_array_equal(early.cluster_centers_, capped.cluster_centers_)
 
 
 @pytest.mark.parametrize(
