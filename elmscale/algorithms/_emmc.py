@@ -540,6 +540,12 @@ default="kmeans"
         (0: only when none change). On a large set the last iterations each move a few
         points for a pass over H while the objective no longer moves; below ``1 / tol``
         samples the rule is the paper's (no label changes).
+    n_iter_no_change : int or None, default=None
+        With ``select="lowest_loss"``, stop after this many iterations without a new lowest
+        objective (None: never). Where the balance step keeps moving points between two
+        clusters the labels never settle, and the iterations run to ``max_iter`` with
+        objectives above one they found early; the fit is the one a run capped at the
+        stopping iteration gives, which can miss a lower objective found later.
     select : {"last", "lowest_loss"}, default="lowest_loss"
         The labels returned: the last iteration's (Algorithm 1), or the first with the
         lowest objective (``objectives_``) among the start and every iteration, a label-free
@@ -639,6 +645,7 @@ default="kmeans"
         "n_init": [Interval(Integral, 1, None, closed="left")],
         "max_iter": [Interval(Integral, 1, None, closed="left")],
         "tol": [Interval(Real, 0, 1, closed="left")],
+        "n_iter_no_change": [Interval(Integral, 1, None, closed="left"), None],
         "select": [StrOptions({"last", "lowest_loss"})],
         **DataNodesMixin._data_node_constraints,
     }
@@ -672,6 +679,7 @@ default="kmeans"
         n_init=10,
         max_iter=50,
         tol=1e-4,
+        n_iter_no_change=None,
         select="lowest_loss",
         cache="auto",
         random_state=None,
@@ -690,6 +698,7 @@ default="kmeans"
         self.n_init = n_init
         self.max_iter = max_iter
         self.tol = tol
+        self.n_iter_no_change = n_iter_no_change
         self.select = select
         self.cache = cache
         self.random_state = random_state
@@ -809,6 +818,7 @@ default="kmeans"
             objectives.append(emmc_objective(htf, beta, sizes, T))
             if best is None or objectives[-1] < best[0]:
                 best = (objectives[-1], labels, beta, sizes)
+                best_at = it
             new, sizes, n_changed, n_moved, key, htf = self._iteration(features, beta, labels, runs)
             labels = new
             history.append(
@@ -832,6 +842,8 @@ default="kmeans"
             if self.select == "lowest_loss" and self._closes_cycle(seen, key, it + 1, objectives):
                 break
             seen[key] = it + 1
+            if self._no_change(it + 1 - best_at):
+                break
         if n_changed and self.cycle_ is None:
             # the objective of the last labels, whose ELM was not fitted
             last = solve(htf @ T)
@@ -849,6 +861,11 @@ default="kmeans"
         self.converged_ = converged
         self.history_ = history
         self.labels_ = self.as_output(labels.rechunk({0: features.chunks}), reduction.was_dask)
+
+    def _no_change(self, since_best):
+        """Whether ``n_iter_no_change`` iterations ran without a new lowest objective."""
+        patience = self.n_iter_no_change
+        return self.select == "lowest_loss" and patience is not None and since_best >= patience
 
     def _closes_cycle(self, seen, key, it, objectives):
         """Whether iteration ``it``'s partition (``key``) repeats an earlier one (``seen``:

@@ -420,6 +420,27 @@ def test_tol_stops_where_few_labels_change_with_the_labels_of_a_shorter_run(glob
     np.testing.assert_array_equal(early.output_weights_, capped.output_weights_)
 
 
+def test_n_iter_no_change_stops_with_the_fit_of_a_shorter_run(global_seed):
+    """With ``n_iter_no_change`` the iterations end that many iterations after the lowest
+    objective so far, and the fit is the one a run capped there gives."""
+    patience = 1
+    X, _ = make_blobs(600, n_features=6, centers=4, cluster_std=5.0, random_state=global_seed)
+    params = dict(n_clusters=4, n_hidden=60, init="random", tol=0, random_state=global_seed)
+    full = EMMC(n_iter_no_change=None, max_iter=30, **params).fit(X)
+    obj = full.objectives_
+    since = [i - int(np.argmin(obj[:i])) for i in range(1, full.n_iter_ + 1)]
+    stops = [i + 1 for i, gap in enumerate(since) if gap >= patience]
+    if not stops or stops[0] >= full.n_iter_:
+        pytest.skip(f"the objective falls to the end: {obj}")
+    early = EMMC(n_iter_no_change=patience, max_iter=30, **params).fit(X)
+    capped = EMMC(n_iter_no_change=None, max_iter=stops[0], **params).fit(X)
+    assert early.n_iter_ == stops[0] < full.n_iter_
+    np.testing.assert_array_equal(early.labels_, capped.labels_)
+    np.testing.assert_array_equal(early.objectives_, capped.objectives_)
+    np.testing.assert_array_equal(early.objectives_, full.objectives_[: len(early.objectives_)])
+    assert early.objective_ == obj[: stops[0] + 1].min()
+
+
 def test_tol_below_one_label_is_the_papers_rule(blobs):
     """Below 1 / tol samples only an iteration that changes no label ends the fit."""
     a = EMMC(n_clusters=3, tol=0, random_state=0).fit(blobs[0])
@@ -434,6 +455,7 @@ def test_tol_below_one_label_is_the_papers_rule(blobs):
     [
         (dict(tol=1.0), r"The 'tol' parameter of EMMC must be a float in the range \[0.0, 1.0\)"),
         (dict(tol=-1e-4), r"The 'tol' parameter of EMMC must be a float in the range"),
+        (dict(n_iter_no_change=0), r"The 'n_iter_no_change' parameter of EMMC must be an int"),
         (
             dict(balance=1.5),
             r"The 'balance' parameter of EMMC must be a float in the range "
