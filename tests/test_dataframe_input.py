@@ -20,19 +20,19 @@ from ._estimators import NAMES, assert_same_results, make, on_cluster, outputs, 
 
 pytestmark = pytest.mark.distributed
 
-X, Y = make_blobs(600, n_features=4, centers=3, cluster_std=1.5, random_state=0)
+X, Y = make_blobs(300, n_features=4, centers=3, cluster_std=1.5, random_state=0)
 COLUMNS = [f"f{i}" for i in range(X.shape[1])]
 
 
 @pytest.fixture(scope="module")
 def parquet_folder(tmp_path_factory):
-    """X's columns, an unrelated wide block of columns and the label column, in 12 files."""
+    """X's columns, an unrelated wide block of columns and the label column, in 6 files."""
     path = tmp_path_factory.mktemp("data") / "table.parquet"
     table = pd.DataFrame(X, columns=COLUMNS)
     for i in range(30):  # the selection below reads 4 of 35 columns
         table[f"other{i}"] = np.arange(len(X), dtype=np.float64) * i
     table["label"] = Y
-    dd.from_pandas(table, npartitions=12, sort=False).to_parquet(path, write_index=False)
+    dd.from_pandas(table, npartitions=6, sort=False).to_parquet(path, write_index=False)
     return path
 
 
@@ -43,7 +43,7 @@ def _frame(path):
 def test_a_selection_of_columns_is_fused_so_the_test_covers_it(parquet_folder):
     """The premise: dask's own conversion fails on the selected columns (when it stops
     failing, this test says so), elmscale's gives one block per file."""
-    assert frame_to_array(_frame(parquet_folder)).chunks[0] == (50,) * 12
+    assert frame_to_array(_frame(parquet_folder)).chunks[0] == (50,) * 6
     with pytest.raises(ValueError, match="lengths"):
         _frame(parquet_folder).to_dask_array(lengths=True)
 

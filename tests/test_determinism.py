@@ -62,7 +62,13 @@ def test_chunking_does_not_change_the_model(references, name, chunking):
 @pytest.fixture(scope="module", params=[1, 2, 4], ids=lambda n: f"{n}_workers")
 def workers(request):
     """A LocalCluster of n single-threaded worker processes, shared by every estimator and
-    chunking (pytest groups the tests by this parameter)."""
+    chunking (pytest groups the tests by this parameter); for two, the session's cluster,
+    which is that already."""
+    if request.param == 2:
+        client = request.getfixturevalue("dask_client")
+        assert len(client.scheduler_info()["workers"]) == 2
+        yield client
+        return
     with LocalCluster(
         n_workers=request.param,
         threads_per_worker=1,

@@ -29,7 +29,7 @@ CHUNK_ROWS = 600
 # differently, and an eigenvector of a close pair of eigenvalues carries that further
 RTOL = 1e-6
 #: each estimator's defaults but for its size (hidden nodes, restarts, iterations, landmarks)
-SIZE = {"n_hidden": 200, "n_init": 3, "n_restarts": 2, "max_iter": 3, "n_landmarks": 10}
+SIZE = {"n_hidden": 100, "n_init": 3, "n_restarts": 2, "max_iter": 3, "n_landmarks": 10}
 
 
 def _digits():

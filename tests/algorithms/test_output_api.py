@@ -32,7 +32,13 @@ TRANSFORMERS = [
         max_iter=3,
         random_state=0,
     ),
-    TUMKELM(n_clusters=3, kernels=["linear", ("rbf", {"width": 1.0})], random_state=0),
+    TUMKELM(
+        n_clusters=3,
+        kernels=["linear", ("rbf", {"width": 1.0})],
+        n_init=2,
+        max_iter=5,
+        random_state=0,
+    ),
 ]
 SET_OUTPUT_CHECKS = [
     check_set_output_transform,

@@ -20,8 +20,10 @@ JOIN_SMALL = 8 * 2**20
 
 @pytest.fixture(scope="module")
 def ties():
-    """1,500 rows of 16 small integers: exact squared distances, many tied."""
-    return np.random.RandomState(0).randint(0, 4, (1500, 16)).astype(np.float64)
+    """1,000 rows of 16 small integers: exact squared distances, many tied; enough rows that
+    the tiny budget cuts each chunking's chunks into several blocks and JOIN_SMALL joins in
+    several waves."""
+    return np.random.RandomState(0).randint(0, 4, (1000, 16)).astype(np.float64)
 
 
 def _planned(monkeypatch):

@@ -243,7 +243,7 @@ def test_uselm_on_digits_is_the_same_for_any_chunking():
     X = load_digits().data
     fits = [
         elmscale.USELM(
-            n_clusters=10, n_hidden=400, n_components=9, lam=0.1, graph="exact", random_state=0
+            n_clusters=10, n_hidden=200, n_components=9, lam=0.1, graph="exact", random_state=0
         ).fit(da.from_array(X, chunks=(c, 64)))
         for c in (250, 600, 1797)
     ]
