@@ -46,7 +46,9 @@ import dask
 import dask.array as da
 import numpy as np
 
+from .._config import get_config
 from ..utils._dask import cluster_threads, held_blocks, held_rows
+from . import _join_compiled
 from ._backends import exact_kneighbors
 from ._exchange import exchange, split_by_bytes
 from ._select import Operands, exact_sq_distances, lexorder, pair_rows
@@ -138,13 +140,16 @@ def _first_of_runs(*keys):
     return first
 
 
-def _hub_sets(max_candidates, salt, lo, pos, new, pieces):
+def _hub_sets(max_candidates, salt, lo, pos, new, pieces, compiled=False):
     """Each row's hub set (module docstring, step 1): ``(H, H_new, used)``; H (n, s) ordered
     positions padded with -1, H_new their flags, ``used`` (n, m) the forward entries chosen
-    as new (old from the next round on)."""
+    as new (old from the next round on). ``compiled``: per row, by
+    :func:`~elmscale.graph._join_compiled.hub_sets` (the same result)."""
+    target, source, flag = _columns(pieces, (np.int64, np.int64, bool))
+    if _join_compiled.available(compiled):
+        return _join_compiled.hub_sets(max_candidates, salt, lo, pos, new, target, source, flag)
     n = pos.shape[0]
     rows, cols = np.nonzero(pos >= 0)
-    target, source, flag = _columns(pieces, (np.int64, np.int64, bool))
     hub = np.concatenate([rows, target - lo])
     member = np.concatenate([pos[rows, cols], source])
     is_new = np.concatenate([new[rows, cols], flag])
@@ -195,9 +200,11 @@ class JoinWorkspace:
     (``block_values`` values, at most :data:`HUB_BLOCK_VALUES`) and the exact distances'
     pairs (``pairs`` at a time, at most :func:`~elmscale.graph._select.pair_rows`) of rows
     of d values of ``itemsize`` bytes. ``table_budget`` is what is left for the table and
-    the candidate pairs."""
+    the candidate pairs. ``compiled``: the pairs are filtered per hub set by
+    :func:`~elmscale.graph._join_compiled.join_pairs` (no blocks of products)."""
 
-    def __init__(self, budget, d, itemsize):
+    def __init__(self, budget, d, itemsize, compiled=False):
+        self.compiled = compiled
         budget = int(budget)
         self.block_values = max(1, min(HUB_BLOCK_VALUES, budget // (8 * JOIN_BLOCK_BYTES)))
         pair_bytes = (2 * itemsize + max(itemsize, 4)) * d
@@ -279,6 +286,37 @@ def _threshold(sq_dist):
 HUB_BLOCK_VALUES = 1 << 22
 
 
+def _proposed_pairs(H, H_new, t_pos, ops, limit, block_values):
+    """The NumPy path of :func:`~elmscale.graph._join_compiled.join_pairs`: the ordered pairs
+    of a hub set (H, H_new: members as ordered positions, their flags), one of them new,
+    whose product-based squared distance is within the first's ``limit``, as keys ``p *
+    len(t_pos) + q`` of table rows, one array per block of hub sets of about
+    ``block_values`` values."""
+    n, s = H.shape
+    step = max(1, block_values // (s * max(s, ops.d)))
+    found = []
+    for h0 in range(0, n, step):
+        block, block_new = H[h0 : h0 + step], H_new[h0 : h0 + step]
+        valid = block >= 0
+        at = np.searchsorted(t_pos, np.where(valid, block, t_pos[0]))
+        R = ops.rows[at]
+        G = np.matmul(R, R.transpose(0, 2, 1))
+        sq = ops.sq[at]
+        G *= -2
+        G += sq[:, :, None]
+        G += sq[:, None, :]
+        ok = G <= limit[at][:, :, None]
+        ok &= valid[:, :, None] & valid[:, None, :]
+        ok &= block_new[:, :, None] | block_new[:, None, :]
+        ok[:, np.arange(s), np.arange(s)] = False
+        # flat indices (hub * s + i) * s + j: one array, not nonzero's three
+        flat = np.flatnonzero(ok)
+        hub_i = flat // s
+        at = at.ravel()
+        found.append(at[hub_i] * len(t_pos) + at[hub_i - hub_i % s + (flat - hub_i * s)])
+    return found
+
+
 def _join_wave(width, lo, X, original, threshold, hubs, plan, j, pieces, workspace, read=None):
     """The local join of wave ``j`` of this chunk's hub sets (its ``plan``, :func:`plan_waves`;
     module docstring, step 3): the pairs ``(p, q)`` of a hub set with at least one new member
@@ -303,28 +341,12 @@ def _join_wave(width, lo, X, original, threshold, hubs, plan, j, pieces, workspa
     # a pair enters p's list only if its exact distance is within p's threshold, so its
     # proposal within the threshold plus the product's error bound
     limit = t_thr + ops.error_bound()
-    n, s = H.shape
-    step = max(1, workspace.block_values // (s * max(s, ops.d)))
-    found = []
-    for h0 in range(0, n, step):
-        block, block_new = H[h0 : h0 + step], H_new[h0 : h0 + step]
-        valid = block >= 0
-        at = np.searchsorted(t_pos, np.where(valid, block, t_pos[0]))
-        R = ops.rows[at]
-        G = np.matmul(R, R.transpose(0, 2, 1))
-        sq = ops.sq[at]
-        G *= -2
-        G += sq[:, :, None]
-        G += sq[:, None, :]
-        ok = G <= limit[at][:, :, None]
-        ok &= valid[:, :, None] & valid[:, None, :]
-        ok &= block_new[:, :, None] | block_new[:, None, :]
-        ok[:, np.arange(s), np.arange(s)] = False
-        # flat indices (hub * s + i) * s + j: one array, not nonzero's three
-        flat = np.flatnonzero(ok)
-        hub_i = flat // s
-        at = at.ravel()
-        found.append(at[hub_i] * len(t_pos) + at[hub_i - hub_i % s + (flat - hub_i * s)])
+    if _join_compiled.available(workspace.compiled):
+        valid = H >= 0
+        at = np.where(valid, np.searchsorted(t_pos, np.where(valid, H, t_pos[0])), -1)
+        found = [_join_compiled.join_pairs(at, H_new, ops.rows, ops.sq, limit)]
+    else:
+        found = _proposed_pairs(H, H_new, t_pos, ops, limit, workspace.block_values)
     keys = np.sort(np.concatenate(found))
     p, q = np.divmod(keys[_first_of_runs(keys)], len(t_pos))
     sq_dist = exact_sq_distances(t_X, p, t_X, q, workspace.pairs).astype(np.float64)
@@ -345,13 +367,19 @@ def _take_updates(updates, bounds):
     return tuple(u[a:b] for u in updates)
 
 
-def _merge(width, lo, pos, orig, sq_dist, new, hubs, pieces):
+def _merge(width, lo, pos, orig, sq_dist, new, hubs, pieces, compiled=False):
     """Each row's ``width`` best of its list and the join's triples for it, by (squared
     distance, original index): ``(positions, original indices, squared distances, new
-    flags)``, padded with (-1, -1, inf, False)."""
+    flags)``, padded with (-1, -1, inf, False). ``compiled``: per row, by
+    :func:`~elmscale.graph._join_compiled.merge_lists` (the same result)."""
+    target, cand, ids, e = _columns(pieces, (np.int64, np.int64, np.int64, np.float64))
+    if _join_compiled.available(compiled):
+        own_new = new & ~hubs[2]
+        return _join_compiled.merge_lists(
+            width, lo, pos, orig, sq_dist, own_new, target, cand, ids, e
+        )
     n = pos.shape[0]
     rows, cols = np.nonzero(pos >= 0)
-    target, cand, ids, e = _columns(pieces, (np.int64, np.int64, np.int64, np.float64))
     row = np.concatenate([rows, target - lo])
     cand = np.concatenate([pos[rows, cols], cand])
     ids = np.concatenate([orig[rows, cols], ids])
@@ -436,15 +464,17 @@ def local_join(
     pos_b, ids_b, e_b = (_blocks(a) for a in lists)
     new_b = _blocks(new)
     reverse = _reverse_lists(starts, bounds, lists[0], new)
+    compiled = get_config()["compiled"]
+    hub_args = (max_candidates, salt)
     hubs = list(
         dask.persist(
             *[
-                task("join-hubs", _hub_sets, max_candidates, salt, lo, pos_b[t], new_b[t], rev)
+                task("join-hubs", _hub_sets, *hub_args, lo, pos_b[t], new_b[t], rev, compiled)
                 for t, ((lo, _), rev) in enumerate(zip(bounds, reverse, strict=True))
             ]
         )
     )
-    workspace = JoinWorkspace(memory_budget, X.shape[1], X.dtype.itemsize)
+    workspace = JoinWorkspace(memory_budget, X.shape[1], X.dtype.itemsize, compiled)
     thresholds = [task("join-threshold", _threshold, e) for e in e_b]
     updates = _joins(w, starts, bounds, X, original, thresholds, hubs, workspace, memory_budget)
     received = exchange(
@@ -453,7 +483,7 @@ def local_join(
         [(u,) for u in updates],
         [[(s, (b,)) for s in range(len(updates))] for b in bounds],
     )
-    return _merged(w, bounds, (pos_b, ids_b, e_b, new_b), hubs, received)
+    return _merged(w, bounds, (pos_b, ids_b, e_b, new_b), hubs, received, compiled)
 
 
 def _waves(hubs, starts, bounds, budget, row_bytes):
@@ -530,12 +560,12 @@ def _after(*joined):
     """Nothing, once these join tasks have run: what a later round's sending waits for."""
 
 
-def _merged(w, bounds, list_blocks, hubs, received):
+def _merged(w, bounds, list_blocks, hubs, received, compiled):
     """Each chunk's lists merged with the updates it received: ``(pos, orig, sq_dist, new)``
     as dask arrays (N, w) chunked like the rows."""
     out = [
-        task("join-merge", _merge, w, lo, *(b[t] for b in list_blocks), hubs[t], received[t])
-        for t, (lo, _) in enumerate(bounds)
+        task("join-merge", _merge, w, lo, *(b[t] for b in list_blocks), hubs[t], rt, compiled)
+        for t, ((lo, _), rt) in enumerate(zip(bounds, received, strict=True))
     ]
     return tuple(
         da.concatenate(

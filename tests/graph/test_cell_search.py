@@ -374,13 +374,14 @@ def test_two_step_assignment_agrees_with_the_flat_one(monkeypatch):
     assert np.mean(flat[:, 0] == grouped[:, 0]) > 0.99
 
 
+@pytest.mark.parametrize("compiled", [True, False])
 @pytest.mark.parametrize(("chunks", "budget"), [(300, 2**30), (70, 2**30), (70, 3000), (300, 1)])
-def test_one_join_round_equals_a_dense_reference(chunks, budget):
+def test_one_join_round_equals_a_dense_reference(chunks, budget, compiled):
     """A round of the local join keeps, per row, the best of its list and of every row that
     shares a hub set with it, one of the two new there: the same as a dense computation of
     those pairs, on any chunking and any memory budget (a small one joins each chunk's hub
     sets in several waves, the smallest one hub set a wave; the float32 product only
-    filters)."""
+    filters), with the compiled kernels and on the NumPy path."""
     from elmscale.graph._local_join import _hub_sets, local_join
     from elmscale.graph._select import exact_sq_distances, topk_exact
 
@@ -416,17 +417,18 @@ def test_one_join_round_equals_a_dense_reference(chunks, budget):
         return da.from_array(a, chunks=(chunks,) + a.shape[1:])
 
     starts = np.arange(0, n + chunks, chunks).clip(max=n)
-    out = local_join(
-        np.unique(starts),
-        dask_rows(np.arange(n)),
-        dask_rows(X),
-        (dask_rows(pos), dask_rows(pos), dask_rows(d2)),
-        dask_rows(new),
-        w,
-        max_candidates=mc,
-        salt=7,
-        memory_budget=budget,
-    )
+    with elmscale.config_context(compiled=compiled):
+        out = local_join(
+            np.unique(starts),
+            dask_rows(np.arange(n)),
+            dask_rows(X),
+            (dask_rows(pos), dask_rows(pos), dask_rows(d2)),
+            dask_rows(new),
+            w,
+            max_candidates=mc,
+            salt=7,
+            memory_budget=budget,
+        )
     got_pos, got_ids, got_d2, got_new = dask.compute(*out)
     np.testing.assert_array_equal(got_ids, ref_ids)
     np.testing.assert_array_equal(got_d2, ref_d2)

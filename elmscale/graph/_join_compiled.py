@@ -1,0 +1,251 @@
+"""Compiled loops of NN-descent's local join (:mod:`elmscale.graph._local_join`): each step's
+work is a loop over rows, each row touching a few dozen entries, which NumPy can only express
+as sorts of every entry of a chunk at once (pynndescent compiles the same loops with numba).
+
+Each kernel gives exactly what its NumPy path gives:
+
+- :func:`hub_sets` -- steps 1: each row's hub set (its list's entries and the rows that
+  list it, new ones first, chosen by priority), per row instead of by sorting all entries;
+- :func:`join_pairs` -- step 3's filter: the pairs of a hub set whose squared distance from
+  the float32 product of their centred rows lies within the first row's limit, per hub set
+  (one small product each) instead of in blocks of hub sets with masks as large as their
+  products; the exact distances of the pairs it keeps are computed as on the NumPy path, and
+  both filters keep every pair within its threshold, so the join's output is the same;
+- :func:`merge_lists` -- step 4: each row's best of its list and what it received.
+
+numba comes with pynndescent; the kernels compile on first use and are cached on disk
+(``cache=True``), release the GIL and run on the calling thread. ``config_context(compiled=
+False)`` (or no numba) takes the NumPy path.
+"""
+
+import numpy as np
+
+try:
+    import numba
+except ImportError:  # pragma: no cover - numba is installed with pynndescent
+    numba = None
+
+#: splitmix64's multipliers, as :func:`elmscale.graph._local_join._priority` uses them
+_M0, _M1, _M2 = 0x9E3779B97F4A7C15, 0xBF58476D1CE4E5B9, 0x94D049BB133111EB
+
+
+def _priority(a, b, salt):
+    """:func:`elmscale.graph._local_join._priority` of one pair (a, b >= 0)."""
+    lo, hi = (a, b) if a < b else (b, a)
+    x = np.uint64(lo) * np.uint64(_M0)
+    x ^= (np.uint64(hi) + salt) * np.uint64(_M1)
+    x ^= x >> np.uint64(31)
+    x *= np.uint64(_M2)
+    return x ^ (x >> np.uint64(29))
+
+
+def _by_hub(n, lo, pos, target):
+    """Where each hub's entries start in a flat array (forward entries, then reverse ones)."""
+    counts = np.zeros(n + 1, dtype=np.int64)
+    for r in range(n):
+        for c in range(pos.shape[1]):
+            if pos[r, c] >= 0:
+                counts[r + 1] += 1
+    for e in range(len(target)):
+        counts[target[e] - lo + 1] += 1
+    return np.cumsum(counts)
+
+
+def _hub_entries(lo, pos, new, target, source, flag, start):
+    """Each hub's entries ``(member, is_new)``, grouped as ``start`` says."""
+    n = pos.shape[0]
+    member = np.empty(start[n], dtype=np.int64)
+    is_new = np.empty(start[n], dtype=np.bool_)
+    fill = start[:n].copy()
+    for r in range(n):
+        for c in range(pos.shape[1]):
+            if pos[r, c] >= 0:
+                member[fill[r]], is_new[fill[r]] = pos[r, c], new[r, c]
+                fill[r] += 1
+    for e in range(len(target)):
+        h = target[e] - lo
+        member[fill[h]], is_new[fill[h]] = source[e], flag[e]
+        fill[h] += 1
+    return member, is_new
+
+
+def _hub_sets(max_candidates, salt, lo, pos, new, target, source, flag):
+    n, m = pos.shape
+    start = _by_hub(n, lo, pos, target)
+    member, is_new = _hub_entries(lo, pos, new, target, source, flag, start)
+    kept = np.empty((n, 2 * max_candidates), dtype=np.int64)
+    n_new = np.zeros(n, dtype=np.int64)
+    n_old = np.zeros(n, dtype=np.int64)
+    old = np.empty(max_candidates, dtype=np.int64)
+    for h in range(n):
+        seg, seg_new = member[start[h] : start[h + 1]], is_new[start[h] : start[h + 1]]
+        # one entry per member, new when any of its copies is
+        order = np.argsort(seg, kind="mergesort")
+        distinct = np.empty(len(seg), dtype=np.int64)
+        fresh = np.zeros(len(seg), dtype=np.bool_)
+        u = 0
+        for t in order:
+            if u == 0 or seg[t] != distinct[u - 1]:
+                distinct[u] = seg[t]
+                u += 1
+            fresh[u - 1] |= seg_new[t]
+        prio = np.empty(u, dtype=np.uint64)
+        for i in range(u):
+            prio[i] = _priority(h + lo, distinct[i], np.uint64(salt))
+        # by (priority, member): members are increasing, the sort is stable
+        for i in np.argsort(prio, kind="mergesort"):
+            if fresh[i] and n_new[h] < max_candidates:
+                kept[h, n_new[h]] = distinct[i]
+                n_new[h] += 1
+            elif not fresh[i] and n_old[h] < max_candidates:
+                old[n_old[h]] = distinct[i]
+                n_old[h] += 1
+        kept[h, n_new[h] : n_new[h] + n_old[h]] = old[: n_old[h]]
+    width = max(int((n_new + n_old).max()) if n else 0, 1)
+    H = np.full((n, width), -1, dtype=np.int64)
+    H_new = np.zeros((n, width), dtype=np.bool_)
+    used = np.zeros((n, m), dtype=np.bool_)
+    for h in range(n):
+        H[h, : n_new[h] + n_old[h]] = kept[h, : n_new[h] + n_old[h]]
+        H_new[h, : n_new[h]] = True
+        for c in range(m):
+            if pos[h, c] >= 0 and new[h, c]:
+                for i in range(n_new[h]):
+                    if kept[h, i] == pos[h, c]:
+                        used[h, c] = True
+                        break
+    return H, H_new, used
+
+
+def _join_pairs(at, H_new, rows, sq, limit):
+    """Table indices ``(p, q)`` packed as ``p * len(rows) + q``: per hub set (``at``, its
+    members' table rows, -1 padded), the ordered pairs of distinct members, one of them new,
+    whose squared distance ``sq[p] + sq[q] - 2 rows[p] . rows[q]`` (float32 product) is at
+    most ``limit[p]``. Unsorted; a pair found in two hub sets appears twice."""
+    n, s = at.shape
+    T = rows.shape[0]
+    out = np.empty(max(16 * n, 16), dtype=np.int64)
+    found = 0
+    members = np.empty(s, dtype=np.int64)
+    fresh = np.empty(s, dtype=np.bool_)
+    for h in range(n):
+        m = 0
+        for i in range(s):
+            if at[h, i] >= 0:
+                members[m], fresh[m] = at[h, i], H_new[h, i]
+                m += 1
+        if m < 2:
+            continue
+        R = rows[members[:m]]
+        G = np.dot(R, R.T)
+        if found + m * (m - 1) > len(out):
+            grown = np.empty(2 * len(out) + m * (m - 1), dtype=np.int64)
+            grown[:found] = out[:found]
+            out = grown
+        for i in range(m):
+            p = members[i]
+            for j in range(i + 1, m):
+                if not (fresh[i] or fresh[j]):
+                    continue
+                q = members[j]
+                d = np.float64(sq[p]) + np.float64(sq[q]) - 2.0 * np.float64(G[i, j])
+                if d <= limit[p]:
+                    out[found] = p * T + q
+                    found += 1
+                if d <= limit[q]:
+                    out[found] = q * T + p
+                    found += 1
+    return out[:found]
+
+
+def _merge_lists(width, lo, pos, orig, sq_dist, own_new, target, cand, ids, e):
+    n, m = pos.shape
+    start = np.zeros(n + 1, dtype=np.int64)
+    for t in range(len(target)):
+        start[target[t] - lo + 1] += 1
+    start = np.cumsum(start)
+    fill = start[:n].copy()
+    at = np.empty(len(target), dtype=np.int64)  # received triples grouped by row
+    for t in range(len(target)):
+        at[fill[target[t] - lo]] = t
+        fill[target[t] - lo] += 1
+    out_pos = np.full((n, width), -1, dtype=np.int64)
+    out_ids = np.full((n, width), -1, dtype=np.int64)
+    out_e = np.full((n, width), np.inf)
+    out_new = np.zeros((n, width), dtype=np.bool_)
+    cap = m + int((start[1:] - start[:-1]).max()) if n else m
+    c_pos = np.empty(cap, dtype=np.int64)
+    c_ids = np.empty(cap, dtype=np.int64)
+    c_e = np.empty(cap, dtype=np.float64)
+    c_new = np.empty(cap, dtype=np.bool_)
+    for r in range(n):
+        u = 0
+        for c in range(m):  # the list's own entries first: they keep their flags
+            if pos[r, c] >= 0:
+                c_pos[u], c_ids[u], c_e[u], c_new[u] = (
+                    pos[r, c],
+                    orig[r, c],
+                    sq_dist[r, c],
+                    own_new[r, c],
+                )
+                u += 1
+        for t in at[start[r] : start[r + 1]]:
+            seen = False
+            for i in range(u):
+                if c_pos[i] == cand[t]:
+                    seen = True
+                    break
+            if not seen:
+                c_pos[u], c_ids[u], c_e[u], c_new[u] = cand[t], ids[t], e[t], True
+                u += 1
+        # by (squared distance, original index): ids first, then a stable sort by distance
+        by_id = np.argsort(c_ids[:u], kind="mergesort")
+        order = by_id[np.argsort(c_e[:u][by_id], kind="mergesort")]
+        for k in range(min(width, u)):
+            i = order[k]
+            out_pos[r, k], out_ids[r, k], out_e[r, k], out_new[r, k] = (
+                c_pos[i],
+                c_ids[i],
+                c_e[i],
+                c_new[i],
+            )
+    return out_pos, out_ids, out_e, out_new
+
+
+if numba is not None:
+    _jit = numba.njit(cache=True, nogil=True)
+    _priority = _jit(_priority)
+    _by_hub, _hub_entries = _jit(_by_hub), _jit(_hub_entries)
+    _hub_sets, _join_pairs, _merge_lists = _jit(_hub_sets), _jit(_join_pairs), _jit(_merge_lists)
+
+
+def available(compiled):
+    """Whether the compiled kernels run: asked for (``compiled``) and numba importable."""
+    return bool(compiled) and numba is not None
+
+
+def _typed(arrays, dtypes):
+    """The arrays as contiguous arrays of these dtypes (one compiled signature each)."""
+    return [np.ascontiguousarray(a, dtype=t) for a, t in zip(arrays, dtypes, strict=True)]
+
+
+_I, _B, _F = np.int64, np.bool_, np.float64
+
+
+def hub_sets(max_candidates, salt, lo, pos, new, target, source, flag):
+    """:func:`elmscale.graph._local_join._hub_sets` from its forward entries (``pos``,
+    ``new``) and reverse ones (``target``, ``source``, ``flag``): ``(H, H_new, used)``."""
+    arrays = _typed((pos, new, target, source, flag), (_I, _B, _I, _I, _B))
+    return _hub_sets(int(max_candidates), np.uint64(salt), int(lo), *arrays)
+
+
+def join_pairs(at, H_new, rows, sq, limit):
+    """The candidate pairs of a wave's hub sets (:func:`_join_pairs`), for float32 rows."""
+    return _join_pairs(*_typed((at, H_new, rows, sq, limit), (_I, _B, np.float32, np.float32, _F)))
+
+
+def merge_lists(width, lo, pos, orig, sq_dist, own_new, target, cand, ids, e):
+    """:func:`elmscale.graph._local_join._merge` of the lists (``own_new``: the flags the
+    list's own entries keep) and the received triples."""
+    arrays = (pos, orig, sq_dist, own_new, target, cand, ids, e)
+    return _merge_lists(int(width), int(lo), *_typed(arrays, (_I, _I, _F, _B, _I, _I, _I, _F)))
