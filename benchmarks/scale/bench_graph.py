@@ -22,6 +22,8 @@ Data: ``mnist`` (../shared/datasets/mnist.npz, pixels / 255, chunks of 7,000 row
 ``subspace:N`` (10 clusters, each on its own random 6-d affine subspace of R^50, plus noise
 0.05), ``mixture:N`` (the 50-d Gaussian mixture of bench_uselm_scale.py), ``deformed:N``
 (deformed MNIST digits, 784-d, ``benchmarks/_deformed_mnist.py``), chunks of 50,000.
+A backend with the suffix ``@numpy`` (e.g. ``auto@numpy``) runs on the NumPy path
+(``config_context(compiled=False)``): the same graph without the compiled kernels.
 """
 
 import argparse
@@ -65,8 +67,8 @@ def _data(spec, k):
 
 def _backend(name, args):
     """A backend name, or ``cells+R``: the cell search with ``n_refine=R`` (an int or
-    "auto")."""
-    base, _, refine = name.partition("+")
+    "auto"); a suffix ``@numpy`` (stripped here) runs it with ``compiled=False``."""
+    base, _, refine = name.partition("@")[0].partition("+")
     if base == "cells" and (args.rows_per_cell or args.n_probes or refine or args.target_recall):
         from elmscale.graph import CellSearch
 
@@ -78,7 +80,7 @@ def _backend(name, args):
         if args.target_recall:
             kw["target_recall"] = args.target_recall
         return CellSearch(**kw)
-    return name
+    return name.partition("@")[0]
 
 
 def one_run(spec, backend, workers, args, log):
@@ -110,14 +112,15 @@ def one_run(spec, backend, workers, args, log):
         chosen = _backend(backend, args)
         # a named built-in is the registered object: read what its search reports from it;
         # "auto" (knn_graph's default, the search for its target recall) reports on the graph
-        if chosen == "auto":
+        if backend.partition("@")[0] == "auto":
             reporter = None
         else:
             reporter = elmscale.get("graph", chosen) if isinstance(chosen, str) else chosen
         for seed, label in enumerate(("cold", "warm") if args.warm else ("cold",)):
             # another seed for the warm call: pure task keys must not hit the cold result
             t0 = time.perf_counter()
-            g = knn_graph(X, args.k, backend=chosen, order=args.order, random_state=seed)
+            with elmscale.config_context(compiled=not backend.endswith("@numpy")):
+                g = knn_graph(X, args.k, backend=chosen, order=args.order, random_state=seed)
             wait([g.indices, g.distances, *((g.X, *g.blocks) if args.order else ())])
             out[f"{label}_s"] = time.perf_counter() - t0
             log(f"  {name} {backend} {workers}w {label}: {out[f'{label}_s']:.1f} s")

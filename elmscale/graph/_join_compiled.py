@@ -39,6 +39,35 @@ def _priority(a, b, salt):
     return x ^ (x >> np.uint64(29))
 
 
+def _before(a1, a2, i, j):
+    """Whether entry i orders before entry j by (a1, a2)."""
+    return a1[i] < a1[j] or (a1[i] == a1[j] and a2[i] < a2[j])
+
+
+def _sift(a1, a2, idx, root, end):
+    while 2 * root + 1 < end:
+        child = 2 * root + 1
+        if child + 1 < end and _before(a1, a2, idx[child], idx[child + 1]):
+            child += 1
+        if not _before(a1, a2, idx[root], idx[child]):
+            return
+        idx[root], idx[child] = idx[child], idx[root]
+        root = child
+
+
+def _order_by(a1, a2):
+    """The indices that sort the entries by (a1, a2) (heapsort: a few lines to compile,
+    where numba's library sorts take seconds per key type)."""
+    n = len(a1)
+    idx = np.arange(n)
+    for root in range(n // 2 - 1, -1, -1):
+        _sift(a1, a2, idx, root, n)
+    for end in range(n - 1, 0, -1):
+        idx[0], idx[end] = idx[end], idx[0]
+        _sift(a1, a2, idx, 0, end)
+    return idx
+
+
 def _by_hub(n, lo, pos, target):
     """Where each hub's entries start in a flat array (forward entries, then reverse ones)."""
     counts = np.zeros(n + 1, dtype=np.int64)
@@ -80,7 +109,7 @@ def _hub_sets(max_candidates, salt, lo, pos, new, target, source, flag):
     for h in range(n):
         seg, seg_new = member[start[h] : start[h + 1]], is_new[start[h] : start[h + 1]]
         # one entry per member, new when any of its copies is
-        order = np.argsort(seg, kind="mergesort")
+        order = _order_by(seg, seg)
         distinct = np.empty(len(seg), dtype=np.int64)
         fresh = np.zeros(len(seg), dtype=np.bool_)
         u = 0
@@ -92,8 +121,7 @@ def _hub_sets(max_candidates, salt, lo, pos, new, target, source, flag):
         prio = np.empty(u, dtype=np.uint64)
         for i in range(u):
             prio[i] = _priority(h + lo, distinct[i], np.uint64(salt))
-        # by (priority, member): members are increasing, the sort is stable
-        for i in np.argsort(prio, kind="mergesort"):
+        for i in _order_by(prio, distinct[:u]):
             if fresh[i] and n_new[h] < max_candidates:
                 kept[h, n_new[h]] = distinct[i]
                 n_new[h] += 1
@@ -198,9 +226,7 @@ def _merge_lists(width, lo, pos, orig, sq_dist, own_new, target, cand, ids, e):
             if not seen:
                 c_pos[u], c_ids[u], c_e[u], c_new[u] = cand[t], ids[t], e[t], True
                 u += 1
-        # by (squared distance, original index): ids first, then a stable sort by distance
-        by_id = np.argsort(c_ids[:u], kind="mergesort")
-        order = by_id[np.argsort(c_e[:u][by_id], kind="mergesort")]
+        order = _order_by(c_e[:u], c_ids[:u])  # by (squared distance, original index)
         for k in range(min(width, u)):
             i = order[k]
             out_pos[r, k], out_ids[r, k], out_e[r, k], out_new[r, k] = (
@@ -214,7 +240,7 @@ def _merge_lists(width, lo, pos, orig, sq_dist, own_new, target, cand, ids, e):
 
 if numba is not None:
     _jit = numba.njit(cache=True, nogil=True)
-    _priority = _jit(_priority)
+    _priority, _before, _sift, _order_by = (_jit(f) for f in (_priority, _before, _sift, _order_by))
     _by_hub, _hub_entries = _jit(_by_hub), _jit(_hub_entries)
     _hub_sets, _join_pairs, _merge_lists = _jit(_hub_sets), _jit(_join_pairs), _jit(_merge_lists)
 
