@@ -25,8 +25,9 @@ _DEFAULTS = {
     # little memory.
     "exchange_bytes": 256 * 2**20,
     # Run the compiled (numba) kernels where NumPy and SciPy are the bottleneck (the graph
-    # products of the Gram pass, see elmscale.utils._compiled); False takes the NumPy/SciPy
-    # path, equal up to float rounding.
+    # products of the Gram pass, see elmscale.utils._compiled; the kNN graph's local join,
+    # elmscale.graph._join_compiled); False takes the NumPy/SciPy path, equal up to float
+    # rounding (the same graph).
     "compiled": True,
 }
 _local = threading.local()

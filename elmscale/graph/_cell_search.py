@@ -89,6 +89,9 @@ SEARCH_MEMORY_SHARE = 0.25
 DEFAULT_SEARCH_BYTES = 256 * 2**20
 #: the most cells ``n_probes="auto"`` searches each row in
 MAX_AUTO_PROBES = 24
+#: ... and where refinement rounds follow (``n_refine`` not 0): past this many cells a round
+#: of the local join adds more recall for its cost than more cells do
+MAX_PROBES_BEFORE_ROUNDS = 6
 #: ``n_probes="auto"`` short of its target stops adding cells where one more adds less recall
 MIN_PROBE_GAIN = 0.002
 
@@ -449,9 +452,10 @@ class CellSearch:
         recall.
     n_probes : int or "auto", default=6
         Cells each row is searched in: its own, then those whose boundary with it is nearest.
-        "auto" takes the fewest (at most :data:`MAX_AUTO_PROBES`) whose recall on the recall
-        sample reaches ``target_recall``, or, short of it, the fewest after which one more
-        cell adds less than :data:`MIN_PROBE_GAIN`. The search inside the cells is exact, so
+        "auto" takes the fewest (at most :data:`MAX_AUTO_PROBES`, or
+        :data:`MAX_PROBES_BEFORE_ROUNDS` where refinement rounds follow) whose recall on the
+        recall sample reaches ``target_recall``, or, short of it, the fewest after which one
+        more cell adds less than :data:`MIN_PROBE_GAIN`. The search inside the cells is exact, so
         that recall is known before the search from where the sample's exact neighbours
         lie (:func:`probe_recall`); it is the estimate the search then reports. Above
         ``FLAT_MAX_CELLS`` cells "auto" takes each row's candidate cells from its own
@@ -712,7 +716,8 @@ class CellSearch:
         cells = np.searchsorted(part.cell_start, exact, side="right") - 1
         sizes, groups = np.diff(part.cell_start), cell_groups(part.centers)
         recalls = []
-        for n_probes in range(1, min(MAX_AUTO_PROBES, part.n_cells) + 1):
+        most = MAX_AUTO_PROBES if self.n_refine == 0 else MAX_PROBES_BEFORE_ROUNDS
+        for n_probes in range(1, min(most, part.n_cells) + 1):
             probes = nearest_cells(sample, part.centers, n_probes + EXTRA_PROBES, groups, True)
             recalls.append(probe_recall(probes, sizes, cells, n_probes))
             if recalls[-1] >= self.target_recall:

@@ -506,6 +506,27 @@ def test_chosen_probes(recalls, target, chosen):
     assert chosen_probes(np.array(recalls), target) == chosen
 
 
+def test_auto_probes_leave_the_rest_to_the_rounds_that_follow():
+    """With refinement rounds to follow, ``n_probes="auto"`` searches at most
+    MAX_PROBES_BEFORE_ROUNDS cells and the rounds raise the recall from there; without
+    them it adds cells up to MAX_AUTO_PROBES."""
+    from elmscale.graph._cell_search import MAX_PROBES_BEFORE_ROUNDS
+
+    X, _ = make_blobs(4000, n_features=32, centers=4, cluster_std=3.0, random_state=1)
+    Xd = da.from_array(X, chunks=(1500, 32))
+    cells_only = CellSearch(rows_per_cell=100, n_probes="auto", target_recall=0.99)
+    cells_only(Xd, 10, random_state=0)
+    with_rounds = CellSearch(
+        rows_per_cell=100, n_probes="auto", n_refine="auto", target_recall=0.99
+    )
+    with_rounds(Xd, 10, random_state=0)
+    assert cells_only.n_probes_ > MAX_PROBES_BEFORE_ROUNDS == with_rounds.n_probes_
+    assert with_rounds.n_refine_ >= 1
+    six = CellSearch(rows_per_cell=100, n_probes=MAX_PROBES_BEFORE_ROUNDS)
+    six(Xd, 10, random_state=0)
+    assert with_rounds.recall_estimate_ > six.recall_estimate_ + 0.02
+
+
 @pytest.mark.parametrize("target", [0.9, 0.99, 1.0])
 def test_auto_probes_reach_the_target_they_predict(target, monkeypatch):
     """``n_probes="auto"`` on 32-d blobs of high intrinsic dimension: the recall it predicts
