@@ -157,8 +157,9 @@ def knn_graph(
         ``without_recall_estimate()``), for callers that do not read it: the same graph.
     target_recall : float in (0, 1] or None, default=0.98
         With ``backend="auto"`` above 10,000 rows, the recall@k to search for:
-        ``CellSearch(n_probes="auto", n_refine="auto")`` adds cells, then rounds of the
-        local join, until its estimate (``recall_estimate_``) reaches it or stops rising.
+        ``CellSearch(n_probes="auto", n_refine="auto")`` adds cells (at most 6), then
+        rounds of the local join, until its estimate (``recall_estimate_``) reaches it or
+        stops rising.
         None: the estimators' fixed search (``backend="cells"``), faster, with whatever
         recall the data gives. The graph guide states both's cost and recall.
 
