@@ -18,6 +18,7 @@ import functools
 from pathlib import Path
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 from benchmarks._common import DATASETS_DIR
 from benchmarks._mixture import generated_dask
@@ -105,8 +106,11 @@ def smooth(fields, sigma):
     if h != w:
         raise ValueError(f"smooth expects square images, got {h} x {w}")
     G = gaussian_matrix(sigma, h)
-    cols = fields.reshape(-1, w) @ G.T  # along the last axis
-    rows = np.swapaxes(cols.reshape(-1, h, w), 1, 2).reshape(-1, h) @ G.T
+    # on one BLAS thread, as on a dask worker: a multi-threaded product splits its rows
+    # otherwise, and rounds some of them differently
+    with threadpool_limits(1, user_api="blas"):
+        cols = fields.reshape(-1, w) @ G.T  # along the last axis
+        rows = np.swapaxes(cols.reshape(-1, h, w), 1, 2).reshape(-1, h) @ G.T
     return np.swapaxes(rows.reshape(-1, w, h), 1, 2).reshape(fields.shape)
 
 
@@ -147,19 +151,25 @@ def _block_draws(block, seed):
 
 
 def deformed_rows(start, stop, seed, path, **deformation):
-    """``(X, y)`` of rows ``[start, stop)``: float32 (rows, 784) in [0, 1], int64 labels."""
+    """``(X, y)`` of rows ``[start, stop)``: float32 (rows, 784) in [0, 1], int64 labels.
+
+    Every block of :data:`BLOCK` rows is deformed whole and then cut: the smoothing's
+    products then have the same shapes for any range, and a BLAS kernel may round a row
+    differently in a product of another shape."""
     images, labels = mnist_digits(path)
-    src = source_rows(start, stop, seed, images.shape[0])
     kw = {**DEFORMATION, **deformation}
     parts = []
     for block in range(start // BLOCK, (stop - 1) // BLOCK + 1):
         lo = max(start, block * BLOCK)
         hi = min(stop, (block + 1) * BLOCK)
-        keep = slice(lo - block * BLOCK, hi - block * BLOCK)
-        draws = {k: v[keep] for k, v in _block_draws(block, seed).items()}
-        sources = images[src[lo - start : hi - start]].astype(np.float32) / 255.0
-        parts.append(deform(sources, draws, **kw))
-    return np.concatenate(parts), labels[src]
+        src = source_rows(block * BLOCK, (block + 1) * BLOCK, seed, images.shape[0])
+        sources = images[src].astype(np.float32) / 255.0
+        parts.append(
+            deform(sources, _block_draws(block, seed), **kw)[
+                lo - block * BLOCK : hi - block * BLOCK
+            ]
+        )
+    return np.concatenate(parts), labels[source_rows(start, stop, seed, images.shape[0])]
 
 
 def deformed_chunk(
