@@ -4,7 +4,7 @@ as sorts of every entry of a chunk at once (pynndescent compiles the same loops 
 
 Each kernel gives exactly what its NumPy path gives:
 
-- :func:`hub_sets` -- steps 1: each row's hub set (its list's entries and the rows that
+- :func:`hub_sets` -- step 1: each row's hub set (its list's entries and the rows that
   list it, new ones first, chosen by priority), per row instead of by sorting all entries;
 - :func:`join_pairs` -- step 3's filter: the pairs of a hub set whose squared distance from
   the float32 product of their centred rows lies within the first row's limit, per hub set
