@@ -28,8 +28,9 @@ A row's neighbours are thus the k nearest among the rows of its probed cells and
 candidates the refinement rounds propose: a function of the data and the seed alone, the same
 for any chunking, memory budget and number of workers. A search task holds one
 reference block and a run of its queries, at most the budget (logged at INFO), whatever N and
-d; no worker holds X and nothing with N rows reaches the client.
-Nothing is compiled at run time.
+d; no worker holds X and nothing with N rows reaches the client. The search itself is
+NumPy and BLAS; the refinement's join loops are compiled
+(:mod:`elmscale.graph._join_compiled`).
 """
 
 import copy
