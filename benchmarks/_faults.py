@@ -96,7 +96,7 @@ GRAPH_EXCHANGES = {
 }
 
 
-def fit_under_fault(client, model, X, exchange=None):
+def fit_under_fault(client, model, X, exchange=None, *, back_within=120):
     """``model.reduce(X)`` then ``model.solve`` on ``client``'s LocalCluster (its scheduler in
     this process), SIGKILLing a worker at the first task reading the packs of the graph's
     ``exchange``
@@ -104,7 +104,7 @@ def fit_under_fault(client, model, X, exchange=None):
     is then computed, about half of them on the worker killed. Waits for the nanny's new
     worker. Returns ``(graph in input order, labels, record)``; ``record`` says which task
     was killed, how many of the exchange's tasks were in memory then, whether the killed
-    worker was replaced, and whether a new worker came back within two minutes
+    worker was replaced, and whether a new worker came back within ``back_within`` seconds
     (``worker_back``: a nanny can restart its worker and then close for good, a race of
     distributed's, dask/distributed#7312; the fit has finished by then either way)."""
     scheduler = client.cluster.scheduler
@@ -133,7 +133,7 @@ def fit_under_fault(client, model, X, exchange=None):
             plugin.killed and plugin.killed[1] not in client.scheduler_info()["workers"]
         )
     try:
-        client.wait_for_workers(n_workers, timeout=120)
+        client.wait_for_workers(n_workers, timeout=back_within)
         record["worker_back"] = True
     except WorkerStartTimeoutError:
         record["worker_back"] = False

@@ -135,10 +135,12 @@ def test_scale_fits_a_clusterer_and_sselm(tmp_path):
 @pytest.mark.slow
 @pytest.mark.distributed
 def test_cli_and_python_api_give_the_same_labels():
+    """The Parquet input (both inputs against the Python API: tests/test_cli.py)."""
     from benchmarks.scale import bench_cli as bench
 
-    rows = bench.main(["--n", "3000", "--features", "5", "--rounds", "1", "--workers", "1"])
-    assert [r["input"] for r in rows] == ["npy", "parquet"]
+    argv = ["--n", "3000", "--features", "5", "--rounds", "1", "--workers", "1"]
+    rows = bench.main([*argv, "--inputs", "parquet"])
+    assert [r["input"] for r in rows] == ["parquet"]
     for r in rows:
         assert r["same_labels"] and r["cli_wall_s"] > r["cli_fit_s"] > 0
         assert r["api_read_fit_write_s"] > 0
@@ -163,13 +165,15 @@ def test_checkpoint_resumes_a_fit_killed_after_its_graph(tmp_path):
 @pytest.mark.slow
 @pytest.mark.distributed
 def test_faults_leave_the_graph_and_the_labels_as_undisturbed(tmp_path):
+    """One fault, in the symmetrising exchange (both exchanges' faults are
+    tests/test_faults.py's, on the same ``fit_under_fault``)."""
     from benchmarks.scale import bench_faults as bench
 
     small = ["--n-samples", "12000", "--features", "10", "--chunk-rows", "3000"]
-    small += ["--n-hidden", "100"]
+    small += ["--n-hidden", "100", "--faults", "reverse"]
     out = bench.main(bench.parse([*small, "--worker-gb", "1"]))
     base, *faults = out["runs"]
-    assert base["fault"] is None and [f["fault"] for f in faults] == ["order", "reverse"]
+    assert base["fault"] is None and [f["fault"] for f in faults] == ["reverse"]
     for f in faults:
         assert f["killed_task"] and f["worker_replaced"]
         assert f["graph_identical"] and f["labels_identical"]

@@ -1,6 +1,7 @@
 """`elmscale fit` from a file against the Python API on the same data and cluster.
 
     python -m benchmarks.scale.bench_cli [--n 200000] [--features 20] [--rounds 2] [--workers 2]
+        [--inputs npy parquet]
 
 Writes the synthetic mixture (benchmarks/_mixture.py) as a Parquet folder and a .npy file
 in a temporary directory, then alternates, per round: the command
@@ -70,6 +71,7 @@ def main(argv=None):
     ap.add_argument("--features", type=int, default=20)
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--inputs", nargs="+", choices=("npy", "parquet"), default=["npy", "parquet"])
     args = ap.parse_args(argv)
     import pandas as pd
 
@@ -82,7 +84,7 @@ def main(argv=None):
         )
         np.save(tmp / "x.npy", X)
         for r in range(args.rounds):
-            for kind in ("npy", "parquet"):
+            for kind in args.inputs:
                 src = tmp / f"x.{kind}"
                 wall, fitted = cli_fit(src, tmp / "cli.npy", args.workers)
                 api = python_api(src, tmp / "api.npy", args.workers)

@@ -1,5 +1,5 @@
 """The graph's exchanges cost O(n_chunks) tasks: counted on a real multi-process cluster with
-distributed's task stream at 10, 20 and 40 chunks of the same data, and on the local
+distributed's task stream at 10 and 40 chunks of the same data, and on the local
 scheduler from the exchange itself; the results stay the same for every chunking."""
 
 import collections
@@ -17,7 +17,7 @@ from elmscale.graph import CellSearch, knn_graph
 from elmscale.graph._chunking import graph_chunks
 from elmscale.graph._exchange import exchange, split_by_bytes, worker_groups
 
-CHUNK_COUNTS = (10, 20, 40)
+CHUNK_COUNTS = (10, 40)
 #: tasks at 4x the chunks may be at most this many times the tasks at 1x (linear: 4)
 LINEAR_BOUND = 4.4
 
@@ -63,10 +63,9 @@ def test_graph_tasks_grow_linearly_and_the_graph_does_not_change(mixture, dask_c
         results[nb], counts[nb] = _per_chunk_count(mixture, nb, _graph)
         assert counts[nb]["elmscale-graph-search"] == nb  # built on X's own chunks
     _assert_linear(counts)
-    L_ref, order_ref = results[CHUNK_COUNTS[0]]
-    for L, order in list(results.values())[1:]:
-        np.testing.assert_array_equal(order, order_ref)
-        assert (L != L_ref).nnz == 0
+    (L_ref, order_ref), (L, order) = results.values()
+    np.testing.assert_array_equal(order, order_ref)
+    assert (L != L_ref).nnz == 0
 
 
 @pytest.mark.slow
@@ -80,8 +79,7 @@ def test_uselm_fit_tasks_grow_linearly_and_labels_do_not_change(mixture, dask_cl
     for nb in CHUNK_COUNTS:
         labels[nb], counts[nb] = _per_chunk_count(mixture, nb, fit)
     _assert_linear(counts)
-    for nb in CHUNK_COUNTS[1:]:
-        np.testing.assert_array_equal(labels[nb], labels[CHUNK_COUNTS[0]])
+    np.testing.assert_array_equal(labels[CHUNK_COUNTS[-1]], labels[CHUNK_COUNTS[0]])
 
 
 @pytest.mark.distributed
