@@ -158,18 +158,17 @@ def deformed_rows(start, stop, seed, path, **deformation):
     differently in a product of another shape."""
     images, labels = mnist_digits(path)
     kw = {**DEFORMATION, **deformation}
-    parts = []
+    parts, part_labels = [], []
     for block in range(start // BLOCK, (stop - 1) // BLOCK + 1):
-        lo = max(start, block * BLOCK)
-        hi = min(stop, (block + 1) * BLOCK)
+        keep = slice(
+            max(start, block * BLOCK) - block * BLOCK,
+            min(stop, (block + 1) * BLOCK) - block * BLOCK,
+        )
         src = source_rows(block * BLOCK, (block + 1) * BLOCK, seed, images.shape[0])
         sources = images[src].astype(np.float32) / 255.0
-        parts.append(
-            deform(sources, _block_draws(block, seed), **kw)[
-                lo - block * BLOCK : hi - block * BLOCK
-            ]
-        )
-    return np.concatenate(parts), labels[source_rows(start, stop, seed, images.shape[0])]
+        parts.append(deform(sources, _block_draws(block, seed), **kw)[keep])
+        part_labels.append(labels[src[keep]])
+    return np.concatenate(parts), np.concatenate(part_labels)
 
 
 def deformed_chunk(
