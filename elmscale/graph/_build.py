@@ -179,7 +179,8 @@ def knn_graph(
     search_rows, by_rows = _search_rows(transform, scaling)
     searched = _search(X, backend_fn, n_neighbors, search_rows, by_rows, order, random_state)
     graph = _assemble(*searched, outer_chunks, source_name, n_neighbors, weights, sigma, normalized)
-    graph.rows_source = _rows_source(X, searched[3], graph)  # searched: X, idx, dist, order
+    _, _, _, row_order = searched
+    graph.rows_source = _rows_source(X, row_order, graph)
     graph.recall_estimate_ = getattr(backend_fn, "recall_estimate_", None)
     logger.info("kNN graph: %r, %d halo rows in all", graph, graph.halo_size())
     return graph

@@ -43,7 +43,7 @@ import dask.array as da
 import numpy as np
 from dask.utils import format_bytes
 
-from ..utils._dask import cluster_threads, held_blocks, worker_memory_per_thread
+from ..utils._dask import cluster_threads, held_blocks, persist_compact, worker_memory_per_thread
 from ._backends import check_n_neighbors
 from ._cells import assign_cells, cell_groups, fit_cells_on_workers, nearest_cells
 from ._exchange import exchange, split_by_bytes
@@ -612,7 +612,9 @@ class CellSearch:
         """``(indices, distances)`` in X's row order, chunked like X (the backend protocol)."""
         check_n_neighbors(X, n_neighbors)
         part = self.partition(X, random_state=random_state)
-        pos, orig, dist = self.search(part, part.order.apply(X), n_neighbors)
+        # held once: the search's waves, rounds and recall sample each read the ordered rows
+        ordered = persist_compact(part.order.apply(X), f"{PREFIX}-rows")
+        pos, orig, dist = self.search(part, ordered, n_neighbors)
         back = part.order.inverse(part.original)
         return back.apply(orig), back.apply(dist)
 

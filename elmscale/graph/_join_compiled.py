@@ -25,18 +25,23 @@ try:
 except ImportError:  # pragma: no cover - numba is installed with pynndescent
     numba = None
 
-#: splitmix64's multipliers, as :func:`elmscale.graph._local_join._priority` uses them
-_M0, _M1, _M2 = 0x9E3779B97F4A7C15, 0xBF58476D1CE4E5B9, 0x94D049BB133111EB
+#: splitmix64's multipliers, for :func:`priority`
+_MIX = tuple(np.uint64(m) for m in (0x9E3779B97F4A7C15, 0xBF58476D1CE4E5B9, 0x94D049BB133111EB))
 
 
-def _priority(a, b, salt):
-    """:func:`elmscale.graph._local_join._priority` of one pair (a, b >= 0)."""
-    lo, hi = (a, b) if a < b else (b, a)
-    x = np.uint64(lo) * np.uint64(_M0)
-    x ^= (np.uint64(hi) + salt) * np.uint64(_M1)
+def priority(a, b, salt):
+    """A pseudo-random uint64 per pair of ordered positions (symmetric in a and b) and
+    ``salt`` (seed and round): it picks a row's candidates, so the same ones on any
+    chunking. Written for arrays (the NumPy path, :mod:`elmscale.graph._local_join`) and
+    for scalars alike (compiled as ``_priority`` for :func:`_hub_sets`)."""
+    x = np.uint64(np.minimum(a, b)) * _MIX[0]
+    x ^= (np.uint64(np.maximum(a, b)) + np.uint64(salt)) * _MIX[1]
     x ^= x >> np.uint64(31)
-    x *= np.uint64(_M2)
+    x *= _MIX[2]
     return x ^ (x >> np.uint64(29))
+
+
+_priority = priority
 
 
 def _before(a1, a2, i, j):
@@ -240,7 +245,7 @@ def _merge_lists(width, lo, pos, orig, sq_dist, own_new, target, cand, ids, e):
 
 if numba is not None:
     _jit = numba.njit(cache=True, nogil=True)
-    _priority, _before, _sift, _order_by = (_jit(f) for f in (_priority, _before, _sift, _order_by))
+    _priority, _before, _sift, _order_by = (_jit(f) for f in (priority, _before, _sift, _order_by))
     _by_hub, _hub_entries = _jit(_by_hub), _jit(_hub_entries)
     _hub_sets, _join_pairs, _merge_lists = _jit(_hub_sets), _jit(_join_pairs), _jit(_merge_lists)
 

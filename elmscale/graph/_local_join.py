@@ -111,21 +111,6 @@ def _columns(pieces, dtypes):
     )
 
 
-#: splitmix64's multipliers, for :func:`_priority`
-_MIX = tuple(np.uint64(m) for m in (0x9E3779B97F4A7C15, 0xBF58476D1CE4E5B9, 0x94D049BB133111EB))
-
-
-def _priority(a, b, salt):
-    """A pseudo-random uint64 per pair of ordered positions (symmetric in a and b) and
-    ``salt`` (seed and round): it picks a row's candidates, so the same ones on any
-    chunking."""
-    x = np.minimum(a, b).astype(np.uint64) * _MIX[0]
-    x ^= (np.maximum(a, b).astype(np.uint64) + np.uint64(salt)) * _MIX[1]
-    x ^= x >> np.uint64(31)
-    x *= _MIX[2]
-    return x ^ (x >> np.uint64(29))
-
-
 def _rank_in_groups(group, n_groups):
     """Each entry's place among the entries of its group (entries sorted by group)."""
     counts = np.bincount(group, minlength=n_groups)
@@ -159,7 +144,7 @@ def _hub_sets(max_candidates, salt, lo, pos, new, pieces, compiled=False):
     first = _first_of_runs(hub, member)
     hub, member, is_new = hub[first], member[first], is_new[first]
     # per hub, the new entries of smallest priority, then the old ones
-    order = lexorder(hub, ~is_new, _priority(hub + lo, member, salt), member)
+    order = lexorder(hub, ~is_new, _join_compiled.priority(hub + lo, member, salt), member)
     hub, member, is_new = hub[order], member[order], is_new[order]
     rank, _ = _rank_in_groups(2 * hub + ~is_new, 2 * n)
     keep = rank < max_candidates
@@ -286,19 +271,25 @@ def _threshold(sq_dist):
 HUB_BLOCK_VALUES = 1 << 22
 
 
-def _proposed_pairs(H, H_new, t_pos, ops, limit, block_values):
+def _table_rows(H, t_pos):
+    """Each hub set member's row in the task's table (``t_pos``, ordered positions sorted),
+    -1 where the hub set is padded."""
+    valid = H >= 0
+    return np.where(valid, np.searchsorted(t_pos, np.where(valid, H, t_pos[0])), -1)
+
+
+def _proposed_pairs(H_at, H_new, n_table, ops, limit, block_values):
     """The NumPy path of :func:`~elmscale.graph._join_compiled.join_pairs`: the ordered pairs
-    of a hub set (H, H_new: members as ordered positions, their flags), one of them new,
-    whose product-based squared distance is within the first's ``limit``, as keys ``p *
-    len(t_pos) + q`` of table rows, one array per block of hub sets of about
-    ``block_values`` values."""
-    n, s = H.shape
+    of a hub set (``H_at``: its members' table rows, :func:`_table_rows`; ``H_new``: their
+    flags), one of them new, whose product-based squared distance is within the first's
+    ``limit``, as keys ``p * n_table + q`` of table rows, one array per block of hub sets of
+    about ``block_values`` values."""
+    n, s = H_at.shape
     step = max(1, block_values // (s * max(s, ops.d)))
     found = []
     for h0 in range(0, n, step):
-        block, block_new = H[h0 : h0 + step], H_new[h0 : h0 + step]
-        valid = block >= 0
-        at = np.searchsorted(t_pos, np.where(valid, block, t_pos[0]))
+        at, block_new = H_at[h0 : h0 + step], H_new[h0 : h0 + step]
+        valid = at >= 0
         R = ops.rows[at]
         G = np.matmul(R, R.transpose(0, 2, 1))
         sq = ops.sq[at]
@@ -313,7 +304,7 @@ def _proposed_pairs(H, H_new, t_pos, ops, limit, block_values):
         flat = np.flatnonzero(ok)
         hub_i = flat // s
         at = at.ravel()
-        found.append(at[hub_i] * len(t_pos) + at[hub_i - hub_i % s + (flat - hub_i * s)])
+        found.append(at[hub_i] * n_table + at[hub_i - hub_i % s + (flat - hub_i * s)])
     return found
 
 
@@ -341,12 +332,11 @@ def _join_wave(width, lo, X, original, threshold, hubs, plan, j, pieces, workspa
     # a pair enters p's list only if its exact distance is within p's threshold, so its
     # proposal within the threshold plus the product's error bound
     limit = t_thr + ops.error_bound()
+    H_at = _table_rows(H, t_pos)
     if _join_compiled.available(workspace.compiled):
-        valid = H >= 0
-        at = np.where(valid, np.searchsorted(t_pos, np.where(valid, H, t_pos[0])), -1)
-        found = [_join_compiled.join_pairs(at, H_new, ops.rows, ops.sq, limit)]
+        found = [_join_compiled.join_pairs(H_at, H_new, ops.rows, ops.sq, limit)]
     else:
-        found = _proposed_pairs(H, H_new, t_pos, ops, limit, workspace.block_values)
+        found = _proposed_pairs(H_at, H_new, len(t_pos), ops, limit, workspace.block_values)
     keys = np.sort(np.concatenate(found))
     p, q = np.divmod(keys[_first_of_runs(keys)], len(t_pos))
     sq_dist = exact_sq_distances(t_X, p, t_X, q, workspace.pairs).astype(np.float64)

@@ -8,6 +8,7 @@ import dask
 import dask.array as da
 import numpy as np
 import pytest
+from dask.utils import key_split
 
 from elmscale.graph import CellSearch, _select
 from elmscale.graph import _cell_search as cs
@@ -194,3 +195,20 @@ def test_memory_budget_is_checked_and_shown():
         CellSearch(memory_budget=0)
     assert "memory_budget=1000" in repr(CellSearch(memory_budget=1000))
     assert "memory_budget" not in repr(CellSearch())
+
+
+@pytest.mark.distributed
+def test_the_protocol_call_moves_the_rows_once(dask_client):
+    """``CellSearch()(X, k)`` with rounds and a recall sample (several computations read
+    the rows in cell order) moves X's rows as often as one that reads them once."""
+    from distributed import get_task_stream
+
+    X = da.from_array(np.random.RandomState(0).randn(3_000, 8), chunks=(500, 8)).persist()
+
+    def moves(search):
+        with get_task_stream() as stream:
+            dask.compute(*search(X, 8, random_state=0))
+        return sum(key_split(t["key"]) == "elmscale-graph-order-place" for t in stream.data)
+
+    once = moves(CellSearch(rows_per_cell=300, n_probes=2, n_refine=0, recall_sample=0))
+    assert moves(CellSearch(rows_per_cell=300, n_probes=2, n_refine=2, recall_sample=200)) == once
