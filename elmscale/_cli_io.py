@@ -295,7 +295,27 @@ def read_data(
     if X.shape[0] == 0:
         raise InputError(f"input {str(path)!r} has no rows")
     by_position = kind in (".npy", ".zarr") or header is False
-    return Data(X.rechunk({1: -1}), y, names, header, by_position)
+    from .utils._validation import row_chunks
+
+    chunks = split_rows(X.chunks[0], row_chunks(X.shape[0])[0])
+    y = None if y is None else y.rechunk({0: chunks})
+    return Data(X.rechunk({0: chunks, 1: -1}), y, names, header, by_position)
+
+
+def split_rows(chunks, most):
+    """Row ``chunks`` with each one above ``most`` rows split into near-equal pieces of at
+    most ``most``; smaller ones kept, none merged (each piece reads one block).
+
+    A file is read in a few large blocks (a .csv of 100 MB is one); a fit runs a task per
+    block in most stages, so a fit of one block would leave every worker but one idle. The
+    estimators cut NumPy input at this size (:func:`~elmscale.utils._validation.row_chunks`).
+    """
+    out = []
+    for n in chunks:
+        pieces = -(-n // most)
+        size, extra = divmod(n, pieces)
+        out += [size + 1] * extra + [size] * (pieces - extra)
+    return tuple(out)
 
 
 def _choose(names, pick, path, where=None):
@@ -490,7 +510,9 @@ def _target_dtype(dtype, whole):
 
 
 def _features(part, features):
-    return part[features].to_numpy(dtype=np.float64)
+    # row-major: pandas hands a block of float columns over column-major, and every reader
+    # of X takes rows
+    return np.ascontiguousarray(part[features].to_numpy(dtype=np.float64))
 
 
 def _target(values, name, unlabelled, dtype):

@@ -495,3 +495,42 @@ def test_a_word_in_one_file_of_a_glob_names_that_file(tmp_path):
     status, _, err = run_cmd("fit", "us-elm", tmp_path / "*.csv", "-p", *FIT_PARAMS, "-q")
     assert status == 2 and len(err.splitlines()) == 1, err
     assert f"{str(second)!r}, line 4002, column 'f1': 'n/a?' is not a number" in err
+
+
+def test_a_csv_is_read_into_row_major_blocks(blobs, tmp_path):
+    """pandas hands a block of float columns over column-major; the fit takes rows of X
+    everywhere, so the rows read from a .csv are row-major, with the file's values."""
+    X, _ = blobs
+    path = tmp_path / "x.csv"
+    np.savetxt(path, X, delimiter=",")
+    blocks = _cli_io.read_data(path).X.to_delayed().ravel()
+    got = [b.compute() for b in blocks]
+    assert all(b.flags.c_contiguous for b in got)
+    np.testing.assert_allclose(np.vstack(got), X, rtol=1e-15)
+
+
+def test_a_file_read_in_one_large_block_is_split_for_the_fit(tmp_path):
+    """A fit runs a task per block in most stages: a file read as one block is cut where
+    the estimators cut NumPy input, labels and rows kept aligned."""
+    from elmscale.utils._validation import row_chunks
+
+    rng = np.random.RandomState(0)
+    X = rng.rand(20_000, 3)
+    np.save(tmp_path / "x.npy", X)
+    data = _cli_io.read_data(str(tmp_path / "x.npy"))
+    assert len(data.X.chunks[0]) > 1 and max(data.X.chunks[0]) <= row_chunks(20_000)[0]
+    np.testing.assert_array_equal(data.X.compute(), X)
+    labelled = np.column_stack([X, rng.randint(0, 3, 20_000)])
+    np.savetxt(tmp_path / "xy.csv", labelled, delimiter=",", header="a,b,c,y", comments="")
+    data = _cli_io.read_data(str(tmp_path / "xy.csv"), target="y", classes=True)
+    assert data.X.chunks[0] == data.y.chunks[0] and len(data.X.chunks[0]) > 1
+    np.testing.assert_allclose(data.X.compute(), X, rtol=1e-15)
+    np.testing.assert_array_equal(data.y.compute(), labelled[:, 3])
+
+
+@pytest.mark.parametrize(
+    "chunks, most, split",
+    [((10,), 4, (4, 3, 3)), ((3, 8, 2), 4, (3, 4, 4, 2)), ((5,), 5, (5,)), ((1,), 1, (1,))],
+)
+def test_split_rows_splits_large_blocks_evenly_and_merges_none(chunks, most, split):
+    assert _cli_io.split_rows(chunks, most) == split

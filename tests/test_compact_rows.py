@@ -101,3 +101,30 @@ def test_a_search_reading_scaled_rows_as_it_takes_them_finds_the_same_graph(
     whole = knn_graph(Xd, 7, order=True, scaling=scaling, random_state=0)
     for got, want in ((read.indices, whole.indices), (read.distances, whole.distances)):
         np.testing.assert_array_equal(got.compute(), want.compute())
+
+
+def test_column_major_blocks_are_held_row_major(global_seed):
+    """A table's values arrive column-major (``DataFrame.to_numpy``); every reader of the
+    held rows takes rows, so they are held row-major, with the same values."""
+    rng = np.random.RandomState(global_seed)
+    exact = np.asfortranarray(rng.randint(0, 255, (200, 9)).astype(np.float64))
+    full = np.asfortranarray(rng.rand(200, 9))
+    for values in (exact, full):
+        X = da.from_array(values, chunks=(100, 9), asarray=False).map_blocks(np.asfortranarray)
+        view = persist_compact(X, "elmscale-test")
+        blocks = dask.compute(*_stored(view).to_delayed().ravel())
+        assert all(b.flags.c_contiguous for b in blocks)
+        np.testing.assert_array_equal(view.compute(), values)
+
+
+def test_column_major_numpy_input_is_read_in_row_major_blocks(global_seed):
+    """NumPy input in column-major order (a DataFrame's values) is chunked into row-major
+    blocks; the caller's array is not touched."""
+    X = np.asfortranarray(np.random.RandomState(global_seed).rand(300, 5))
+    before = X.copy()
+    Xd, _ = as_row_chunked(X)
+    blocks = dask.compute(*Xd.to_delayed().ravel())
+    assert all(b.flags.c_contiguous for b in blocks)
+    np.testing.assert_array_equal(np.vstack(blocks), before)
+    np.testing.assert_array_equal(X, before)
+    assert X.flags.f_contiguous

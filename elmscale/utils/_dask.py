@@ -65,8 +65,9 @@ def scatter_rows(client, X, chunks, name):
     from dask.highlevelgraph import HighLevelGraph
 
     starts = np.cumsum((0, *chunks[0]))
-    blocks = {
-        (name, i, 0): X[a:b] for i, (a, b) in enumerate(zip(starts[:-1], starts[1:], strict=True))
+    blocks = {  # row-major blocks whatever X's order: every reader takes rows
+        (name, i, 0): np.ascontiguousarray(X[a:b])
+        for i, (a, b) in enumerate(zip(starts[:-1], starts[1:], strict=True))
     }
     futures = client.scatter(blocks)
     graph = HighLevelGraph.from_collections(name, futures, dependencies=())
@@ -75,14 +76,18 @@ def scatter_rows(client, X, chunks, name):
 
 def row_views(X, chunks, name):
     """NumPy ``X`` as a dask array ``name`` of ``chunks`` whose blocks are read-only views
-    of X's rows: no copy, where ``da.from_array`` copies the whole array first. Nothing
-    reading a block can write into the caller's array."""
+    of X's rows: no copy, where ``da.from_array`` copies the whole array first (a
+    column-major X is copied into row-major blocks). Nothing reading a block can write into
+    the caller's array."""
     from dask.highlevelgraph import HighLevelGraph
 
     starts = np.cumsum((0, *chunks[0]))
     blocks = {}
+    # a column-major X (a DataFrame's values) is copied block by block into row-major
+    # blocks: its readers take rows, each of which is strided across a column-major block
+    rows = (lambda a, b: X[a:b]) if X.flags.c_contiguous else (lambda a, b: X[a:b].copy())
     for i, (a, b) in enumerate(zip(starts[:-1], starts[1:], strict=True)):
-        view = X[a:b]
+        view = rows(a, b)
         view.flags.writeable = False
         blocks[(name, i, 0)] = view
     graph = HighLevelGraph.from_collections(name, blocks, dependencies=())
@@ -186,12 +191,15 @@ def held_blocks(X):
 
 
 def _narrowed(block):
-    """``block`` as float32 when that holds its values exactly, else ``block``."""
+    """``block`` as float32 when that holds its values exactly, else ``block``; in row-major
+    order either way. A block read from a table (``DataFrame.to_numpy``, ``to_dask_array``)
+    is column-major: every later reader takes rows of it (a cell's rows, a halo, a
+    sample), each row then strided across the whole block."""
     if block.dtype == np.float64:
-        narrow = block.astype(np.float32)
+        narrow = block.astype(np.float32, order="C")
         if np.array_equal(narrow, block):
             return narrow
-    return block
+    return np.ascontiguousarray(block)
 
 
 def _read(block, to):
