@@ -83,11 +83,10 @@ def row_views(X, chunks, name):
 
     starts = np.cumsum((0, *chunks[0]))
     blocks = {}
-    # a column-major X (a DataFrame's values) is copied block by block into row-major
-    # blocks: its readers take rows, each of which is strided across a column-major block
-    rows = (lambda a, b: X[a:b]) if X.flags.c_contiguous else (lambda a, b: X[a:b].copy())
     for i, (a, b) in enumerate(zip(starts[:-1], starts[1:], strict=True)):
-        view = rows(a, b)
+        # a column-major X (a DataFrame's values) is copied block by block into row-major
+        # blocks: its readers take rows, each strided across a column-major block
+        view = np.ascontiguousarray(X[a:b])
         view.flags.writeable = False
         blocks[(name, i, 0)] = view
     graph = HighLevelGraph.from_collections(name, blocks, dependencies=())
