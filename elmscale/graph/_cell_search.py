@@ -767,7 +767,7 @@ class CellSearch:
         # w + 2 wait for wave w's searches, so at most two waves of copies are held at once
         waves = split_by_bytes(range(len(plan)), nbytes, budget * max(cluster_threads(), 1))
         kernel = propose if self.kernel is None else self.kernel
-        found, wanted, done = [None] * len(plan), [[] for _ in range(nb)], []
+        found, done, best = [None] * len(plan), [], [None] * nb
         for w, wave in enumerate(waves):
             after = done[w - 2] if w >= 2 else None
             pieces = exchange(
@@ -795,29 +795,52 @@ class CellSearch:
                     read,
                 )
             done.append(task("wave", _after, *[found[i] for i in wave]))
-        for i, queries in enumerate(plan.queries):
-            for s in sorted({s for s, _, _ in queries}):
-                wanted[s].append((i, (int(starts[s]), int(starts[s + 1]))))
-        lists = exchange(
-            f"{PREFIX}-lists",
-            _take_results,
-            [(f,) for f in found],
-            wanted,
-            nbytes=[
-                len(w) * int(n) * k * 24 for w, n in zip(wanted, part.order.chunks, strict=True)
-            ],
-        )
+            best = _fold_wave(
+                best, [found[i] for i in wave], [plan.queries[i] for i in wave], starts, k
+            )
         _log_search(budget, self.memory_budget is not None, block_starts, plan, counts, X.shape[0])
-        return _merged(lists, starts, k)
+        return _merged(best, starts, k)
 
 
-def _merged(lists, starts, k):
-    """Each ordered chunk's rows' k best of their lists from every block, as three dask
-    arrays (positions in cell order, original indices, distances)."""
+def _fold_wave(best, found, queries, starts, k):
+    """Each ordered chunk's k best so far (``best``, per chunk a delayed ``(positions,
+    original indices, squared distances)`` or None) merged with the lists of one wave's
+    search tasks (``found``, whose queries come from the chunks in ``queries``). Merging
+    wave by wave lets each search task's lists go once its wave is folded, so a worker holds
+    the chunks' k best and one wave's lists, not every list of the search."""
+    wanted = [[] for _ in range(len(starts) - 1)]
+    for i, q in enumerate(queries):
+        for s in sorted({s for s, _, _ in q}):
+            wanted[s].append((i, (int(starts[s]), int(starts[s + 1]))))
+    lists = exchange(
+        f"{PREFIX}-lists",
+        _take_results,
+        [(f,) for f in found],
+        wanted,
+        nbytes=[len(w) * int(n) * k * 24 for w, n in zip(wanted, np.diff(starts), strict=True)],
+    )
+    return [
+        b if not w else task("fold", _fold_lists, int(starts[s + 1] - starts[s]), k, b, got)
+        for s, (b, w, got) in enumerate(zip(best, wanted, lists, strict=True))
+    ]
+
+
+def _fold_lists(n, k, best, pieces):
+    """The chunk's n rows' k best (:func:`_merge_lists`) of the lists ``pieces`` and the
+    best so far (None before the first wave)."""
+    if best is not None:
+        pieces = [(np.arange(n), *best), *pieces]
+    return _merge_lists(n, k, pieces)
+
+
+def _merged(best, starts, k):
+    """Each ordered chunk's rows' k best of their lists from every block (per chunk, the
+    folded lists of :func:`_fold_wave`), as three dask arrays (positions in cell order,
+    original indices, distances)."""
     pos_b, orig_b, dist_b = [], [], []
     for t in range(len(starts) - 1):
         n = int(starts[t + 1] - starts[t])
-        out = task("merge", _merge_lists, n, k, lists[t])
+        out = best[t] if best[t] is not None else task("merge", _merge_lists, n, k, [])
         pos_b.append(da.from_delayed(out[0], (n, k), dtype=np.int64))
         orig_b.append(da.from_delayed(out[1], (n, k), dtype=np.int64))
         dist_b.append(da.from_delayed(out[2], (n, k), dtype=np.float64))

@@ -68,10 +68,13 @@ def _probed_reference(X, search, chunks, k):
 @pytest.mark.parametrize("chunks", [500, 777])
 @pytest.mark.parametrize("budget", [None, TINY])
 def test_block_search_equals_an_exact_search_of_the_probed_cells(ties, chunks, budget, monkeypatch):
-    """Any chunking and budget (the tiny one cuts chunks into several blocks and a block's
-    queries over several tasks): each row's k nearest of its probed cells, ties by index;
-    where the probes cover every cell, the dense exact graph."""
+    """Any chunking and budget (the tiny one cuts chunks into several blocks, a block's
+    queries over several tasks and the search into waves whose lists are folded into each
+    chunk's best one wave at a time): each row's k nearest of its probed cells, ties by
+    index; where the probes cover every cell, the dense exact graph."""
     plans = _planned(monkeypatch)
+    folds, fold = [], cs._fold_wave
+    monkeypatch.setattr(cs, "_fold_wave", lambda *a: folds.append(1) or fold(*a))
     search = CellSearch(rows_per_cell=100, n_probes=3, recall_sample=0, memory_budget=budget)
     got = _graph(ties, chunks, search)
     if budget == TINY:
@@ -79,6 +82,7 @@ def test_block_search_equals_an_exact_search_of_the_probed_cells(ties, chunks, b
         assert len(plan.block_starts) - 1 > -(-len(ties) // chunks)  # chunks cut into blocks
         assert len(plan) > len(set(plan.blocks))  # some block's queries split over tasks
         assert max(plan.held) <= TINY
+        assert len(folds) > 1  # lists merged wave by wave
     want = _probed_reference(ties, search, chunks, 8)
     np.testing.assert_array_equal(got[0], want[0])
     np.testing.assert_array_equal(got[1], want[1])
