@@ -42,13 +42,14 @@ class DatasetMissing(LookupError):
     """The dataset file is not there: skip the dataset, do not fail the run."""
 
 
-def load_dataset(name, datasets_dir=None):
+def load_dataset(name, datasets_dir=None, rows=None):
     """``(X, y)`` of a benchmark dataset: X as stored (float32 for the npz files, float64 for
     scikit-learn's), y int64 in 0..c-1.
 
     ``name`` is a scikit-learn bundled set (``iris``, ``wine``, ``digits``, ``breast_cancer``)
     or the stem of an ``.npz`` file in ``datasets_dir`` (default :data:`DATASETS_DIR`).
-    Raises :class:`DatasetMissing` when the file does not exist.
+    ``rows="train"`` or ``"test"`` keeps the rows the file marks so (its ``is_test`` array:
+    mnist, usps, shuttle). Raises :class:`DatasetMissing` when the file does not exist.
     """
     if name in SKLEARN_SETS:
         from sklearn import datasets
@@ -60,6 +61,11 @@ def load_dataset(name, datasets_dir=None):
         raise DatasetMissing(f"dataset {name!r} not found at {path}")
     with np.load(path) as data:
         X, y = data["X"], data["y"]
+        if rows is not None:
+            if "is_test" not in data:
+                raise ValueError(f"{name} marks no test rows (is_test): mnist, usps or shuttle")
+            keep = np.asarray(data["is_test"], dtype=bool) == (rows == "test")
+            X, y = X[keep], y[keep]
     return X, np.asarray(y, dtype=np.int64)
 
 
@@ -203,6 +209,48 @@ def command_line():
     return "python " + " ".join([os.path.relpath(sys.argv[0], REPO_ROOT)] + sys.argv[1:])
 
 
+def run_info(**extra):
+    """What every results record starts with: the date, the command and the machine."""
+    return {"date": utc_now(), "command": command_line(), "machine": machine_info(), **extra}
+
+
+def parse_value(text):
+    """A parameter's value from the command line: a Python literal (``0.01``, ``'exact'``,
+    ``None``), ``true`` / ``false`` / ``none`` in any case, else the text itself."""
+    import ast
+
+    words = {"true": True, "false": False, "none": None}
+    if text.lower() in words:
+        return words[text.lower()]
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        return text
+
+
+def parse_params(items):
+    """Estimator parameters from ``--set`` options: ``["lam=0.01,scaling=minmax", "k=5"]``
+    (or one such string) -> ``{"lam": 0.01, "scaling": "minmax", "k": 5}``. A graph backend
+    with options is written ``graph=CellSearch(n_probes=10:rows_per_cell=1000)``."""
+    out = {}
+    for item in [items] if isinstance(items, str) else items:
+        for kv in filter(None, item.split(",")):
+            key, sep, value = kv.partition("=")
+            if not sep:
+                raise ValueError(f"expected KEY=VALUE, got {kv!r}")
+            cell_search = value.startswith("CellSearch(")
+            out[key.strip()] = _cell_search(value) if cell_search else parse_value(value)
+    return out
+
+
+def _cell_search(text):
+    """``"CellSearch(n_probes=10:n_refine=1)"`` -> that :class:`elmscale.graph.CellSearch`."""
+    from elmscale.graph import CellSearch
+
+    pairs = (kv.split("=", 1) for kv in text[len("CellSearch(") : -1].split(":") if kv)
+    return CellSearch(**{k: parse_value(v) for k, v in pairs})
+
+
 def results_file(name):
     """``benchmarks/results/<name>``, the folder created if needed: the default place of a
     script's raw results, which git ignores (RESULTS.md quotes what they showed)."""
@@ -265,24 +313,23 @@ class RSSSampler:
 
 
 class Timer:
-    """Holds the ``seconds`` measured by :func:`timed`."""
+    """Holds the wall ``seconds`` and the process's ``cpu_seconds`` measured by :func:`timed`."""
 
-    seconds = float("nan")
-
-    def __repr__(self):
-        return f"Timer({self.seconds:.3f} s)"
+    seconds = cpu_seconds = float("nan")
 
 
 @contextlib.contextmanager
 def timed(log=None, label=""):
-    """``with timed() as t: ...`` then ``t.seconds`` (wall clock, ``perf_counter``).
-    ``log`` (e.g. ``print``) is called with ``"<label>: <s> s"`` at the end."""
+    """``with timed() as t: ...`` then ``t.seconds`` (wall clock, ``perf_counter``) and
+    ``t.cpu_seconds`` (``process_time``: every thread of this process). ``log`` (e.g.
+    ``print``) is called with ``"<label>: <s> s"`` at the end."""
     t = Timer()
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     try:
         yield t
     finally:
         t.seconds = time.perf_counter() - start
+        t.cpu_seconds = time.process_time() - cpu
         if log is not None:
             log(f"{label}: {t.seconds:.2f} s")
 
