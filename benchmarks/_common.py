@@ -9,7 +9,8 @@
   :func:`peak_memory_mb` (``resource.getrusage``);
 - timing: :func:`timed` (a context manager) and :func:`median_of_repeats`;
 - :func:`local_cluster`: the LocalCluster (processes x 1 thread) the scale benchmarks time on,
-  and :func:`cluster_arguments`, the command-line options of the mixture fits on it;
+  :func:`cluster_arguments`, the command-line options of the mixture fits on it, and
+  :func:`log_header`, what a run prints first;
 - :func:`results_file`: a path in ``benchmarks/results/``, where raw results go (git ignores it).
 
 Import it from any script with ``from benchmarks._common import ...``: the scripts are run from
@@ -67,15 +68,6 @@ def load_dataset(name, datasets_dir=None, rows=None):
             keep = np.asarray(data["is_test"], dtype=bool) == (rows == "test")
             X, y = X[keep], y[keep]
     return X, np.asarray(y, dtype=np.int64)
-
-
-def available_datasets(names, datasets_dir=None):
-    """Split ``names`` into (present, missing) without loading them."""
-    present, missing = [], []
-    for name in names:
-        ok = name in SKLEARN_SETS or (Path(datasets_dir or DATASETS_DIR) / f"{name}.npz").is_file()
-        (present if ok else missing).append(name)
-    return present, missing
 
 
 # -- clustering scores ---------------------------------------------------------------------
@@ -216,7 +208,8 @@ def run_info(**extra):
 
 def parse_value(text):
     """A parameter's value from the command line: a Python literal (``0.01``, ``'exact'``,
-    ``None``), ``true`` / ``false`` / ``none`` in any case, else the text itself."""
+    ``None``) or ``true`` / ``false`` / ``none``; a bare word such as ``exact`` is refused
+    (``ValueError``), as it is most often a string missing its quotes."""
     import ast
 
     words = {"true": True, "false": False, "none": None}
@@ -224,8 +217,8 @@ def parse_value(text):
         return words[text.lower()]
     try:
         return ast.literal_eval(text)
-    except (ValueError, SyntaxError):
-        return text
+    except (ValueError, SyntaxError) as exc:
+        raise ValueError(f"{text!r} is not a Python literal (quote a string)") from exc
 
 
 def parse_params(items):
@@ -249,6 +242,23 @@ def _cell_search(text):
 
     pairs = (kv.split("=", 1) for kv in text[len("CellSearch(") : -1].split(":") if kv)
     return CellSearch(**{k: parse_value(v) for k, v in pairs})
+
+
+@contextlib.contextmanager
+def revision_checkout(rev):
+    """A temporary git worktree of revision ``rev`` of this repository (its path), removed
+    after: a fresh interpreter started there imports that revision's ``elmscale``."""
+    import subprocess
+    import tempfile
+
+    git = ["git", "-C", str(REPO_ROOT), "worktree"]
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "checkout"
+        subprocess.run([*git, "add", "--detach", str(path), rev], check=True, capture_output=True)
+        try:
+            yield path
+        finally:
+            subprocess.run([*git, "remove", "--force", str(path)], capture_output=True)
 
 
 def results_file(name):
@@ -394,39 +404,51 @@ def recall_at_k(X, idx, k, n_sample=2000, seed=0):
 @contextlib.contextmanager
 def local_cluster(n_workers, worker_gb, dashboard_address=":0", scheduler_process=False):
     """A Client on a fresh LocalCluster of ``n_workers`` worker processes x 1 thread with
-    ``worker_gb`` GiB each: the setting every scale benchmark times on. The scheduler runs in
+    ``worker_gb`` GiB each (None: distributed's share of the machine's memory): the setting
+    every scale benchmark times on. The scheduler runs in
     this process, or with ``scheduler_process`` in one of its own (distributed's
     ``SubprocessCluster``), so that this process's peak memory is the client's alone."""
     from distributed import Client, LocalCluster
     from distributed.deploy.subprocess import SubprocessCluster
 
+    memory = "auto" if worker_gb is None else f"{worker_gb}GiB"
     if scheduler_process:
         cluster = SubprocessCluster(
             n_workers=n_workers,
             threads_per_worker=1,
             dashboard_address=dashboard_address,
-            worker_kwargs={"memory_limit": f"{worker_gb}GiB"},
+            worker_kwargs={"memory_limit": memory},
         )
     else:
         cluster = LocalCluster(
             n_workers=n_workers,
             threads_per_worker=1,
             dashboard_address=dashboard_address,
-            memory_limit=f"{worker_gb}GiB",
+            memory_limit=memory,
         )
     with cluster, Client(cluster) as client:
         client.wait_for_workers(n_workers)
         yield client
 
 
-def cluster_arguments(parser, n_samples=200_000):
-    """Add the options of a fit of the 50-d mixture on :func:`local_cluster` to an argparse
-    parser: ``--n-samples``, ``--features``, ``--chunk-rows``, ``--n-hidden``, ``--workers``,
-    ``--worker-gb``."""
-    parser.add_argument("--n-samples", type=int, default=n_samples)
-    parser.add_argument("--features", type=int, default=50)
-    parser.add_argument("--chunk-rows", type=int, default=None, help="default: the generator's")
-    parser.add_argument("--n-hidden", type=int, default=None, help="default: the estimator's")
+def cluster_arguments(parser, n=200_000, worker_gb=3, chunk_rows=None, n_hidden=None):
+    """Add the options of a fit of the mixture (``_mixture.py``) on :func:`local_cluster` to an
+    argparse parser: ``--n`` (or ``--n-samples``), ``--d`` (or ``--features``),
+    ``--clusters``, ``--chunk-rows``, ``--n-hidden``, ``--workers``, ``--worker-gb``,
+    ``--seed``; the defaults are the caller's."""
+    parser.add_argument("--n", "--n-samples", dest="n", type=int, default=n)
+    parser.add_argument("--d", "--features", dest="d", type=int, default=50)
+    parser.add_argument("--clusters", type=int, default=10)
+    parser.add_argument("--chunk-rows", type=int, default=chunk_rows, help="rows per chunk")
+    parser.add_argument("--n-hidden", type=int, default=n_hidden, help="default: the estimator's")
     parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--worker-gb", type=float, default=3)
+    parser.add_argument("--worker-gb", type=float, default=worker_gb)
+    parser.add_argument("--seed", type=int, default=0)
     return parser
+
+
+def log_header(args):
+    """Print the date, the machine, the BLAS and the arguments of a run, each on a ``#`` line."""
+    print(
+        f"# {utc_now()} {machine_info()}\n# BLAS: {blas_info()}\n# args: {vars(args)}", flush=True
+    )

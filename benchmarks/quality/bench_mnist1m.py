@@ -47,13 +47,13 @@ from benchmarks._common import (
     local_cluster,
     machine_info,
     nmi,
+    parse_params,
     peak_memory_mb,
     results_file,
     timed,
     utc_now,
 )
 from benchmarks._deformed_mnist import DEFORMATION, deformed_mnist_dask, deformed_mnist_numpy
-from benchmarks.quality.bench_quality import parse_config
 
 KMEANS = ("minibatch", "kmeans")
 
@@ -135,7 +135,7 @@ def fit_uselm(args, path, log):
             wait(X)
         out["load_s"] = t.seconds
         y = np.asarray(da.from_zarr(str(path), component="y")[: args.n_samples].compute())
-        model = elmscale.USELM(n_clusters=10, random_state=args.seed, **parse_config(args.set))
+        model = elmscale.USELM(n_clusters=10, random_state=args.seed, **parse_params(args.set))
         with timed() as t:
             model.fit(X)
             labels = np.asarray(model.labels_.compute())
@@ -222,7 +222,7 @@ def parse_args(argv=None):
     if args.n_samples < 10:
         p.error(f"--n-samples must be at least 10, got {args.n_samples}")
     try:
-        parse_config(args.set)
+        parse_params(args.set)
     except (ValueError, SyntaxError, TypeError) as exc:
         p.error(f"--set expects KEY=VALUE,... with Python literal values, got {args.set!r}: {exc}")
     if args.generate_only and not args.store:

@@ -14,6 +14,7 @@ out. Prints one JSON line per (estimator, dataset) and a markdown table at the e
 """
 
 import argparse
+import contextlib
 import json
 import os
 import subprocess
@@ -27,8 +28,9 @@ from benchmarks._common import (
     DATASETS_DIR,
     REPO_ROOT,
     SKLEARN_SETS,
-    available_datasets,
+    DatasetMissing,
     load_dataset,
+    revision_checkout,
     utc_now,
 )
 
@@ -68,15 +70,6 @@ np.savez(sys.argv[2], **out)
 """
 
 
-def checkout(rev, where):
-    """Extract ``rev``'s tree (elmscale/ only) into ``where``; return its path."""
-    archive = subprocess.run(
-        ["git", "-C", str(REPO_ROOT), "archive", rev, "elmscale"], check=True, capture_output=True
-    ).stdout
-    subprocess.run(["tar", "-x", "-C", str(where)], input=archive, check=True)
-    return Path(where)
-
-
 def fit(tree, data_path, out_path, estimators):
     env = dict(os.environ, PYTHONPATH=str(tree))
     cmd = [sys.executable, "-c", _FIT, str(data_path), str(out_path), str(tree), estimators]
@@ -94,67 +87,62 @@ def main(argv=None):
     ap.add_argument("--estimators", default=",".join(ESTIMATORS))
     ap.add_argument("--max-rows", type=int, default=12_000)
     args = ap.parse_args(argv)
-
-    names = (
-        args.datasets.split(",")
-        if args.datasets
-        else [
-            *SKLEARN_SETS,
-            *sorted(p.stem for p in DATASETS_DIR.glob("*.npz")),
-        ]
-    )
+    names = args.datasets.split(",") if args.datasets else [*SKLEARN_SETS, *_stored_sets()]
     rows = []
-    with tempfile.TemporaryDirectory() as tmp:
-        tmp = Path(tmp)
-        (tmp / "base").mkdir()
-        trees = {"base": checkout(args.rev, (tmp / "base").resolve())}
-        if args.against:
-            (tmp / "new").mkdir()
-            trees["new"] = checkout(args.against, (tmp / "new").resolve())
-        else:
-            trees["new"] = REPO_ROOT
-        for name in available_datasets(names)[0]:
-            X, y = load_dataset(name)
+    with contextlib.ExitStack() as stack, tempfile.TemporaryDirectory() as tmp:
+        trees = {"base": stack.enter_context(revision_checkout(args.rev))}
+        trees["new"] = (
+            stack.enter_context(revision_checkout(args.against)) if args.against else REPO_ROOT
+        )
+        for name in names:
+            try:
+                X, y = load_dataset(name)
+            except DatasetMissing:
+                continue
             if len(X) > args.max_rows:
                 continue
-            data = tmp / f"{name}.npz"
+            data = Path(tmp) / f"{name}.npz"
             np.savez(data, X=X, y=y)
             got = {
-                side: fit(tree, data, tmp / f"{side}.npz", args.estimators)
+                side: fit(tree, data, Path(tmp) / f"{side}.npz", args.estimators)
                 for side, tree in trees.items()
             }
             for est in args.estimators.split(","):
-                a, b = got["base"][est + ".labels"], got["new"][est + ".labels"]
-                row = {
-                    "utc": utc_now(),
-                    "dataset": name,
-                    "n": len(X),
-                    "estimator": est,
-                    "labels_identical": bool(np.array_equal(a, b)),
-                    "labels_differing": int((a != b).sum()),
-                }
-                if est + ".embedding" in got["base"]:
-                    ea, eb = got["base"][est + ".embedding"], got["new"][est + ".embedding"]
-                    row["embedding_max_abs_diff"] = (
-                        float(np.abs(ea - eb).max()) if ea.shape == eb.shape else None
-                    )
-                print(json.dumps(row), flush=True)
-                rows.append(row)
+                rows.append(compare(name, len(X), est, got["base"], got["new"]))
+                print(json.dumps(rows[-1]), flush=True)
+    print_table(rows, args.estimators.split(","))
+    return rows
+
+
+def _stored_sets():
+    return sorted(p.stem for p in DATASETS_DIR.glob("*.npz"))
+
+
+def compare(name, n, est, base, new):
+    """The record of one (dataset, estimator): labels identical, and the embeddings' gap."""
+    a, b = base[est + ".labels"], new[est + ".labels"]
+    row = {"utc": utc_now(), "dataset": name, "n": n, "estimator": est}
+    row.update(labels_identical=bool(np.array_equal(a, b)), labels_differing=int((a != b).sum()))
+    if est + ".embedding" in base:
+        ea, eb = base[est + ".embedding"], new[est + ".embedding"]
+        row["embedding_max_abs_diff"] = (
+            float(np.abs(ea - eb).max()) if ea.shape == eb.shape else None
+        )
+    return row
+
+
+def print_table(rows, estimators):
     same = sum(r["labels_identical"] for r in rows)
     print(f"\n{same} of {len(rows)} (estimator, dataset) fits give identical labels\n")
     print("| estimator | datasets | identical labels | largest embedding difference |")
     print("|---|---|---|---|")
-    for est in args.estimators.split(","):
+    for est in estimators:
         mine = [r for r in rows if r["estimator"] == est]
-        diffs = [r.get("embedding_max_abs_diff") for r in mine]
-        diffs = [d for d in diffs if d is not None]
-        print(
-            f"| {est} | {len(mine)} | {sum(r['labels_identical'] for r in mine)} "
-            f"| {max(diffs):.1e} |"
-            if diffs
-            else f"| {est} | {len(mine)} | {sum(r['labels_identical'] for r in mine)} | - |"
-        )
-    return rows
+        diffs = [
+            r["embedding_max_abs_diff"] for r in mine if r.get("embedding_max_abs_diff") is not None
+        ]
+        largest = f"{max(diffs):.1e}" if diffs else "-"
+        print(f"| {est} | {len(mine)} | {sum(r['labels_identical'] for r in mine)} | {largest} |")
 
 
 if __name__ == "__main__":

@@ -47,7 +47,7 @@ def child(args):
     t0 = time.perf_counter()
     with local_cluster(args.workers, args.worker_gb, dashboard_address=None):
         t1 = time.perf_counter()
-        X, _ = mixture_dask(args.n_samples, n_features=args.features)
+        X, _ = mixture_dask(args.n, args.d, args.clusters, args.seed)
         X = X.rechunk({0: args.chunk_rows}) if args.chunk_rows else X
         kw = {"checkpoint": args.checkpoint} if args.checkpoint else {}
         params = {"n_hidden": args.n_hidden} if args.n_hidden else {}
@@ -78,12 +78,7 @@ def _kill_condition(args, folder):
 def run(args, labels, checkpoint=None, kill=None):
     """One fit in a fresh interpreter (its own session): ``(wall seconds, JSON or None)``,
     killed with its cluster once ``kill()`` is true."""
-    cmd = [sys.executable, "-m", "benchmarks.scale.bench_checkpoint", "--child"]
-    cmd += ["--n-samples", str(args.n_samples), "--features", str(args.features)]
-    cmd += ["--chunk-rows", str(args.chunk_rows)] if args.chunk_rows else []
-    cmd += ["--n-hidden", str(args.n_hidden)] if args.n_hidden else []
-    cmd += ["--workers", str(args.workers), "--worker-gb", str(args.worker_gb)]
-    cmd += ["--estimator", args.estimator]
+    cmd = [sys.executable, "-m", "benchmarks.scale.bench_checkpoint", *args.argv, "--child"]
     cmd += ["--labels", str(labels)] + (["--checkpoint", str(checkpoint)] if checkpoint else [])
     env = dict(os.environ, PYTHONPATH=str(REPO_ROOT))
     log = open(Path(labels).with_suffix(".log"), "w")  # noqa: SIM115 - closed below
@@ -130,8 +125,8 @@ def main(args):
         "benchmark": "checkpoint",
         "when": utc_now(),
         "machine": machine_info(),
-        "n_samples": args.n_samples,
-        "n_features": args.features,
+        "n_samples": args.n,
+        "n_features": args.d,
         "estimator": args.estimator,
         "kill_at": args.kill_at,
         "killed": killed is None,
@@ -161,7 +156,9 @@ def parse(argv=None):
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--labels", help=argparse.SUPPRESS)
     ap.add_argument("--checkpoint", help=argparse.SUPPRESS)
-    return ap.parse_args(argv)
+    args = ap.parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)  # the child runs with the same
+    return args
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks._common import REPO_ROOT, utc_now
+from benchmarks._common import REPO_ROOT, local_cluster, utc_now
 from benchmarks._mixture import mixture_numpy
 
 PARAMS = ["n_clusters=10", "n_hidden=300", "random_state=0"]
@@ -33,14 +33,10 @@ def python_api(path, out, workers):
     """What a Python user writes: read the file with dask, fit, save the labels."""
     import dask.array as da
     import dask.dataframe as dd
-    from distributed import Client, LocalCluster
 
     import elmscale
 
-    with (
-        LocalCluster(n_workers=workers, threads_per_worker=1, dashboard_address=None) as cl,
-        Client(cl),
-    ):
+    with local_cluster(workers, worker_gb=None, dashboard_address=None):
         t0 = time.perf_counter()
         if path.suffix == ".npy":
             X = da.from_array(np.load(path, mmap_mode="r"), chunks=(50_000, -1))

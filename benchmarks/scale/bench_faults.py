@@ -46,7 +46,7 @@ def main(args):
         local_cluster(args.workers, args.worker_gb, dashboard_address=None) as client,
         dask.config.set(scheduler="dask.distributed"),
     ):
-        X, _ = mixture_dask(args.n_samples, n_features=args.features)
+        X, _ = mixture_dask(args.n, args.d, args.clusters, args.seed)
         X = X.rechunk({0: args.chunk_rows}) if args.chunk_rows else X
         graph, labels, base = fit_under_fault(client, _model(args.n_hidden), X)
         runs = [base]
@@ -59,8 +59,8 @@ def main(args):
         "benchmark": "faults",
         "when": utc_now(),
         "machine": machine_info(),
-        "n_samples": args.n_samples,
-        "n_features": args.features,
+        "n_samples": args.n,
+        "n_features": args.d,
         "graph_edges": int(graph.nnz),
         "runs": runs,
     }

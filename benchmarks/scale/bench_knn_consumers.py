@@ -4,38 +4,26 @@
     python -m benchmarks.scale.bench_knn_consumers --n 1000000 --consumers umap --budget 1800
     python -m benchmarks.scale.bench_knn_consumers --n 100000 --data deformed --rounds 2
 
-For each consumer, two runs on the same rows (X in this process, as a user holds it):
+For each consumer, two runs on the same rows (X in this process, as a user holds it): ``own``,
+the library alone (``umap.UMAP(n_neighbors=k)``, scikit-learn's ``HDBSCAN`` on X,
+``SpectralClustering(affinity="nearest_neighbors")``), and ``elmscale``, the library fed
+``KNNGraphTransformer(n_neighbors=k - 1, symmetric=False).fit_transform(X)`` built on a
+LocalCluster of ``--workers`` (dask's threads with ``--workers 0``): umap through
+``precomputed_knn``, HDBSCAN with ``metric="precomputed"`` on ``G.maximum(G.T)``,
+SpectralClustering with ``affinity="precomputed_nearest_neighbors"``. The graph's seconds are
+added to each consumer's for the ``elmscale`` end-to-end time.
 
-- ``own``: the library alone: ``umap.UMAP(n_neighbors=k)`` (its NN-descent), scikit-learn's
-  ``HDBSCAN`` on X, ``SpectralClustering(affinity="nearest_neighbors")`` (its exact search);
-- ``elmscale``: the library fed
-  ``KNNGraphTransformer(n_neighbors=k - 1, symmetric=False).fit_transform(X)``, the directed
-  graph (the point itself and its k - 1 nearest others, built on a LocalCluster of ``--workers``
-  processes x 1 thread, or on dask's threads with ``--workers 0``): umap through
-  ``precomputed_knn`` (``knn_arrays``), HDBSCAN with ``metric="precomputed"`` on the graph
-  symmetrised by ``G.maximum(G.T)``, SpectralClustering with
-  ``affinity="precomputed_nearest_neighbors"`` (it keeps each row's ``--spectral-k`` nearest).
-
-The graph is built once per run of the script and its seconds are added to each consumer's
-seconds for the ``elmscale`` end-to-end time (one graph of k columns serves every consumer;
-spectral needs only ``--spectral-k`` of them). Each consumer run is a fresh Python process
-given ``--budget`` seconds: one that runs out is killed and recorded with ``status``
-"timeout" and no quality, never waited for. Before its timing a run fits a small UMAP
-(or HDBSCAN / SpectralClustering) on 5,000 rows, so numba's compilation is in neither time;
-the cluster's start and a graph of 20,000 rows before the timed graph are not timed either.
-
-Quality: UMAP's ``trustworthiness`` (scikit-learn, 10 neighbours) on ``--sample`` rows drawn
-with a fixed seed (the same rows for both runs) and ACC / NMI of KMeans (``n_init=10``) on the
-2-d embedding; HDBSCAN's and SpectralClustering's ACC / NMI against the labels, HDBSCAN's noise
-counted as wrong in ACC and as one more cluster in NMI. The graph: seconds,
-``recall_estimate_``, and recall@10 against float64 brute force on ``--recall-queries`` rows.
-One JSON line per consumer run (with the machine, BLAS and the load average) goes to ``--out``.
-
-Data: ``mixture`` (the 50-d Gaussian mixture of bench_uselm_scale.py) or ``deformed``
-(MNIST-1M's deformed digits, 784-d, ``benchmarks/_deformed_mnist.py``; needs mnist.npz).
+Each consumer run is a fresh process given ``--budget`` seconds (one that runs out is recorded
+as "timeout", never waited for), after an untimed fit on 5,000 rows (numba's compilation).
+Quality: UMAP's ``trustworthiness`` on ``--sample`` rows and ACC / NMI of KMeans on its
+embedding; HDBSCAN's and SpectralClustering's ACC / NMI, HDBSCAN's noise counted as wrong in
+ACC and as one more cluster in NMI; the graph's seconds, ``recall_estimate_`` and recall@10
+against brute force. One JSON line per run goes to ``--out``. Data: ``mixture``
+(``_mixture.py``) or ``deformed`` (``_deformed_mnist.py``; needs mnist.npz).
 """
 
 import argparse
+import contextlib
 import json
 import os
 import subprocess
@@ -50,14 +38,12 @@ import numpy as np
 from benchmarks._common import (
     REPO_ROOT,
     clustering_accuracy,
-    command_line,
     local_cluster,
-    machine_info,
     nmi,
     peak_memory_mb,
     recall_at_k,
     results_file,
-    utc_now,
+    run_info,
 )
 
 CONSUMERS = ("umap", "hdbscan", "spectral")
@@ -220,30 +206,24 @@ def run_one(spec, tmp, budget):
 
 # -- the graph, in this process ------------------------------------------------------------
 def build_graph(X, args, log):
-    """elmscale's graph of X, timed: ``(G, fields)``."""
+    """elmscale's graph of X, timed (after an untimed graph of 20,000 rows that does the
+    workers' imports): ``(G, fields)``."""
     from elmscale.neighbors import KNNGraphTransformer
 
-    def fit():
-        t = KNNGraphTransformer(
-            n_neighbors=args.k - 1, symmetric=False, graph=args.graph, random_state=0
-        )
+    def transformer():
+        k = args.k - 1
+        return KNNGraphTransformer(n_neighbors=k, symmetric=False, graph=args.graph, random_state=0)
+
+    cluster = local_cluster(args.workers, args.worker_gb, dashboard_address=None)
+    with cluster if args.workers else contextlib.nullcontext():
+        if args.workers:
+            transformer().fit_transform(X[:20_000])
+        t = transformer()
         t0 = time.perf_counter()
         G = t.fit_transform(X)
-        return G, time.perf_counter() - t0, t.recall_estimate_
-
-    fields = {}
-    if args.workers:
-        with local_cluster(args.workers, args.worker_gb, dashboard_address=None):
-            fit_warm = KNNGraphTransformer(
-                n_neighbors=args.k - 1, symmetric=False, graph=args.graph
-            )
-            fit_warm.fit_transform(X[: min(len(X), 20_000)])  # imports on the workers
-            G, seconds, estimate = fit()
-    else:
-        G, seconds, estimate = fit()
-    fields.update(graph_s=seconds, graph_recall_estimate=estimate)
-    log(f"graph: {seconds:.1f} s (recall estimate {estimate})")
-    return G, fields
+        seconds = time.perf_counter() - t0
+    log(f"graph: {seconds:.1f} s (recall estimate {t.recall_estimate_})")
+    return G, {"graph_s": seconds, "graph_recall_estimate": t.recall_estimate_}
 
 
 def graph_recall(X, G, k, n_queries):
@@ -265,7 +245,7 @@ def graph_recall(X, G, k, n_queries):
         )
 
 
-def main(argv=None):
+def parse(argv=None):
     p = argparse.ArgumentParser(
         description=__doc__.split("\n")[0], formatter_class=argparse.RawTextHelpFormatter
     )
@@ -291,26 +271,21 @@ def main(argv=None):
     p.add_argument("--out", default=None, help="JSON lines (default results/knn_consumers.jsonl)")
     p.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
+    if not args.child and (args.k < 2 or args.spectral_k > args.k):
+        p.error(f"--k must be >= 2 and >= --spectral-k, got {args.k} and {args.spectral_k}")
+    return args
+
+
+def log(msg):
+    print(msg, file=sys.stderr, flush=True)
+
+
+def main(argv=None):
+    args = parse(argv)
     if args.child:
         return child(args.child)
-    if args.k < 2 or args.spectral_k > args.k:
-        p.error(f"--k must be >= 2 and >= --spectral-k, got {args.k} and {args.spectral_k}")
-
-    def log(msg):
-        print(msg, file=sys.stderr, flush=True)
-
-    base = {
-        "date": utc_now(),
-        "command": command_line(),
-        "machine": machine_info(),
-        "data": args.data,
-        "n": args.n,
-        "k": args.k,
-        "graph": args.graph,
-        "workers": args.workers,
-        "budget_s": args.budget,
-        "load_average_start": list(os.getloadavg()),
-    }
+    base = run_info(data=args.data, n=args.n, k=args.k, graph=args.graph, workers=args.workers)
+    base.update(budget_s=args.budget, load_average_start=list(os.getloadavg()))
     X, y = load_data(args.data, args.n, args.seed)
     base["d"] = X.shape[1]
     G = None
@@ -329,43 +304,40 @@ def main(argv=None):
         "warmup_rows": args.warmup_rows,
         "seed": args.seed,
     }
-    base.update({f"{key}_param": v for key, v in spec.items() if key not in ("seed",)})
-    out = Path(args.out) if args.out else results_file("knn_consumers.jsonl")
-    rows = []
+    base.update({f"{key}_param": v for key, v in spec.items() if key != "seed"})
     with tempfile.TemporaryDirectory() as tmp:
-        np.save(f"{tmp}/X.npy", X)
-        np.save(f"{tmp}/y.npy", y)
+        spec.update(X=f"{tmp}/X.npy", y=f"{tmp}/y.npy", graph=f"{tmp}/graph.npz")
+        np.save(spec["X"], X)
+        np.save(spec["y"], y)
         if G is not None:
             import scipy.sparse as sp
 
-            sp.save_npz(f"{tmp}/graph.npz", G, compressed=False)
+            sp.save_npz(spec["graph"], G, compressed=False)
         del X, G
-        for r in range(args.rounds):
-            for consumer in args.consumers:
-                for variant in args.variants if r % 2 == 0 else args.variants[::-1]:
-                    one = {
-                        **spec,
-                        "consumer": consumer,
-                        "variant": variant,
-                        "X": f"{tmp}/X.npy",
-                        "y": f"{tmp}/y.npy",
-                        "graph": f"{tmp}/graph.npz",
-                    }
-                    load = list(os.getloadavg())
-                    res = run_one(one, tmp, args.budget)
-                    row = {**base, "round": r, "consumer": consumer, "variant": variant}
-                    row.update(load_average=load, load_average_end=list(os.getloadavg()), **res)
-                    if res["seconds"] is not None:
-                        extra = base.get("graph_s", 0.0) if variant == "elmscale" else 0.0
-                        row["end_to_end_s"] = res["seconds"] + extra
-                    log(
-                        f"{consumer} {variant}: {res['status']}"
-                        + (f" {row['end_to_end_s']:.1f} s" if "end_to_end_s" in row else "")
-                    )
-                    print(json.dumps(row), flush=True)
-                    with open(out, "a") as f:
-                        f.write(json.dumps(row) + "\n")
-                    rows.append(row)
+        return run_all(args, spec, base, tmp)
+
+
+def run_all(args, spec, base, tmp):
+    """Every (round, consumer, variant) run, each a record appended to ``--out``."""
+    out = Path(args.out) if args.out else results_file("knn_consumers.jsonl")
+    rows = []
+    for r in range(args.rounds):
+        for consumer in args.consumers:
+            for variant in args.variants if r % 2 == 0 else args.variants[::-1]:
+                load = list(os.getloadavg())
+                res = run_one({**spec, "consumer": consumer, "variant": variant}, tmp, args.budget)
+                row = {**base, "round": r, "consumer": consumer, "variant": variant}
+                row.update(load_average=load, load_average_end=list(os.getloadavg()), **res)
+                if res["seconds"] is not None:
+                    extra = base.get("graph_s", 0.0) if variant == "elmscale" else 0.0
+                    row["end_to_end_s"] = res["seconds"] + extra
+                    log(f"{consumer} {variant}: {res['status']} {row['end_to_end_s']:.1f} s")
+                else:
+                    log(f"{consumer} {variant}: {res['status']}")
+                print(json.dumps(row), flush=True)
+                with open(out, "a") as f:
+                    f.write(json.dumps(row) + "\n")
+                rows.append(row)
     return rows
 
 

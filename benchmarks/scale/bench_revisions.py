@@ -24,10 +24,9 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
-from benchmarks._common import DATASETS_DIR, REPO_ROOT, machine_info, utc_now
+from benchmarks._common import DATASETS_DIR, REPO_ROOT, machine_info, revision_checkout, utc_now
 
 CHILD = """
 import json, sys, time
@@ -97,33 +96,20 @@ def main(argv=None):
     for spec in args.data:
         if spec.partition(":")[0] not in GENERATED and not Path(spec).exists():
             sys.exit(f"{spec} not found")
-    with tempfile.TemporaryDirectory() as tmp:
-        other = Path(tmp) / "other"
-        subprocess.run(
-            ["git", "-C", str(REPO_ROOT), "worktree", "add", "--detach", str(other), args.rev],
-            check=True,
-            capture_output=True,
-        )
-        try:
-            rounds = []
-            for r in range(args.rounds):
-                for data in args.data:
-                    # odd rounds run the other revision first: a slot that is slower
-                    # whatever runs in it (the first fit after data is generated) then
-                    # weighs on both revisions alike
-                    order = [("this checkout", REPO_ROOT), (args.rev, other)][:: (-1) ** r]
-                    res = {name: fit_once(root, args, data) for name, root in order}
-                    for name, _ in order:
-                        print(json.dumps({"round": r, "revision": name, **res[name]}), flush=True)
-                    here, there = res["this checkout"], res[args.rev]
-                    ratios = [h / t for h, t in zip(here["walls"], there["walls"], strict=True)]
-                    rounds.append({"round": r, "data": data, "ratios": ratios})
-        finally:
-            subprocess.run(
-                ["git", "-C", str(REPO_ROOT), "worktree", "remove", "--force", str(other)],
-                check=False,
-                capture_output=True,
-            )
+    rounds = []
+    with revision_checkout(args.rev) as other:
+        for r in range(args.rounds):
+            for data in args.data:
+                # odd rounds run the other revision first: a slot that is slower whatever
+                # runs in it (the first fit after data is generated) then weighs on both
+                # revisions alike
+                order = [("this checkout", REPO_ROOT), (args.rev, other)][:: (-1) ** r]
+                res = {name: fit_once(root, args, data) for name, root in order}
+                for name, _ in order:
+                    print(json.dumps({"round": r, "revision": name, **res[name]}), flush=True)
+                here, there = res["this checkout"], res[args.rev]
+                ratios = [h / t for h, t in zip(here["walls"], there["walls"], strict=True)]
+                rounds.append({"round": r, "data": data, "ratios": ratios})
     out = {
         "benchmark": "revisions",
         "when": utc_now(),
