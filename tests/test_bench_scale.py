@@ -72,15 +72,19 @@ def test_numpy_memory_on_mnist_rows():
 @pytest.mark.slow
 @needs_git
 def test_revisions_times_this_checkout_against_head(tmp_path):
+    """As the main engineer runs it: bench_revisions.py, that is compare_revisions --time."""
     from sklearn.datasets import make_blobs
-
-    from benchmarks.scale import bench_revisions as bench
 
     X, y = make_blobs(600, n_features=8, centers=3, random_state=0)
     np.savez(tmp_path / "blobs.npz", X=255 * (X - X.min()) / np.ptp(X), y=y)  # read as X / 255
     fit = "USELM(n_clusters=3, n_hidden=30, random_state=0)"
     argv = ["--rev", "HEAD", "--rounds", "1", "--fits", "1", "--fit", fit]
-    out = bench.main([*argv, "--data", str(tmp_path / "blobs.npz")])
+    cmd = [sys.executable, "-m", "benchmarks.scale.bench_revisions", *argv]
+    done = subprocess.run(
+        [*cmd, "--data", str(tmp_path / "blobs.npz")], cwd=ROOT, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = json.loads(done.stdout.strip().splitlines()[-1])
     (round_,) = out["ratio_this_over_rev_per_round"]
     (ratio,) = round_["ratios"]
     assert out["rev"] == "HEAD" and round_["data"].endswith("blobs.npz") and ratio > 0
