@@ -1,8 +1,7 @@
 """The scale benchmarks in benchmarks/scale/ run end to end on small inputs (a few thousand rows,
 small hidden layers, one-worker clusters): each run's record has the fields RESULTS.md's scale
 tables are read from, with sane values. Not timing. Most start a LocalCluster of their own,
-some several: those are slow. (bench_parallel: tests/test_bench_parallel.py; bench_knn_consumers:
-tests/test_bench_knn_consumers.py.)"""
+some several: those are slow. (bench_parallel: tests/test_bench_parallel.py.)"""
 
 import json
 import subprocess
