@@ -6,7 +6,7 @@
 - clustering scores: :func:`clustering_accuracy` (best one-to-one label matching by the
   Hungarian method), :func:`nmi`, :func:`purity`;
 - the environment of a timing: :func:`blas_info` (threadpoolctl), :func:`machine_info`,
-  :func:`peak_memory_mb` (``resource.getrusage``);
+  :func:`run_info`, :func:`load_average`, :func:`peak_memory_mb` (``resource.getrusage``);
 - timing: :func:`timed` (a context manager) and :func:`median_of_repeats`;
 - :func:`local_cluster`: the LocalCluster (processes x 1 thread) the scale benchmarks time on,
   :func:`cluster_arguments`, the command-line options of the mixture fits on it, and
@@ -266,6 +266,11 @@ def results_file(name):
     script's raw results, which git ignores (RESULTS.md quotes what they showed)."""
     RESULTS_DIR.mkdir(parents=True, exist_ok=True)
     return RESULTS_DIR / name
+
+
+def load_average():
+    """The machine's 1, 5 and 15 minute load averages, rounded: a timing's company."""
+    return [round(x, 2) for x in os.getloadavg()]
 
 
 def peak_memory_mb(children=False):

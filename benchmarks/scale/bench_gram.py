@@ -35,6 +35,7 @@ from benchmarks._common import (
     REPO_ROOT,
     blas_info,
     cluster_arguments,
+    load_average,
     local_cluster,
     log_header,
     peak_memory_mb,
@@ -42,10 +43,6 @@ from benchmarks._common import (
 )
 from benchmarks._mixture import mixture_dask
 from benchmarks.scale.bench_scale import read_input
-
-
-def _load():
-    return tuple(round(x, 2) for x in os.getloadavg())
 
 
 def _baseline_gram(rev, client):
@@ -275,7 +272,7 @@ def time_rounds(runs, args, log):
     first's (``*_rel_gap``)."""
     rounds, ref = [], None
     for r in range(args.rounds):
-        times = {"load": _load()}
+        times = {"load": load_average()}
         for name, fn in runs.items():
             t0, c0 = time.perf_counter(), time.process_time()
             out = fn()
@@ -322,11 +319,11 @@ def main(argv=None):
             if args.profile and args.power == 1:
                 if client is not None:
                     result["task_stream"] = task_stream(client, runs["gram"])
-                    log(json.dumps({"task_stream": result["task_stream"], "load": _load()}))
+                    log(json.dumps({"task_stream": result["task_stream"], "load": load_average()}))
                 prof = profile(graph, features)
                 prof["halo_rebuilt_over_n"] = prof["halo_rows_rebuilt"] / X.shape[0]
                 result["profile"] = prof
-                log(json.dumps({**prof, "load": _load()}))
+                log(json.dumps({**prof, "load": load_average()}))
         if client is not None:
             result["worker_peak_mb"] = sorted(client.run(peak_memory_mb).values())
         result["client_peak_mb"] = peak_memory_mb()

@@ -6,37 +6,19 @@
         --input parquet:/data/mix10m
     python -m benchmarks.scale.bench_scale --estimator all --n 1000000
 
-The data is the 50-d Gaussian mixture of ``_mixture.py`` (``--clusters`` classes) generated on
-the workers, or read from files: ``--write parquet:PATH`` (or ``zarr:PATH``) generates it and
-writes one Parquet file / Zarr chunk per ``--chunk-rows`` rows (columns x0..x{d-1} and y;
-Zarr arrays X and y), then exits; ``--input parquet:PATH`` reads it back as a user would
-(``dask.dataframe.read_parquet`` handed to ``fit``, not persisted, so every pass reads the
-files; Parquet needs pyarrow, Zarr zarr: the ``bench`` extra).
+The data: the 50-d mixture of ``_mixture.py`` generated on the workers, or ``--input
+parquet:PATH`` / ``zarr:PATH`` as ``--write`` wrote it (one file or chunk per ``--chunk-rows``
+rows), read as a user would and not persisted. Each estimator runs at its defaults but for
+``n_clusters``, ``random_state`` and ``--n-hidden`` (1000 for US-ELM, SS-ELM and ELMClassifier
+unless given). Clusterers are scored by the ACC of ``labels_`` (US-ELM fitted as ``reduce`` +
+``solve``, to report its graph's chunks, halo rows and recall@k); SSELM fits with 1 % of the
+rows labelled (``_labelled``) and is scored on the rest; ELMClassifier on its training rows.
+Scores are counted on the workers: nothing with N rows reaches the client but SS-ELM's labels.
 
-Each estimator runs at its defaults but for ``n_clusters`` (the mixture's), ``random_state``
-and ``--n-hidden`` where given (1000 for US-ELM, SS-ELM and ELMClassifier by default, the
-estimator's own default for the others). What is fitted and scored:
-
-- clusterers (USELM, ELMJEC, EMMC, TUMKELM): ``fit(X)``, ACC of ``labels_`` (Hungarian-matched);
-  US-ELM's fit runs as ``reduce`` + ``solve``, so that its graph's chunks, halo rows (hidden
-  rows rebuilt from neighbours' X) and recall@k against exact search on a sample are reported;
-- SSELM: ``fit(X, y)`` with 1 % of the rows labelled (chosen from the data by a hash-like
-  rule, see ``_labelled``) and the rest ``-1``, accuracy
-  of ``predict(X)`` on the unlabelled rows;
-- ELMClassifier: ``fit(X, y)`` on every row, accuracy of ``predict(X)`` on the same rows.
-
-Scores are counted on the workers (a clusterer's table of (cluster, class) counts, the
-classifier's matches), so that nothing with N rows reaches the client after the fit either;
-only SS-ELM's run holds its labels (and predictions) on the client, as its ``fit`` takes them.
-
-Each fit runs in its own fresh cluster (cold: imports and any compilation included). Reported:
-wall time of the fit, the estimator's stage times (``timings_``), the score and its time, peak
-RSS of every worker and of the client (``client_rss_mb_by_stage``: its peak within each stage),
-whose process also runs the scheduler unless ``--scheduler-process`` gives the scheduler a
-process of its own, whose peak is then reported apart; the workers that a nanny restarted
-(their process ids changed: killed for memory, or crashed) and the bytes each worker spilled to
-disk (``--worker-gb`` below the working set), load average.
-One JSON line per estimator.
+Each fit runs in a fresh cluster (cold). One JSON line per estimator: the fit's wall and
+stage seconds, the score, peak RSS of every worker and of the client (per stage:
+``client_rss_mb_by_stage``; the scheduler's apart with ``--scheduler-process``), workers a
+nanny restarted, bytes spilled to disk, the load average.
 """
 
 import argparse
@@ -54,6 +36,7 @@ from benchmarks._common import (
     accuracy_from_contingency,
     cluster_arguments,
     dask_contingency,
+    load_average,
     local_cluster,
     log_header,
     peak_memory_mb,
@@ -267,7 +250,7 @@ def run_one(name, args):
         out["stages_s"] = dict(getattr(model, "timings_", {}) or {})
         stages = list(out["stages_s"].items())
         out["client_rss_mb_by_stage"] = rss.peak_by_stage(t0 - rss._t0, stages)
-        out["load_avg"] = [round(x, 2) for x in os.getloadavg()]
+        out["load_avg"] = load_average()
         out["worker_peak_mb"] = sorted(client.run(peak_memory_mb).values())
         out["workers_restarted"] = len(set(pids.values()) - set(client.run(os.getpid).values()))
         out["spilled_mb"] = sorted(client.run(_spilled_mb).values())
