@@ -6,10 +6,11 @@
 - clustering scores: :func:`clustering_accuracy` (best one-to-one label matching by the
   Hungarian method), :func:`nmi`, :func:`purity`;
 - the environment of a timing: :func:`blas_info` (threadpoolctl), :func:`machine_info`,
-  :func:`peak_memory_mb` (``resource.getrusage``);
+  :func:`run_info`, :func:`load_average`, :func:`peak_memory_mb` (``resource.getrusage``);
 - timing: :func:`timed` (a context manager) and :func:`median_of_repeats`;
 - :func:`local_cluster`: the LocalCluster (processes x 1 thread) the scale benchmarks time on,
-  and :func:`cluster_arguments`, the command-line options of the mixture fits on it;
+  :func:`cluster_arguments`, the command-line options of the mixture fits on it, and
+  :func:`log_header`, what a run prints first;
 - :func:`results_file`: a path in ``benchmarks/results/``, where raw results go (git ignores it).
 
 Import it from any script with ``from benchmarks._common import ...``: the scripts are run from
@@ -42,13 +43,14 @@ class DatasetMissing(LookupError):
     """The dataset file is not there: skip the dataset, do not fail the run."""
 
 
-def load_dataset(name, datasets_dir=None):
+def load_dataset(name, datasets_dir=None, rows=None):
     """``(X, y)`` of a benchmark dataset: X as stored (float32 for the npz files, float64 for
     scikit-learn's), y int64 in 0..c-1.
 
     ``name`` is a scikit-learn bundled set (``iris``, ``wine``, ``digits``, ``breast_cancer``)
     or the stem of an ``.npz`` file in ``datasets_dir`` (default :data:`DATASETS_DIR`).
-    Raises :class:`DatasetMissing` when the file does not exist.
+    ``rows="train"`` or ``"test"`` keeps the rows the file marks so (its ``is_test`` array:
+    mnist, usps, shuttle). Raises :class:`DatasetMissing` when the file does not exist.
     """
     if name in SKLEARN_SETS:
         from sklearn import datasets
@@ -60,16 +62,12 @@ def load_dataset(name, datasets_dir=None):
         raise DatasetMissing(f"dataset {name!r} not found at {path}")
     with np.load(path) as data:
         X, y = data["X"], data["y"]
+        if rows is not None:
+            if "is_test" not in data:
+                raise ValueError(f"{name} marks no test rows (is_test): mnist, usps or shuttle")
+            keep = np.asarray(data["is_test"], dtype=bool) == (rows == "test")
+            X, y = X[keep], y[keep]
     return X, np.asarray(y, dtype=np.int64)
-
-
-def available_datasets(names, datasets_dir=None):
-    """Split ``names`` into (present, missing) without loading them."""
-    present, missing = [], []
-    for name in names:
-        ok = name in SKLEARN_SETS or (Path(datasets_dir or DATASETS_DIR) / f"{name}.npz").is_file()
-        (present if ok else missing).append(name)
-    return present, missing
 
 
 # -- clustering scores ---------------------------------------------------------------------
@@ -203,11 +201,76 @@ def command_line():
     return "python " + " ".join([os.path.relpath(sys.argv[0], REPO_ROOT)] + sys.argv[1:])
 
 
+def run_info(**extra):
+    """What every results record starts with: the date, the command and the machine."""
+    return {"date": utc_now(), "command": command_line(), "machine": machine_info(), **extra}
+
+
+def parse_value(text):
+    """A parameter's value from the command line: a Python literal (``0.01``, ``'exact'``,
+    ``None``) or ``true`` / ``false`` / ``none``; a bare word such as ``exact`` is refused
+    (``ValueError``), as it is most often a string missing its quotes."""
+    import ast
+
+    words = {"true": True, "false": False, "none": None}
+    if text.lower() in words:
+        return words[text.lower()]
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError) as exc:
+        raise ValueError(f"{text!r} is not a Python literal (quote a string)") from exc
+
+
+def parse_params(items):
+    """Estimator parameters from ``--set`` options: ``["lam=0.01,scaling=minmax", "k=5"]``
+    (or one such string) -> ``{"lam": 0.01, "scaling": "minmax", "k": 5}``. A graph backend
+    with options is written ``graph=CellSearch(n_probes=10:rows_per_cell=1000)``."""
+    out = {}
+    for item in [items] if isinstance(items, str) else items:
+        for kv in filter(None, item.split(",")):
+            key, sep, value = kv.partition("=")
+            if not sep:
+                raise ValueError(f"expected KEY=VALUE, got {kv!r}")
+            cell_search = value.startswith("CellSearch(")
+            out[key.strip()] = _cell_search(value) if cell_search else parse_value(value)
+    return out
+
+
+def _cell_search(text):
+    """``"CellSearch(n_probes=10:n_refine=1)"`` -> that :class:`elmscale.graph.CellSearch`."""
+    from elmscale.graph import CellSearch
+
+    pairs = (kv.split("=", 1) for kv in text[len("CellSearch(") : -1].split(":") if kv)
+    return CellSearch(**{k: parse_value(v) for k, v in pairs})
+
+
+@contextlib.contextmanager
+def revision_checkout(rev):
+    """A temporary git worktree of revision ``rev`` of this repository (its path), removed
+    after: a fresh interpreter started there imports that revision's ``elmscale``."""
+    import subprocess
+    import tempfile
+
+    git = ["git", "-C", str(REPO_ROOT), "worktree"]
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "checkout"
+        subprocess.run([*git, "add", "--detach", str(path), rev], check=True, capture_output=True)
+        try:
+            yield path
+        finally:
+            subprocess.run([*git, "remove", "--force", str(path)], capture_output=True)
+
+
 def results_file(name):
     """``benchmarks/results/<name>``, the folder created if needed: the default place of a
     script's raw results, which git ignores (RESULTS.md quotes what they showed)."""
     RESULTS_DIR.mkdir(parents=True, exist_ok=True)
     return RESULTS_DIR / name
+
+
+def load_average():
+    """The machine's 1, 5 and 15 minute load averages, rounded: a timing's company."""
+    return [round(x, 2) for x in os.getloadavg()]
 
 
 def peak_memory_mb(children=False):
@@ -265,24 +328,23 @@ class RSSSampler:
 
 
 class Timer:
-    """Holds the ``seconds`` measured by :func:`timed`."""
+    """Holds the wall ``seconds`` and the process's ``cpu_seconds`` measured by :func:`timed`."""
 
-    seconds = float("nan")
-
-    def __repr__(self):
-        return f"Timer({self.seconds:.3f} s)"
+    seconds = cpu_seconds = float("nan")
 
 
 @contextlib.contextmanager
 def timed(log=None, label=""):
-    """``with timed() as t: ...`` then ``t.seconds`` (wall clock, ``perf_counter``).
-    ``log`` (e.g. ``print``) is called with ``"<label>: <s> s"`` at the end."""
+    """``with timed() as t: ...`` then ``t.seconds`` (wall clock, ``perf_counter``) and
+    ``t.cpu_seconds`` (``process_time``: every thread of this process). ``log`` (e.g.
+    ``print``) is called with ``"<label>: <s> s"`` at the end."""
     t = Timer()
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     try:
         yield t
     finally:
         t.seconds = time.perf_counter() - start
+        t.cpu_seconds = time.process_time() - cpu
         if log is not None:
             log(f"{label}: {t.seconds:.2f} s")
 
@@ -347,39 +409,51 @@ def recall_at_k(X, idx, k, n_sample=2000, seed=0):
 @contextlib.contextmanager
 def local_cluster(n_workers, worker_gb, dashboard_address=":0", scheduler_process=False):
     """A Client on a fresh LocalCluster of ``n_workers`` worker processes x 1 thread with
-    ``worker_gb`` GiB each: the setting every scale benchmark times on. The scheduler runs in
+    ``worker_gb`` GiB each (None: distributed's share of the machine's memory): the setting
+    every scale benchmark times on. The scheduler runs in
     this process, or with ``scheduler_process`` in one of its own (distributed's
     ``SubprocessCluster``), so that this process's peak memory is the client's alone."""
     from distributed import Client, LocalCluster
     from distributed.deploy.subprocess import SubprocessCluster
 
+    memory = "auto" if worker_gb is None else f"{worker_gb}GiB"
     if scheduler_process:
         cluster = SubprocessCluster(
             n_workers=n_workers,
             threads_per_worker=1,
             dashboard_address=dashboard_address,
-            worker_kwargs={"memory_limit": f"{worker_gb}GiB"},
+            worker_kwargs={"memory_limit": memory},
         )
     else:
         cluster = LocalCluster(
             n_workers=n_workers,
             threads_per_worker=1,
             dashboard_address=dashboard_address,
-            memory_limit=f"{worker_gb}GiB",
+            memory_limit=memory,
         )
     with cluster, Client(cluster) as client:
         client.wait_for_workers(n_workers)
         yield client
 
 
-def cluster_arguments(parser, n_samples=200_000):
-    """Add the options of a fit of the 50-d mixture on :func:`local_cluster` to an argparse
-    parser: ``--n-samples``, ``--features``, ``--chunk-rows``, ``--n-hidden``, ``--workers``,
-    ``--worker-gb``."""
-    parser.add_argument("--n-samples", type=int, default=n_samples)
-    parser.add_argument("--features", type=int, default=50)
-    parser.add_argument("--chunk-rows", type=int, default=None, help="default: the generator's")
-    parser.add_argument("--n-hidden", type=int, default=None, help="default: the estimator's")
+def cluster_arguments(parser, n=200_000, worker_gb=3, chunk_rows=None, n_hidden=None):
+    """Add the options of a fit of the mixture (``_mixture.py``) on :func:`local_cluster` to an
+    argparse parser: ``--n`` (or ``--n-samples``), ``--d`` (or ``--features``),
+    ``--clusters``, ``--chunk-rows``, ``--n-hidden``, ``--workers``, ``--worker-gb``,
+    ``--seed``; the defaults are the caller's."""
+    parser.add_argument("--n", "--n-samples", dest="n", type=int, default=n)
+    parser.add_argument("--d", "--features", dest="d", type=int, default=50)
+    parser.add_argument("--clusters", type=int, default=10)
+    parser.add_argument("--chunk-rows", type=int, default=chunk_rows, help="rows per chunk")
+    parser.add_argument("--n-hidden", type=int, default=n_hidden, help="default: the estimator's")
     parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--worker-gb", type=float, default=3)
+    parser.add_argument("--worker-gb", type=float, default=worker_gb)
+    parser.add_argument("--seed", type=int, default=0)
     return parser
+
+
+def log_header(args):
+    """Print the date, the machine, the BLAS and the arguments of a run, each on a ``#`` line."""
+    print(
+        f"# {utc_now()} {machine_info()}\n# BLAS: {blas_info()}\n# args: {vars(args)}", flush=True
+    )

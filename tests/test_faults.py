@@ -3,7 +3,7 @@ the Gram pass, or during an iteration while H's blocks are cached on it) leaves 
 results are identical to an undisturbed fit on the same cluster; one killed while the kNN
 graph's exchanges run (rows into cell order, reverse edges) leaves the same graph.
 
-The kill is deterministic: a scheduler plugin (``benchmarks._faults.KillOnTask``) kills the
+The kill is deterministic: a scheduler plugin (``tests._faults.KillOnTask``) kills the
 worker process that the n-th task whose key starts with a given name is handed to. The nanny
 then starts a new worker and the scheduler recomputes what was lost from the task graph; this
 holds only while every task is a pure function of its inputs."""
@@ -19,10 +19,10 @@ from distributed import Client, LocalCluster
 from sklearn.datasets import make_blobs
 from sklearn.exceptions import ConvergenceWarning
 
-from benchmarks._faults import GRAPH_EXCHANGES, KillOnTask, fit_under_fault, same_graph
 from elmscale.graph import _build
 
 from ._estimators import assert_same_results, fit, make, on_cluster, outputs
+from ._faults import GRAPH_EXCHANGES, KillOnTask, fit_under_fault, same_graph
 
 pytestmark = [
     pytest.mark.distributed,

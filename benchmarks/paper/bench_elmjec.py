@@ -4,29 +4,24 @@
     python -m benchmarks.paper.bench_elmjec sweep   [--dataset segment]
     python -m benchmarks.paper.bench_elmjec report  (markdown from the JSON lines)
 
-Datasets are read from ../shared/datasets relative to the repository (iris comes from
-scikit-learn); a missing file is skipped with a message. Every table run appends its numbers as
-JSON lines to --out (default: benchmarks/results/elmjec_raw.jsonl).
+``table``, per set: ELM-JEC's (lam, gamma, n_o) chosen on the grid with seed 0 (one Gram pass,
+``elmscale.sweep``), then refitted with seeds 1..R; with ``--paper-runs N`` also the paper's
+selection (the whole grid with seeds 1..N, the best mean); ELM-JEC at its defaults, k-means on
+the min-max scaled features, and US-ELM with (lam, n_o) chosen on seed 0, each over seeds 1..R.
+Every run is on one core; its numbers are appended as a JSON line to ``--out`` (default:
+benchmarks/results/elmjec_raw.jsonl).
 """
 
 import argparse
 import json
 import os
-import sys
-import time
 import warnings
-from pathlib import Path
 
 import numpy as np
 
-from benchmarks._common import (
-    DATASETS_DIR,
-    blas_info,
-    clustering_accuracy,
-    results_file,
-)
+from benchmarks._common import blas_info, clustering_accuracy, results_file, utc_now
+from benchmarks.paper import _protocol as protocol
 
-DATASETS = DATASETS_DIR
 PAPER = {
     "iris": 97.20,
     "ecoli": 62.23,
@@ -39,37 +34,11 @@ POW = [2.0**p for p in range(-4, 5)]
 N_O = [2, 4, 8, 16, 32]
 
 
-def load(name):
-    if name == "iris":
-        from sklearn.datasets import load_iris
-
-        X, y = load_iris(return_X_y=True)
-        return X.astype(np.float64), y
-    path = DATASETS / f"{name}.npz"
-    if not path.exists():
-        print(f"skip {name}: {path} not found", file=sys.stderr)
+def acc(y, model):
+    """Clustering accuracy (%) of a fitted model, None for a failed fit."""
+    if isinstance(model, Exception):
         return None
-    d = np.load(path)
-    return d["X"].astype(np.float64), d["y"]
-
-
-def datasets(names):
-    """(name, X, y, number of classes) for each dataset found."""
-    for name in names:
-        data = load(name)
-        if data is not None:
-            yield name, data[0], data[1], len(np.unique(data[1]))
-
-
-def acc(y, labels):
-    """Clustering accuracy (%) under the best one-to-one matching of clusters to classes."""
-    return 100.0 * clustering_accuracy(y, labels)
-
-
-def minmax(X):
-    lo, hi = X.min(0), X.max(0)
-    scale = np.where(hi > lo, (hi - lo) / 2, 1.0)
-    return (X - (hi + lo) / 2) / scale
+    return 100.0 * clustering_accuracy(y, model.labels_)
 
 
 def n_hidden_for(name, args):
@@ -78,236 +47,150 @@ def n_hidden_for(name, args):
 
 
 def grid_for(kind, c):
+    n_o = min(max(c, 2), 32)
     if kind == "full":
         return {"lam": POW, "gamma": POW, "n_components": N_O}
     if kind == "tiny":
-        return {
-            "lam": [0.25, 1.0, 4.0],
-            "gamma": [0.0625, 1.0],
-            "n_components": [min(max(c, 2), 32)],
-        }
+        return {"lam": [0.25, 1.0, 4.0], "gamma": [0.0625, 1.0], "n_components": [n_o]}
     # reduced: every other power of two, and n_o in {2, c, 32-capped}
-    return {
-        "lam": [2.0**p for p in (-4, -2, 0, 2, 4)],
-        "gamma": [2.0**p for p in (-4, -2, 0, 2, 4)],
-        "n_components": sorted({2, min(max(c, 2), 32), 8}),
-    }
+    every_other = [2.0**p for p in (-4, -2, 0, 2, 4)]
+    return {"lam": every_other, "gamma": every_other, "n_components": sorted({2, n_o, 8})}
 
 
-def elmjec_base(n_hidden, X, c, seed, **kw):
+def elmjec(n_hidden, c, seed, **kw):
     from elmscale import ELMJEC
 
-    params = dict(
-        n_clusters=c,
-        n_hidden=n_hidden,
-        graph="exact",
-        n_neighbors=5,
-        weights="binary",
-        scaling="minmax",
-        random_state=seed,
-    )
-    params.update(kw)
-    return ELMJEC(**params)
+    params = dict(graph="exact", n_neighbors=5, weights="binary", scaling="minmax")
+    return ELMJEC(n_clusters=c, n_hidden=n_hidden, random_state=seed, **{**params, **kw})
+
+
+def uselm(n_hidden, X, c, seed, **kw):
+    from elmscale import USELM
+
+    solver = "dual" if X.shape[0] < n_hidden / 2 else "primal"
+    params = dict(graph="exact", n_neighbors=5, scaling="minmax", solver=solver)
+    return USELM(c, n_hidden=n_hidden, random_state=seed, **params, **kw)
+
+
+def select(row, X, y, c, n_h, grid):
+    """ELM-JEC's setting chosen on the grid with seed 0 (one Gram pass); ``(setting, sweep)``."""
+    from elmscale import sweep
+
+    fits, wall, cpu = protocol.timed_call(sweep, elmjec(n_h, c, 0), X, grid, errors="return")
+    scores = [(acc(y, m), s) for s, m in fits if not isinstance(m, Exception)]
+    best_acc0, best = max(scores, key=lambda t: t[0])
+    row.update(select_seconds=wall, select_cpu_seconds=cpu, n_settings=len(fits))
+    row.update(n_no_positive=sum(isinstance(m, Exception) for _, m in fits))
+    row.update(best_setting=best, select_acc_seed0=best_acc0)
+    row["grid_scores"] = [
+        [s, acc(y, m), getattr(m, "n_iter_", None), getattr(m, "n_components_", None)]
+        for s, m in fits
+    ]
+    print(f"[{row['dataset']}] grid of {len(fits)} in {wall:.1f}s (cpu {cpu:.1f}s); best {best}")
+    return best, fits
+
+
+def paper_selection(row, X, y, c, n_h, grid, settings, runs):
+    """The paper's protocol: the whole grid with seeds 1..runs (one sweep per seed, equal to
+    fitting each setting from scratch), the best of the per-setting means."""
+    from elmscale import sweep
+
+    def one_seed(seed):
+        return [acc(y, m) for _, m in sweep(elmjec(n_h, c, seed), X, grid, errors="return")]
+
+    A, wall, cpu = protocol.timed_call(lambda: [one_seed(s) for s in range(1, runs + 1)])
+    A = np.array(A, dtype=np.float64)
+    means = A.mean(axis=0)
+    j = int(np.nanargmax(means))
+    row.update(paper_runs=runs, paper_best_setting=settings[j], paper_best_acc=A[:, j].tolist())
+    row.update(paper_means=means.tolist(), paper_seconds=wall, paper_cpu_seconds=cpu)
+    print(f"[{row['dataset']}] paper protocol: best mean {means[j]:.2f} at {settings[j]}")
+    return A
+
+
+def select_uselm(row, X, y, c, n_h, grid):
+    """US-ELM's lam (2^-4..2^4) and n_o (the paper's n_o grid with ``full``) chosen on seed 0."""
+    lams = POW if grid != "tiny" else [0.25, 1.0, 4.0]
+    n_os = N_O if grid == "full" else [c]
+    settings = [{"lam": lam, "n_components": n_o} for n_o in n_os for lam in lams]
+
+    def scores():
+        return [acc(y, uselm(n_h, X, c, 0, **s).fit(X)) for s in settings]
+
+    found, wall, _ = protocol.timed_call(scores)
+    best = settings[int(np.argmax(found))]
+    row.update(uselm_setting=best, uselm_select_seconds=wall)
+    return best
 
 
 def run_table(args):
-    import dask
+    """One JSON line per set: the columns of the module docstring's ``table``."""
+    for name, X, y in protocol.present(protocol.dataset_names(args)):
+        row = table_row(name, X, y, args)
+        for key in ("elmjec_acc", "default_acc", "kmeans_acc", "uselm_acc"):
+            print(f"[{name}] {key}: {np.mean(row[key]):.2f} +- {np.std(row[key]):.2f}")
+        protocol.append_lines(args.out, [row])
+
+
+def table_row(name, X, y, args):
     from sklearn.cluster import KMeans
 
-    from elmscale import USELM, sweep
+    from benchmarks.quality.bench_quality import minmax
 
-    out = open(args.out, "a")
-    for name, X, y, c in datasets(args.datasets):
-        Xs, n_h = minmax(X), n_hidden_for(name, args)
-        row = {
-            "dataset": name,
-            "n": X.shape[0],
-            "d": X.shape[1],
-            "c": c,
-            "n_hidden": n_h,
-            "grid": args.grid,
-            "runs": args.runs,
-            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-        }
-        with dask.config.set(scheduler="sync"), warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            row["loadavg_start"] = os.getloadavg()
-            # 1. ELM-JEC: select (lam, gamma, n_o) on the grid with seed 0 (one Gram pass)
-            t0, c0 = time.perf_counter(), time.process_time()
-            grid = grid_for(args.grid, c)
-            fits = sweep(elmjec_base(n_h, X, c, 0), X, grid, errors="return")
-            scores = [(acc(y, m.labels_), s) for s, m in fits if not isinstance(m, Exception)]
-            n_failed = sum(isinstance(m, Exception) for _, m in fits)
-            best_acc0, best = max(scores, key=lambda t: t[0])
-            row.update(
-                select_seconds=time.perf_counter() - t0,
-                select_cpu_seconds=time.process_time() - c0,
-                n_settings=len(fits),
-                n_no_positive=n_failed,
-                best_setting=best,
-                select_acc_seed0=best_acc0,
-                grid_scores=[
-                    [
-                        s,
-                        None if isinstance(m, Exception) else acc(y, m.labels_),
-                        getattr(m, "n_iter_", None),
-                        getattr(m, "n_components_", None),
-                    ]
-                    for s, m in fits
-                ],
-            )
-            print(
-                f"[{name}] grid of {len(fits)} in {row['select_seconds']:.1f}s "
-                f"(cpu {row['select_cpu_seconds']:.1f}s); best {best} acc {best_acc0:.2f}",
-                flush=True,
-            )
-            # 2. ELM-JEC at the selected setting: runs with seeds 1..runs (fresh layers)
-            t0, c0 = time.perf_counter(), time.process_time()
-            if args.paper_runs:
-                # the paper's protocol: the whole grid with seeds 1..paper_runs (one sweep per
-                # seed, equal to fitting each setting from scratch), best of the per-setting
-                # means; the seed-0 selection's runs are read from the same sweeps
-                per_seed = []
-                for seed in range(1, args.paper_runs + 1):
-                    sw = sweep(elmjec_base(n_h, X, c, seed), X, grid, errors="return")
-                    per_seed.append(
-                        [np.nan if isinstance(m, Exception) else acc(y, m.labels_) for _, m in sw]
-                    )
-                    print(f"[{name}] paper-protocol sweep seed {seed} done", flush=True)
-                A = np.array(per_seed)
-                means = A.mean(axis=0)
-                j = int(np.nanargmax(means))
-                settings = [s for s, _ in fits]
-                row.update(
-                    paper_runs=args.paper_runs,
-                    paper_best_setting=settings[j],
-                    paper_best_acc=A[:, j].tolist(),
-                    paper_means=means.tolist(),
-                    paper_seconds=time.perf_counter() - t0,
-                    paper_cpu_seconds=time.process_time() - c0,
-                )
-                print(
-                    f"[{name}] paper protocol: best mean {means[j]:.2f} at {settings[j]}",
-                    flush=True,
-                )
-                jb = settings.index(best)
-                accs = A[: args.runs, jb].tolist()
-                iters = None
-            else:
-                accs, iters = [], []
-                for seed in range(1, args.runs + 1):
-                    m = elmjec_base(n_h, X, c, seed, **best).fit(X)
-                    accs.append(acc(y, m.labels_))
-                    iters.append(m.n_iter_)
-                row.update(
-                    elmjec_seconds_per_fit=(time.perf_counter() - t0) / args.runs,
-                    elmjec_cpu_seconds_per_fit=(time.process_time() - c0) / args.runs,
-                )
-            row.update(elmjec_acc=accs, elmjec_iters=iters)
-            # 3. ELM-JEC with default lam, gamma, n_components
-            accs = [
-                acc(y, elmjec_base(n_h, X, c, seed).fit(X).labels_)
-                for seed in range(1, args.runs + 1)
-            ]
-            row.update(default_acc=accs)
-            # 4. k-means on the min-max scaled features
-            row.update(
-                kmeans_acc=[
-                    acc(y, KMeans(c, n_init=10, random_state=seed).fit(Xs).labels_)
-                    for seed in range(1, args.runs + 1)
-                ]
-            )
-            # 5. US-ELM: select lam (2^-4..2^4) and n_o (n_o grid of the paper) with seed 0,
-            #    then runs at the selection
-            t0 = time.perf_counter()
-            us_scores = []
-            solver = "dual" if X.shape[0] < n_h / 2 else "primal"
-            for n_o in [c] if args.grid != "full" else N_O:
-                for lam in POW if args.grid != "tiny" else [0.25, 1.0, 4.0]:
-                    m = USELM(
-                        c,
-                        n_components=n_o,
-                        n_hidden=n_h,
-                        lam=lam,
-                        graph="exact",
-                        n_neighbors=5,
-                        scaling="minmax",
-                        solver=solver,
-                        random_state=0,
-                    ).fit(X)
-                    us_scores.append((acc(y, m.labels_), {"lam": lam, "n_components": n_o}))
-            us0, us_best = max(us_scores, key=lambda t: t[0])
-            row.update(uselm_setting=us_best, uselm_select_seconds=time.perf_counter() - t0)
-            row.update(
-                uselm_acc=[
-                    acc(
-                        y,
-                        USELM(
-                            c,
-                            n_hidden=n_h,
-                            graph="exact",
-                            n_neighbors=5,
-                            scaling="minmax",
-                            solver=solver,
-                            random_state=seed,
-                            **us_best,
-                        )
-                        .fit(X)
-                        .labels_,
-                    )
-                    for seed in range(1, args.runs + 1)
-                ]
-            )
-        for key in ("elmjec_acc", "default_acc", "kmeans_acc", "uselm_acc"):
-            v = np.array(row[key])
-            print(f"[{name}] {key}: {v.mean():.2f} +- {v.std():.2f}", flush=True)
-        row["loadavg_end"] = os.getloadavg()
-        out.write(json.dumps(row) + "\n")
-        out.flush()
+    c, n_h, seeds = len(np.unique(y)), n_hidden_for(name, args), range(1, args.runs + 1)
+    row = dict(dataset=name, n=X.shape[0], d=X.shape[1], c=c, n_hidden=n_h, grid=args.grid)
+    row.update(runs=args.runs, date=utc_now(), loadavg_start=os.getloadavg())
+    grid = grid_for(args.grid, c)
+    best, fits = select(row, X, y, c, n_h, grid)
+    if args.paper_runs:  # the runs at the seed-0 selection are read from the same sweeps
+        settings = [s for s, _ in fits]
+        A = paper_selection(row, X, y, c, n_h, grid, settings, args.paper_runs)
+        row.update(elmjec_acc=A[: args.runs, settings.index(best)].tolist(), elmjec_iters=None)
+    else:
+        runs, wall, cpu = protocol.timed_call(
+            lambda: [elmjec(n_h, c, s, **best).fit(X) for s in seeds]
+        )
+        row.update(elmjec_acc=[acc(y, m) for m in runs], elmjec_iters=[m.n_iter_ for m in runs])
+        row.update(elmjec_seconds_per_fit=wall / args.runs)
+        row.update(elmjec_cpu_seconds_per_fit=cpu / args.runs)
+    row["default_acc"] = [acc(y, elmjec(n_h, c, s).fit(X)) for s in seeds]
+    kmeans = [KMeans(c, n_init=10, random_state=s).fit(minmax(X)) for s in seeds]
+    row["kmeans_acc"] = [acc(y, m) for m in kmeans]
+    us_best = select_uselm(row, X, y, c, n_h, args.grid)
+    row["uselm_acc"] = [acc(y, uselm(n_h, X, c, s, **us_best).fit(X)) for s in seeds]
+    row["loadavg_end"] = os.getloadavg()
+    return row
 
 
 def run_sweep(args):
     """Wall time of one grid through elmscale.sweep (one Gram pass) against fitting every
     setting from scratch."""
-    import dask
-
     from elmscale import sweep
 
-    X, y = load(args.dataset)
-    c = len(np.unique(y))
+    ((name, X, y),) = protocol.present([args.dataset])
+    c, n_h = len(np.unique(y)), n_hidden_for(args.dataset, args)
     grid = {"lam": [0.25, 1.0, 4.0], "gamma": [0.0625, 0.25, 1.0], "n_components": [2, 8]}
-    n_h = n_hidden_for(args.dataset, args)
-    base = elmjec_base(n_h, X, c, 0)
-    with dask.config.set(scheduler="sync"), warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        t0, c0 = time.perf_counter(), time.process_time()
-        fits = sweep(base, X, grid, errors="return")
-        t_sweep, c_sweep = time.perf_counter() - t0, time.process_time() - c0
-        t0, c0 = time.perf_counter(), time.process_time()
+    fits, t_sweep, c_sweep = protocol.timed_call(sweep, elmjec(n_h, c, 0), X, grid, errors="return")
+
+    def from_scratch():
         same = 0
         for setting, fitted in fits:
             try:
-                alone = elmjec_base(n_h, X, c, 0, **setting).fit(X)
+                alone = elmjec(n_h, c, 0, **setting).fit(X)
             except ValueError:
                 same += isinstance(fitted, Exception)
                 continue
             same += bool(np.array_equal(alone.labels_, fitted.labels_))
-        t_scratch, c_scratch = time.perf_counter() - t0, time.process_time() - c0
-    res = {
-        "dataset": args.dataset,
-        "n_settings": len(fits),
-        "sweep_seconds": t_sweep,
-        "scratch_seconds": t_scratch,
-        "sweep_cpu_seconds": c_sweep,
-        "scratch_cpu_seconds": c_scratch,
-        "identical_labels": same,
-        "loadavg": os.getloadavg(),
-        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-    }
+        return same
+
+    same, t_scratch, c_scratch = protocol.timed_call(from_scratch)
+    res = dict(dataset=name, n_settings=len(fits), sweep_seconds=t_sweep)
+    res.update(scratch_seconds=t_scratch, sweep_cpu_seconds=c_sweep)
+    res.update(scratch_cpu_seconds=c_scratch, identical_labels=same)
+    res.update(loadavg=os.getloadavg(), date=utc_now())
     print(json.dumps(res), flush=True)
     if args.out:
-        with open(args.out, "a") as f:
-            f.write(json.dumps({"sweep": res}) + "\n")
+        protocol.append_lines(args.out, [{"sweep": res}])
     return res
 
 
@@ -321,46 +204,47 @@ def run_report(args):
             sweeps.append(rec["sweep"])
         else:
             rows[(rec["dataset"], rec["grid"])] = rec
+    columns = ["dataset", "n x d, c", "paper ELM-JEC", "ELM-JEC (seed-0 selection, runs 1..R)"]
+    columns += ["selected (lam, gamma, n_o)", "ELM-JEC paper selection (best R-run mean)"]
+    columns += ["ELM-JEC defaults", "k-means", "US-ELM (selected lam, n_o)", "grid, R"]
+    columns += ["grid time (wall / CPU)"]
+    print(protocol.markdown(columns, [report_row(r) for r in rows.values()]))
+    for s in sweeps:
+        print(
+            f"\nsweep {s['dataset']}: {s['n_settings']} settings, one Gram pass "
+            f"{s['sweep_seconds']:.1f} s, from scratch {s['scratch_seconds']:.1f} s "
+            f"({s['scratch_seconds'] / s['sweep_seconds']:.1f}x), identical labels "
+            f"{s['identical_labels']}/{s['n_settings']}"
+        )
+
+
+def report_row(r):
     ms = lambda v: f"{np.mean(v):.2f} +- {np.std(v):.2f}"  # noqa: E731
     st = lambda b: f"({b['lam']:g}, {b['gamma']:g}, {b['n_components']})"  # noqa: E731
-    print(
-        "| dataset | n x d, c | paper ELM-JEC | ELM-JEC (seed-0 selection, runs 1..R) | "
-        "selected (lam, gamma, n_o) | ELM-JEC paper selection (best R-run mean) | "
-        "ELM-JEC defaults | k-means | US-ELM (selected lam, n_o) | grid, R | grid time "
-        "(wall / CPU) |"
-    )
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
-    for r in rows.values():
-        paper_sel = (
-            f"{ms(r['paper_best_acc'])} at {st(r['paper_best_setting'])}"
-            if "paper_best_acc" in r
-            else "-"
-        )
-        cpu = f" / {r['select_cpu_seconds']:.0f}" if "select_cpu_seconds" in r else ""
-        us = r["uselm_setting"]
-        print(
-            f"| {r['dataset']} | {r['n']} x {r['d']}, {r['c']} | {PAPER[r['dataset']]:.2f} | "
-            f"{ms(r['elmjec_acc'])} | {st(r['best_setting'])} | {paper_sel} | "
-            f"{ms(r['default_acc'])} | {ms(r['kmeans_acc'])} | {ms(r['uselm_acc'])} "
-            f"(lam={us['lam']:g}, n_o={us['n_components']}) | {r['grid']} "
-            f"({r['n_settings']}), {r['runs']} | {r['select_seconds']:.0f}{cpu} s |"
-        )
-    for s_ in sweeps:
-        print(
-            f"\nsweep {s_['dataset']}: {s_['n_settings']} settings, one Gram pass "
-            f"{s_['sweep_seconds']:.1f} s, from scratch {s_['scratch_seconds']:.1f} s "
-            f"({s_['scratch_seconds'] / s_['sweep_seconds']:.1f}x), identical labels "
-            f"{s_['identical_labels']}/{s_['n_settings']}"
-        )
+    paper_sel = "-"
+    if "paper_best_acc" in r:
+        paper_sel = f"{ms(r['paper_best_acc'])} at {st(r['paper_best_setting'])}"
+    us = r["uselm_setting"]
+    return [
+        r["dataset"],
+        f"{r['n']} x {r['d']}, {r['c']}",
+        f"{PAPER[r['dataset']]:.2f}",
+        ms(r["elmjec_acc"]),
+        st(r["best_setting"]),
+        paper_sel,
+        ms(r["default_acc"]),
+        ms(r["kmeans_acc"]),
+        f"{ms(r['uselm_acc'])} (lam={us['lam']:g}, n_o={us['n_components']})",
+        f"{r['grid']} ({r['n_settings']}), {r['runs']}",
+        f"{r['select_seconds']:.0f} / {r['select_cpu_seconds']:.0f} s",
+    ]
 
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("what", choices=["table", "sweep", "report"])
     p.add_argument("--out", default=str(results_file("elmjec_raw.jsonl")))
-    p.add_argument(
-        "--datasets", nargs="+", default=["iris", "ecoli", "diabetes", "segment", "coil20", "orl"]
-    )
+    protocol.datasets_option(p, PAPER)
     p.add_argument("--grid", choices=["full", "reduced", "tiny"], default="reduced")
     p.add_argument("--runs", type=int, default=10)
     p.add_argument(
@@ -371,18 +255,10 @@ def main(argv=None):
     )
     p.add_argument("--dataset", default="segment")
     p.add_argument("--n-hidden", type=int, default=0, help="override the paper's n_h (0: keep)")
-    p.add_argument(
-        "--blas-threads",
-        type=int,
-        default=1,
-        help="BLAS threads (1: the machine is shared; 2 threads oversubscribe)",
-    )
     args = p.parse_args(argv)
-    from threadpoolctl import threadpool_limits
-
-    os.makedirs(Path(args.out).parent, exist_ok=True)
-    with threadpool_limits(args.blas_threads):
-        print("BLAS:", blas_info(), flush=True)
+    print("BLAS:", blas_info(), flush=True)
+    with protocol.one_core(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
         return {"table": run_table, "sweep": run_sweep, "report": run_report}[args.what](args)
 
 

@@ -5,25 +5,18 @@ Table II protocol (``python -m benchmarks.paper.bench_sselm table2``)
     once. From the other three folds a stratified labelled set L and validation set V of the
     sizes of the paper's Table I are drawn; the rest is the unlabelled set U. The graph is built
     on L + U. SS-ELM's C0 and lam are chosen on V from {1e-6, ..., 1e6} (13 x 13), together
-    with the graph options (``--graphs``); ties on the validation error are broken by the
-    validation squared error of the outputs. The grid is evaluated from ONE Gram pass per graph
-    setting (``hidden_stats(["htlh"])``): with B = I + lam H^T L^p H = V diag(1 + lam g) V^T,
-    Woodbury gives beta = B^-1 H_l^T (I + C0 D H_l B^-1 H_l^T)^-1 C0 D Y_l, so each (C0, lam)
-    costs O(n_h l) once the eigendecomposition of H^T L^p H is known. The chosen setting is then
-    refitted with ``SSELM.fit`` and its test error is what is reported (the script checks that
-    it equals the sweep's). Baselines: ``ELMClassifier`` on L only (C on V), and scikit-learn's
-    ``LabelSpreading`` (knn kernel; n_neighbors and alpha on V), on the same splits.
+    with the graph options (``--graphs``, see :func:`parse_graph`); ties on the validation
+    error are broken by the validation squared error of the outputs. The grid is evaluated
+    from ONE Gram pass per graph setting (``hidden_stats(["htlh"])``): with B = I + lam H^T L^p
+    H = V diag(1 + lam g) V^T, Woodbury gives beta = B^-1 H_l^T (I + C0 D H_l B^-1 H_l^T)^-1 C0
+    D Y_l, so each (C0, lam) costs O(n_h l) once the eigendecomposition of H^T L^p H is known.
+    The chosen setting is then refitted with ``SSELM.fit`` and its test error is what is
+    reported (the script checks that it equals the sweep's). Baselines: ``ELMClassifier`` on L
+    only (C on V), and scikit-learn's ``LabelSpreading`` (knn kernel; n_neighbors and alpha on
+    V), on the same splits.
 
     G50C uses the file's 10 standard splits (idxLabs / idxUnls) as the SS-ELM authors' demo
-    does (``--g50c-splits kfold`` for the 4-fold protocol). Graph settings are
-    ``input:k:power:norm|raw[:binary|heat[:sigma]]`` (see :func:`parse_graph`): ``input`` is
-    the model's per-feature scaling (``none``, ``standard``, ``minmax``) or a global affine
-    map of the whole dataset applied before the model (``unit``: [0, 1], ``pm1``: [-1, 1], e.g.
-    USPS pixels 2x - 1 as in Melacci and Belkin's LapSVM setups), optionally times a factor
-    (``pm1*0.1``): the factor is the hidden layer's input scale, since a fixed ``sigma`` is
-    read in the units before the factor (binary weights and the default sigma = mean kNN
-    distance do not change under a global factor, so the factor moves only the hidden layer).
-    ``--graph-on all`` puts V and T in the graph as unlabelled points (a transductive side
+    does. ``--graph-on all`` puts V and T in the graph as unlabelled points (a transductive side
     check, not the paper's protocol).
 
 Timing (``python -m benchmarks.paper.bench_sselm timing``)
@@ -35,15 +28,14 @@ import argparse
 import json
 import os
 import sys
-import time
+from collections import namedtuple
 from functools import partial
-from pathlib import Path
 
 import numpy as np
 
-from benchmarks._common import DATASETS_DIR, results_file
+from benchmarks._common import DATASETS_DIR, blas_info, load_dataset, results_file, utc_now
+from benchmarks.paper import _protocol as protocol
 
-DATASETS = DATASETS_DIR
 GRID = [10.0**e for e in range(-6, 7)]
 PAPER = {"g50c": 4.96, "coil20b": 7.33, "uspstb": 10.98, "coil20": 11.16, "uspst": 13.85}
 # (labelled, validation, n_hidden) from Table I and Section VI
@@ -54,26 +46,17 @@ SIZES = {
     "coil20": (40, 40, 2000),
     "uspst": (50, 50, 2000),
 }
-SOURCE = {
-    "g50c": "g50c",
-    "coil20b": "coil20",
-    "coil20": "coil20",
-    "uspstb": "uspst",
-    "uspst": "uspst",
-}
+#: the row indices of one split: labelled, validation, unlabelled and test rows
+Split = namedtuple("Split", "lab val unl test")
+#: the two-class sets: their source and the first class of the second half
+BINARY = {"coil20b": ("coil20", 10), "uspstb": ("uspst", 5)}  # objects 11-20, digits 5-9
 
 
 def load(name):
-    path = DATASETS / f"{SOURCE[name]}.npz"
-    if not path.exists():
-        return None
-    d = np.load(path)
-    X, y = d["X"].astype(np.float64), d["y"].astype(np.int64)
-    if name == "coil20b":  # objects 1-10 vs 11-20
-        y = (y >= 10).astype(np.int64)
-    elif name == "uspstb":  # digits 0-4 vs 5-9
-        y = (y >= 5).astype(np.int64)
-    return X, y
+    """(X float64, y) of a Table II set: coil20b and uspstb are two halves of the classes."""
+    source, half = BINARY.get(name, (name, None))
+    X, y = load_dataset(source)
+    return np.asarray(X, dtype=np.float64), y if half is None else (y >= half).astype(np.int64)
 
 
 def splits(y, n_lab, n_val, repeats, seed):
@@ -90,29 +73,23 @@ def splits(y, n_lab, n_val, repeats, seed):
             yield r, f, np.sort(lab), np.sort(val), np.sort(unl), np.sort(test)
 
 
-def g50c_standard_splits(trials, seed=0):
+def g50c_standard_splits(seed=0):
     """G50C with the file's standard splits, as in the SS-ELM authors' demo (demo_SSELM.m):
     trial t takes L = idxLabs[t] (50 points); V = the first 25 points of each class in
     idxUnls[t] (50); U = 313 random points of the rest (ceil(550 * 3/4) - 2 * 50); T = the
     remaining 137. Yields like :func:`splits` (repeat = trial, fold = 0)."""
-    d = np.load(DATASETS / "g50c.npz")
+    d = np.load(DATASETS_DIR / "g50c.npz")
     y, IL, IU = d["y"], d["idxLabs"], d["idxUnls"]
     n_lab = IL.shape[1]
     n_unl = int(np.ceil(len(y) * 3 / 4)) - 2 * n_lab
     rng = np.random.RandomState(seed)
-    for t in trials:
+    for t in range(IL.shape[0]):
         yu = y[IU[t]]
         idx_v = np.concatenate([np.flatnonzero(yu == c)[: n_lab // 2] for c in np.unique(y)])
         rest = np.setdiff1d(np.arange(IU.shape[1]), idx_v)
         perm = rng.permutation(len(rest))
-        yield (
-            t,
-            0,
-            np.sort(IL[t]),
-            np.sort(IU[t][idx_v]),
-            np.sort(IU[t][rest[perm[:n_unl]]]),
-            np.sort(IU[t][rest[perm[n_unl:]]]),
-        )
+        unl, test = rest[perm[:n_unl]], rest[perm[n_unl:]]
+        yield t, 0, np.sort(IL[t]), np.sort(IU[t][idx_v]), np.sort(IU[t][unl]), np.sort(IU[t][test])
 
 
 MODEL_SCALINGS = ("none", "standard", "minmax")
@@ -238,305 +215,226 @@ def _errors(outputs, codes):
 
 
 def run_table2(args):
-    from sklearn.semi_supervised import LabelSpreading
-
-    from elmscale import SSELM, ELMClassifier
-
+    """The Table II protocol on every set of ``--datasets``: ``{set: summary and runs}``."""
     graphs = [parse_graph(g) for g in args.graphs.split(",")]
     results = {}
-    for name in args.datasets.split(","):
-        data = load(name)
-        if data is None:
-            print(f"skip {name}: dataset not found under {DATASETS}", flush=True)
-            continue
-        X, y = data
+    for name, X, y in protocol.present(protocol.dataset_names(args), load):
         n_lab, n_val, n_h = SIZES[name]
-        if args.n_hidden:
-            n_h = args.n_hidden
-        classes = np.unique(y)
-        rows = []
-        if name == "g50c" and args.g50c_splits == "standard":
-            split_iter = g50c_standard_splits(range(args.trials), args.seed)
+        n_h = args.n_hidden or n_h
+        if name == "g50c":
+            split_iter = g50c_standard_splits(args.seed)
         else:
             split_iter = splits(y, n_lab, n_val, args.repeats, args.seed)
-        for i, (r, f, lab, val, unl, test) in enumerate(split_iter):
-            if i < args.skip_runs:
-                continue
+        rows = []
+        for r, f, *parts in split_iter:
             if args.max_runs and len(rows) >= args.max_runs:
                 break
-            t0 = time.perf_counter()
-            seed = 100 * r + f
-            # the graph's unlabelled points: U (the paper's Table I protocol), or, with
-            # --graph-on all, U + V + T (transductive: no label of V or T is used in the fit)
-            unl_g = unl if args.graph_on == "LU" else np.concatenate([unl, val, test])
-            train = np.concatenate([lab, unl_g])
-            y_tr = np.concatenate([y[lab], np.full(len(unl_g), -1)])
-            counts = np.bincount(y[lab], minlength=len(classes)).astype(float)
-            d = 1.0 / counts[y[lab]]
-            Y_l = _one_hot(y[lab], len(classes))
-            best = None
-            for g in graphs:
-                Xm = map_inputs(X, g)
-                X_tr = Xm[train]
-                # the primal reduction holds G = H^T L^p H (lam > 0 builds the graph)
-                m = SSELM(
-                    n_hidden=n_h,
-                    graph="exact",
-                    random_state=seed,
-                    solver="primal",
-                    lam=1.0,
-                    **sselm_params(g),
-                )
-                G = m.reduce(X_tr, y_tr).stats["htlh"]
-                layer = m.hidden_layer_
-                H_l, H_v, H_t = layer(Xm[lab]), layer(Xm[val]), layer(Xm[test])
-                out_v, out_t = sselm_sweep(G, H_l, Y_l, d, [H_v, H_t])
-                err_v, mse_v = _errors(out_v, y[val])
-                err_t, _ = _errors(out_t, y[test])
-                # validation error first, validation squared error as tie-breaker
-                key = err_v + 1e-6 * mse_v / (1.0 + mse_v.max())
-                i, j = np.unravel_index(np.argmin(key), key.shape)
-                cand = (
-                    key[i, j],
-                    dict(sselm_params(g), lam=GRID[i], C0=GRID[j]),
-                    err_t[i, j],
-                    float(err_t.min()),
-                    g,
-                    Xm,
-                )
-                if best is None or cand[0] < best[0]:
-                    best = cand
-            params, g, Xm = best[1], best[4], best[5]
-            X_tr = Xm[train]
-            t_fit = time.process_time()
-            model = SSELM(n_hidden=n_h, graph="exact", random_state=seed, **params).fit(X_tr, y_tr)
-            fit_cpu = time.process_time() - t_fit
-            ss_test = 100.0 * np.mean(model.predict(Xm[test]) != y[test])
-            ss_unl = 100.0 * np.mean(model.predict(Xm[unl]) != y[unl])
-            if abs(ss_test - best[2]) > 1e-9:
-                print(f"  note: refit test error {ss_test:.2f} != sweep {best[2]:.2f}", flush=True)
-            row = dict(
-                repeat=r,
-                fold=f,
-                sizes=[len(lab), len(val), len(unl), len(test)],
-                sselm_test=ss_test,
-                sselm_unl=ss_unl,
-                sselm_params=params,
-                graph_spec=g["spec"],
-                sselm_solver=model.resolve_solver(len(X_tr)),
-                sselm_oracle_test=best[3],
-                refit_cpu_seconds=fit_cpu,
+            run = protocol.timed_call(
+                table2_run, X, y, Split(*parts), graphs, n_h, 100 * r + f, args
             )
-            if args.no_baselines:
-                row.update(seconds=time.perf_counter() - t0, loadavg=os.getloadavg()[0])
-                rows.append(row)
-                print(name, json.dumps(row), flush=True)
-                continue
-            # supervised ELM on the labelled points only, C chosen on V
-            sc = params["scaling"]
-            elm_best = None
-            for C in GRID:
-                e = ELMClassifier(n_hidden=n_h, C=C, scaling=sc, random_state=seed).fit(
-                    Xm[lab], y[lab]
-                )
-                out = e.decision_function(Xm[val])
-                out = np.stack([-out / 2, out / 2], 1) if out.ndim == 1 else out
-                ev, mv = _errors(out, y[val])
-                key = ev + 1e-6 * mv / (1.0 + mv)
-                if elm_best is None or key < elm_best[0]:
-                    elm_best = (key, C, e)
-            e = elm_best[2]
-            elm_test = 100.0 * np.mean(e.predict(Xm[test]) != y[test])
-            elm_unl = 100.0 * np.mean(e.predict(Xm[unl]) != y[unl])
-            # LabelSpreading (knn kernel), n_neighbors and alpha on V
-            import dask.array as da
-
-            from elmscale.hidden import fit_scaling
-
-            off, scl = fit_scaling(da.from_array(X_tr), sc)
-            tr = (lambda A: A) if off is None else partial(_scale_rows, off=off, scl=scl)
-            ls_best = None
-            for kk in (5, 10):
-                for alpha in (0.01, 0.2, 0.5, 0.8, 0.99):
-                    ls = LabelSpreading(
-                        kernel="knn", n_neighbors=kk, alpha=alpha, max_iter=1000
-                    ).fit(tr(X_tr), y_tr)
-                    ev = np.mean(ls.predict(tr(Xm[val])) != y[val])
-                    if ls_best is None or ev < ls_best[0]:
-                        ls_best = (ev, kk, alpha, ls)
-            ls = ls_best[3]
-            ls_test = 100.0 * np.mean(ls.predict(tr(Xm[test])) != y[test])
-            ls_unl = 100.0 * np.mean(ls.transduction_[len(lab) : len(lab) + len(unl)] != y[unl])
-            row.update(
-                elm_test=elm_test,
-                elm_unl=elm_unl,
-                elm_C=elm_best[1],
-                ls_test=ls_test,
-                ls_unl=ls_unl,
-                ls_params=[ls_best[1], ls_best[2]],
-                seconds=time.perf_counter() - t0,
-                loadavg=os.getloadavg()[0],
-            )
-            rows.append(row)
-            print(name, json.dumps(row), flush=True)
-        summ = {
-            key: (float(np.mean([rw[key] for rw in rows])), float(np.std([rw[key] for rw in rows])))
-            for key in (
-                "sselm_test",
-                "sselm_unl",
-                "elm_test",
-                "elm_unl",
-                "ls_test",
-                "ls_unl",
-                "sselm_oracle_test",
-            )
-            if key in rows[0]
-        }
-        results[name] = dict(
-            summary=summ,
-            runs=rows,
-            paper=PAPER[name],
-            n_hidden=n_h,
-            graphs=[g["spec"] for g in graphs],
-            graph_on=args.graph_on,
-        )
-        line = (
-            f"== {name}: SS-ELM test {summ['sselm_test'][0]:.2f} +- "
-            f"{summ['sselm_test'][1]:.2f} (paper {PAPER[name]}), oracle "
-            f"{summ['sselm_oracle_test'][0]:.2f}"
-        )
-        if "elm_test" in summ:
-            line += (
-                f", ELM(L) {summ['elm_test'][0]:.2f} +- {summ['elm_test'][1]:.2f}, "
-                f"LabelSpreading {summ['ls_test'][0]:.2f} +- {summ['ls_test'][1]:.2f}"
-            )
-        print(line, flush=True)
+            rows.append({"repeat": r, "fold": f, **run[0], "seconds": run[1]})
+            print(name, json.dumps(rows[-1]), flush=True)
+        results[name] = summarise(name, rows, graphs, n_h, args)
         if args.out:
-            Path(args.out).write_text(json.dumps(results, indent=1))
+            protocol.write_json(args.out, results)
     return results
+
+
+def table2_run(X, y, s, graphs, n_h, seed, args):
+    """One split: SS-ELM chosen on V and refitted, then the two baselines on the same split."""
+    from elmscale import SSELM
+
+    # the graph's unlabelled points: U (the paper's Table I protocol), or, with
+    # --graph-on all, U + V + T (transductive: no label of V or T is used in the fit)
+    unl_g = s.unl if args.graph_on == "LU" else np.concatenate([s.unl, s.val, s.test])
+    train = np.concatenate([s.lab, unl_g])
+    y_tr = np.concatenate([y[s.lab], np.full(len(unl_g), -1)])
+    cands = [select_sselm(map_inputs(X, g), y, s, train, y_tr, g, n_h, seed) for g in graphs]
+    key, params, sweep_test, oracle, g, Xm = min(cands, key=lambda cand: cand[0])
+    X_tr = Xm[train]
+    model, _, fit_cpu = protocol.timed_call(
+        SSELM(n_hidden=n_h, graph="exact", random_state=seed, **params).fit, X_tr, y_tr
+    )
+    row = dict(sizes=[len(rows) for rows in s])
+    row.update(sselm_test=_error(model, Xm, y, s.test), sselm_unl=_error(model, Xm, y, s.unl))
+    if abs(row["sselm_test"] - sweep_test) > 1e-9:
+        print(f"  note: refit test error {row['sselm_test']:.2f} != sweep {sweep_test:.2f}")
+    row.update(
+        sselm_params=params, graph_spec=g["spec"], sselm_solver=model.resolve_solver(len(X_tr))
+    )
+    row.update(sselm_oracle_test=oracle, refit_cpu_seconds=fit_cpu)
+    row.update(elm_baseline(Xm, y, s, n_h, params["scaling"], seed))
+    row.update(label_spreading(Xm, y, s, train, y_tr, params["scaling"]))
+    row["loadavg"] = os.getloadavg()[0]
+    return row
+
+
+def _error(model, X, y, rows):
+    return 100.0 * np.mean(model.predict(X[rows]) != y[rows])
+
+
+def select_sselm(Xm, y, s, train, y_tr, g, n_h, seed):
+    """The sweep of every (C0, lam) for one graph setting: ``(validation key, parameters, test
+    error, best test error of the grid, setting, mapped X)`` of the setting chosen on V."""
+    from elmscale import SSELM
+
+    # the primal reduction holds G = H^T L^p H (lam > 0 builds the graph)
+    m = SSELM(
+        n_hidden=n_h, graph="exact", random_state=seed, solver="primal", lam=1.0, **sselm_params(g)
+    )
+    G = m.reduce(Xm[train], y_tr).stats["htlh"]
+    layer = m.hidden_layer_
+    y_l = y[s.lab]
+    counts = np.bincount(y_l, minlength=len(np.unique(y))).astype(float)
+    H_v, H_t = layer(Xm[s.val]), layer(Xm[s.test])
+    out_v, out_t = sselm_sweep(
+        G, layer(Xm[s.lab]), _one_hot(y_l, len(counts)), 1.0 / counts[y_l], [H_v, H_t]
+    )
+    err_v, mse_v = _errors(out_v, y[s.val])
+    err_t, _ = _errors(out_t, y[s.test])
+    # validation error first, validation squared error as tie-breaker
+    key = err_v + 1e-6 * mse_v / (1.0 + mse_v.max())
+    i, j = np.unravel_index(np.argmin(key), key.shape)
+    params = dict(sselm_params(g), lam=GRID[i], C0=GRID[j])
+    return key[i, j], params, err_t[i, j], float(err_t.min()), g, Xm
+
+
+def elm_baseline(Xm, y, s, n_h, scaling, seed):
+    """A supervised ELM on the labelled points only, C chosen on V."""
+    from elmscale import ELMClassifier
+
+    best = None
+    for C in GRID:
+        e = ELMClassifier(n_hidden=n_h, C=C, scaling=scaling, random_state=seed)
+        out = e.fit(Xm[s.lab], y[s.lab]).decision_function(Xm[s.val])
+        out = np.stack([-out / 2, out / 2], 1) if out.ndim == 1 else out
+        ev, mv = _errors(out, y[s.val])
+        key = ev + 1e-6 * mv / (1.0 + mv)
+        if best is None or key < best[0]:
+            best = (key, C, e)
+    _, C, e = best
+    return dict(elm_test=_error(e, Xm, y, s.test), elm_unl=_error(e, Xm, y, s.unl), elm_C=C)
+
+
+def label_spreading(Xm, y, s, train, y_tr, scaling):
+    """scikit-learn's LabelSpreading (knn kernel) on the model's scaling of X, n_neighbors and
+    alpha chosen on V."""
+    import dask.array as da
+    from sklearn.semi_supervised import LabelSpreading
+
+    from elmscale.hidden import fit_scaling
+
+    X_tr = Xm[train]
+    off, scl = fit_scaling(da.from_array(X_tr), scaling)
+    tr = (lambda A: A) if off is None else partial(_scale_rows, off=off, scl=scl)
+    best = None
+    for k in (5, 10):
+        for alpha in (0.01, 0.2, 0.5, 0.8, 0.99):
+            ls = LabelSpreading(kernel="knn", n_neighbors=k, alpha=alpha, max_iter=1000)
+            ls.fit(tr(X_tr), y_tr)
+            ev = np.mean(ls.predict(tr(Xm[s.val])) != y[s.val])
+            if best is None or ev < best[0]:
+                best = (ev, k, alpha, ls)
+    _, k, alpha, ls = best
+    ls_test = 100.0 * np.mean(ls.predict(tr(Xm[s.test])) != y[s.test])
+    ls_unl = 100.0 * np.mean(ls.transduction_[len(s.lab) : len(s.lab) + len(s.unl)] != y[s.unl])
+    return dict(ls_test=ls_test, ls_unl=ls_unl, ls_params=[k, alpha])
+
+
+SUMMARISED = ("sselm_test", "sselm_unl", "elm_test", "elm_unl", "ls_test", "ls_unl")
+
+
+def summarise(name, rows, graphs, n_h, args):
+    """Mean and std of each error over the runs of a set, with the runs; printed."""
+    summ = {}
+    for key in (*SUMMARISED, "sselm_oracle_test"):
+        v = [rw[key] for rw in rows]
+        summ[key] = (float(np.mean(v)), float(np.std(v)))
+    print(
+        f"== {name}: SS-ELM test {summ['sselm_test'][0]:.2f} +- {summ['sselm_test'][1]:.2f} "
+        f"(paper {PAPER[name]}), oracle {summ['sselm_oracle_test'][0]:.2f}, ELM(L) "
+        f"{summ['elm_test'][0]:.2f} +- {summ['elm_test'][1]:.2f}, LabelSpreading "
+        f"{summ['ls_test'][0]:.2f} +- {summ['ls_test'][1]:.2f}",
+        flush=True,
+    )
+    return dict(
+        summary=summ,
+        runs=rows,
+        paper=PAPER[name],
+        n_hidden=n_h,
+        graphs=[g["spec"] for g in graphs],
+        graph_on=args.graph_on,
+    )
 
 
 # -- timing -------------------------------------------------------------------------------------
 #: settings timed by ``timing``: the graph setting validation chose most often in the Table II
 #: re-run (benchmarks/RESULTS.md); C0 and lam do not change the cost (one dual LU solve)
 TIMING = {
-    "uspst": dict(
-        n_neighbors=5,
-        weights="heat",
-        laplacian_power=2,
-        normalized=True,
-        scaling=None,
-        C0=1.0,
-        lam=1.0,
-    ),
-    "coil20": dict(
-        n_neighbors=2,
-        weights="binary",
-        laplacian_power=1,
-        normalized=True,
-        scaling="minmax",
-        C0=10.0,
-        lam=100.0,
-    ),
+    "uspst": dict(n_neighbors=5, weights="heat", laplacian_power=2, normalized=True),
+    "coil20": dict(n_neighbors=2, weights="binary", laplacian_power=1, normalized=True),
 }
+TIMING["uspst"].update(scaling=None, C0=1.0, lam=1.0)
+TIMING["coil20"].update(scaling="minmax", C0=10.0, lam=100.0)
 
 
 def run_timing(args):
     """Fit time of SSELM (Table II sizes: the L + U of split 0, n_h = 2000, exact graph, the
-    dual since n_h > |L + U| unless ``--solver primal``) on USPST and COIL20: median of
-    ``--repeats`` fits, wall and CPU time, default (threaded) dask scheduler. Prints a
-    markdown table, appends JSON lines."""
-    from threadpoolctl import threadpool_info
-
+    dual since n_h > |L + U|) on USPST and COIL20: median of ``--repeats`` fits, wall and CPU
+    time, default (threaded) dask scheduler. Prints a markdown table, appends JSON lines."""
     from elmscale import SSELM
 
     rows = []
-    for name in args.datasets.split(","):
-        X, y = load(name)
+    for name, X, y in protocol.present(protocol.dataset_names(args), load):
         n_lab, n_val, n_h = SIZES[name]
         _, _, lab, val, unl, test = next(splits(y, n_lab, n_val, 1, 0))
         X_tr = X[np.concatenate([lab, unl])]
         y_tr = np.concatenate([y[lab], np.full(len(unl), -1)])
-        params = dict(TIMING[name])
-        if args.power:
-            params["laplacian_power"] = args.power
-        if args.n_neighbors:
-            params["n_neighbors"] = args.n_neighbors
-        params["solver"] = args.solver
+        params = TIMING[name]
         SSELM(n_hidden=n_h, graph="exact", random_state=0, **params).fit(X_tr, y_tr)  # warm-up
-        wall, cpu = [], []
-        for rep in range(args.repeats):
-            c0, w0 = time.process_time(), time.perf_counter()
-            m = SSELM(n_hidden=n_h, graph="exact", random_state=rep, **params).fit(X_tr, y_tr)
-            wall.append(time.perf_counter() - w0)
-            cpu.append(time.process_time() - c0)
-        err = 100.0 * np.mean(m.predict(X[test]) != y[test])
-        row = dict(
-            dataset=name,
-            n_train=len(X_tr),
-            n_labelled=len(lab),
-            n_hidden=n_h,
-            solver=m.resolve_solver(len(X_tr)),
-            params=params,
-            fit_wall_median_s=float(np.median(wall)),
-            fit_wall_s=wall,
-            fit_cpu_median_s=float(np.median(cpu)),
-            test_error_last_fit=err,
-            loadavg_1min=os.getloadavg()[0],
-            blas=[
-                (i["internal_api"], i.get("architecture"), i["num_threads"])
-                for i in threadpool_info()
-            ],
-            utc=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        models = (
+            SSELM(n_hidden=n_h, graph="exact", random_state=r, **params)
+            for r in range(args.repeats)
         )
+        fits = [protocol.timed_call(m.fit, X_tr, y_tr) for m in models]
+        m, wall, cpu = fits[-1][0], [f[1] for f in fits], [f[2] for f in fits]
+        row = dict(dataset=name, n_train=len(X_tr), n_labelled=len(lab), n_hidden=n_h)
+        row.update(solver=m.resolve_solver(len(X_tr)), params=params)
+        row.update(fit_wall_median_s=float(np.median(wall)), fit_wall_s=wall)
+        row.update(
+            fit_cpu_median_s=float(np.median(cpu)), test_error_last_fit=_error(m, X, y, test)
+        )
+        row.update(loadavg_1min=os.getloadavg()[0], blas=blas_info(), utc=utc_now())
         rows.append(row)
-    print(
-        "| dataset | N (L+U) | n_h | solver | graph (k, weights, p) | fit wall median (s) "
-        "| fit CPU median (s) | load avg |"
-    )
-    print("|---|---|---|---|---|---|---|---|")
-    for r in rows:
-        p = r["params"]
-        print(
-            f"| {r['dataset']} | {r['n_train']} | {r['n_hidden']} | {r['solver']} | "
-            f"{p['n_neighbors']}, {p['weights']}, {p['laplacian_power']} | "
-            f"{r['fit_wall_median_s']:.2f} | {r['fit_cpu_median_s']:.2f} | "
-            f"{r['loadavg_1min']:.2f} |"
-        )
+    columns = ["dataset", "N (L+U)", "n_h", "solver", "graph (k, weights, p)"]
+    columns += ["fit wall median (s)", "fit CPU median (s)", "load avg"]
+    cells = [timing_cells(r) for r in rows]
+    print(protocol.markdown(columns, cells))
     if args.out:
-        with open(args.out, "a") as fh:
-            for r in rows:
-                fh.write(json.dumps(r) + "\n")
+        protocol.append_lines(args.out, rows)
     return rows
+
+
+def timing_cells(r):
+    p = r["params"]
+    return [
+        *(r[k] for k in ("dataset", "n_train", "n_hidden", "solver")),
+        f"{p['n_neighbors']}, {p['weights']}, {p['laplacian_power']}",
+        *(f"{r[k]:.2f}" for k in ("fit_wall_median_s", "fit_cpu_median_s", "loadavg_1min")),
+    ]
 
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="cmd", required=True)
     t = sub.add_parser("table2", help="the Table II protocol")
-    t.add_argument("--datasets", default="g50c,coil20b,uspstb,coil20,uspst")
+    protocol.datasets_option(t, PAPER)
     t.add_argument("--repeats", type=int, default=3, help="4-fold splits repeated this often")
     t.add_argument(
         "--graphs",
         default="none:10:1:norm,none:5:2:norm,none:10:2:norm",
-        help="comma list of input[*factor]:k:power:norm|raw[:binary|heat[:sigma]] "
-        "graph settings searched on V (input: none, standard, minmax, or the "
-        "global maps unit, pm1; weights default heat, sigma the mean kNN "
-        "distance); see parse_graph",
+        help="comma list of graph settings searched on V: see parse_graph",
     )
-    t.add_argument(
-        "--no-baselines",
-        action="store_true",
-        help="SS-ELM only (skip the supervised ELM and LabelSpreading)",
-    )
-    t.add_argument(
-        "--g50c-splits",
-        choices=("standard", "kfold"),
-        default="standard",
-        help="g50c: the file's idxLabs/idxUnls splits as in the SS-ELM authors' "
-        "demo (default) or the stratified 4-fold protocol of the other sets",
-    )
-    t.add_argument("--trials", type=int, default=10, help="g50c standard splits used")
     t.add_argument(
         "--graph-on",
         choices=("LU", "all"),
@@ -547,29 +445,16 @@ def main(argv=None):
     t.add_argument("--n-hidden", type=int, default=0, help="override Table I's n_h (0: keep)")
     t.add_argument("--seed", type=int, default=0)
     t.add_argument("--max-runs", type=int, default=0, help="stop after this many splits")
-    t.add_argument("--skip-runs", type=int, default=0, help="start at this split (resume)")
     t.add_argument("--quick", action="store_true", help="1 repeat, first fold only, g50c")
     t.add_argument("--out", default="")
     tm = sub.add_parser("timing", help="SSELM fit time on USPST and COIL20 (median of 3)")
-    tm.add_argument("--datasets", default="uspst,coil20")
+    protocol.datasets_option(tm, TIMING)
     tm.add_argument("--repeats", type=int, default=3)
-    tm.add_argument("--power", type=int, default=0, help="override laplacian_power")
-    tm.add_argument("--n-neighbors", type=int, default=0, help="override n_neighbors")
-    tm.add_argument(
-        "--solver",
-        choices=("auto", "primal", "dual"),
-        default="auto",
-        help="SSELM solver ('primal' times the blockwise H^T L^p H pass, which "
-        "for p > 2 builds L^(p//2) H on the cluster)",
-    )
     tm.add_argument("--out", default=str(results_file("sselm_timing.jsonl")))
     args = p.parse_args(argv)
-    if args.cmd == "table2":
-        if args.quick:
-            args.repeats, args.max_runs = 1, 1
-            args.datasets = "g50c"
-        return run_table2(args)
-    return run_timing(args)
+    if args.cmd == "table2" and args.quick:
+        args.repeats, args.max_runs, args.datasets = 1, 1, [["g50c"]]
+    return (run_table2 if args.cmd == "table2" else run_timing)(args)
 
 
 if __name__ == "__main__":

@@ -17,33 +17,30 @@ import os
 import sys
 
 if sys.argv[1:2] != ["timing"]:
-    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-    os.environ.setdefault("OMP_NUM_THREADS", "1")
-    os.environ.setdefault("MKL_NUM_THREADS", "1")
+    for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(_var, "1")
 
 import argparse  # noqa: E402
+import itertools  # noqa: E402
 import json  # noqa: E402
-import resource  # noqa: E402
-import time  # noqa: E402
+import statistics  # noqa: E402
 
 import numpy as np  # noqa: E402
-from sklearn.metrics import normalized_mutual_info_score  # noqa: E402
 
 from benchmarks._common import (  # noqa: E402
-    DATASETS_DIR,
     blas_info,
     clustering_accuracy,
+    load_dataset,
     median_of_repeats,
+    nmi,
+    peak_memory_mb,
     purity,
 )
+from benchmarks.paper import _protocol as protocol  # noqa: E402
 
-DATASETS = DATASETS_DIR
 PAPER_ACC = {"iris": 0.8933, "wine": 0.9719, "frogs": 0.6687, "shuttle": 0.3410, "segment": 0.5571}
 PAPER_SECONDS = {"frogs": 1.55, "shuttle": 6.79}
-
-
-accuracy = clustering_accuracy
-
+SETS = ("iris", "wine", "segment", "frogs", "shuttle")
 
 # Frogs (Anuran Calls, UCI) is labelled at three levels; the .npz holds the species
 # (10, in alphabetical order). Genus (8) and family (4) follow from the species: the paper
@@ -57,44 +54,25 @@ FROGS_LEVELS = {
 
 
 def load(name):
-    """(X, y) or None when the dataset file is absent. ``frogs_genus`` and ``frogs_family``
-    are Frogs with the genus or family of each species as the label."""
-    if name in ("iris", "wine"):
-        from sklearn import datasets
-
-        return getattr(datasets, f"load_{name}")(return_X_y=True)
-    if name.startswith("frogs_") and name[6:] in FROGS_LEVELS:
-        data = load("frogs")
-        return None if data is None else (data[0], FROGS_LEVELS[name[6:]][data[1]])
-    path = DATASETS / f"{name}.npz"
-    if not path.exists():
-        print(f"skip {name}: {path} not found", file=sys.stderr)
-        return None
-    d = np.load(path)
-    X, y = d["X"].astype(np.float64), d["y"]
-    if name == "shuttle":  # the paper uses the 14,500-row test file
-        X, y = X[d["is_test"]], y[d["is_test"]]
-    return X, y
-
-
-def datasets(names):
-    """(name, X, y) for each comma-separated name whose data is present."""
-    for name in names.split(","):
-        data = load(name)
-        if data is not None:
-            yield (name, *data)
+    """(X float64, y): ``frogs_genus`` and ``frogs_family`` are Frogs with the genus or family
+    of each species as the label; Shuttle is its test part, as in the paper."""
+    level = name.removeprefix("frogs_")
+    if level in FROGS_LEVELS:
+        X, y = load("frogs")
+        return X, FROGS_LEVELS[level][y]
+    X, y = load_dataset(name, rows="test" if name == "shuttle" else None)
+    return np.asarray(X, dtype=np.float64), y
 
 
 def run_one(X, y, **params):
+    """One fit of ``TUMKELM(c, **params)``: its scores, seconds and what it selected."""
     from elmscale import TUMKELM
 
-    t0, c0 = time.perf_counter(), time.process_time()
-    model = TUMKELM(len(np.unique(y)), **params).fit(X)
-    seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
+    model, seconds, cpu = protocol.timed_call(TUMKELM(len(np.unique(y)), **params).fit, X)
     labels = np.asarray(model.labels_)
     return {
-        "acc": accuracy(y, labels),
-        "nmi": normalized_mutual_info_score(y, labels),
+        "acc": clustering_accuracy(y, labels),
+        "nmi": nmi(y, labels),
         "purity": purity(y, labels),
         "seconds": seconds,
         "cpu_seconds": cpu,
@@ -108,118 +86,82 @@ def run_one(X, y, **params):
     }
 
 
-def _mean_std(values):
-    v = np.asarray(values, dtype=np.float64)
-    return float(v.mean()), float(v.std(ddof=1)) if len(v) > 1 else 0.0
+SUMMED = ("acc", "nmi", "purity", "cpu_seconds", "seconds", "n_iter", "loadavg")
 
 
 def repeats(args):
     """Every configuration over ``--seeds`` seeds (random_state = 0 .. seeds-1): mean +- std
     of ACC, NMI, purity, CPU seconds; a markdown table at the end."""
     out, rows = [], []
-    for name, X, y in datasets(args.datasets):
-        for mode in args.modes.split(","):
+    for name, X, y in protocol.present(protocol.dataset_names(args), load):
+        configs = itertools.product(
+            args.modes.split(","),
+            args.scalings.split(","),
+            args.forms.split(","),
+            args.assignments.split(","),
+        )
+        for mode, scaling, form, assignment in configs:
             if mode == "exact" and X.shape[0] > args.exact_max:
                 print(f"skip exact on {name}: N = {X.shape[0]} > --exact-max", file=sys.stderr)
                 continue
-            for scaling in args.scalings.split(","):
-                for form in args.forms.split(","):
-                    for assignment in args.assignments.split(","):
-                        runs = []
-                        for seed in range(args.seeds):
-                            r = run_one(
-                                X,
-                                y,
-                                mode=mode,
-                                feature_form=form,
-                                assignment=assignment,
-                                C=1.0,
-                                n_landmarks=args.landmarks,
-                                max_iter=args.max_iter,
-                                scaling=None if scaling == "none" else scaling,
-                                select=args.select,
-                                random_state=seed,
-                            )
-                            r.update(
-                                dataset=name,
-                                n=X.shape[0],
-                                form=form,
-                                seed=seed,
-                                assignment=assignment,
-                                scaling=scaling,
-                                select=args.select,
-                                landmarks=args.landmarks,
-                                max_iter=args.max_iter,
-                                loadavg=os.getloadavg()[0],
-                                protocol="repeats",
-                            )
-                            out.append(r)
-                            runs.append(r)
-                            print(
-                                json.dumps(
-                                    {
-                                        key: r[key]
-                                        for key in (
-                                            "dataset",
-                                            "mode",
-                                            "form",
-                                            "assignment",
-                                            "seed",
-                                            "acc",
-                                            "cpu_seconds",
-                                            "seconds",
-                                            "n_iter",
-                                        )
-                                    }
-                                ),
-                                file=sys.stderr,
-                                flush=True,
-                            )
-                        row = {
-                            "dataset": name,
-                            "n": X.shape[0],
-                            "mode": mode,
-                            "scaling": scaling,
-                            "form": form,
-                            "assignment": assignment,
-                            "seeds": args.seeds,
-                        }
-                        for key in (
-                            "acc",
-                            "nmi",
-                            "purity",
-                            "cpu_seconds",
-                            "seconds",
-                            "n_iter",
-                            "loadavg",
-                        ):
-                            row[key] = _mean_std([r[key] for r in runs])
-                        print(json.dumps(row), flush=True)
-                        rows.append(row)
-    print(
-        "\n| dataset | N | mode | scaling | form | assignment | ACC | NMI | purity | "
-        "cpu s | wall s | iters | load | paper ACC |"
-    )
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
-    for r in rows:
-        f = " | ".join(f"{r[k][0]:.4f} +- {r[k][1]:.4f}" for k in ("acc", "nmi", "purity"))
-        print(
-            f"| {r['dataset']} | {r['n']} | {r['mode']} | {r['scaling']} | {r['form']} | "
-            f"{r['assignment']} | {f} | {r['cpu_seconds'][0]:.2f} | {r['seconds'][0]:.2f} | "
-            f"{r['n_iter'][0]:.1f} | {r['loadavg'][0]:.1f} | "
-            f"{PAPER_ACC.get(r['dataset'], float('nan')):.4f} |"
-        )
+            config = dict(mode=mode, scaling=scaling, form=form, assignment=assignment)
+            runs = [repeat_one(name, X, y, seed, config, args) for seed in range(args.seeds)]
+            out += runs
+            row = dict(dataset=name, n=X.shape[0], **config, seeds=args.seeds)
+            for key in SUMMED:
+                v = np.array([r[key] for r in runs], dtype=np.float64)
+                row[key] = float(v.mean()), float(v.std(ddof=1)) if len(v) > 1 else 0.0
+            print(json.dumps(row), flush=True)
+            rows.append(row)
+    columns = ["dataset", "N", "mode", "scaling", "form", "assignment", "ACC", "NMI", "purity"]
+    columns += ["cpu s", "wall s", "iters", "load", "paper ACC"]
+    print("\n" + protocol.markdown(columns, [repeats_row(r) for r in rows]))
     return out
+
+
+def repeat_one(name, X, y, seed, config, args):
+    """One seed of one configuration of :func:`repeats`: its record."""
+    r = run_one(
+        X,
+        y,
+        mode=config["mode"],
+        feature_form=config["form"],
+        assignment=config["assignment"],
+        C=1.0,
+        n_landmarks=args.landmarks,
+        max_iter=args.max_iter,
+        scaling=None if config["scaling"] == "none" else config["scaling"],
+        select=args.select,
+        random_state=seed,
+    )
+    r.update(dataset=name, n=X.shape[0], seed=seed, **config, select=args.select)
+    r.update(landmarks=args.landmarks, max_iter=args.max_iter, protocol="repeats")
+    r["loadavg"] = os.getloadavg()[0]
+    brief = ("dataset", "mode", "form", "assignment", "seed", "acc", "cpu_seconds", "n_iter")
+    print(json.dumps({key: r[key] for key in brief}), file=sys.stderr, flush=True)
+    return r
+
+
+def repeats_row(r):
+    scores = [f"{r[k][0]:.4f} +- {r[k][1]:.4f}" for k in ("acc", "nmi", "purity")]
+    return [
+        *(r[k] for k in ("dataset", "n", "mode", "scaling", "form", "assignment")),
+        *scores,
+        f"{r['cpu_seconds'][0]:.2f}",
+        f"{r['seconds'][0]:.2f}",
+        f"{r['n_iter'][0]:.1f}",
+        f"{r['loadavg'][0]:.1f}",
+        f"{PAPER_ACC.get(r['dataset'], float('nan')):.4f}",
+    ]
 
 
 def mixture(n, d=10, k=10, seed=0):
     """A labelled Gaussian mixture: k centres drawn N(0, 3^2 I) in d dimensions, unit
-    within-cluster covariance, equal weights. Generated in blocks (float64)."""
+    within-cluster covariance, equal weights (float64)."""
     rng = np.random.RandomState(seed)
     centres = rng.normal(scale=3.0, size=(k, d))
     y = rng.randint(0, k, n)
-    X = centres[y] + rng.normal(size=(n, d))
-    return X, y
+    return centres[y] + rng.normal(size=(n, d)), y
 
 
 def gram_floor(n, m, repeats):
@@ -230,105 +172,94 @@ def gram_floor(n, m, repeats):
     return median_of_repeats(lambda: Phi.T @ Phi, repeats=max(repeats, 3), warmup=1)[0]
 
 
-def n_factor_columns(factors):
-    """Total factor columns M from the ``factors`` entries of a result ("nystrom:58", ...)."""
-    return sum(int(f.split(":")[1]) for f in factors)
-
-
 def timing(args):
-    """Seconds per fit for the lead's idle-machine run: iris, wine, segment, Frogs, Shuttle
-    (NumPy input, all defaults: ``mode="auto"`` = exact up to 1,000 points, scalable above;
-    distance form, argmax, 100 landmarks, C = 1), median of ``--repeats`` fits after one
-    warm-up fit; then the scalable mode on the 100,000-point
-    mixture (dask input, 25,000-row chunks), one fit per assignment. Prints a markdown
-    table; ``--json`` appends one line per fit."""
-    import statistics
-
+    """Seconds per fit for an idle machine: the sets at every default (NumPy input,
+    ``mode="auto"``: exact up to 1,000 points, scalable above), median of ``--repeats`` fits
+    after one warm-up fit, against a same-size ``Phi^T Phi`` when scalable; then the scalable
+    mode on the ``--scale-n``-point mixture (dask input, 25,000-row chunks), one fit per
+    assignment. Prints a markdown table; ``--json`` appends one line per fit."""
     import dask.array as da
 
     from elmscale import TUMKELM
 
     out, rows = [], []
-    for name, X, y in datasets(args.datasets):
-        k = len(np.unique(y))
-        TUMKELM(k, mode=args.mode, random_state=0).fit(X[:1000])  # warm-up (imports, caches)
-        runs = []
-        for rep in range(args.repeats):
-            r = run_one(X, y, mode=args.mode, random_state=0)
-            r.update(
-                dataset=name, n=X.shape[0], repeat=rep, loadavg=os.getloadavg(), protocol="timing"
+    for name, X, y in protocol.present(protocol.dataset_names(args), load):
+        TUMKELM(len(np.unique(y)), mode=args.mode, random_state=0).fit(X[:1000])  # warm-up
+        runs = [
+            _stamped(
+                run_one(X, y, mode=args.mode, random_state=0), dataset=name, n=len(X), repeat=rep
             )
-            print(json.dumps({k: v for k, v in r.items() if k != "loss_history"}), flush=True)
-            runs.append(r)
-            out.append(r)
+            for rep in range(args.repeats)
+        ]
         if runs[0]["mode"] == "scalable":
-            M = n_factor_columns(runs[0]["factors"])
+            M = sum(int(f.split(":")[1]) for f in runs[0]["factors"])
             floor = gram_floor(X.shape[0], M, args.repeats)
             for r in runs:
                 r.update(n_columns=M, gram_floor_seconds=floor)
+        out += runs
         rows.append((name, X.shape[0], runs[0]["mode"], "argmax", runs))
     if args.scale_n:
         X, y = mixture(args.scale_n, seed=0)
         Xd = da.from_array(X, chunks=(25_000, X.shape[1]))
         for assignment in ("argmax", "kmeans"):
             r = run_one(Xd, y, mode="scalable", assignment=assignment, random_state=0)
-            r.update(
-                dataset="mixture",
-                n=args.scale_n,
-                assignment=assignment,
-                loadavg=os.getloadavg(),
-                protocol="timing",
-                peak_rss_gb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
-            )
-            print(json.dumps({k: v for k, v in r.items() if k != "loss_history"}), flush=True)
-            out.append(r)
+            r["peak_rss_gb"] = peak_memory_mb() / 1024
+            out.append(_stamped(r, dataset="mixture", n=args.scale_n, assignment=assignment))
             rows.append(("mixture (10-d, 10 clusters)", args.scale_n, "scalable", assignment, [r]))
-    print(
-        "\n| dataset | N | mode | assignment | fits | wall s (median) | cpu s (median) | "
-        "iterations (computed) | ACC | load (1 min) | paper s | M | Phi^T Phi floor s | "
-        "fit / floor |"
-    )
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
-    for name, n, mode, assignment, runs in rows:
-        med = lambda key, runs=runs: statistics.median(r[key] for r in runs)  # noqa: E731
-        print(
-            f"| {name} | {n:,} | {mode} | {assignment} | {len(runs)} | {med('seconds'):.3f} | "
-            f"{med('cpu_seconds'):.3f} | {runs[0]['n_iter']} ({runs[0]['n_computed']}) | "
-            f"{runs[0]['acc']:.4f} | "
-            f"{runs[-1]['loadavg'][0]:.2f} | {PAPER_SECONDS.get(name, '-')} | "
-            + (
-                f"{runs[0]['n_columns']} | {runs[0]['gram_floor_seconds']:.3f} | "
-                f"{med('seconds') / runs[0]['gram_floor_seconds']:.1f} |"
-                if "gram_floor_seconds" in runs[0]
-                else "- | - | - |"
-            )
-        )
+    columns = ["dataset", "N", "mode", "assignment", "fits", "wall s (median)", "cpu s (median)"]
+    columns += ["iterations (computed)", "ACC", "load (1 min)", "paper s", "M"]
+    columns += ["Phi^T Phi floor s", "fit / floor"]
+    print("\n" + protocol.markdown(columns, [timing_row(*row) for row in rows]))
     return out
+
+
+def _stamped(r, **fields):
+    """A timing record with its fields and the load average, printed."""
+    r.update(fields, protocol="timing", loadavg=os.getloadavg())
+    print(json.dumps({k: v for k, v in r.items() if k != "loss_history"}), flush=True)
+    return r
+
+
+def timing_row(name, n, mode, assignment, runs):
+    wall = statistics.median(r["seconds"] for r in runs)
+    first = runs[0]
+    floor = ["-", "-", "-"]
+    if "gram_floor_seconds" in first:
+        f = first["gram_floor_seconds"]
+        floor = [first["n_columns"], f"{f:.3f}", f"{wall / f:.1f}"]
+    return [
+        name,
+        f"{n:,}",
+        mode,
+        assignment,
+        len(runs),
+        f"{wall:.3f}",
+        f"{statistics.median(r['cpu_seconds'] for r in runs):.3f}",
+        f"{first['n_iter']} ({first['n_computed']})",
+        f"{first['acc']:.4f}",
+        f"{runs[-1]['loadavg'][0]:.2f}",
+        PAPER_SECONDS.get(name, "-"),
+        *floor,
+    ]
 
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = p.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("repeats", help="Tables protocol over several seeds, mean +- std")
-    r.add_argument("--datasets", default="iris,wine,segment,frogs,shuttle")
     r.add_argument("--modes", default="exact")
     r.add_argument("--exact-max", type=int, default=10_000)
     r.add_argument("--forms", default="distance,value")
     r.add_argument("--assignments", default="argmax,kmeans")
     r.add_argument("--scalings", default="minmax", help="comma list of minmax, standard, none")
     r.add_argument("--seeds", type=int, default=10)
-    r.add_argument(
-        "--select",
-        default="last",
-        choices=["last", "lowest_loss"],
-        help="the iteration returned (TUMKELM's select)",
-    )
+    r.add_argument("--select", default="last", choices=["last", "lowest_loss"])
     g = sub.add_parser("timing", help="seconds per fit (idle machine): Frogs, Shuttle, 100k")
-    g.add_argument("--datasets", default="iris,wine,segment,frogs,shuttle")
     g.add_argument("--mode", default="auto", choices=["auto", "scalable", "exact"])
     g.add_argument("--repeats", type=int, default=3)
     g.add_argument("--scale-n", type=int, default=100_000, help="0 to skip")
     for q in (r, g):
+        protocol.datasets_option(q, SETS)
         q.add_argument("--landmarks", type=int, default=100)
         q.add_argument("--max-iter", type=int, default=20)
         q.add_argument("--json", default=None, help="append the results to this file")
@@ -336,9 +267,7 @@ def main(argv=None):
     print(json.dumps({"blas": blas_info(), "argv": sys.argv[1:]}), flush=True)
     results = {"repeats": repeats, "timing": timing}[args.cmd](args)
     if args.json:
-        with open(args.json, "a") as fh:
-            for r in results:
-                fh.write(json.dumps(r) + "\n")
+        protocol.append_lines(args.json, results)
     return results
 
 

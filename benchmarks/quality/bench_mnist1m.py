@@ -33,7 +33,6 @@ date, machine, BLAS and the load average at each step (the machine may be shared
 import argparse
 import functools
 import json
-import os
 import shutil
 import tempfile
 from pathlib import Path
@@ -43,23 +42,18 @@ import numpy as np
 from benchmarks._common import (
     blas_info,
     clustering_accuracy,
-    command_line,
+    load_average,
     local_cluster,
-    machine_info,
     nmi,
+    parse_params,
     peak_memory_mb,
     results_file,
+    run_info,
     timed,
-    utc_now,
 )
 from benchmarks._deformed_mnist import DEFORMATION, deformed_mnist_dask, deformed_mnist_numpy
-from benchmarks.quality.bench_quality import parse_config
 
 KMEANS = ("minibatch", "kmeans")
-
-
-def _load_avg():
-    return [round(x, 2) for x in os.getloadavg()]
 
 
 def _scores(y, labels):
@@ -116,7 +110,7 @@ def generate(args, path, log):
         out["chunk_rows"] = X.chunks[0][0]
         out["worker_peak_mb"] = sorted(client.run(peak_memory_mb).values())
     zarr.open_group(str(path), mode="r+").attrs["mnist1m"] = store_attrs(args)
-    out["load_avg"] = _load_avg()
+    out["load_avg"] = load_average()
     log(f"generate: {json.dumps(out)}")
     return out
 
@@ -135,7 +129,7 @@ def fit_uselm(args, path, log):
             wait(X)
         out["load_s"] = t.seconds
         y = np.asarray(da.from_zarr(str(path), component="y")[: args.n_samples].compute())
-        model = elmscale.USELM(n_clusters=10, random_state=args.seed, **parse_config(args.set))
+        model = elmscale.USELM(n_clusters=10, random_state=args.seed, **parse_params(args.set))
         with timed() as t:
             model.fit(X)
             labels = np.asarray(model.labels_.compute())
@@ -147,7 +141,7 @@ def fit_uselm(args, path, log):
         out.update(_scores(y, labels))
         out["worker_peak_mb"] = sorted(client.run(peak_memory_mb).values())
         out["client_peak_mb"] = peak_memory_mb()
-    out["load_avg"] = _load_avg()
+    out["load_avg"] = load_average()
     log(f"uselm: {json.dumps(out, default=str)}")
     return out, y
 
@@ -178,7 +172,7 @@ def run_kmeans(args, path, y, log):
         out[kind] = kmeans_peer(kind, X, y, args.seed)
         log(f"{kind}: {json.dumps(out[kind])}")
     out["client_peak_mb"] = peak_memory_mb()
-    out["load_avg"] = _load_avg()
+    out["load_avg"] = load_average()
     return out
 
 
@@ -222,7 +216,7 @@ def parse_args(argv=None):
     if args.n_samples < 10:
         p.error(f"--n-samples must be at least 10, got {args.n_samples}")
     try:
-        parse_config(args.set)
+        parse_params(args.set)
     except (ValueError, SyntaxError, TypeError) as exc:
         p.error(f"--set expects KEY=VALUE,... with Python literal values, got {args.set!r}: {exc}")
     if args.generate_only and not args.store:
@@ -235,14 +229,8 @@ def main(argv=None):
 
     args = parse_args(argv)
     log = functools.partial(print, flush=True)
-    record = {
-        "command": command_line(),
-        "date": utc_now(),
-        "machine": machine_info(),
-        "blas": blas_info(),
-        "args": dict(vars(args)),
-        "deformation": {**DEFORMATION, **args.deform},
-    }
+    deformation = {**DEFORMATION, **args.deform}
+    record = run_info(blas=blas_info(), args=dict(vars(args)), deformation=deformation)
     log(f"# {record['date']} {record['machine']}")
     path = Path(args.store) if args.store else Path(tempfile.mkdtemp(prefix="mnist1m-")) / "z"
     try:

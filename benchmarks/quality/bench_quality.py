@@ -25,7 +25,6 @@ Run from the repository root, e.g.
 """
 
 import argparse
-import ast
 import csv
 import json
 import sys
@@ -43,6 +42,7 @@ from benchmarks._common import (
     load_dataset,
     machine_info,
     nmi,
+    parse_params,
     utc_now,
 )
 
@@ -78,14 +78,15 @@ PEERS = ("KMeans", "KMeans-minmax", "SpectralClustering", "UMAP+KMeans")
 
 
 # -- data -----------------------------------------------------------------------------------
-def load(name, datasets_dir=None):
-    """(X float64, y) of a set; MNIST pixels divided by 255; "mnist10k" is a fixed random
-    10,000-row sample of MNIST-70k (seed 0), small enough for every peer."""
+def load(name, rows=None):
+    """(X float64, y) of a set (``rows``: see ``load_dataset``); MNIST pixels divided by 255;
+    "mnist10k" is a fixed random 10,000-row sample of MNIST-70k (seed 0), small enough for
+    every peer."""
     if name == "mnist10k":
-        X, y = load("mnist", datasets_dir)
+        X, y = load("mnist")
         idx = np.random.RandomState(0).choice(X.shape[0], 10_000, replace=False)
         return X[idx], y[idx]
-    X, y = load_dataset(name, datasets_dir)
+    X, y = load_dataset(name, rows=rows)
     X = np.asarray(X, dtype=np.float64)
     if name == "mnist":
         X /= 255.0
@@ -174,13 +175,8 @@ def parse_sets(items):
     """``["USELM.lam=1", ...]`` -> ``{"USELM": {"lam": 1}}`` (values as Python literals)."""
     out = {}
     for item in items:
-        key, value = item.split("=", 1)
-        est, param = key.split(".", 1)
-        try:
-            value = ast.literal_eval(value)
-        except (ValueError, SyntaxError):
-            pass
-        out.setdefault(est, {})[param] = value
+        est, _, param = item.partition(".")
+        out.setdefault(est, {}).update(parse_params(param))
     return out
 
 
@@ -278,30 +274,6 @@ def report(peer_records, est_records, sets, methods):
             cells.append(f"{w}/{lo}")
         lines.append(f"| wins/losses vs {peer} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
-
-
-def parse_config(text):
-    """``"lam=100,rbf_fraction=1.0"`` -> ``{"lam": 100, "rbf_fraction": 1.0}``; a graph
-    backend with parameters is written ``graph=CellSearch(n_probes=10)`` (``:`` separates
-    its keywords: ``CellSearch(n_probes=10:rows_per_cell=1000)``)."""
-    config = {}
-    for kv in filter(None, text.split(",")):
-        key, value = kv.split("=", 1)
-        config[key] = (
-            graph_backend(value) if value.startswith("CellSearch(") else (ast.literal_eval(value))
-        )
-    return config
-
-
-def graph_backend(text):
-    """``"CellSearch(n_probes=10:n_refine=1)"`` -> that :class:`elmscale.graph.CellSearch`."""
-    from elmscale.graph import CellSearch
-
-    inner = text[len("CellSearch(") : -1]
-    kwargs = {
-        k: ast.literal_eval(v) for k, v in (kv.split("=", 1) for kv in inner.split(":") if kv)
-    }
-    return CellSearch(**kwargs)
 
 
 def main(argv=None):

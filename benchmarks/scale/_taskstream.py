@@ -1,29 +1,17 @@
 """What a fit's task stream says about scale-out: busy and serial seconds, per-stage figures,
-and a replay of the measured tasks on W workers.
+and a replay of the measured tasks on W workers. The inputs are plain records, so that the
+analysis runs (and is tested) without a cluster: the task runs as
+``distributed.get_task_stream`` gives them (``key``, ``worker``, ``startstops``), and the
+graphs the client submitted (``time``, ``deps``) as :class:`GraphRecorder` records them.
 
-The inputs are plain records, so that the analysis runs (and is tested) without a cluster:
-
-- **tasks**: one dict per task run, as ``distributed.get_task_stream`` gives them (``key``,
-  ``worker``, ``startstops``: a list of ``{"action", "start", "stop"}`` with actions
-  ``compute``, ``transfer`` (the inputs fetched for this task), ``disk-read``,
-  ``disk-write``, ``deserialize``);
-- **graphs**: one dict per graph the client submitted (``time``, ``tasks``: the keys of the
-  graph, ``deps``: key -> keys it depends on), recorded on the scheduler by
-  :class:`GraphRecorder`.
-
-The replay is list scheduling: W single-threaded workers; a task is ready when its graph has
-been submitted and every dependency computed in the stream has finished, plus the time its
-inputs took to arrive (scaled to the share of inputs that are remote on W workers:
-``(W - 1) / W`` against the measured run's); a free worker takes the ready task that started
-first in the measured run, and holds its worker for its busy time plus a fixed overhead
-per task (what the measured workers spent between two tasks when the next one was ready:
-:func:`task_overhead`). The client is modelled from the measured run: each graph is
-submitted a fixed lag after the task that finished last before it (what the client waited
-for), and the fit ends the same lag after its last task, so client and scheduler time between
-graphs stay serial; no worker starts before the first measured task did (fresh workers
-import the code of the first tasks). A global dispatch cost per task (the scheduler's
-measured CPU seconds per task) bounds the rate at which tasks can start on any number of
-workers.
+The replay is list scheduling on W single-threaded workers. A task is ready once its graph is
+submitted and its dependencies have finished, plus its inputs' transfer time scaled to the
+share of remote inputs, ``(W - 1) / W`` against the measured run's; a free worker takes the
+ready task that started first in the measured run and holds it for its busy time plus the
+measured overhead per task (:func:`task_overhead`). The client is replayed as measured: each
+graph is submitted, and the fit ends, a fixed lag after the task that finished last before
+it; no worker starts before the first measured task did (fresh workers import the code). The
+scheduler's CPU seconds per task bound the rate at which tasks start on any number of workers.
 """
 
 import functools

@@ -4,27 +4,17 @@
     python -m benchmarks.scale.bench_gram --n 300000 --baseline-rev main  # against main's gram.py
     python -m benchmarks.scale.bench_gram --n 1000000 --graph auto      # the graph to time on
 
-What it does, on a LocalCluster of 2 worker processes x 1 thread:
-
-1. data: the 50-d Gaussian mixture of ``_mixture.py`` generated on the workers (or read with
-   ``--input parquet:PATH`` / ``--input zarr:PATH``, see bench_uselm_scale.py --write), in row
-   chunks of 64 MiB of float32 H (16,384 rows at n_hidden 1000);
-2. the graph, built ONCE and persisted (``knn_graph`` with the USELM defaults: 10 neighbours,
-   normalised Laplacian, min-max scaling, locality order, the fixed search); its time is
-   reported cold (numba compilation included for pynndescent) but is not part of the Gram
-   timings;
-3. ``--rounds`` alternated rounds of: the floor (one streamed float32 H^T H of the same size:
-   ``hidden_stats(features, ("hth",))``, one task per chunk building H_b and its syrk) and the
-   Gram pass (``hidden_stats(features, ("hth", "htlh"), graph=graph)``), and with
-   ``--baseline-rev`` the same pass by that git revision's ``elmscale/gram.py``; the first
-   round is the cold one (worker caches of the graph blocks empty);
-4. a profile: one pass of tasks that run the Gram task's steps with timers (hidden layer,
-   syrk, halo hidden rows rebuilt from X, ``D H - W H`` by the compiled kernel or, with
-   ``config_context(compiled=False)``, SciPy, the GEMM), summed over tasks in CPU seconds;
-   and the dask task stream of one Gram pass grouped by key prefix (compute and transfer
-   seconds per stage), from which the scheduler and idle time is ``workers * wall - sum(compute)``;
-5. halo rows / N (the whole halo and the half the pass rebuilds), peak RSS of every worker and
-   of the client (whose process also runs the scheduler), with the load average.
+On a LocalCluster of 2 worker processes x 1 thread (or in one process with ``--sync``): the
+mixture of ``_mixture.py`` generated on the workers (or ``--input``, as ``bench_scale.py
+--write`` wrote it) in row chunks of 64 MiB of float32 H; the graph of the USELM defaults
+built once, persisted and timed cold; then ``--rounds`` alternated rounds of the floor (one
+streamed float32 H^T H of the same size: ``hidden_stats(features, ("hth",))``), the Gram pass
+(``hidden_stats(features, ("hth", "htlh"), graph=graph)``) and, with ``--baseline-rev``, the
+same pass by that revision's ``elmscale/gram.py``; the first round is the cold one. Then a
+profile: the Gram task's steps timed one by one (hidden layer, syrk, halo hidden rows rebuilt
+from X, ``D H - W H``, the GEMM), summed over tasks in CPU seconds, and the task stream of one
+pass grouped by key prefix (scheduler and idle time: ``workers * wall - sum(compute)``); halo
+rows / N, peak RSS of every worker and of the client, the load average.
 
 One JSON line per measurement is printed; the last line starts with ``RESULT``.
 """
@@ -41,13 +31,18 @@ from collections import defaultdict
 
 import numpy as np
 
-from benchmarks._common import REPO_ROOT, blas_info, machine_info, peak_memory_mb, utc_now
+from benchmarks._common import (
+    REPO_ROOT,
+    blas_info,
+    cluster_arguments,
+    load_average,
+    local_cluster,
+    log_header,
+    peak_memory_mb,
+    utc_now,
+)
 from benchmarks._mixture import mixture_dask
-from benchmarks.scale.bench_uselm_scale import read_input
-
-
-def _load():
-    return tuple(round(x, 2) for x in os.getloadavg())
+from benchmarks.scale.bench_scale import read_input
 
 
 def _baseline_gram(rev, client):
@@ -174,24 +169,18 @@ def task_stream(client, fn):
     }
 
 
-def main(argv=None):
+def parse(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--n", type=int, default=1_000_000)
-    p.add_argument("--d", type=int, default=50)
-    p.add_argument("--clusters", type=int, default=10)
-    p.add_argument("--n-hidden", type=int, default=1000)
+    cluster_arguments(p, n=1_000_000, worker_gb=8, n_hidden=1000)
     p.add_argument("--k", type=int, default=10)
     p.add_argument("--graph", default="pynndescent", help="graph backend to time the pass on")
     p.add_argument("--chunk-mb", type=int, default=64, help="bytes of one float32 H block")
-    p.add_argument("--chunk-rows", type=int, default=None, help="overrides --chunk-mb")
     p.add_argument(
         "--sync",
         action="store_true",
         help="no cluster: dask's sync scheduler, BLAS on 1 thread, CPU seconds "
         "reported beside wall seconds (for a shared machine)",
     )
-    p.add_argument("--workers", type=int, default=2)
-    p.add_argument("--worker-gb", type=float, default=8)
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument(
         "--baseline-rev", default=None, help="also time this git revision's gram.py, alternated"
@@ -213,134 +202,136 @@ def main(argv=None):
         help="H's blocks; float64 also validates the float32 rows to float64 as a fit does "
         "(the library's default)",
     )
-    p.add_argument("--seed", type=int, default=0)
-    args = p.parse_args(argv)
+    return p.parse_args(argv)
 
+
+@contextlib.contextmanager
+def where(args):
+    """The client of a fresh LocalCluster, or None with ``--sync``: one process and one
+    thread, so that CPU seconds do not depend on the machine's load."""
+    if not args.sync:
+        with local_cluster(args.workers, args.worker_gb) as client:
+            yield client
+        return
     import dask
-    from distributed import Client, LocalCluster
+    from threadpoolctl import threadpool_limits
+
+    with dask.config.set(scheduler="sync"), threadpool_limits(1, user_api="blas"):
+        yield None
+
+
+def data(args):
+    """X persisted in row chunks of ``--chunk-mb`` of float32 H (or ``--chunk-rows``)."""
+    import dask
 
     import elmscale
-    from elmscale.gram import hidden_stats
+
+    if args.input:
+        X = read_input(args.input)[0]  # as bench_scale.py --write wrote it
+        X = X.to_dask_array(lengths=True) if hasattr(X, "to_dask_array") else X
+        X = X.astype(np.float32)
+    else:
+        X = mixture_dask(args.n, args.d, args.clusters, args.seed)[0]
+    rows = args.chunk_rows or max(1000, args.chunk_mb * 2**20 // (args.n_hidden * 4))
+    X = X.rechunk({0: rows, 1: -1}).persist()
+    dask.compute(X.sum())
+    if args.compute_dtype == "float64":  # validated as a fit does: float64 rows of float32
+        with elmscale.config_context(compute_dtype="float64"):
+            X, _ = elmscale.utils.as_row_chunked(X)
+    return X
+
+
+def graph_and_features(X, args, result, log):
+    """The USELM defaults' graph of X (timed cold) and the hidden features of its layer."""
     from elmscale.graph import knn_graph
     from elmscale.hidden import HiddenFeatures, RandomHiddenLayer, apply_scaling, fit_scaling
 
-    log = functools.partial(print, flush=True)
-    log(f"# {utc_now()} {json.dumps(machine_info())}")
-    log(f"# BLAS (client): {blas_info()}")
-    log(f"# args: {vars(args)}")
-    result = {"args": vars(args), "date": utc_now()}
-    rows = args.chunk_rows or max(1000, args.chunk_mb * 2**20 // (args.n_hidden * 4))
-    if args.sync:  # one process, one thread: CPU seconds do not depend on the machine's load
-        from threadpoolctl import threadpool_limits
+    offset, scale = fit_scaling(X, "minmax")
+    layer = RandomHiddenLayer.draw(
+        X.shape[1], args.n_hidden, "sigmoid", args.seed, offset=offset, scale=scale
+    )
+    t0 = time.perf_counter()
+    graph = knn_graph(
+        X,
+        args.k,
+        backend=args.graph,
+        normalized=True,
+        target_recall=None,  # the estimators' fixed search
+        random_state=args.seed,
+        transform=lambda A: apply_scaling(A, offset, scale),
+    )
+    result["graph_cold_s"] = time.perf_counter() - t0
+    result["n_chunks"] = len(X.chunks[0])
+    result["halo_over_n"] = graph.halo_size() / X.shape[0]
+    log(json.dumps({k: result[k] for k in ("graph_cold_s", "n_chunks", "halo_over_n")}))
+    return graph, HiddenFeatures(X, layer, cache=False)
 
-        cm = contextlib.ExitStack()
-        cm.enter_context(dask.config.set(scheduler="sync"))
-        cm.enter_context(threadpool_limits(1, user_api="blas"))
-        client = None
-    else:
-        cluster = LocalCluster(
-            n_workers=args.workers,
-            threads_per_worker=1,
-            dashboard_address=":0",
-            memory_limit=f"{args.worker_gb}GiB",
-        )
-        client = Client(cluster)
-        cm = contextlib.ExitStack()
-        cm.enter_context(cluster)
-        cm.enter_context(client)
-    with cm:
+
+def time_rounds(runs, args, log):
+    """``--rounds`` alternated rounds of every run; each variant's matrices against the
+    first's (``*_rel_gap``)."""
+    rounds, ref = [], None
+    for r in range(args.rounds):
+        times = {"load": load_average()}
+        for name, fn in runs.items():
+            t0, c0 = time.perf_counter(), time.process_time()
+            out = fn()
+            times[name] = time.perf_counter() - t0
+            if args.sync:
+                times[f"{name}_cpu"] = time.process_time() - c0
+            if name != "floor":  # every variant must give the same matrices
+                ref = ref or out
+                gap = max(np.abs(out[k] - ref[k]).max() / np.abs(ref[k]).max() for k in ref)
+                times[f"{name}_rel_gap"] = float(gap)
+        times["gram_over_floor"] = times["gram"] / times["floor"]
+        if args.sync:
+            times["gram_over_floor_cpu"] = times["gram_cpu"] / times["floor_cpu"]
+        rounds.append(times)
+        log(json.dumps({"round": r, **times}))
+    return rounds
+
+
+def main(argv=None):
+    import elmscale
+    from elmscale.gram import hidden_stats
+
+    args = parse(argv)
+    log = functools.partial(print, flush=True)
+    log_header(args)
+    result = {"args": vars(args), "date": utc_now()}
+    with where(args) as client:
         result["worker_blas"] = (
             list(set(client.run(blas_info).values())) if client else [blas_info()]
         )
         baseline = _baseline_gram(args.baseline_rev, client) if args.baseline_rev else None
-        if args.input:
-            X = read_input(args.input)[0]  # as bench_uselm_scale.py --write wrote it
-            X = X.to_dask_array(lengths=True) if hasattr(X, "to_dask_array") else X
-            X = X.astype(np.float32)
-        else:
-            X = mixture_dask(args.n, args.d, args.clusters, args.seed)[0]
-        X = X.rechunk({0: rows, 1: -1}).persist()
-        dask.compute(X.sum())
-        if args.compute_dtype == "float64":  # validated as a fit does: float64 rows of float32
-            with elmscale.config_context(compute_dtype="float64"):
-                X, _ = elmscale.utils.as_row_chunked(X)
-        N = X.shape[0]
-        offset, scale = fit_scaling(X, "minmax")
-        layer = RandomHiddenLayer.draw(
-            X.shape[1], args.n_hidden, "sigmoid", args.seed, offset=offset, scale=scale
-        )
-        t0 = time.perf_counter()
-        graph = knn_graph(
-            X,
-            args.k,
-            backend=args.graph,
-            normalized=True,
-            target_recall=None,  # the estimators' fixed search
-            random_state=args.seed,
-            transform=lambda A: apply_scaling(A, offset, scale),
-        )
-        result["graph_cold_s"] = time.perf_counter() - t0
-        result["n_chunks"] = len(X.chunks[0])
-        result["halo_over_n"] = graph.halo_size() / N
-        log(
-            json.dumps(
-                {
-                    "graph_cold_s": result["graph_cold_s"],
-                    "n_chunks": result["n_chunks"],
-                    "halo_over_n": result["halo_over_n"],
-                    "load": _load(),
-                }
-            )
-        )
-        features = HiddenFeatures(X, layer, cache=False)
+        X = data(args)
+        graph, features = graph_and_features(X, args, result, log)
+        runs = {
+            "floor": lambda: hidden_stats(features, ("hth",)),
+            "gram": lambda: hidden_stats(
+                features, ("hth", "htlh"), graph=graph, laplacian_power=args.power
+            ),
+        }
+        if baseline is not None:
+            runs["baseline"] = lambda: baseline.hidden_stats(features, ("hth", "htlh"), graph=graph)
         with elmscale.config_context(compute_dtype=args.compute_dtype):
-            runs = {
-                "floor": lambda: hidden_stats(features, ("hth",)),
-                "gram": lambda: hidden_stats(
-                    features, ("hth", "htlh"), graph=graph, laplacian_power=args.power
-                ),
-            }
-            if baseline is not None:
-                runs["baseline"] = lambda: baseline.hidden_stats(
-                    features, ("hth", "htlh"), graph=graph
-                )
-            rounds = []
-            ref = None
-            for r in range(args.rounds):
-                times = {"load": _load()}
-                for name, fn in runs.items():
-                    t0, c0 = time.perf_counter(), time.process_time()
-                    out = fn()
-                    times[name] = time.perf_counter() - t0
-                    if args.sync:
-                        times[f"{name}_cpu"] = time.process_time() - c0
-                    if name != "floor":  # every variant must give the same matrices
-                        ref = ref or out
-                        gap = max(np.abs(out[k] - ref[k]).max() / np.abs(ref[k]).max() for k in ref)
-                        times[f"{name}_rel_gap"] = float(gap)
-                times["gram_over_floor"] = times["gram"] / times["floor"]
-                if args.sync:
-                    times["gram_over_floor_cpu"] = times["gram_cpu"] / times["floor_cpu"]
-                rounds.append(times)
-                log(json.dumps({"round": r, **times}))
-            result["rounds"] = rounds
+            result["rounds"] = time_rounds(runs, args, log)
             if args.profile and args.power == 1:
                 if client is not None:
-                    stream = task_stream(client, runs["gram"])
-                    result["task_stream"] = stream
-                    log(json.dumps({"task_stream": stream, "load": _load()}))
+                    result["task_stream"] = task_stream(client, runs["gram"])
+                    log(json.dumps({"task_stream": result["task_stream"], "load": load_average()}))
                 prof = profile(graph, features)
-                prof["halo_rebuilt_over_n"] = prof["halo_rows_rebuilt"] / N
+                prof["halo_rebuilt_over_n"] = prof["halo_rows_rebuilt"] / X.shape[0]
                 result["profile"] = prof
-                log(json.dumps({**prof, "load": _load()}))
+                log(json.dumps({**prof, "load": load_average()}))
         if client is not None:
             result["worker_peak_mb"] = sorted(client.run(peak_memory_mb).values())
         result["client_peak_mb"] = peak_memory_mb()
-    for key in [k for k in result["rounds"][0] if k in ("floor", "gram", "baseline")]:
-        result[f"{key}_median_s"] = float(np.median([r[key] for r in result["rounds"]]))
-    result["gram_over_floor_median"] = float(
-        np.median([r["gram_over_floor"] for r in result["rounds"]])
-    )
+    for key in ("floor", "gram", "baseline"):
+        if key in result["rounds"][0]:
+            result[f"{key}_median_s"] = float(np.median([r[key] for r in result["rounds"]]))
+    ratios = [r["gram_over_floor"] for r in result["rounds"]]
+    result["gram_over_floor_median"] = float(np.median(ratios))
     log("RESULT " + json.dumps(result, default=float))
     return result
 

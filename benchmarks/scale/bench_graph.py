@@ -6,10 +6,8 @@
 
 What is timed is what a user runs: ``knn_graph(Xd, 10, backend=..., order=False)`` (backend
 ``auto``: knn_graph's default, the cell search for its ``target_recall``; ``cells``: the
-estimators' fixed search) with the
-directed lists persisted on the workers (and the symmetrised graph built); with ``--order``,
-what the estimators run: ``order=True``, X and the graph blocks moved into the graph's row
-order and persisted. Each measurement
+estimators' fixed search) with the directed lists persisted on the workers (and the
+symmetrised graph built). Each measurement
 starts a fresh LocalCluster (processes, 1 thread each), generates or loads X on the workers
 (not timed), then times a cold build (fresh worker processes: imports, numba compilation for
 pynndescent) and a warm one (the same call again). Backends alternate within each round.
@@ -20,7 +18,7 @@ rounds it used, bytes the workers sent each other, peak RSS of each worker and o
 
 Data: ``mnist`` (../shared/datasets/mnist.npz, pixels / 255, chunks of 7,000 rows),
 ``subspace:N`` (10 clusters, each on its own random 6-d affine subspace of R^50, plus noise
-0.05), ``mixture:N`` (the 50-d Gaussian mixture of bench_uselm_scale.py), ``deformed:N``
+0.05), ``mixture:N`` (the 50-d Gaussian mixture of ``_mixture.py``), ``deformed:N``
 (deformed MNIST digits, 784-d, ``benchmarks/_deformed_mnist.py``), chunks of 50,000.
 A backend with the suffix ``@numpy`` (e.g. ``auto@numpy``) runs on the NumPy path
 (``config_context(compiled=False)``): the same graph without the compiled kernels.
@@ -69,12 +67,10 @@ def _backend(name, args):
     """A backend name, or ``cells+R``: the cell search with ``n_refine=R`` (an int or
     "auto"); a suffix ``@numpy`` (stripped here) runs it with ``compiled=False``."""
     base, _, refine = name.partition("@")[0].partition("+")
-    if base == "cells" and (args.rows_per_cell or args.n_probes or refine or args.target_recall):
+    if base == "cells" and (args.n_probes or refine or args.target_recall):
         from elmscale.graph import CellSearch
 
         kw = {"n_refine": refine if refine == "auto" else int(refine)} if refine else {}
-        if args.rows_per_cell:
-            kw["rows_per_cell"] = args.rows_per_cell
         if args.n_probes:
             kw["n_probes"] = args.n_probes
         if args.target_recall:
@@ -94,11 +90,9 @@ def one_run(spec, backend, workers, args, log):
         "backend": backend,
         "workers": workers,
         "k": args.k,
-        "rows_per_cell": args.rows_per_cell,
         "n_probes": args.n_probes,
         "target_recall": args.target_recall,
         "chunk_rows": args.chunk_rows,
-        "order": args.order,
         "load_average": list(os.getloadavg()),
     }
     with local_cluster(workers, args.worker_gb, dashboard_address=None) as client:
@@ -120,15 +114,14 @@ def one_run(spec, backend, workers, args, log):
             # another seed for the warm call: pure task keys must not hit the cold result
             t0 = time.perf_counter()
             with elmscale.config_context(compiled=not backend.endswith("@numpy")):
-                g = knn_graph(X, args.k, backend=chosen, order=args.order, random_state=seed)
-            wait([g.indices, g.distances, *((g.X, *g.blocks) if args.order else ())])
+                g = knn_graph(X, args.k, backend=chosen, order=False, random_state=seed)
+            wait([g.indices, g.distances])
             out[f"{label}_s"] = time.perf_counter() - t0
             log(f"  {name} {backend} {workers}w {label}: {out[f'{label}_s']:.1f} s")
             if label == "cold":
                 out["sent_mb"] = (sum(client.run(_sent_bytes).values()) - sent0) / 1e6
                 out["worker_peak_mb"] = sorted(client.run(peak_memory_mb).values())
-                # with order=True the lists index the rows of g.X, X in the graph's order
-                out["recall"] = recall_at_k(g.X if args.order else X, g.indices, args.k)
+                out["recall"] = recall_at_k(X, g.indices, args.k)
                 out["recall_estimate"] = getattr(reporter or g, "recall_estimate_", None)
                 out["refine_rounds"] = getattr(reporter, "n_refine_", None)
                 out["probes_used"] = getattr(reporter, "n_probes_", None)
@@ -145,7 +138,6 @@ def main(argv=None):
     p.add_argument("--workers", nargs="+", type=int, default=[2])
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--k", type=int, default=10)
-    p.add_argument("--rows-per-cell", type=int, default=None)
     p.add_argument("--target-recall", type=float, default=None)
     p.add_argument(
         "--n-probes", type=lambda v: v if v == "auto" else int(v), default=None, help='or "auto"'
@@ -156,11 +148,6 @@ def main(argv=None):
         type=int,
         default=None,
         help="rechunk X to this many rows per chunk (default: as generated)",
-    )
-    p.add_argument(
-        "--order",
-        action="store_true",
-        help="time the graph as the estimators build it: rows in the graph's order",
     )
     p.add_argument("--warm", action=argparse.BooleanOptionalAction, default=True)
     p.add_argument("--out", default=str(results_file("graph.jsonl")))

@@ -4,25 +4,15 @@ one cold fit, analysed per stage and replayed on W workers.
     python -m benchmarks.scale.bench_parallel --n 1000000 --workers 2 --project 4 8 16 64
     python -m benchmarks.scale.bench_parallel --n 200000 --estimator ELMJEC
 
-The data (bench_scale.py's 50-d mixture, generated on the workers) is persisted first,
-untimed. The fit then runs under distributed's task stream and a scheduler plugin that records
-every graph the client submits with its tasks' dependencies (``_taskstream.GraphRecorder``).
-Reported, per stage of ``timings_`` and for the whole fit:
-
-- wall seconds, worker-busy seconds (computing, reading or writing spilled data), serial seconds
-  (no worker computing, fetching or spilling: the client, the scheduler, round trips), tasks,
-  the longest task against the median, graphs submitted, blocking round trips (each
-  ``compute`` the client waits for, counted by ``_taskstream.RoundTrips``; persists apart);
-- the client's main-thread CPU seconds and the CPU seconds of the thread running the
-  scheduler's event loop (the scheduler runs in this process; with ``--scheduler-process`` it
-  has its own and its CPU is that process's);
-- projections to W workers: Amdahl's ``S + B/W`` (S the serial seconds, B the busy seconds),
-  the per-stage barrier model (``S + sum over task-name prefixes of max(longest task, work /
-  W)``) and a list-scheduling replay of the measured tasks with their dependencies
-  (``_taskstream.replay``), each task holding its worker for its busy time plus the mean
-  gap the measured workers left between two tasks when the next was ready
-  (``_taskstream.task_overhead``); the replay on the measured worker count is printed
-  beside the measured wall as its check.
+The data (the mixture of ``_mixture.py``, generated on the workers) is persisted first,
+untimed. The fit runs under distributed's task stream, a scheduler plugin recording every
+graph the client submits (``_taskstream.GraphRecorder``) and a count of the client's blocking
+round trips (``_taskstream.RoundTrips``). Reported per stage of ``timings_`` and for the fit:
+wall, worker-busy and serial seconds (no worker computing, fetching or spilling), tasks, the
+longest task against the median, graphs, round trips; the client's and the scheduler's CPU
+seconds; projections to W workers: Amdahl's ``S + B/W``, the per-stage barrier model and a
+replay of the measured tasks (``_taskstream.replay``), checked against the measured wall on
+the measured worker count.
 
 One JSON line with everything; ``--stream FILE`` also writes the raw records (tasks, graphs,
 windows) for a later replay with other parameters.
@@ -34,10 +24,10 @@ import json
 import resource
 import time
 
-from benchmarks._common import blas_info, clustering_accuracy, local_cluster, machine_info, utc_now
+from benchmarks._common import clustering_accuracy, local_cluster, log_header
 from benchmarks._mixture import mixture_dask
 from benchmarks.scale import _taskstream as ts
-from benchmarks.scale.bench_scale import ESTIMATORS, make_estimator
+from benchmarks.scale.bench_scale import make_estimator, scale_arguments
 
 #: Task-stream records the scheduler keeps (distributed's default 100,000 is enough for 1M
 #: rows; 10M fits run more tasks).
@@ -169,25 +159,14 @@ def analyse(record, stream, graphs, span, project):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--estimator", default="USELM", choices=ESTIMATORS)
-    p.add_argument("--n", type=int, default=1_000_000)
-    p.add_argument("--d", type=int, default=50)
-    p.add_argument("--clusters", type=int, default=10)
-    p.add_argument("--n-hidden", type=int, default=None)
-    p.add_argument("--dtype", default="float32")
-    p.add_argument("--chunk-rows", type=int, default=16_384)
-    p.add_argument("--workers", type=int, default=2)
-    p.add_argument("--worker-gb", type=float, default=10)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--scheduler-process", action="store_true")
+    p = scale_arguments(
+        argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    )
     p.add_argument("--project", type=int, nargs="+", default=[4, 8, 16, 64])
     p.add_argument("--stream", default=None, help="write the raw records to this JSON file")
     args = p.parse_args(argv)
     log = functools.partial(print, flush=True)
-    log(f"# {utc_now()} {machine_info()}")
-    log(f"# BLAS: {blas_info()}")
-    log(f"# args: {vars(args)}")
+    log_header(args)
     record, stream, graphs, span = measure(args)
     if args.stream:
         with open(args.stream, "w") as f:

@@ -1,42 +1,28 @@
 """Any estimator at scale: one cold fit on a 2-worker LocalCluster, from generated or on-disk data.
 
     python -m benchmarks.scale.bench_scale --estimator ELMClassifier --n 1000000
+    python -m benchmarks.scale.bench_scale --n 10000000 --write parquet:/data/mix10m  # once
     python -m benchmarks.scale.bench_scale --estimator SSELM --n 10000000 \
         --input parquet:/data/mix10m
     python -m benchmarks.scale.bench_scale --estimator all --n 1000000
 
-The data is bench_uselm_scale.py's 50-d Gaussian mixture of ``--clusters`` classes, generated
-on the workers, or read from files that ``bench_uselm_scale.py --write parquet:PATH`` wrote
-(``--input``: a dask DataFrame from ``read_parquet`` handed to ``fit`` as a user would, not
-persisted, so every pass reads the files).
+The data: the 50-d mixture of ``_mixture.py`` generated on the workers, or ``--input
+parquet:PATH`` / ``zarr:PATH`` as ``--write`` wrote it (one file or chunk per ``--chunk-rows``
+rows), read as a user would and not persisted. Each estimator runs at its defaults but for
+``n_clusters``, ``random_state`` and ``--n-hidden`` (1000 for US-ELM, SS-ELM and ELMClassifier
+unless given). Clusterers are scored by the ACC of ``labels_`` (US-ELM fitted as ``reduce`` +
+``solve``, to report its graph's chunks, halo rows and recall@k); SSELM fits with 1 % of the
+rows labelled (``_labelled``) and is scored on the rest; ELMClassifier on its training rows.
+Scores are counted on the workers: nothing with N rows reaches the client but SS-ELM's labels.
 
-Each estimator runs at its defaults but for ``n_clusters`` (the mixture's), ``random_state``
-and ``--n-hidden`` where given (1000 for US-ELM, SS-ELM and ELMClassifier by default, the
-estimator's own default for the others). What is fitted and scored:
-
-- clusterers (USELM, ELMJEC, EMMC, TUMKELM): ``fit(X)``, ACC of ``labels_`` (Hungarian-matched);
-- SSELM: ``fit(X, y)`` with 1 % of the rows labelled (chosen from the data by a hash-like
-  rule, see ``_labelled``) and the rest ``-1``, accuracy
-  of ``predict(X)`` on the unlabelled rows;
-- ELMClassifier: ``fit(X, y)`` on every row, accuracy of ``predict(X)`` on the same rows.
-
-Scores are counted on the workers (a clusterer's table of (cluster, class) counts, the
-classifier's matches), so that nothing with N rows reaches the client after the fit either;
-only SS-ELM's run holds its labels (and predictions) on the client, as its ``fit`` takes them.
-
-Each fit runs in its own fresh cluster (cold: imports and any compilation included). Reported:
-wall time of the fit, the estimator's stage times (``timings_``), the score and its time, peak
-RSS of every worker and of the client (``client_rss_mb_by_stage``: its peak within each stage),
-whose process also runs the scheduler unless ``--scheduler-process`` gives the scheduler a
-process of its own, whose peak is then reported apart; the workers that a nanny restarted
-(their process ids changed: killed for memory, or crashed) and the bytes each worker spilled to
-disk (``--worker-gb`` below the working set), load average.
-One JSON line per estimator.
+Each fit runs in a fresh cluster (cold). One JSON line per estimator: the fit's wall and
+stage seconds, the score, peak RSS of every worker and of the client (per stage:
+``client_rss_mb_by_stage``; the scheduler's apart with ``--scheduler-process``), workers a
+nanny restarted, bytes spilled to disk, the load average.
 """
 
 import argparse
 import contextlib
-import functools
 import json
 import os
 import sys
@@ -48,18 +34,67 @@ import numpy as np
 from benchmarks._common import (
     RSSSampler,
     accuracy_from_contingency,
-    blas_info,
+    cluster_arguments,
     dask_contingency,
+    load_average,
     local_cluster,
-    machine_info,
+    log_header,
     peak_memory_mb,
-    utc_now,
+    recall_at_k,
 )
 from benchmarks._mixture import mixture_dask
-from benchmarks.scale.bench_uselm_scale import read_input
 
 ESTIMATORS = ("USELM", "SSELM", "ELMClassifier", "ELMJEC", "EMMC", "TUMKELM")
 WIDE = ("USELM", "SSELM", "ELMClassifier")  # n_hidden 1000 by default, as the issue states
+
+
+def _path(spec):
+    kind, _, path = spec.partition(":")
+    if kind not in ("parquet", "zarr") or not path:
+        raise SystemExit(f"expected parquet:PATH or zarr:PATH, got {spec!r}")
+    return kind, path
+
+
+def read_input(spec):
+    """``(X, y)``: X as the user hands it to ``fit`` (a dask DataFrame of the feature
+    columns, or a dask array), y as a dask Series or array; nothing is read yet."""
+    import dask.array as da
+
+    kind, path = _path(spec)
+    if kind == "parquet":
+        import dask.dataframe as dd
+
+        df = dd.read_parquet(path)
+        return df[[c for c in df.columns if c != "y"]], df["y"]
+    return da.from_zarr(path, component="X"), da.from_zarr(path, component="y")
+
+
+def write_input(args):
+    """Generate the mixture on the workers and write it in blocks of ``--chunk-rows`` rows."""
+    import dask
+    import dask.array as da
+    import dask.dataframe as dd
+
+    kind, path = _path(args.write)
+    with local_cluster(args.workers, args.worker_gb):
+        X, y = mixture_dask(args.n, args.d, args.clusters, args.seed)
+        X, y = X.rechunk({0: args.chunk_rows, 1: -1}), y.rechunk(args.chunk_rows)
+        start = time.perf_counter()
+        if kind == "parquet":
+            columns = [f"x{i}" for i in range(args.d)] + ["y"]
+            Xy = da.concatenate([X, y[:, None].astype(X.dtype)], axis=1)
+            df = dd.from_dask_array(Xy, columns=columns)
+            df["y"] = df["y"].astype("int64")
+            df.to_parquet(path, write_index=False)
+        else:
+            dask.compute(
+                X.to_zarr(path, component="X", overwrite=True, compute=False),
+                y.to_zarr(path, component="y", overwrite=True, compute=False),
+            )
+    out = {"written": args.write, "rows": args.n, "chunk_rows": args.chunk_rows}
+    out["seconds"] = time.perf_counter() - start
+    print(json.dumps(out), flush=True)
+    return out
 
 
 def make_estimator(name, args):
@@ -134,10 +169,60 @@ def memory_watch(client, out, limit_gb, every=0.5):
         out["rss_by_task_mb"] = {k: round(v) for k, v in top}
 
 
-def run_one(name, args, log):
+def _data(args):
+    """``(X, y)`` on the cluster: read (``--input``) or generated and persisted."""
+    import dask
+
+    if args.input:
+        return read_input(args.input)
+    X, y = mixture_dask(args.n, args.d, args.clusters, args.seed)
+    X, y = dask.persist(X.rechunk({0: args.chunk_rows, 1: -1}), y.rechunk(args.chunk_rows))
+    dask.compute(X.sum())
+    return X, y
+
+
+def fit(name, model, X, y, out):
+    """Fit ``model`` as the module docstring says: ``(score, graph)``, the functions that give
+    the score's fields and (US-ELM) the graph's, both called after the fit's clock stops."""
     import dask
     import dask.array as da
 
+    # a Series's lengths computed by to_dask_array(lengths=True) can disagree with its
+    # partitions once dask-expr has combined small Parquet files: count the chunks instead
+    y_arr = y if isinstance(y, da.Array) else y.to_dask_array().compute_chunk_sizes()
+    out["n"] = int(y_arr.shape[0])
+    if name == "SSELM":  # its labels go to fit as NumPy, and the rows that pick them
+        y_true = np.asarray(y_arr.compute())
+        first = X[X.columns[0]] if hasattr(X, "columns") else X[:, 0]
+        unlabelled = ~_labelled(np.asarray(first.compute()))
+        model.fit(X, np.where(unlabelled, -1, y_true))
+        pred = lambda: np.asarray(dask.compute(model.predict(X))[0])  # noqa: E731
+        return lambda: {"accuracy": float(np.mean(pred()[unlabelled] == y_true[unlabelled]))}, None
+    if name == "ELMClassifier":
+        model.fit(X, y)
+        pred = lambda: da.asarray(model.predict(X)).rechunk({0: y_arr.chunks[0]})  # noqa: E731
+        return lambda: {"accuracy": float((pred() == y_arr).mean().compute())}, None
+    graph = None
+    if name == "USELM":  # reduce + solve: the reduction keeps the graph for halo and recall
+        reduction = model.reduce(X)
+        model.solve(reduction)
+        graph = lambda: _graph_fields(reduction, model.n_neighbors)  # noqa: E731
+    else:
+        model.fit(X)
+    return lambda: {"acc": accuracy_from_contingency(dask_contingency(y_arr, model.labels_))}, graph
+
+
+def _graph_fields(reduction, k):
+    """The graph's chunks, halo rows and recall@k on 1,000 rows; the reduction released."""
+    graph = reduction.graph
+    out = {"n_chunks": len(graph.chunks), "halo_rows": graph.halo_size()}
+    out["recall"] = recall_at_k(graph.X, graph.indices, k, n_sample=1000)
+    reduction.release()
+    return out
+
+
+def run_one(name, args):
+    """One cold fit of estimator ``name`` in a fresh cluster: its record (printed)."""
     import elmscale
 
     out = {"estimator": name, "n": args.n, "input": args.input or "generated"}
@@ -145,20 +230,7 @@ def run_one(name, args, log):
         args.workers, args.worker_gb, scheduler_process=args.scheduler_process
     ) as client:
         pids = client.run(os.getpid)
-        if args.input:
-            Xd, yd = read_input(args.input)
-        else:
-            Xd, yd = mixture_dask(args.n, args.d, args.clusters, args.seed)
-            rows = args.chunk_rows
-            Xd, yd = Xd.rechunk({0: rows, 1: -1}), yd.rechunk(rows)
-            Xd, yd = dask.persist(Xd, yd)
-            dask.compute(Xd.sum())
-        y_arr = yd if isinstance(yd, da.Array) else yd.to_dask_array(lengths=True)
-        out["n"] = int(y_arr.shape[0])
-        if name == "SSELM":  # its labels go to fit as NumPy, and the rows that pick them
-            y_true = np.asarray(y_arr.compute())
-            first = Xd[Xd.columns[0]] if hasattr(Xd, "columns") else Xd[:, 0]
-            labelled = _labelled(np.asarray(first.compute()))
+        X, y = _data(args)
         model = make_estimator(name, args)
         out["params"] = {k: v for k, v in model.get_params().items() if v is not None}
         watch = memory_watch(client, out, args.worker_gb) if args.watch_memory else None
@@ -168,53 +240,46 @@ def run_one(name, args, log):
             RSSSampler() as rss,
         ):
             t0 = time.perf_counter()
-            fit_start = t0 - rss._t0
-            if name == "SSELM":
-                model.fit(Xd, np.where(labelled, y_true, -1))
-            elif name == "ELMClassifier":
-                model.fit(Xd, yd)
-            else:
-                model.fit(Xd)
+            score, graph = fit(name, model, X, y, out)
             out["fit_s"] = time.perf_counter() - t0
-            t0 = time.perf_counter()
             # scored on the workers (but SS-ELM's, whose labels the client holds anyway):
             # the client's peak is then the fit's, not that of N labels gathered to score
-            if name == "SSELM":
-                pred = np.asarray(dask.compute(model.predict(Xd))[0])
-                keep = ~labelled
-                out["accuracy"] = float(np.mean(pred[keep] == y_true[keep]))
-            elif name == "ELMClassifier":
-                pred = da.asarray(model.predict(Xd)).rechunk({0: y_arr.chunks[0]})
-                out["accuracy"] = float((pred == y_arr).mean().compute())
-            else:
-                out["acc"] = accuracy_from_contingency(dask_contingency(y_arr, model.labels_))
-            out["score_s"] = time.perf_counter() - t0
+            out.update(score())
+            out["score_s"] = time.perf_counter() - t0 - out["fit_s"]
+        out.update(graph() if graph else {})
         out["stages_s"] = dict(getattr(model, "timings_", {}) or {})
-        out["client_rss_mb_by_stage"] = rss.peak_by_stage(fit_start, list(out["stages_s"].items()))
-        out["load_avg"] = [round(x, 2) for x in os.getloadavg()]
+        stages = list(out["stages_s"].items())
+        out["client_rss_mb_by_stage"] = rss.peak_by_stage(t0 - rss._t0, stages)
+        out["load_avg"] = load_average()
         out["worker_peak_mb"] = sorted(client.run(peak_memory_mb).values())
         out["workers_restarted"] = len(set(pids.values()) - set(client.run(os.getpid).values()))
         out["spilled_mb"] = sorted(client.run(_spilled_mb).values())
         out["client_peak_mb"] = peak_memory_mb()
         if args.scheduler_process:
             out["scheduler_peak_mb"] = client.run_on_scheduler(peak_memory_mb)
-    log(json.dumps(out, default=float))
+    print(json.dumps(out, default=float), flush=True)
     return out
+
+
+def scale_arguments(parser, every=False):
+    """The options of bench_scale.py and bench_parallel.py: cluster_arguments's, the estimator
+    (``every``: also "all", the default), the compute dtype and where the scheduler runs."""
+    choices = ESTIMATORS + ("all",) * every
+    parser.add_argument("--estimator", default=choices[-1] if every else "USELM", choices=choices)
+    parser.add_argument("--dtype", default="float32")
+    parser.add_argument(
+        "--scheduler-process",
+        action="store_true",
+        help="run the scheduler in its own process: client and scheduler peaks apart",
+    )
+    return cluster_arguments(parser, n=1_000_000, worker_gb=10, chunk_rows=16_384)
 
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--estimator", default="all", choices=ESTIMATORS + ("all",))
-    p.add_argument("--n", type=int, default=1_000_000)
-    p.add_argument("--d", type=int, default=50)
-    p.add_argument("--clusters", type=int, default=10)
-    p.add_argument("--n-hidden", type=int, default=None)
-    p.add_argument("--dtype", default="float32")
-    p.add_argument("--chunk-rows", type=int, default=16_384, help="rows per chunk (generated)")
-    p.add_argument("--workers", type=int, default=2)
-    p.add_argument("--worker-gb", type=float, default=10)
-    p.add_argument("--seed", type=int, default=0)
+    scale_arguments(p, every=True)
     p.add_argument("--input", default=None, help="parquet:PATH or zarr:PATH: read X and y")
+    p.add_argument("--write", default=None, help="parquet:PATH or zarr:PATH: write the data, exit")
     p.add_argument(
         "--graph-chunks",
         choices=("auto", "data"),
@@ -226,18 +291,12 @@ def main(argv=None):
         action="store_true",
         help="poll the workers' RSS and running tasks during the fit (rss_by_task_mb)",
     )
-    p.add_argument(
-        "--scheduler-process",
-        action="store_true",
-        help="run the scheduler in its own process: client and scheduler peaks apart",
-    )
     args = p.parse_args(argv)
-    log = functools.partial(print, flush=True)
-    log(f"# {utc_now()} {machine_info()}")
-    log(f"# BLAS: {blas_info()}")
-    log(f"# args: {vars(args)}")
+    log_header(args)
+    if args.write:
+        return write_input(args)
     names = ESTIMATORS if args.estimator == "all" else (args.estimator,)
-    return [run_one(name, args, log) for name in names]
+    return [run_one(name, args) for name in names]
 
 
 if __name__ == "__main__":

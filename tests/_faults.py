@@ -1,5 +1,5 @@
-"""Fault injection on a LocalCluster whose scheduler runs in this process, shared by the fault
-tests (``tests/test_faults.py``) and the fault benchmark (``benchmarks/scale/bench_faults.py``).
+"""Fault injection on a LocalCluster whose scheduler runs in this process, for the fault
+tests (``tests/test_faults.py``).
 
 - :class:`KillOnTask`: a scheduler plugin that SIGKILLs the worker process the scheduler hands
   the n-th task of a given name to, as it hands it over; the nanny then starts a new worker
@@ -59,7 +59,7 @@ class KillOnTask(SchedulerPlugin):
 def graph_in_input_order(graph):
     """The graph's W (the normalised ``D^-1/2 W D^-1/2`` of a normalised graph) as a scipy
     CSR matrix on the client, rows and columns in the input's row order, column indices
-    sorted in each row. For tests and benchmarks of moderate size: every edge is gathered."""
+    sorted in each row. For inputs of moderate size: every edge is gathered."""
     import dask
     import dask.array as da
 
