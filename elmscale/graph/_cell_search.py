@@ -16,8 +16,8 @@ The design of NVIDIA cuVS's all-neighbours batching and faiss's IVF self-join
    search is exact, cell by cell: float32 products propose candidates, float64 distances of
    the candidates decide, ties go to the smaller original row index
    (:func:`~elmscale.graph._select.decide`). Each row's lists from the blocks it probes are
-   merged on its chunk by (distance, index): the blocks are disjoint, so that is its k
-   nearest among all its probed cells.
+   merged on its chunk by (distance, index), wave by wave as the searches of a wave end:
+   the blocks are disjoint, so that is its k nearest among all its probed cells.
 
 4. **Refinement.** Where cells cut many neighbourhoods (data of high intrinsic dimension),
    rounds of NN-descent's local join (:mod:`elmscale.graph._local_join`) compare each row
