@@ -68,6 +68,17 @@ def test_numpy_memory_on_mnist_rows():
     assert 0.2 < out["acc"] <= 1  # ten digits: chance is about 0.1
 
 
+def test_plot_times_each_way_of_drawing_a_fit():
+    if missing_dataset("mnist"):
+        pytest.skip(missing_dataset("mnist"))
+    from benchmarks.scale import bench_plot as bench
+
+    fit = "USELM(n_clusters=10, n_hidden=50, random_state=0)"
+    out = bench.main(["--rows", "600", "--new-rows", "100", "--fit", fit])
+    assert out["rows"] == 600 and out["fit"] == fit
+    assert all(out[k] >= 0 for k in ("fit_s", "omitted_s", "training_s", "new_rows_s"))
+
+
 @pytest.mark.slow
 @needs_git
 def test_revisions_times_this_checkout_against_head(tmp_path):
