@@ -236,6 +236,14 @@ def parse_params(items):
     return out
 
 
+def make_estimator(text):
+    """The estimator a ``--fit`` option spells, e.g. ``"USELM(n_clusters=10, random_state=0)"``,
+    evaluated with elmscale's public names (and nothing else) in scope."""
+    import elmscale
+
+    return eval(text, {name: getattr(elmscale, name) for name in elmscale.__all__})
+
+
 def _cell_search(text):
     """``"CellSearch(n_probes=10:n_refine=1)"`` -> that :class:`elmscale.graph.CellSearch`."""
     from elmscale.graph import CellSearch

@@ -22,6 +22,7 @@ from benchmarks._common import (
     clustering_accuracy,
     load_dataset,
     machine_info,
+    make_estimator,
     utc_now,
 )
 
@@ -37,15 +38,13 @@ def main(argv=None):
 
     import psutil
 
-    import elmscale
-
     X0, y0 = (a[: args.rows] for a in load_dataset("mnist"))
     rng = np.random.default_rng(args.seed)
     X = np.concatenate([X0.astype(np.float32) / 255] * args.copies)
     X += rng.normal(0, args.noise, X.shape).astype(np.float32)
     y = np.tile(y0, args.copies)
     del X0
-    model = eval(args.fit, {name: getattr(elmscale, name) for name in elmscale.__all__})
+    model = make_estimator(args.fit)
     before_mb = psutil.Process().memory_info().rss / 2**20
     with RSSSampler(interval=0.05) as rss:
         start = time.perf_counter()

@@ -15,7 +15,7 @@ import time
 
 import numpy as np
 
-from benchmarks._common import load_dataset, machine_info, utc_now
+from benchmarks._common import load_dataset, machine_info, make_estimator, utc_now
 
 
 def main(argv=None):
@@ -30,13 +30,12 @@ def main(argv=None):
     matplotlib.use("Agg")
     from matplotlib import pyplot
 
-    import elmscale
     from elmscale import plot
 
     X, _ = load_dataset("mnist")
     X = (X / 255).astype(np.float32)
     train, new = X[: args.rows], X[args.rows : args.rows + args.new_rows]
-    model = eval(args.fit, {name: getattr(elmscale, name) for name in elmscale.__all__})
+    model = make_estimator(args.fit)
     start = time.perf_counter()
     model.fit(train)
     out = {"benchmark": "plot", "when": utc_now(), "fit": args.fit, "rows": len(train)}
