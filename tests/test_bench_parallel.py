@@ -82,6 +82,17 @@ def test_serial_seconds_and_stage_rows():
     assert ts.barrier_model(tasks, 3.0, 2) == pytest.approx(3.0 + 2.0 + 1.0)
 
 
+def test_every_task_counts_in_one_stage_though_the_workers_clock_is_offset():
+    # the worker's corrected clock puts the fit's first task a little before its start and
+    # its last after the last stage's end: they count in the first and the last stage
+    records = [record("a", -0.004, 1.0), record("b", 4.5, 6.9), record("c", 7.003, 7.004)]
+    graphs = [graph(0.0, {"a": [], "b": [], "c": []})]
+    tasks = ts.build_tasks(records, graphs)
+    rows = ts.stage_table(tasks, graphs, ts.stage_windows(0.0, {"first": 4.0, "second": 3.0}))
+    assert [r["tasks"] for r in rows] == [1, 2]
+    assert rows[1]["longest_s"] == pytest.approx(2.4)
+
+
 def test_a_graph_recorded_after_its_first_task_started():
     # the scheduler records a graph after dispatching its first tasks: the task still belongs
     # to that graph, and the replay does not wait on it

@@ -14,6 +14,7 @@ it; no worker starts before the first measured task did (fresh workers import th
 scheduler's CPU seconds per task bound the rate at which tasks start on any number of workers.
 """
 
+import bisect
 import functools
 import heapq
 import itertools
@@ -352,10 +353,17 @@ def stage_table(tasks, graphs, windows, calls=()):
     """Per stage window: wall, worker-busy seconds, serial seconds (no worker computing,
     fetching or spilling), tasks started, the longest and the median task, graphs
     submitted, and of ``calls`` (:attr:`RoundTrips.calls`) the blocking round trips that
-    started in it."""
+    started in it.
+
+    Every task of the stream counts in exactly one stage: the worker's clock, which dask
+    corrects by its estimate of the worker's delay to the scheduler, may put a task a few
+    milliseconds before the fit's first window or after its last, and such a task counts in
+    the window nearest to it."""
     rows = []
-    for name, start, stop in windows:
-        inside = [t for t in tasks if start <= t.start < stop]
+    starts = [start for _, start, _ in windows]
+    stage_of = [max(bisect.bisect_right(starts, t.start) - 1, 0) for t in tasks]
+    for i, (name, start, stop) in enumerate(windows):
+        inside = [t for t, s in zip(tasks, stage_of, strict=True) if s == i]
         busy_intervals = [
             (max(t.start, start), min(t.stop, stop))
             for t in tasks
