@@ -827,10 +827,21 @@ def _fold_wave(best, found, queries, starts, k):
 
 def _fold_lists(n, k, best, pieces):
     """The chunk's n rows' k best (:func:`_merge_lists`) of the lists ``pieces`` and the
-    best so far (None before the first wave)."""
-    if best is not None:
-        pieces = [(np.arange(n), *best), *pieces]
-    return _merge_lists(n, k, pieces)
+    best so far (None before the first wave). Only the rows the pieces name can change, and
+    each row's merge is independent of the others', so only those rows are merged; the rest
+    are copied."""
+    if best is None:
+        return _merge_lists(n, k, pieces)
+    if not pieces:
+        return best
+    rows = np.unique(np.concatenate([np.asarray(p[0], dtype=np.int64) for p in pieces]))
+    local = [(np.searchsorted(rows, p[0]), *p[1:]) for p in pieces]
+    kept = (np.arange(len(rows)), *(b[rows] for b in best))
+    merged = _merge_lists(len(rows), k, [kept, *local])
+    out = tuple(b.copy() for b in best)
+    for o, m in zip(out, merged, strict=True):
+        o[rows] = m
+    return out
 
 
 def _merged(best, starts, k):

@@ -65,6 +65,39 @@ def _probed_reference(X, search, chunks, k):
     return idx, dist
 
 
+def test_folding_lists_wave_by_wave_equals_merging_them_at_once():
+    """A chunk's k best folded one wave at a time, each wave naming a few of its rows (some
+    twice, from two tasks; some in no wave), equal the k best of all the lists merged at
+    once, ties by original index; the rows a wave does not name keep their lists."""
+    rng = np.random.RandomState(1)
+    n, k = 50, 4
+    waves, start = [], 0
+    for _ in range(5):
+        pieces = []
+        for _ in range(2):
+            q = np.sort(rng.choice(40, 12, replace=False))  # rows 40..49 in no wave
+            ids = start + np.arange(len(q) * k).reshape(len(q), k)
+            start += ids.size
+            ids[rng.rand(*ids.shape) < 0.2] = -1  # padding of short lists
+            e = rng.randint(0, 5, ids.shape).astype(np.float64)  # many ties
+            e[ids < 0] = np.inf
+            pieces.append((q, ids + 7, ids, e))
+        waves.append(pieces)
+    best = None
+    for pieces in waves:
+        before = best
+        best = cs._fold_lists(n, k, best, pieces)
+        if before is not None:
+            named = np.unique(np.concatenate([p[0] for p in pieces]))
+            others = np.setdiff1d(np.arange(n), named)
+            for b, a in zip(best, before, strict=True):
+                np.testing.assert_array_equal(b[others], a[others])
+    at_once = cs._merge_lists(n, k, [p for pieces in waves for p in pieces])
+    for b, a in zip(best, at_once, strict=True):
+        np.testing.assert_array_equal(b, a)
+    assert (best[1][40:] == -1).all() and (best[1][:40] >= 0).any()
+
+
 @pytest.mark.parametrize("chunks", [500, 777])
 @pytest.mark.parametrize("budget", [None, TINY])
 def test_block_search_equals_an_exact_search_of_the_probed_cells(ties, chunks, budget, monkeypatch):
