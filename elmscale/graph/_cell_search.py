@@ -834,8 +834,14 @@ def _fold_lists(n, k, best, pieces):
         return _merge_lists(n, k, pieces)
     if not pieces:
         return best
-    rows = np.unique(np.concatenate([np.asarray(p[0], dtype=np.int64) for p in pieces]))
-    local = [(np.searchsorted(rows, p[0]), *p[1:]) for p in pieces]
+    named = np.zeros(n, dtype=bool)
+    for p in pieces:
+        named[p[0]] = True
+    rows = np.flatnonzero(named)
+    if len(rows) == n:
+        return _merge_lists(n, k, [(np.arange(n), *best), *pieces])
+    local_of = np.cumsum(named) - 1  # a named row's place among the named rows
+    local = [(local_of[p[0]], *p[1:]) for p in pieces]
     kept = (np.arange(len(rows)), *(b[rows] for b in best))
     merged = _merge_lists(len(rows), k, [kept, *local])
     out = tuple(b.copy() for b in best)

@@ -67,8 +67,9 @@ def _probed_reference(X, search, chunks, k):
 
 def test_folding_lists_wave_by_wave_equals_merging_them_at_once():
     """A chunk's k best folded one wave at a time, each wave naming a few of its rows (some
-    twice, from two tasks; some in no wave), equal the k best of all the lists merged at
-    once, ties by original index; the rows a wave does not name keep their lists."""
+    twice, from two tasks; some in none), then a wave naming every row, equal the k best of
+    all the lists merged at once, ties by original index; the rows a wave does not name keep
+    their lists."""
     rng = np.random.RandomState(1)
     n, k = 50, 4
     waves, start = [], 0
@@ -83,6 +84,8 @@ def test_folding_lists_wave_by_wave_equals_merging_them_at_once():
             e[ids < 0] = np.inf
             pieces.append((q, ids + 7, ids, e))
         waves.append(pieces)
+    ids = start + np.arange(n * k).reshape(n, k)  # a last wave naming every row
+    waves.append([(np.arange(n), ids + 7, ids, rng.randint(0, 5, ids.shape).astype(float))])
     best = None
     for pieces in waves:
         before = best
@@ -95,7 +98,7 @@ def test_folding_lists_wave_by_wave_equals_merging_them_at_once():
     at_once = cs._merge_lists(n, k, [p for pieces in waves for p in pieces])
     for b, a in zip(best, at_once, strict=True):
         np.testing.assert_array_equal(b, a)
-    assert (best[1][40:] == -1).all() and (best[1][:40] >= 0).any()
+    assert (best[1][40:] >= start).all() and (best[1][:40] < start).any()
 
 
 @pytest.mark.parametrize("chunks", [500, 777])
