@@ -29,6 +29,11 @@ _DEFAULTS = {
     # elmscale.graph._join_compiled); False takes the NumPy/SciPy path, equal up to float
     # rounding (the same graph).
     "compiled": True,
+    # Worker threads the fit's tasks are sized for (graph chunks, the blockwise passes' row
+    # groups, the Gram pass's tasks): None sizes them for the cluster that runs the fit; an
+    # integer sizes them for that many threads on any cluster, e.g. to see on 2 workers, in
+    # the task stream, the tasks a 16-thread cluster would get (benchmarks/scale/bench_parallel).
+    "plan_workers": None,
 }
 _local = threading.local()
 
@@ -46,8 +51,10 @@ def set_config(
     graph_chunks=None,
     exchange_bytes=None,
     compiled=None,
+    plan_workers=None,
 ):
-    """Change settings for this thread. ``None`` leaves a setting as it is."""
+    """Change settings for this thread. ``None`` leaves a setting as it is; ``plan_workers=0``
+    returns to sizing tasks for the cluster that runs the fit."""
     config = get_config()
     for name, value in (("chunk_bytes", chunk_bytes), ("exchange_bytes", exchange_bytes)):
         if value is not None:
@@ -78,6 +85,12 @@ def set_config(
         if not isinstance(compiled, (bool, np.bool_)):
             raise TypeError(f"compiled must be True or False, got {compiled!r}")
         config["compiled"] = bool(compiled)
+    if plan_workers is not None:
+        if not isinstance(plan_workers, numbers.Integral) or isinstance(plan_workers, bool):
+            raise TypeError(f"plan_workers must be a non-negative integer, got {plan_workers!r}")
+        if plan_workers < 0:
+            raise ValueError(f"plan_workers must be a non-negative integer, got {plan_workers!r}")
+        config["plan_workers"] = int(plan_workers) or None
     _local.config = config
 
 

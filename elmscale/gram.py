@@ -91,8 +91,8 @@ def _pattern_rows(H, pattern, halo_X, layer, compiled):
 
 def _task_groups(chunks, n_hidden, itemsize, group_bytes):
     """Consecutive row chunks summed by one task: as many as fit in ``group_bytes`` of H
-    (:func:`~elmscale.utils._dask.row_groups`, at least 8 tasks when there are that many
-    chunks)."""
+    (:func:`~elmscale.utils._dask.row_groups`: at least 8 tasks, and 2 per planned worker
+    thread, when there are that many chunks)."""
     return row_groups(chunks, n_hidden * itemsize, group_bytes)
 
 

@@ -68,7 +68,7 @@ def measure(args):
         sched_cpu = client.run_on_scheduler(_process_cpu if args.scheduler_process else _thread_cpu)
         client_cpu = time.thread_time()
         with (
-            elmscale.config_context(compute_dtype=args.dtype),
+            elmscale.config_context(compute_dtype=args.dtype, plan_workers=args.plan_workers),
             get_task_stream(client) as stream,
             ts.RoundTrips(client) as trips,
         ):
@@ -164,6 +164,13 @@ def main(argv=None):
     )
     p.add_argument("--project", type=int, nargs="+", default=[4, 8, 16, 64])
     p.add_argument("--stream", default=None, help="write the raw records to this JSON file")
+    p.add_argument(
+        "--plan-workers",
+        type=int,
+        default=0,
+        help="size the fit's tasks for this many worker threads (elmscale.config_context"
+        "(plan_workers=...)); default: the measured cluster's",
+    )
     args = p.parse_args(argv)
     log = functools.partial(print, flush=True)
     log_header(args)

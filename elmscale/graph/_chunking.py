@@ -1,5 +1,4 @@
-"""The chunk policy: the runs of X's row chunks the graph is built on, and how many tasks a
-blockwise pass on the graph's rows keeps per worker thread."""
+"""The chunk policy: the runs of X's row chunks the graph is built on."""
 
 from .._config import get_config
 from ._exchange import cluster_workers
@@ -13,23 +12,21 @@ MAX_GRAPH_CHUNKS = 64
 GRAPH_CHUNKS_PER_WORKER = 4
 #: ... but never fewer than this many (while X has that many chunks)
 MIN_GRAPH_CHUNKS = 8
-#: a blockwise pass on the graph's rows keeps at least this many tasks per worker thread
-GROUPS_PER_THREAD = 2
 
 
 def graph_chunks(chunks, n_workers=None):
     """The row chunks the graph is built on: X's own with the ``graph_chunks="data"``
     setting; else consecutive ``chunks`` joined into runs of at least ``GRAPH_CHUNK_ROWS``
     rows, and of at least N / ``max(MAX_GRAPH_CHUNKS, GRAPH_CHUNKS_PER_WORKER * n_workers)``,
-    as long as ``MIN_GRAPH_CHUNKS`` runs remain. ``n_workers`` defaults to the workers of
-    the distributed client (none without one). Larger runs make larger search tasks that
-    hold whole cells and fewer exchange tasks; a bound that grows with the workers keeps
-    every worker busy on large data."""
+    as long as ``MIN_GRAPH_CHUNKS`` runs remain. ``n_workers`` defaults to the
+    ``plan_workers`` setting, else the workers of the distributed client (none without one).
+    Larger runs make larger search tasks that hold whole cells and fewer exchange tasks; a
+    bound that grows with the workers keeps every worker busy on large data."""
     chunks = tuple(chunks)
     if get_config()["graph_chunks"] == "data":
         return chunks
     if n_workers is None:
-        n_workers = len(cluster_workers())
+        n_workers = get_config()["plan_workers"] or len(cluster_workers())
     n = sum(chunks)
     most = max(MAX_GRAPH_CHUNKS, GRAPH_CHUNKS_PER_WORKER * n_workers)
     rows = max(GRAPH_CHUNK_ROWS, -(-n // most))

@@ -10,14 +10,12 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..utils._dask import (
-    cluster_threads,
     default_group_bytes,
     held_blocks,
     named,
     persist_compact,
     row_groups,
 )
-from ._chunking import GROUPS_PER_THREAD
 from ._exchange import exchange, whole_sources
 from ._laplacian import _halo_indices, _halo_sources, _take_rows
 from ._patterns import group_pattern
@@ -136,16 +134,11 @@ class KNNGraph:
     def row_groups(self, row_bytes):
         """Runs of consecutive chunks, one task each, for a blockwise pass on the graph whose
         rows take ``row_bytes`` each (a filter step, a cut): up to
-        :func:`~elmscale.utils._dask.default_group_bytes` of rows, at least 8 runs and
-        :data:`GROUPS_PER_THREAD` per worker thread. A run receives only the neighbours
+        :func:`~elmscale.utils._dask.default_group_bytes` of rows, in at least as many runs
+        as :func:`~elmscale.utils._dask.row_groups` keeps. A run receives only the neighbours
         outside it (:meth:`group_pattern`, :meth:`groups_halo`), so the fewer the runs, the
         fewer halo rows the pass ships."""
-        return row_groups(
-            self.chunks,
-            row_bytes,
-            default_group_bytes(),
-            min_groups=max(8, GROUPS_PER_THREAD * cluster_threads()),
-        )
+        return row_groups(self.chunks, row_bytes, default_group_bytes())
 
     def group_pattern(self, group, *, half=True, prefix=PREFIX):
         """The pattern of W that one task multiplies on the consecutive chunks ``group``:

@@ -231,6 +231,12 @@ def cluster_threads():
     return sum(max(w.get("nthreads", 1), 1) for w in cluster_worker_info().values())
 
 
+def planned_threads():
+    """The worker threads a fit's tasks are sized for: the ``plan_workers`` setting, else
+    :func:`cluster_threads` (0 without a cluster). Memory budgets use the real threads."""
+    return get_config()["plan_workers"] or cluster_threads()
+
+
 #: a task's group of rows (of H in the Gram pass, of filtered X in the graph filter) takes
 #: at most this share of a worker thread's memory: with its output rows, its halo rows and a
 #: product temporary a task holds about four times as much, a quarter of the thread's memory;
@@ -248,10 +254,20 @@ def default_group_bytes():
     return group_bytes
 
 
-def row_groups(chunks, row_bytes, group_bytes, min_groups=8):
+#: a blockwise pass on row groups keeps at least this many tasks, and this many per worker
+#: thread the fit is planned for (:func:`planned_threads`)
+MIN_ROW_GROUPS = 8
+GROUPS_PER_THREAD = 2
+
+
+def row_groups(chunks, row_bytes, group_bytes, min_groups=None):
     """Consecutive row ``chunks`` joined into groups, one task each: as many chunks as fit in
     ``group_bytes`` at ``row_bytes`` per row (at least one), while keeping at least
-    ``min_groups`` groups when there are that many chunks. Returns lists of chunk numbers."""
+    ``min_groups`` groups when there are that many chunks (default: :data:`MIN_ROW_GROUPS`,
+    and :data:`GROUPS_PER_THREAD` per planned worker thread, so that no task of the pass
+    holds much more than its share of the threads' work). Returns lists of chunk numbers."""
+    if min_groups is None:
+        min_groups = max(MIN_ROW_GROUPS, GROUPS_PER_THREAD * planned_threads())
     nb = len(chunks)
     most = max(1, nb // max(1, int(min_groups)))
     groups, cur, rows = [], [], 0
