@@ -68,12 +68,11 @@ from ._tumkelm_exact import (
     nystrom_extension,
 )
 from ._tumkelm_scalable import (
-    _argmax_block,
+    LabelSums,
     _argmax_rows,
     _embed,
     _folds,
     build_factors,
-    cluster_stats,
     even_chunks,
     factor_stats,
     kspace_gram,
@@ -446,9 +445,9 @@ class TUMKELM(EmbeddingClusterMixin, BaseELM):
                 ZtZ = exact_kspace_gram(dense, Xn, form)
             reduction.stats.update(X=Xn, dense=dense)
         else:
-            stats, A, Phi = factor_stats(reduction.features)
+            stats, Phi = factor_stats(reduction.features)
             ZtZ = kspace_gram(stats, form)
-            reduction.stats.update(reductions=stats, A=A, Phi=Phi)
+            reduction.stats.update(reductions=stats, Phi=Phi)
         self.kspace_gram_ = ZtZ
         for name in ("mode_", "kernels_", "scaling_", "factors_", "kspace_gram_"):
             reduction.fitted[name] = getattr(self, name)
@@ -468,9 +467,8 @@ class TUMKELM(EmbeddingClusterMixin, BaseELM):
         else:
             stats = reduction.stats
             self._iterate_scalable(
-                reduction.features.X,
+                reduction.features,
                 stats["reductions"],
-                stats["A"],
                 stats["Phi"],
                 self.factors_,
                 draw_seed(rng),
@@ -654,10 +652,18 @@ class TUMKELM(EmbeddingClusterMixin, BaseELM):
         self._fit_X, self._fit_U = X, state["U"]
         self._kmeans_centers = state["centers"]
 
-    def _iterate_scalable(self, Xs, stats, A, Phi, factors, km_seed, was_dask, rng):
-        """Algorithm 1's loop on the scalable mode's reductions; sets the fitted state."""
-        kernels, form, k = self.kernels_, self.feature_form, self.n_clusters
+    def _iterate_scalable(self, features, stats, Phi, factors, km_seed, was_dask, rng):
+        """Algorithm 1's loop on the scalable mode's reductions; sets the fitted state.
+
+        An iteration embeds the rows (one pass over Phi, or over X where Phi is not kept),
+        assigns them, and sums H's rows per cluster from the points that changed cluster
+        (:class:`~._tumkelm_scalable.LabelSums`). The embedding is kept on the workers for
+        the last iteration and the one of the lowest loss so far, the iterations the loop
+        may return (N x n_clusters each)."""
+        Xs, kernels, form, k = features.X, self.kernels_, self.feature_form, self.n_clusters
         start = self._start_partition(Xs, rng)
+        label_sums = LabelSums(features, k)
+        int_meta = np.empty((0,), dtype=np.int64)
 
         def embedding(P, folds):
             if Phi is not None:
@@ -666,67 +672,63 @@ class TUMKELM(EmbeddingClusterMixin, BaseELM):
                 _embed, factors, folds, chunks=(Xs.chunks[0], (k,)), dtype=np.float64
             )
 
+        computed = []
+
         def stage1(mu, labels=None):
             P, s = leading_eigenvectors(stats, mu, k)
             folds = None if Phi is not None else _folds(factors, P, stats["offsets"])
-            centers = None
-            if labels is None and self.assignment != "argmax":
+            U = centers = None
+            if labels is None:
                 U = embedding(P, folds).persist()
-                if self.assignment == "kmeans-unit":
-                    U = unit_rows(U)
-                centers, labels = kmeans(U, k, n_init=self.n_init, random_state=km_seed)[:2]
+                if self.assignment == "argmax":
+                    labels = U.map_blocks(_argmax_rows, drop_axis=1, dtype=np.int64, meta=int_meta)
+                else:
+                    V = unit_rows(U) if self.assignment == "kmeans-unit" else U
+                    centers, labels = kmeans(V, k, n_init=self.n_init, random_state=km_seed)[:2]
                 labels = labels.persist()
-            cs = cluster_stats(
-                Xs, A, factors, labels=labels, folds=folds, n_clusters=k, features=Phi, P=P
-            )
-            loss = tumkelm_loss(stats, cs, mu)
-            return {
+            cs = label_sums(labels)
+            state = {
                 "P": P,
                 "folds": folds,
                 "s": s,
+                "U": U,
                 "labels": labels,
                 "cs": cs,
-                "loss": loss,
+                "loss": tumkelm_loss(stats, cs, mu),
                 "centers": centers,
             }
+            computed.append(state)
+            lowest = min(computed, key=lambda st: st["loss"])
+            for st in computed[:-1]:
+                if st is not lowest:
+                    st["U"] = None  # released on the workers
+            return state
 
+        first = None if start is None else partial(stage1, labels=start[0])
         state = self._iterate(
             stage1,
             lambda st: solve_weights(
                 self.kspace_gram_, kspace_target(stats, st["cs"], form), self.C
             ),
             len(kernels),
-            None if start is None else partial(stage1, labels=start[0]),
+            first,
         )
         start_loss = None
-        if start is not None:
-            start_cs = cluster_stats(Xs, A, factors, labels=start[0], n_clusters=k, features=Phi)
-            start_loss = partial(tumkelm_loss, stats, start_cs)
+        if start is not None:  # the first iteration summed H's rows over the start partition
+            start_loss = partial(tumkelm_loss, stats, computed[0]["cs"])
         state = self._keep_better(state, start, start_loss)
         folds = state["folds"]
-        U = embedding(state["P"], folds)
+        U = state["U"] if state["U"] is not None else embedding(state["P"], folds).persist()
         labels = state["labels"]
+        computed.clear()
         # out of sample: the same map as the training embedding, u(x) = sum_q B_q(x) W_q P_q
         self._folds = _folds(factors, state["P"], stats["offsets"])
         self._fit_X, self._kmeans_centers = None, state["centers"]
-        if labels is None:
-            if Phi is not None:
-                labels = U.map_blocks(
-                    _argmax_rows, drop_axis=1, dtype=np.int64, meta=np.empty((0,), dtype=np.int64)
-                )
-            else:
-                labels = Xs.map_blocks(
-                    _argmax_block,
-                    factors,
-                    folds,
-                    drop_axis=1,
-                    dtype=np.int64,
-                    meta=np.empty((0,), dtype=np.int64),
-                )
         self.eigenvalues_ = state["s"]
         self.reductions_ = stats
+        logger.info("TUMK-ELM: hidden rows built per iteration %s", label_sums.n_changed_)
         if was_dask:
-            self.labels_, self.embedding_ = labels.persist(), U
+            self.labels_, self.embedding_ = labels, U
         else:
             self.labels_, self.embedding_ = dask.compute(labels, U)
 

@@ -7,26 +7,29 @@ independent,
 
     G = Phi^T Phi (M x M),  u = Phi^T 1,  A^T A, A^T 1 (A = [a_q], N x p),  Phi^T A,
 
-and one pass per iteration gives Phi^T F, n and A^T F. Then, e.g.,
+and each iteration needs ``H^T F = [Phi^T F; A^T F; n^T]`` (H = [Phi | A | 1], the factor
+layer), the sums of H's rows per cluster (:class:`LabelSums`: a pass over the rows whose
+cluster differs from a reference partition's, not over H). Then, e.g.,
 sum_ij K_q(i,j) K_r(i,j) = alpha_q alpha_r N + alpha_q tr G_rr + alpha_r tr G_qq + ||G_qr||_F^2,
 the same-cluster sum of K_q is alpha_q N + ||Phi_q^T F||_F^2, and the leading eigenvectors
 of K^ = (sum mu_q alpha_q) I + Psi Psi^T, Psi = [sqrt(mu_q) Phi_q], are U = Psi V S^-1/2
 from the eigenpairs (V, S) of the small Gram D G D, D = diag(sqrt(mu_q)). Nothing N x N is
-formed; the N-row arrays kept between passes are A (N x p) and, when it fits the cluster's
-memory (:func:`~elmscale.hidden.fits_in_memory`), Phi itself (an iteration's pass then
-reads Phi instead of re-evaluating every kernel on X).
+formed; the N-row arrays kept between passes are each iteration's embedding U (N x n_c) and
+labels and, when it fits the cluster's memory (:func:`~elmscale.hidden.fits_in_memory`), H
+itself (an iteration's pass then reads Phi instead of re-evaluating every kernel on X).
 """
 
 import os
 
 import dask
+import dask.array as da
 import numpy as np
 import scipy.linalg as sla
+from scipy.optimize import linear_sum_assignment
 from scipy.sparse.linalg import eigsh
 
-from ..gram import hidden_stats
+from ..gram import changed_label_sums, hidden_stats
 from ..kernels import DistanceCache, factor_basis, kernel_factor
-from ..utils._dask import tree_sum
 from ..utils._threads import blas_threads
 
 # Above this many factor columns the small eigenproblem uses Lanczos (O(M^2) per step for
@@ -149,59 +152,83 @@ def _argmax_rows(U):
     return np.argmax(U, axis=1).astype(np.int64)
 
 
-def _argmax_block(X, factors, folds):
-    return np.argmax(_embed(X, factors, folds), axis=1).astype(np.int64)
-
-
-def _cluster_block(X, A, labels, factors, folds, n_clusters):
-    """Per-iteration partial sums of one chunk: B^T F per factor (B the basis), the
-    cluster sizes and A^T F. With ``labels=None`` the chunk's labels are the argmax of its
-    rows of the embedding (computed from the same basis)."""
-    distances = DistanceCache()
-    Bs = [factor_basis(f, X, distances) for f in factors]
-    if labels is None:
-        U = np.zeros((X.shape[0], n_clusters))
-        for B, W in zip(Bs, folds, strict=True):
-            if W.shape[0]:
-                U += B @ W
-        labels = np.argmax(U, axis=1)
-    F = np.zeros((X.shape[0], n_clusters))
-    F[np.arange(X.shape[0]), labels] = 1.0
-    BF = [B.T @ F for B in Bs]
-    return {
-        "E": np.vstack(BF) if BF else np.zeros((0, n_clusters)),
-        "sizes": F.sum(axis=0),
-        "SA": A.T @ F,
-    }
-
-
 def factor_stats(features, *, fan_in=8):
     """One pass over the row chunks of X: the label-independent reductions of
-    :func:`kspace_gram`, the persisted diagonals A (dask, N x p) and, when H is cached, the
-    stacked factor Phi (dask, N x M; else None).
+    :func:`kspace_gram` and, when H is cached, the stacked factor Phi (dask, N x M; else
+    None).
 
     ``features`` is :class:`~elmscale.hidden.HiddenFeatures` of the scaled X through a
     :class:`~elmscale.kernels.FactorLayer` (``H = [Phi | A | 1]``): the pass is the shared
-    reduction ``H^T H`` of :func:`elmscale.gram.hidden_stats`, and with the cache A and Phi
-    are column slices of the cached H. Without it the diagonals are persisted by a pass of
-    their own and every iteration evaluates the factors' bases again."""
-    layer, Xs = features.layer, features.X
-    M, p = layer.n_features_out, layer.n_kernels
+    reduction ``H^T H`` of :func:`elmscale.gram.hidden_stats`, and with the cache Phi is a
+    column slice of the cached H. Without it every embedding evaluates the factors' bases
+    again."""
+    layer = features.layer
     stats = layer.split_gram(hidden_stats(features, ["hth"], fan_in=fan_in)["hth"])
     if features.cached:
-        H = features.H  # persisted by the pass
-        return stats, H[:, M : M + p], H[:, :M]
-    A = Xs.map_blocks(layer.diagonals, dtype=np.float64, chunks=(Xs.chunks[0], (p,)))
-    return stats, A.persist(), None
+        return stats, features.H[:, : layer.n_features_out]  # persisted by the pass
+    return stats, None
 
 
-def _cluster_block_features(Phi, A, labels, P, n_clusters):
-    """:func:`_cluster_block` from the kept rows of Phi: ``E = Phi^T F`` directly."""
-    if labels is None:
-        labels = np.argmax(Phi @ P, axis=1)
-    F = np.zeros((Phi.shape[0], n_clusters))
-    F[np.arange(Phi.shape[0]), labels] = 1.0
-    return {"E": Phi.T @ F, "sizes": F.sum(axis=0), "SA": A.T @ F}
+class LabelSums:
+    """``H^T F`` of the factor layer for each partition an iteration gives, split as
+    :func:`kspace_target` and :func:`tumkelm_loss` read it: ``E = Phi^T F`` (M x n_c),
+    ``SA = A^T F`` (p x n_c) and the cluster sizes ``n = F^T 1``.
+
+    The first partition (the reference) takes a pass over H
+    (:func:`elmscale.gram.hidden_stats`). Every later one is the reference's sums, with
+    its clusters renamed to those they overlap most (a one-to-one match on the contingency
+    table, :func:`matched_names`), corrected by the hidden rows of the points whose
+    cluster differs (:func:`elmscale.gram.changed_label_sums`): between the iterations of
+    Algorithm 1 a few per cent of the points change cluster, so an iteration builds the
+    hidden rows of those alone. Every correction is taken from the same reference, so
+    the sums of a partition are one function of its labels, bit for bit, whatever the
+    iterations before it: a partition that recurs gives the same kernel weights again,
+    which :meth:`TUMKELM._iterate` detects as a cycle.
+    """
+
+    def __init__(self, features, n_clusters):
+        self.features, self.n_clusters = features, n_clusters
+        self.reference = None
+        #: the points whose hidden rows each call built (all of them for the reference)
+        self.n_changed_ = []
+
+    def __call__(self, labels):
+        """The sums of ``labels`` (dask array of int, chunked like X's rows)."""
+        k = self.n_clusters
+        if self.reference is None:
+            htf = hidden_stats(self.features, ["htf"], labels=labels, n_labels=k)["htf"]
+            self.reference = (labels, htf)
+            self.n_changed_.append(int(labels.shape[0]))
+        else:
+            before, ref = self.reference
+            names = matched_names(before, labels, k)
+            renamed = before.map_blocks(_rename, names, dtype=before.dtype)
+            # column names[c] of the renamed sums is column c of the reference's
+            order = np.argsort(names)
+            htf, changed = dask.compute(
+                changed_label_sums(self.features, renamed, labels, k, ref[:, order]),
+                (renamed != labels).sum(),
+            )
+            self.n_changed_.append(int(changed))
+        M, p = self.features.layer.n_features_out, self.features.layer.n_kernels
+        return {"E": htf[:M], "SA": htf[M : M + p], "sizes": htf[M + p]}
+
+
+def matched_names(before, after, n_clusters):
+    """For each cluster of ``before``, the cluster of ``after`` it is matched to: the
+    one-to-one map (Hungarian method) that keeps the most points in the cluster of the same
+    name. Clusterings of the same data from different k-means runs name their clusters
+    arbitrarily; after the match only the points that really change cluster differ."""
+    k = n_clusters
+    table = da.bincount((before * k + after).ravel(), minlength=k * k).compute()
+    rows, cols = linear_sum_assignment(-table.reshape(k, k))
+    names = np.empty(k, dtype=np.int64)
+    names[rows] = cols
+    return names
+
+
+def _rename(labels, names):
+    return names[labels]
 
 
 def local_threads():
@@ -217,43 +244,6 @@ def even_chunks(n_samples, n_blocks, threads):
     n = -(-max(n_blocks, 1) // threads) * threads
     n = max(1, min(n, n_samples))
     return tuple(n_samples // n + (i < n_samples % n) for i in range(n))
-
-
-def cluster_stats(
-    Xs, A, factors, *, labels=None, folds=None, n_clusters, fan_in=8, features=None, P=None
-):
-    """One pass: ``E = Phi^T F`` (M x n_c), ``sizes`` and ``SA = A^T F`` for the labels
-    given (dask, chunked like Xs) or, with ``labels=None``, the argmax of ``Phi P``.
-    With ``features`` (the persisted Phi of :func:`factor_stats`) and ``P`` the pass reads
-    Phi instead of re-evaluating the kernels' bases on X."""
-    if features is not None:
-        Fb = features.to_delayed().ravel().tolist()
-        Ab = A.to_delayed().ravel().tolist()
-        Lb = labels.to_delayed().ravel().tolist() if labels is not None else [None] * len(Fb)
-        Pd = dask.delayed(P, pure=True)
-        parts = [
-            dask.delayed(_cluster_block_features, pure=True)(f, a, lab, Pd, n_clusters)
-            for f, a, lab in zip(Fb, Ab, Lb, strict=True)
-        ]
-        return dict(dask.compute(tree_sum(parts, fan_in=fan_in))[0])
-    weights = [f.weights for f in factors]
-    Xb = Xs.to_delayed().ravel().tolist()
-    Ab = A.to_delayed().ravel().tolist()
-    Lb = labels.to_delayed().ravel().tolist() if labels is not None else [None] * len(Xb)
-    fd = dask.delayed(folds, pure=True) if folds is not None else None
-    parts = [
-        dask.delayed(_cluster_block, pure=True)(x, a, lab, factors, fd, n_clusters)
-        for x, a, lab in zip(Xb, Ab, Lb, strict=True)
-    ]
-    total = dask.compute(tree_sum(parts, fan_in=fan_in))[0]
-    # back from the bases to the factors: Phi_q^T F = W_q^T (B_q^T F)
-    E, start = [], 0
-    for f, W in zip(factors, weights, strict=True):
-        BF = total["E"][start : start + f.n_basis]
-        start += f.n_basis
-        E.append(BF if W is None else W.T @ BF)
-    total["E"] = np.vstack(E) if E else np.zeros((0, n_clusters))
-    return total
 
 
 def build_factors(kernels, sample, n_samples, n_components, method, rng):

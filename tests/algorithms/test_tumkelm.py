@@ -18,6 +18,7 @@ from elmscale.algorithms._tumkelm_exact import (
     exact_pass,
 )
 from elmscale.algorithms._tumkelm_scalable import (
+    LabelSums,
     even_chunks,
     factor_stats,
     kspace_gram,
@@ -121,7 +122,8 @@ def test_scalable_reductions_equal_exact_with_exact_factors(small, rng):
         "constant",
     ]
     Xd = da.from_array(X, chunks=((20, 40), (3,)))
-    stats, A, _ = factor_stats(HiddenFeatures(Xd, FactorLayer(factors), cache=False))
+    stats, _ = factor_stats(HiddenFeatures(Xd, FactorLayer(factors), cache=False))
+    A = FactorLayer(factors).diagonals(X)
     mu = rng.uniform(size=len(kernels))
     mu /= mu.sum()
     U_ex, s_ex = exact_leading_eigenvectors(exact_combined(kernels, X, mu), 3)
@@ -132,7 +134,7 @@ def test_scalable_reductions_equal_exact_with_exact_factors(small, rng):
     labels = np.argmax(U_ex, axis=1)
     F = np.eye(3)[labels]
     Phi = np.hstack([f.features(X) for f in factors])
-    cs = {"E": Phi.T @ F, "sizes": F.sum(0), "SA": A.compute().T @ F}
+    cs = {"E": Phi.T @ F, "sizes": F.sum(0), "SA": A.T @ F}
     for form in ("distance", "value"):
         ZtZ = exact_kspace_gram(kernels, X, form)
         ZtT, loss = exact_pass(kernels, X, labels, mu, form, 3)
@@ -179,9 +181,44 @@ def test_factor_layer_gram_holds_every_separate_product(small, rng):
             np.testing.assert_allclose(
                 out[0][key], value, rtol=1e-12, atol=1e-12 * np.abs(value).max()
             )
-        np.testing.assert_allclose(out[1].compute(), A, rtol=1e-12)
         if keep:
-            np.testing.assert_allclose(out[2].compute(), Phi, rtol=1e-12, atol=1e-14)
+            np.testing.assert_allclose(out[1].compute(), Phi, rtol=1e-12, atol=1e-14)
+        else:
+            assert out[1] is None
+
+
+@pytest.mark.parametrize("keep", [False, True])
+def test_label_sums_of_each_partition_equal_the_dense_sums(small, rng, keep):
+    """Each partition's sums, taken from the first partition's and the points that change
+    cluster, equal the dense ``H^T F``; a partition that recurs under other cluster names
+    builds no hidden row and gives the same sums, bit for bit, up to the names."""
+    X, _ = small
+    factors = [
+        k.factor(X, n_samples=60, n_components=20, random_state=rng)
+        for k in (LinearKernel(), RBFKernel(1.0), RBFKernel(30.0))
+    ]
+    layer = FactorLayer(factors)
+    H, M, p = layer(X), layer.n_features_out, layer.n_kernels
+    chunks = ((25, 15, 20), (X.shape[1],))
+    features = HiddenFeatures(da.from_array(X, chunks=chunks), layer, cache=keep)
+    factor_stats(features)  # the pass that persists H when it is kept
+    sums = LabelSums(features, 3)
+    first = rng.randint(0, 3, len(X))
+    moved = first.copy()
+    moved[:7] = (moved[:7] + 1) % 3
+    renamed = np.array([2, 0, 1])[first]  # the first partition under other names
+    seen = []
+    for labels in (first, moved, renamed, moved):
+        cs = sums(da.from_array(labels, chunks=(chunks[0],)))
+        F = np.eye(3)[labels]
+        ref = H.T @ F
+        np.testing.assert_allclose(cs["E"], ref[:M], rtol=1e-12, atol=1e-12 * np.abs(ref).max())
+        np.testing.assert_allclose(cs["SA"], ref[M : M + p], rtol=1e-12)
+        np.testing.assert_array_equal(cs["sizes"], F.sum(0))
+        seen.append(cs)
+    assert sums.n_changed_ == [len(X), 7, 0, 7]
+    np.testing.assert_array_equal(seen[2]["E"], seen[0]["E"][:, [1, 2, 0]])
+    np.testing.assert_array_equal(seen[3]["E"], seen[1]["E"])
 
 
 def test_factor_layer_takes_a_plugin_factor_without_out(small):
