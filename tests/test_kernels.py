@@ -424,6 +424,29 @@ def test_check_kernel_rejects_params_for_an_instance():
         check_kernel(LinearKernel(), params={"degree": 2})
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_a_block_of_any_dtype_computes_its_distances_once(dtype, rng, monkeypatch):
+    """The factor layer and the scalable embedding evaluate Gaussians of several widths on
+    one block: a float32 block is cast once, so they share one distance computation, and
+    give what the float64 block gives."""
+    from elmscale.algorithms._tumkelm_scalable import _embed, build_factors
+    from elmscale.kernels import _distances
+
+    X = rng.uniform(size=(200, 4))
+    widths = [RBFKernel(w) for w in (0.5, 2.0)]  # factored on one shared landmark sample
+    factors = build_factors(widths, X, 200, 20, "nystrom", np.random.RandomState(0))
+    assert all(f.kind == "nystrom" for f in factors)
+    layer, folds = FactorLayer(factors), [rng.normal(size=(f.n_basis, 3)) for f in factors]
+    block = X[:50].astype(dtype)
+    calls = []
+    real = _distances.sqdist
+    monkeypatch.setattr(_distances, "sqdist", lambda *a: calls.append(1) or real(*a))
+    H, U = layer(block), _embed(block, factors, folds)
+    assert len(calls) == 2  # one for the layer, one for the embedding
+    np.testing.assert_array_equal(H, layer(block.astype(np.float64)))
+    np.testing.assert_array_equal(U, _embed(block.astype(np.float64), factors, folds))
+
+
 def test_distance_cache_shares_and_bounds_entries(rng):
     """One cache: the same arrays give the same distance object (computed once), other
     arrays their own; only the last ``size`` pairs are kept; a view is one object."""

@@ -140,6 +140,9 @@ def leading_eigenvectors(stats, mu, n_clusters):
 # Blockwise passes (scalable mode)
 # =========================================================================================
 def _embed(X, factors, folds):
+    """``u(x) = sum_q B_q(x) W_q P_q`` for a block of rows; the Gaussians' bases share the
+    block's distances, remembered by the identity of one float64 copy of the block."""
+    X = np.asarray(X, dtype=np.float64)
     U = np.zeros((X.shape[0], folds[0].shape[1]))
     distances = DistanceCache()
     for f, W in zip(factors, folds, strict=True):

@@ -42,7 +42,10 @@ class FactorLayer(BlockLayer):
         (the factors' features go straight into their column slices)."""
         n, M, p = X.shape[0], self.n_features_out, self.n_kernels
         H = np.empty((n, M + p + 1))
-        distances = DistanceCache()  # the Gaussians share this block's distances
+        # the Gaussians share this block's distances, remembered by the identity of the
+        # block: one float64 copy for all, not one per factor
+        X = np.asarray(X, dtype=np.float64)
+        distances = DistanceCache()
         for q, f in enumerate(self.factors):
             P = H[:, self.offsets[q] : self.offsets[q + 1]]
             if type(f).features is KernelFactor.features:
