@@ -832,8 +832,6 @@ def _fold_lists(n, k, best, pieces):
     are copied."""
     if best is None:
         return _merge_lists(n, k, pieces)
-    if not pieces:
-        return best
     named = np.zeros(n, dtype=bool)
     for p in pieces:
         named[p[0]] = True
