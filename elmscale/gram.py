@@ -42,10 +42,13 @@ halo before the Gram pass). A locality-ordered graph keeps the halo, and these b
 import logging
 
 import dask
+import dask.array as da
 import numpy as np
 import scipy.sparse as sp
+from scipy.optimize import linear_sum_assignment
 
 from ._config import get_config
+from .cluster import rename_labels
 from .hidden import hidden_rows
 from .utils._compiled import laplacian_rows
 from .utils._dask import default_group_bytes, named, row_groups, tree_sum
@@ -219,6 +222,55 @@ def changed_label_sums(features, before, after, n_labels, sums):
     parts = [move(blk, layer, a, b, n_labels) for blk, (a, b) in zip(blocks, pairs, strict=True)]
     change = tree_sum(parts, prefix=f"{PREFIX}-sum")
     return named(_add_change, f"{PREFIX}-sum")(sums, change)
+
+
+#: :func:`matched_label_sums` corrects the sums of other labels where at most this share of
+#: the rows change cluster; above it, one pass over H costs less
+CORRECTED_SHARE = 0.5
+
+
+def contingency(before, after, n_labels):
+    """The lazy ``n_labels x n_labels`` contingency table of two labellings of the same rows
+    (dask arrays of int, chunked alike; flat, ``before * n_labels + after``): one small
+    reduction."""
+    return da.bincount(before * n_labels + after, minlength=n_labels * n_labels)
+
+
+def changed_up_to_names(table):
+    """The rows whose cluster changes between two labellings, up to a renaming of the
+    clusters, from their square contingency table: all rows less the most that a one-to-one
+    matching of the names keeps."""
+    table = np.asarray(table)
+    rows, cols = linear_sum_assignment(table, maximize=True)
+    return int(table.sum() - table[rows, cols].sum())
+
+
+def matched_label_sums(features, before, sums, after, table, *, max_share=None):
+    """``(H^T F, sizes, n_built)`` of the labels ``after``, from ``sums`` (``H^T F`` of
+    ``before``, NumPy) and the two labellings' contingency ``table`` (NumPy, n_labels x
+    n_labels); ``n_built`` counts the hidden rows built.
+
+    Clusterings from fresh k-means starts name their clusters anew, so the clusters of
+    ``before`` first take the names of the clusters of ``after`` they match best (the
+    one-to-one matching that keeps the most rows, Hungarian method); where at most
+    ``max_share`` (None: :data:`CORRECTED_SHARE`) of the rows then change name, the rows
+    that changed correct the renamed ``sums`` (:func:`changed_label_sums`, a part of a pass
+    over H as small as the change), else it is one pass over H. The result is a function of
+    ``before``, ``sums`` and ``after`` alone: the same labels give the same sums, bit for
+    bit."""
+    table = np.asarray(table)
+    c, n = table.shape[0], int(table.sum())
+    rows, cols = linear_sum_assignment(table, maximize=True)
+    changed = n - int(table[rows, cols].sum())
+    if changed > (CORRECTED_SHARE if max_share is None else max_share) * n:
+        stats = hidden_stats(features, ("htf", "sizes"), labels=after, n_labels=c)
+        return stats["htf"], stats["sizes"], n
+    names = np.empty(c, dtype=np.int64)
+    names[rows] = cols
+    renamed = np.empty_like(sums)
+    renamed[:, names] = sums
+    htf = changed_label_sums(features, rename_labels(before, names), after, c, renamed)
+    return htf.compute(), table.sum(axis=0).astype(np.float64), changed
 
 
 def _changed_sums(block, layer, before, after, n_labels):

@@ -5,16 +5,14 @@ import warnings
 from numbers import Integral, Real
 
 import dask
-import dask.array as da
 import numpy as np
 import scipy.linalg as sla
-from scipy.optimize import linear_sum_assignment
 from sklearn.exceptions import ConvergenceWarning
 
 from ..base import BaseELM
-from ..cluster import kmeans, rename_labels
+from ..cluster import kmeans
 from ..exceptions import ElmscaleWarning
-from ..gram import changed_label_sums, hidden_stats
+from ..gram import changed_up_to_names, contingency, hidden_stats, matched_label_sums
 from ..mixins import EmbeddingClusterMixin, GraphMixin
 from ..solvers import sign_flip
 from ..sweep import sweep
@@ -29,9 +27,6 @@ logger = logging.getLogger(__name__)
 RANGE_RTOL = 1e-10
 #: Eigenvalues of H~^T M H~ at most this times its largest |eigenvalue| count as non-positive.
 POSITIVE_RTOL = 1e-10
-#: An iteration's H^T F is the last one's corrected by the hidden rows of the points whose
-#: cluster changed when at most this share of them did; else it is a pass over H.
-CORRECTED_SHARE = 0.5
 #: Lloyd iterations allowed to each k-means run inside ELM-JEC.
 KMEANS_MAX_ITER = 100
 
@@ -205,41 +200,6 @@ def _record(history, *values):
     """Append one iteration's values to the lists of ``history`` (keys ``HISTORY_KEYS``)."""
     for key, val in zip(HISTORY_KEYS, values, strict=True):
         history[key].append(val)
-
-
-def _contingency(old, new, n_clusters):
-    """Lazy n_clusters^2 contingency table of two labellings (one small reduction)."""
-    return da.bincount(old * n_clusters + new, minlength=n_clusters * n_clusters)
-
-
-def _label_sums(features, labels, htf, new, table):
-    """``(H^T F, sizes)`` of the ``new`` labels, from ``htf`` (H^T F of ``labels``) and the
-    contingency ``table`` of the two. The clusters of ``labels`` are first given the names of
-    the new clusters they match best (k-means from fresh starts names them anew); where at
-    most :data:`CORRECTED_SHARE` of the points then change name, the rows that changed
-    correct ``htf``
-    (:func:`~elmscale.gram.changed_label_sums`, a part of a pass over H as small as the
-    change); else one pass over H."""
-    c = table.shape[0]
-    rows, cols = linear_sum_assignment(table, maximize=True)
-    if table.sum() - table[rows, cols].sum() > CORRECTED_SHARE * table.sum():
-        stats = hidden_stats(features, ("htf", "sizes"), labels=new, n_labels=c)
-        return stats["htf"], stats["sizes"]
-    renamed = np.empty(c, dtype=np.int64)
-    renamed[rows] = cols
-    before = rename_labels(labels, renamed)
-    renamed_htf = np.empty_like(htf)
-    renamed_htf[:, renamed] = htf
-    htf = changed_label_sums(features, before, new, c, renamed_htf).compute()
-    return htf, table.sum(axis=0).astype(np.float64)
-
-
-def _changed_from_table(table, n_clusters):
-    """Labels changed between two partitions, up to a renaming of the clusters: N minus the
-    largest agreement over one-to-one matchings of cluster names."""
-    table = np.asarray(table).reshape(n_clusters, n_clusters)
-    rows, cols = linear_sum_assignment(table, maximize=True)
-    return int(table.sum() - table[rows, cols].sum())
 
 
 class ELMJEC(GraphMixin, EmbeddingClusterMixin, BaseELM):
@@ -451,17 +411,22 @@ class ELMJEC(GraphMixin, EmbeddingClusterMixin, BaseELM):
         )
 
     def reduce_hidden(self, reduction, y):
-        """The graph, the fixed Grams (one pass) and the initial partition: everything that
-        lam, gamma and n_components do not change."""
-        Xd, features, rng = reduction.X, reduction.features, reduction.rng
+        """The graph, the initial partition, then in one pass the fixed Grams and the
+        partition's H^T F and sizes: everything that lam, gamma and n_components do not
+        change."""
+        Xd, features, rng, c = reduction.X, reduction.features, reduction.rng, self.n_clusters
         graph = reduction.graph = reduction.stage("graph", lambda: self.build_graph(Xd, rng))
         self.lap("graph")
+        labels = reduction.stage("init", lambda: self._initial_labels(Xd, rng))
+        self.lap("init")
         stats = reduction.stage(
             "gram",
             lambda: hidden_stats(
                 features,
-                ("count", "colsum", "hth", "htlh"),
+                ("count", "colsum", "hth", "htlh", "htf", "sizes"),
                 graph=graph,
+                labels=labels,
+                n_labels=c,
                 partial_sums=reduction.partial_sums(),
             ),
         )
@@ -472,22 +437,23 @@ class ELMJEC(GraphMixin, EmbeddingClusterMixin, BaseELM):
             self.n_hidden,
         )
         self.lap("gram")
-        start = reduction.stage("init", lambda: self._initial_partition(Xd, features, rng))
-        reduction.stats = {"reduced": reduced, **start}
-        self.lap("init")
+        reduction.stats = {
+            "reduced": reduced,
+            "labels": labels,
+            "htf": stats["htf"],
+            "sizes": stats["sizes"],
+        }
 
-    def _initial_partition(self, Xd, features, rng):
-        """Step 1: k-means on the (scaled) inputs, and the partition's H^T F and sizes."""
-        _, labels0, _, _ = kmeans(
+    def _initial_labels(self, Xd, rng):
+        """Step 1: k-means on the (scaled) inputs, persisted."""
+        _, labels, _, _ = kmeans(
             self.scaled(Xd),
             self.n_clusters,
             n_init=max(self.n_restarts, 1),
             max_iter=KMEANS_MAX_ITER,
             random_state=draw_seed(rng),
         )
-        labels0 = labels0.persist()
-        f0 = hidden_stats(features, ("htf", "sizes"), labels=labels0, n_labels=self.n_clusters)
-        return {"labels": labels0, "htf": f0["htf"], "sizes": f0["sizes"]}
+        return labels.persist()
 
     def solve_reduced(self, reduction, rng):
         """Algorithm 1 from the reduction, for this estimator's lam, gamma, n_components.
@@ -507,14 +473,14 @@ class ELMJEC(GraphMixin, EmbeddingClusterMixin, BaseELM):
         while not s["converged"] and s["n_iter"] < self.max_iter:
             it = s["n_iter"] = s["n_iter"] + 1
             new, inertia, in_b, accepted = self._assign(E, G, draw_seed(rng))
-            table = np.asarray(_contingency(s["labels"], new, c).compute()).reshape(c, c)
-            changed = _changed_from_table(table, c)
+            table = np.asarray(contingency(s["labels"], new, c).compute()).reshape(c, c)
+            changed = changed_up_to_names(table)
             if changed == 0:  # same partition: beta and G are those of the previous step
                 _record(s["history"], obj, inertia, in_b, accepted, 0, beta.shape[1])
                 logger.info("ELM-JEC iteration %d: partition unchanged, converged", it)
                 s["converged"] = True
             else:
-                htf, sizes = _label_sums(features, s["labels"], s["htf"], new, table)
+                htf, sizes, _ = matched_label_sums(features, s["labels"], s["htf"], new, table)
                 s.update(labels=new, htf=htf, sizes=sizes)
                 beta, eig, G, obj = red.solve(s["htf"], s["sizes"], lam, gamma, n_o)
                 _record(s["history"], obj, inertia, in_b, accepted, changed, beta.shape[1])

@@ -22,13 +22,11 @@ itself (an iteration's pass then reads Phi instead of re-evaluating every kernel
 import os
 
 import dask
-import dask.array as da
 import numpy as np
 import scipy.linalg as sla
-from scipy.optimize import linear_sum_assignment
 from scipy.sparse.linalg import eigsh
 
-from ..gram import changed_label_sums, hidden_stats
+from ..gram import contingency, hidden_stats, matched_label_sums
 from ..kernels import DistanceCache, factor_basis, kernel_factor
 from ..utils._threads import blas_threads
 
@@ -178,15 +176,13 @@ class LabelSums:
     ``SA = A^T F`` (p x n_c) and the cluster sizes ``n = F^T 1``.
 
     The first partition (the reference) takes a pass over H
-    (:func:`elmscale.gram.hidden_stats`). Every later one is the reference's sums, with
-    its clusters renamed to those they overlap most (a one-to-one match on the contingency
-    table, :func:`matched_names`), corrected by the hidden rows of the points whose
-    cluster differs (:func:`elmscale.gram.changed_label_sums`): between the iterations of
-    Algorithm 1 a few per cent of the points change cluster, so an iteration builds the
-    hidden rows of those alone. Every correction is taken from the same reference, so
-    the sums of a partition are one function of its labels, bit for bit, whatever the
-    iterations before it: a partition that recurs gives the same kernel weights again,
-    which :meth:`TUMKELM._iterate` detects as a cycle.
+    (:func:`elmscale.gram.hidden_stats`); every later one is taken from the reference's
+    sums and the rows whose cluster differs from it, up to the names of the clusters
+    (:func:`elmscale.gram.matched_label_sums`): between the iterations of Algorithm 1 a few
+    per cent of the points change cluster, so an iteration builds the hidden rows of those
+    alone. Every partition is taken from the same reference, so its sums are one function of
+    its labels, bit for bit, whatever the iterations before it: a partition that recurs gives
+    the same kernel weights again, which :meth:`TUMKELM._iterate` detects as a cycle.
     """
 
     def __init__(self, features, n_clusters):
@@ -201,37 +197,14 @@ class LabelSums:
         if self.reference is None:
             htf = hidden_stats(self.features, ["htf"], labels=labels, n_labels=k)["htf"]
             self.reference = (labels, htf)
-            self.n_changed_.append(int(labels.shape[0]))
+            changed = labels.shape[0]
         else:
             before, ref = self.reference
-            names = matched_names(before, labels, k)
-            renamed = before.map_blocks(_rename, names, dtype=before.dtype)
-            # column names[c] of the renamed sums is column c of the reference's
-            order = np.argsort(names)
-            htf, changed = dask.compute(
-                changed_label_sums(self.features, renamed, labels, k, ref[:, order]),
-                (renamed != labels).sum(),
-            )
-            self.n_changed_.append(int(changed))
+            table = np.asarray(contingency(before, labels, k).compute()).reshape(k, k)
+            htf, _, changed = matched_label_sums(self.features, before, ref, labels, table)
+        self.n_changed_.append(int(changed))
         M, p = self.features.layer.n_features_out, self.features.layer.n_kernels
         return {"E": htf[:M], "SA": htf[M : M + p], "sizes": htf[M + p]}
-
-
-def matched_names(before, after, n_clusters):
-    """For each cluster of ``before``, the cluster of ``after`` it is matched to: the
-    one-to-one map (Hungarian method) that keeps the most points in the cluster of the same
-    name. Clusterings of the same data from different k-means runs name their clusters
-    arbitrarily; after the match only the points that really change cluster differ."""
-    k = n_clusters
-    table = da.bincount((before * k + after).ravel(), minlength=k * k).compute()
-    rows, cols = linear_sum_assignment(-table.reshape(k, k))
-    names = np.empty(k, dtype=np.int64)
-    names[rows] = cols
-    return names
-
-
-def _rename(labels, names):
-    return names[labels]
 
 
 def local_threads():
