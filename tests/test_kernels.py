@@ -447,28 +447,6 @@ def test_a_block_of_any_dtype_computes_its_distances_once(dtype, rng, monkeypatc
     np.testing.assert_array_equal(U, _embed(block.astype(np.float64), factors, folds))
 
 
-def test_kernels_evaluated_in_row_slices_equal_the_whole_block(rng, monkeypatch):
-    """The factor layer and the scalable embedding evaluate a block's kernels a slice of
-    rows at a time: what one evaluation of the whole block gives (to rounding: BLAS sums a
-    product of few rows in another order), for slices that divide the block or leave a
-    remainder, and for an empty block."""
-    from elmscale.algorithms._tumkelm_scalable import _embed, build_factors
-    from elmscale.kernels import _layer
-
-    X = rng.uniform(size=(300, 4))
-    kernels = [RBFKernel(0.5), RBFKernel(2.0), PolynomialKernel(2), LinearKernel()]
-    factors = build_factors(kernels, X, 300, 20, "nystrom", np.random.RandomState(0))
-    layer, folds = FactorLayer(factors), [rng.normal(size=(f.n_basis, 3)) for f in factors]
-    block = X[:97]
-    whole = layer(block), _embed(block, factors, folds)
-    for size in (1, 7, 97, 4096):
-        monkeypatch.setattr(_layer, "EVALUATION_ROWS", size)
-        for got, want in zip((layer(block), _embed(block, factors, folds)), whole, strict=True):
-            np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-13 * np.abs(want).max())
-    assert layer(X[:0]).shape == (0, layer.n_hidden)
-    assert _embed(X[:0], factors, folds).shape == (0, 3)
-
-
 def test_distance_cache_shares_and_bounds_entries(rng):
     """One cache: the same arrays give the same distance object (computed once), other
     arrays their own; only the last ``size`` pairs are kept; a view is one object."""

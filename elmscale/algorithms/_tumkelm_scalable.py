@@ -27,7 +27,7 @@ import scipy.linalg as sla
 from scipy.sparse.linalg import eigsh
 
 from ..gram import contingency, hidden_stats, matched_label_sums
-from ..kernels import DistanceCache, factor_basis, kernel_factor, row_slices
+from ..kernels import DistanceCache, factor_basis, kernel_factor
 from ..utils._threads import blas_threads
 
 # Above this many factor columns the small eigenproblem uses Lanczos (O(M^2) per step for
@@ -138,16 +138,14 @@ def leading_eigenvectors(stats, mu, n_clusters):
 # Blockwise passes (scalable mode)
 # =========================================================================================
 def _embed(X, factors, folds):
-    """``u(x) = sum_q B_q(x) W_q P_q`` for a block of rows, in slices of
-    :data:`~elmscale.kernels.EVALUATION_ROWS` rows; the Gaussians' bases share a slice's
-    distances, remembered by the identity of one float64 copy of it."""
+    """``u(x) = sum_q B_q(x) W_q P_q`` for a block of rows; the Gaussians' bases share the
+    block's distances, remembered by the identity of one float64 copy of the block."""
     X = np.asarray(X, dtype=np.float64)
     U = np.zeros((X.shape[0], folds[0].shape[1]))
-    for rows in row_slices(X.shape[0]):
-        Xr, distances = X[rows], DistanceCache()
-        for f, W in zip(factors, folds, strict=True):
-            if W.shape[0]:
-                U[rows] += factor_basis(f, Xr, distances) @ W
+    distances = DistanceCache()
+    for f, W in zip(factors, folds, strict=True):
+        if W.shape[0]:
+            U += factor_basis(f, X, distances) @ W
     return U
 
 

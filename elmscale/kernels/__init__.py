@@ -56,7 +56,7 @@ from ._factors import (
     factor_basis,
     kernel_block,
 )
-from ._layer import EVALUATION_ROWS, FactorLayer, row_slices
+from ._layer import FactorLayer
 from ._linear import LinearKernel
 from ._paper import paper_kernels
 from ._polynomial import PolynomialKernel
@@ -66,7 +66,6 @@ __all__ = [
     "ConstantFactor",
     "DistanceCache",
     "ExplicitFactor",
-    "EVALUATION_ROWS",
     "FactorLayer",
     "IdentityFactor",
     "Kernel",
@@ -80,5 +79,4 @@ __all__ = [
     "kernel_block",
     "kernel_factor",
     "paper_kernels",
-    "row_slices",
 ]

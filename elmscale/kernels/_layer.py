@@ -6,17 +6,6 @@ from ..hidden import BlockLayer
 from ._distances import DistanceCache
 from ._factors import KernelFactor
 
-#: kernels are evaluated on a block's rows this many at a time: a slice's distances to the
-#: landmarks and its bases stay in the CPU's cache, where a whole block's would not
-EVALUATION_ROWS = 4096
-
-
-def row_slices(n_rows):
-    """Consecutive slices of at most :data:`EVALUATION_ROWS` of ``n_rows`` rows (one empty
-    slice for none)."""
-    size = EVALUATION_ROWS
-    return [slice(i, min(i + size, n_rows)) for i in range(0, max(n_rows, 1), size)]
-
 
 class FactorLayer(BlockLayer):
     """The hidden layer of the scalable multiple-kernel methods: ``H = [Phi | A | 1]``.
@@ -50,17 +39,12 @@ class FactorLayer(BlockLayer):
 
     def __call__(self, X):
         """``[Phi | A | 1]`` for a NumPy block of rows, float64, written into one buffer
-        (the factors' features go straight into their column slices), a slice of
-        :data:`EVALUATION_ROWS` rows at a time."""
+        (the factors' features go straight into their column slices)."""
+        n, M, p = X.shape[0], self.n_features_out, self.n_kernels
+        H = np.empty((n, M + p + 1))
+        # the Gaussians share this block's distances, remembered by the identity of the
+        # block: one float64 copy for all, not one per factor
         X = np.asarray(X, dtype=np.float64)
-        H = np.empty((X.shape[0], self.n_hidden))
-        for rows in row_slices(X.shape[0]):
-            self._fill(X[rows], H[rows])
-        return H
-
-    def _fill(self, X, H):
-        # the Gaussians share the distances of X, remembered by the identity of the array
-        M, p = self.n_features_out, self.n_kernels
         distances = DistanceCache()
         for q, f in enumerate(self.factors):
             P = H[:, self.offsets[q] : self.offsets[q + 1]]
@@ -70,6 +54,7 @@ class FactorLayer(BlockLayer):
                 P[...] = f.features(X)
             H[:, M + q] = f.alpha + np.einsum("ij,ij->i", P, P)
         H[:, M + p] = 1.0
+        return H
 
     def diagonals(self, X):
         """``A`` alone (rows x p) for a NumPy block of rows."""
