@@ -75,9 +75,8 @@ def _worker_pids(client):
 # (estimator, parameters, stage, task name, which occurrence of it to kill at)
 # elmscale-gram-block: one group of row blocks' partial Gram sums (gram.hidden_stats), for the
 # fixed Grams; elmscale-gram-changed: the hidden rows of the points whose cluster changed
-# (ELM-JEC's H^T F in an iteration); elmscale-embed-scores: EMMC's one pass over a cached block
-# of H in an iteration; cluster_block_features: TUMK-ELM's per-iteration pass over its
-# persisted kernel factors.
+# (ELM-JEC's and TUMK-ELM's H^T F in an iteration); elmscale-embed-scores: EMMC's one pass over
+# a cached block of H in an iteration.
 FAULTS = [
     pytest.param("USELM", {}, "gram", "elmscale-gram-block", 2, marks=pytest.mark.slow),
     ("SSELM", {}, "gram", "elmscale-gram-block", 2),
@@ -96,7 +95,7 @@ FAULTS = [
         "TUMKELM",
         {"mode": "scalable"},
         "iteration",
-        "cluster_block_features",
+        "elmscale-gram-changed",
         3,
         marks=pytest.mark.slow,
     ),
