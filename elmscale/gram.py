@@ -51,7 +51,7 @@ from ._config import get_config
 from .cluster import rename_labels
 from .hidden import hidden_rows
 from .utils._compiled import laplacian_rows
-from .utils._dask import default_group_bytes, named, row_groups, tree_sum
+from .utils._dask import default_group_bytes, held_rows, named, row_groups, tree_sum
 
 logger = logging.getLogger(__name__)
 
@@ -70,25 +70,45 @@ def _laplacian_rows(graph_block, Z, halo_pieces, compiled):
     return laplacian_rows(graph_block.diagonal, Z, W_local, W_halo, halo_pieces, compiled=compiled)
 
 
-def _rebuilt_halo(halo_X, layer, step):
-    """Hidden rows of a chunk's halo, rebuilt from its rows of X. The halo can hold several
-    times the chunk's rows (high-dimensional data crosses every cut), so one chunk-sized
-    slice at a time."""
-    if not halo_X:
-        return
-    halo = np.concatenate(halo_X)
-    for lo in range(0, halo.shape[0], step):
-        yield layer(halo[lo : lo + step])
+#: a task rebuilds its halo's hidden rows this many at a time: the halo can hold several
+#: times the task's rows (high-dimensional data crosses every cut), and each slice's hidden
+#: rows are added into the product and freed before the next is built
+HALO_SLICE_ROWS = 8192
 
 
-def _pattern_rows(H, pattern, halo_X, layer, compiled):
+def _row_slices(pieces, step):
+    """The rows of consecutive ``pieces`` in slices of ``step`` rows (the last one shorter):
+    a slice inside one piece is a view of it, only a slice across pieces is stacked."""
+    pending, n = [], 0
+    for piece in pieces:
+        lo = 0
+        while lo < piece.shape[0]:
+            take = min(step - n, piece.shape[0] - lo)
+            pending.append(piece[lo : lo + take])
+            n, lo = n + take, lo + take
+            if n == step:
+                yield pending[0] if len(pending) == 1 else np.concatenate(pending)
+                pending, n = [], 0
+    if n:
+        yield pending[0] if len(pending) == 1 else np.concatenate(pending)
+
+
+def _rebuilt_halo(halo_X, layer, step, read=None):
+    """Hidden rows of a task's halo, rebuilt from its rows of X ``step`` rows at a time
+    (:data:`HALO_SLICE_ROWS`), each slice read (``read``: the rows as held, e.g. float32,
+    widened slice by slice) then built; the halo's pieces of X are never stacked whole."""
+    for rows in _row_slices(halo_X or (), step):
+        yield layer(rows if read is None else read(rows))
+
+
+def _pattern_rows(H, pattern, halo_X, layer, compiled, read=None):
     """``D_g H_g - V_g [H_g; H_halo]`` for one task's rows g and a pattern of
     :meth:`KNNGraph.group_pattern <elmscale.graph.KNNGraph.group_pattern>`; the halo's hidden
-    rows are rebuilt from X one slice of ``len(H)`` rows at a time. With the whole pattern
+    rows are rebuilt from X a slice at a time (:func:`_rebuilt_halo`). With the whole pattern
     (``half=False``) these are the rows of ``L H``; with the half pattern, ``H_g^T`` times
     them is the task's share of ``H^T L H`` before the symmetrisation."""
     V_local, V_halo, diagonal = pattern
-    halo = _rebuilt_halo(halo_X, layer, max(H.shape[0], 1))
+    halo = _rebuilt_halo(halo_X, layer, HALO_SLICE_ROWS, read)
     return laplacian_rows(diagonal, H, V_local, V_halo, halo, compiled=compiled)
 
 
@@ -101,7 +121,7 @@ def _task_groups(chunks, n_hidden, itemsize, group_bytes):
 
 def _first_power_block(H, graph_block, layer, compiled, halo_X):
     """Z_1 = L H on one chunk, from H_b and the X halo."""
-    halo = _rebuilt_halo(halo_X, layer, max(H.shape[0], 1))
+    halo = _rebuilt_halo(halo_X, layer, HALO_SLICE_ROWS)
     return _laplacian_rows(graph_block, H, halo, compiled)
 
 
@@ -296,7 +316,7 @@ def _htlh(H, rows):
     g, layer = rows["graph"], rows["layer"]
     power, compiled = g["power"], g["compiled"]
     if power <= 2:
-        VH = _pattern_rows(H, g["pattern"], g["halo_X"], layer, compiled)
+        VH = _pattern_rows(H, g["pattern"], g["halo_X"], layer, compiled, g["read"])
         return ((H if power == 1 else VH).T @ VH).astype(np.float64)
     Z = g["Z"]
     if power % 2 == 0:  # H^T L^2q H = Z_q^T Z_q
@@ -316,24 +336,25 @@ _TERM_SUMS = {
 }
 
 
-def _block_partials(H, terms, inputs, layer, build):
+def _block_partials(H, terms, inputs, layer, build, read=None):
     """Partial sums of the requested terms over one task's rows (all float64).
 
     ``H`` and ``inputs``' ``Y``, ``weight`` and ``labels`` are lists of the blocks of
     consecutive row chunks, stacked here; ``inputs`` also holds ``n_labels`` and, for
     ``htlh``, ``graph`` (the power and what :func:`_htlh` multiplies by). ``build``: ``H``
-    holds blocks of X and the task builds their hidden rows with ``layer`` (H never leaves
-    the task)."""
+    holds blocks of X as held (``read`` turns their stacked rows into X's rows, e.g. widens
+    float32 to the compute dtype, here rather than block by block before the task) and the
+    task builds their hidden rows with ``layer`` (H never leaves the task)."""
     H = _stack(H)
     if build:
-        H = layer(H)
+        H = layer(H if read is None else read(H))
     rows = {name: _stack(inputs.get(name)) for name in ("Y", "weight", "labels")}
     rows.update(n_labels=inputs.get("n_labels"), graph=inputs.get("graph"), layer=layer)
     return {term: _TERM_SUMS[term](H, rows) for term in TERMS if term in terms}
 
 
-def _apply_layer(X_block, layer):
-    return layer(X_block)
+def _apply_layer(X_block, layer, read=None):
+    return layer(X_block if read is None else read(X_block))
 
 
 def _finish(total):
@@ -414,13 +435,13 @@ def hidden_stats(
         group_bytes = default_group_bytes()
     nb = len(features.chunks)
     layer = dask.delayed(features.layer, pure=True)
-    sources, build = _sources(features, graph)
+    sources, build, read = _sources(features, graph)
     if graph is not None:  # a locality-ordered graph: every row-aligned input goes there too
         Y, sample_weight, labels = (graph.in_graph_order(a) for a in (Y, sample_weight, labels))
     inputs = _row_inputs(nb, Y=Y, weight=sample_weight, labels=labels)
     Z = None
     if "htlh" in terms and power > 2:
-        sources, Z = _power_rows(features, graph, sources, build, layer, power)
+        sources, Z = _power_rows(features, graph, sources, build, layer, power, read)
         build = False
         groups = [[b] for b in range(nb)]  # one block of the persisted Z_q per task
     else:
@@ -428,7 +449,7 @@ def hidden_stats(
         groups = _task_groups(features.chunks, features.layer.n_hidden, itemsize, group_bytes)
     graph_inputs = _graph_inputs(graph, groups, power, Z) if "htlh" in terms else None
     parts = _group_parts(
-        groups, sources, inputs, graph_inputs, (terms, layer, build, n_labels), partial_sums
+        groups, sources, inputs, graph_inputs, (terms, layer, build, n_labels, read), partial_sums
     )
     total = named(_finish, f"{PREFIX}-finish")(
         tree_sum(parts, fan_in=fan_in, prefix=f"{PREFIX}-sum")
@@ -444,17 +465,17 @@ def _row_inputs(n_chunks, **arrays):
 
 def _group_parts(groups, sources, inputs, graph_inputs, how, partial_sums):
     """One delayed partial sum per group of row chunks, ``_block_partials`` of its sources
-    and inputs (``how``: terms, layer, build, n_labels), kept or read back through
+    and inputs (``how``: terms, layer, build, n_labels, read), kept or read back through
     ``partial_sums``."""
     block_task = named(_block_partials, f"{PREFIX}-block")
-    terms, layer, build, n_labels = how
+    terms, layer, build, n_labels, read = how
     parts = []
     for i, group in enumerate(groups):
         task_inputs = {name: _pick(blocks, group) for name, blocks in inputs.items()}
         task_inputs["n_labels"] = n_labels
         if graph_inputs is not None:
             task_inputs["graph"] = graph_inputs[i]
-        part = block_task(_pick(sources, group), terms, task_inputs, layer, build)
+        part = block_task(_pick(sources, group), terms, task_inputs, layer, build, read)
         parts.append(part if partial_sums is None else partial_sums.wrap(group, part))
     return parts
 
@@ -488,15 +509,29 @@ def _check_request(features, terms, Y, labels, n_labels, graph, laplacian_power)
 
 
 def _sources(features, graph):
-    """What each task reads: ``(blocks, build)``, X's blocks in the graph's row order or
-    their own (``build``: the task builds H from them), or the cached blocks of H."""
+    """What each task reads: ``(blocks, build, read)``, X's blocks in the graph's row order or
+    their own with ``build`` true (the task reads them with ``read`` and builds H from them),
+    or the cached blocks of H (``build`` false)."""
     if graph is not None and graph.order is not None:
-        return graph.row_blocks(), True
-    blocks, layer = features.sources()  # H_b is never stored or moved
-    return blocks, layer is not None
+        blocks, read = _source_blocks(graph.X)
+        return blocks, True, read
+    if features.cached:
+        return features.sources()[0], False, None
+    blocks, read = _source_blocks(features.X)
+    return blocks, True, read
 
 
-def _power_rows(features, graph, sources, build, layer, power):
+def _source_blocks(X):
+    """``(blocks, read)``: a rows view's blocks as held in memory and the ``read`` that turns
+    a task's stacked rows of them into X's (the held float32 input widened once, in the
+    task, not block by block ahead of it), else X's own blocks and None."""
+    held, read = held_rows(X)
+    if read is None:
+        return X.to_delayed().ravel().tolist(), None
+    return held.to_delayed(optimize_graph=False).ravel().tolist(), read
+
+
+def _power_rows(features, graph, sources, build, layer, power, read):
     """For p > 2: the blocks of H each task reads and ``Z_q = L^q H``, q = floor(p / 2),
     persisted on the cluster (what it ships is logged)."""
     q = power // 2
@@ -516,7 +551,7 @@ def _power_rows(features, graph, sources, build, layer, power):
         graph.halo_size() * n_h * itemsize / 1e6,
     )
     hidden = named(_apply_layer, "elmscale-hidden")
-    H_blocks = [hidden(blk, layer) for blk in sources] if build else sources
+    H_blocks = [hidden(blk, layer, read) for blk in sources] if build else sources
     Z = laplacian_power_rows(graph, H_blocks, layer, q, n_hidden=n_h, dtype=features.X.dtype)
     return H_blocks, Z
 
@@ -530,9 +565,11 @@ def _graph_inputs(graph, groups, power, Z):
     compiled = get_config()["compiled"]
     if power <= 2:
         patterns = [graph.group_pattern(group, half=power == 1, prefix=PREFIX) for group in groups]
-        halo = graph.groups_halo(groups, [need for _, need in patterns], prefix=PREFIX)
+        halo, read = graph.groups_halo(
+            groups, [need for _, need in patterns], prefix=PREFIX, held=True
+        )
         return [
-            {"power": power, "pattern": pattern, "halo_X": rows, "compiled": compiled}
+            {"power": power, "pattern": pattern, "halo_X": rows, "read": read, "compiled": compiled}
             for (pattern, _), rows in zip(patterns, halo, strict=True)
         ]
     halo_Z = graph.halo_pieces(Z, prefix=PREFIX) if power % 2 else [None] * len(groups)

@@ -9,7 +9,7 @@ from elmscale import config_context, get_config
 from elmscale.gram import hidden_stats
 from elmscale.graph import knn_graph
 from elmscale.hidden import HiddenFeatures, RandomHiddenLayer
-from elmscale.utils._compiled import compiled_available, laplacian_rows
+from elmscale.utils._compiled import add_rows_product, compiled_available, laplacian_rows
 
 pytestmark = pytest.mark.skipif(not compiled_available(), reason="numba is not installed")
 
@@ -36,6 +36,26 @@ def test_laplacian_rows_equal_dense(rng, dtype, compiled, piece_rows):
     assert out.dtype == dtype and out.shape == H.shape
     tol = 1e-5 if dtype == np.float32 else 1e-12
     np.testing.assert_allclose(out, expected, rtol=tol, atol=tol * np.abs(expected).max())
+
+
+@pytest.mark.parametrize("sign", [1, -1])
+@pytest.mark.parametrize("compiled", [True, False])
+@pytest.mark.parametrize("piece_rows", [1, 7, 40])
+def test_rows_product_added_in_place_equals_dense(rng, sign, compiled, piece_rows):
+    """``out += sign * V [pieces]`` into ``out`` itself, whatever the pieces' sizes, and
+    the pieces left as they were."""
+    _, halo, W, _ = _block(rng, 30, 40, 9, np.float32)
+    V = W[:, 30:].tocsr()
+    start = rng.standard_normal((30, 9)).astype(np.float32)
+    out = start.copy()
+    kept = halo.copy()
+    pieces = (halo[lo : lo + piece_rows] for lo in range(0, 40, piece_rows))
+    assert add_rows_product(out, V, pieces, sign=sign, compiled=compiled) is out
+    expected = start + sign * (V.toarray() @ halo.astype(np.float64))
+    np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-5 * np.abs(expected).max())
+    np.testing.assert_array_equal(halo, kept)
+    with pytest.raises(ValueError, match="halo pieces hold 39 rows"):
+        add_rows_product(out, V, [halo[:39]], compiled=compiled)
 
 
 @pytest.mark.parametrize("index_dtype", [np.int32, np.int64])

@@ -60,6 +60,39 @@ def test_chunked_equals_dense(data, chunks, weights, normalized, power):
     _assert_terms_equal_dense(s, data, layer, np.linalg.matrix_power(L, power))
 
 
+@pytest.mark.parametrize("halo_rows", [1, 7])
+@pytest.mark.parametrize("power", [1, 2])
+def test_halo_rebuilt_in_slices_equals_dense(data, monkeypatch, halo_rows, power):
+    """A task rebuilds its halo's hidden rows a few at a time (here 1 and 7, slices inside
+    and across the halo's pieces): the graph term still equals the dense product."""
+    import elmscale.gram
+
+    monkeypatch.setattr(elmscale.gram, "HALO_SLICE_ROWS", halo_rows)
+    X, y, w, labels = data
+    layer = RandomHiddenLayer.draw(6, 40, "sigmoid", 0)
+    s = _stats(X, y, w, labels, (17, 60, 33, 40), layer, power=power)
+    L = knn_laplacian(X, 5)
+    _assert_terms_equal_dense(s, data, layer, np.linalg.matrix_power(L, power))
+
+
+@pytest.mark.parametrize("step", [1, 3, 5, 64])
+def test_row_slices_cover_the_pieces_in_order(rng, step):
+    """The slices are the pieces' rows in order, ``step`` rows each but the last; a slice
+    inside one piece is a view of it, and the pieces are not changed."""
+    from elmscale.gram import _row_slices
+
+    pieces = [rng.randn(n, 3) for n in (4, 0, 9, 1, 5)]
+    kept = [p.copy() for p in pieces]
+    slices = list(_row_slices(iter(pieces), step))
+    np.testing.assert_array_equal(np.concatenate(slices), np.concatenate(pieces))
+    assert all(len(piece) == step for piece in slices[:-1]) and 0 < len(slices[-1]) <= step
+    assert list(_row_slices([], step)) == []
+    inside = [sl for sl in slices if any(np.shares_memory(sl, p) for p in pieces)]
+    assert len(inside) >= (1 if step <= 4 else 0)
+    for piece, before in zip(pieces, kept, strict=True):
+        np.testing.assert_array_equal(piece, before)
+
+
 def _assert_terms_equal_dense(s, data, layer, Lp):
     """Every term of ``hidden_stats`` equals its dense NumPy product (``Lp``: L^p)."""
     X, y, w, labels = data

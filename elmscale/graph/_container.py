@@ -147,11 +147,14 @@ class KNNGraph:
         pattern = named(group_pattern, f"{prefix}-pattern", nout=2)
         return pattern(*[self.blocks[b] for b in group], half=half)
 
-    def groups_halo(self, groups, needs, array=None, *, prefix=PREFIX):
+    def groups_halo(self, groups, needs, array=None, *, prefix=PREFIX, held=False):
         """Per task of consecutive chunks ``groups[i]``, a delayed tuple of ``array``'s rows
         ``needs[i]`` (delayed sorted global indices outside the group), one piece per chunk
         that holds any, keyed ``<prefix>-halo-...`` (:func:`~elmscale.graph._exchange.exchange`).
-        ``array`` (default: the graph's X) is row-chunked like the graph, in its row order."""
+        ``array`` (default: the graph's X) is row-chunked like the graph, in its row order.
+        With ``held``, returns ``(pieces, read)``: the rows as ``array`` holds them (e.g. the
+        input's float32 rows of a float64 view) and the function that turns them into its
+        rows (None for its own), for a task that reads its halo a slice at a time."""
         array = self._aligned(array)
         starts = self.starts
         requests, asked = [], []
@@ -159,7 +162,7 @@ class KNNGraph:
             sources, rows = self._outside_sources(group)
             requests.append([(s, (int(starts[s]), int(starts[s + 1]))) for s in sources])
             asked.append(rows)
-        return self._take_halo(array, requests, needs, asked, prefix)
+        return self._take_halo(array, requests, needs, asked, prefix, held=held)
 
     def _outside_sources(self, group):
         """The chunks outside the consecutive chunks ``group`` that hold its halo rows, and
@@ -223,21 +226,23 @@ class KNNGraph:
             )
         return array
 
-    def _take_halo(self, array, requests, wants, asked, prefix, whole=None):
+    def _take_halo(self, array, requests, wants, asked, prefix, whole=None, held=False):
         """The exchange of ``array``'s rows ``wants[i]`` to destination i, from the source
         chunks of ``requests[i]``; ``asked[i]``: about how many rows i receives in packs;
-        ``whole[i]``: the sources i reads whole (:func:`~._exchange.exchange`)."""
+        ``whole[i]``: the sources i reads whole (:func:`~._exchange.exchange`). ``held``:
+        the rows travel as held, returned with their ``read`` (:meth:`groups_halo`)."""
         blocks, read = held_blocks(array)
         row_bytes = array.dtype.itemsize * int(np.prod(array.shape[1:]))
-        return exchange(
+        pieces = exchange(
             f"{prefix}-halo",
-            _take_rows if read is None else functools.partial(_take_rows, read=read),
+            _take_rows if read is None or held else functools.partial(_take_rows, read=read),
             [(blk,) for blk in blocks],
             requests,
             wants,
             nbytes=[n * row_bytes for n in asked],
             whole=whole,
         )
+        return (pieces, read) if held else pieces
 
     def halo_indices(self):
         """Per block, its halo's global indices (delayed, persisted on first use): what the

@@ -26,7 +26,9 @@ import dask.array as da
 import numpy as np
 import scipy.sparse as sp
 
-from ..utils._dask import persist_compact, tree_reduce
+from .._config import get_config
+from ..utils._compiled import add_rows_product
+from ..utils._dask import held_blocks, persist_compact, tree_reduce
 from ._exchange import destination_workers, near
 from ._tasks import PREFIX, row_numbers, task
 
@@ -46,21 +48,32 @@ def _group_walk(pattern, dtype):
     )
 
 
-def _smooth_group(walk, halo_pieces, block, go=True, *, dtype):
-    """One lazy random-walk step on a run of consecutive chunks' rows ``block``:
-    ``(Z_g + P_local Z_g + P_halo Z_halo) / 2``. Rows without edges keep their values (P acts
-    as the identity on them). With ``go`` false (an earlier step ended the filter) the rows
-    pass through unchanged, at no cost."""
+def _as_rows(block, read, dtype):
+    """Rows as held, read (None: they are the rows) and cast to the steps' dtype."""
+    return np.asarray(block if read is None else read(block)).astype(dtype, copy=False)
+
+
+def _smooth_group(
+    walk, halo_pieces, blocks, go=True, *, dtype, read=None, halo_read=None, compiled=True
+):
+    """One lazy random-walk step on a run of consecutive chunks' rows, ``blocks`` (the run's
+    block, or the blocks of its graph chunks as held, each turned into rows by ``read`` and
+    cast one at a time, then stacked): ``(Z_g + P_local Z_g + P_halo Z_halo) / 2``. The halo
+    pieces (read by ``halo_read``) are added into the product one by one
+    (:func:`add_rows_product`), never stacked.
+    Rows without edges keep their values (P acts as the identity on them). With ``go`` false
+    (an earlier step ended the filter) the rows pass through unchanged, at no cost."""
     P_local, P_halo, isolated = walk
-    Z = np.asarray(block).astype(dtype, copy=False)
+    blocks = [_as_rows(block, read, dtype) for block in blocks]
+    Z = blocks[0] if len(blocks) == 1 else np.concatenate(blocks)
+    del blocks
     if not go:
         return Z
-    PZ = P_local @ Z
     n_halo = sum(piece.shape[0] for piece in halo_pieces)
     if n_halo != P_halo.shape[1]:
         raise ValueError(f"halo pieces hold {n_halo} rows, the group needs {P_halo.shape[1]}")
-    if n_halo:
-        PZ += P_halo @ np.concatenate(halo_pieces).astype(dtype, copy=False)
+    halo = (_as_rows(piece, halo_read, dtype) for piece in halo_pieces)
+    PZ = add_rows_product(P_local @ Z, P_halo, halo, compiled=compiled)
     PZ[isolated] = Z[isolated]
     PZ += Z
     PZ *= 0.5
@@ -70,14 +83,17 @@ def _smooth_group(walk, halo_pieces, block, go=True, *, dtype):
 class _RandomWalk:
     """The lazy random walk ``(I + P) / 2`` on a graph, as tasks over runs of consecutive
     graph chunks (:meth:`KNNGraph.row_groups`, rows of ``width`` numbers in ``dtype``). Each
-    run's rows of P are built once and persisted. The rows being filtered are
-    held chunked by the runs while the steps run (:meth:`start`, :meth:`step`), so a step is
-    one task per run plus its halo exchange between runs, whatever the number of graph
-    chunks. A run's tasks prefer the worker its halo is delivered to, so on a cluster a run's
-    rows stay on one worker from step to step and only halo rows cross between workers."""
+    run's rows of P are built once and persisted. A step is one task per run plus its halo
+    exchange between runs, whatever the number of graph chunks: the first step reads the rows
+    chunked like the graph (each run's task stacks its chunks; no rechunked copy of the input
+    is held while it runs), and returns them chunked by the runs, as every later step reads
+    and returns them (:meth:`step`). A run's tasks prefer the worker its halo is delivered
+    to, so on a cluster a run's rows stay on one worker from step to step and only halo rows
+    cross between workers."""
 
     def __init__(self, graph, width, dtype):
         self.graph, self.dtype = graph, dtype
+        self.compiled = get_config()["compiled"]
         self.groups = graph.row_groups(width * dtype.itemsize)
         starts = graph.starts
         self.run_chunks = tuple(int(starts[g[-1] + 1] - starts[g[0]]) for g in self.groups)
@@ -90,31 +106,50 @@ class _RandomWalk:
         state = dask.persist(*walks, *[need for _, need in patterns])
         self.walks, self.needs = state[: len(walks)], state[len(walks) :]
 
-    def start(self, Z):
-        """Z (row-chunked like the graph) in the steps' dtype, chunked by the runs."""
-        return Z.astype(self.dtype, copy=False).rechunk({0: self.run_chunks})
-
     def by_graph_chunks(self, Z):
         """Z, chunked by the runs, chunked like the graph's rows again."""
         return Z.rechunk({0: self.graph.chunks})
 
+    def _by_runs(self, Z):
+        """``(by_runs, runs, read)``: whether Z is chunked by the runs (else like the graph's
+        rows), per run the list of blocks that hold its rows, and how a task turns them into
+        Z's rows. Z chunked like the graph is read from its blocks as held
+        (:func:`~elmscale.utils._dask.held_blocks`: e.g. the input's float32 rows of a
+        float64 view), each widened only inside the task of its run, not held widened while
+        every run's halo is taken from it."""
+        if tuple(Z.chunks[0]) == self.run_chunks:
+            return True, [[block] for block in Z.to_delayed(optimize_graph=False).ravel()], None
+        if tuple(Z.chunks[0]) != tuple(self.graph.chunks):
+            raise ValueError(
+                f"Z must be chunked like the graph's rows or by the walk's runs, got {Z.chunks[0]}"
+            )
+        blocks, read = held_blocks(Z)
+        return False, [[blocks[b] for b in group] for group in self.groups], read
+
     def step(self, Z, go=True):
-        """``(Z + P Z) / 2`` for Z chunked by the runs, lazily; Z itself where ``go`` (a bool
-        or a delayed one, computed with the step) is false. The halo exchange then moves
-        rows of no columns (:func:`_gated`)."""
-        halo = self.graph.runs_halo(self.groups, self.needs, Z if go is True else _gated(Z, go))
-        step = functools.partial(_smooth_group, dtype=self.dtype)
+        """``(Z + P Z) / 2`` in the steps' dtype, chunked by the runs, lazily, for Z chunked
+        by the runs or like the graph's rows; Z itself where ``go`` (a bool or a delayed one,
+        computed with the step) is false. The halo exchange then moves rows of no columns
+        (:func:`_gated`)."""
+        by_runs, runs, read = self._by_runs(Z)
+        source = Z if go is True else _gated(Z, go)
+        if by_runs:
+            halo, halo_read = self.graph.runs_halo(self.groups, self.needs, source), None
+        else:  # rows as held, each piece read in the task, as the run's own rows
+            halo, halo_read = self.graph.groups_halo(self.groups, self.needs, source, held=True)
+        step = functools.partial(
+            _smooth_group,
+            dtype=self.dtype,
+            read=read,
+            halo_read=halo_read,
+            compiled=self.compiled,
+        )
         out = []
-        for walk, rows, block, n, worker in zip(
-            self.walks,
-            halo,
-            Z.to_delayed(optimize_graph=False).ravel(),
-            self.run_chunks,
-            self.workers,
-            strict=True,
+        for walk, rows, blocks, n, worker in zip(
+            self.walks, halo, runs, self.run_chunks, self.workers, strict=True
         ):
             with near(worker):
-                smoothed = task("smooth", step, walk, rows, block, go)
+                smoothed = task("smooth", step, walk, rows, blocks, go)
             out.append(da.from_delayed(smoothed, (n, Z.shape[1]), self.dtype))
         return da.concatenate(out)
 
@@ -185,7 +220,6 @@ def smooth_rows(graph, steps, X=None, *, dtype=None):
     if not steps:
         return Z
     walk = _RandomWalk(graph, Z.shape[1], dtype)
-    Z = walk.start(Z)
     for _ in range(steps):
         (Z,) = _persist_steps(walk.step(Z))
     return walk.by_graph_chunks(Z).persist()
@@ -306,7 +340,7 @@ def smoothed_graph_if_kept(graph, steps, min_variance, scale=None, *, dtype=None
         return _with_rows(graph, X.astype(graph.X.dtype, copy=False)), 1.0, 0
     walk = _RandomWalk(graph, X.shape[1], dtype)
     (before,) = dask.persist(_sampled_moments(graph.X, every))  # read by every step's share
-    Z, go, shares = walk.start(X), True, []
+    Z, go, shares = X, True, []
     del X  # the first step is the last reader of the graph's rows (released below)
     for _ in range(int(steps)):
         # each step is submitted as soon as it is built and the client builds the next one

@@ -45,4 +45,6 @@ def apply_scaling(X, offset, scale):
         return X.map_blocks(
             apply_scaling, offset, scale, dtype=X.dtype, name=task_name("elmscale-scale")
         )
-    return ((X - offset) / scale).astype(X.dtype, copy=False)
+    scaled = np.subtract(X, offset, dtype=np.result_type(X, offset))
+    scaled /= scale  # in place: one temporary of the block's size, not two
+    return scaled.astype(X.dtype, copy=False)

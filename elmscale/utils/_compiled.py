@@ -58,37 +58,50 @@ def laplacian_rows(diagonal, H, V_local, V_halo, halo_pieces, *, compiled=True):
     """
     dtype = H.dtype
     if not (compiled and numba is not None):
-        return _laplacian_rows_scipy(diagonal, H, V_local, V_halo, halo_pieces)
+        VH = V_local.astype(dtype) @ H
+        add_rows_product(VH, V_halo, halo_pieces, compiled=False)
+        np.subtract(diagonal.astype(dtype)[:, None] * H, VH, out=VH)
+        return VH
     out = np.multiply(H, diagonal.astype(dtype)[:, None])
-    kernel, minus = _csr_rows_axpy_compiled, dtype.type(-1)
     H = np.ascontiguousarray(H)
-    kernel(
-        V_local.indptr, V_local.indices, V_local.data.astype(dtype, copy=False), H, 0, minus, out
+    _csr_rows_axpy_compiled(
+        V_local.indptr,
+        V_local.indices,
+        V_local.data.astype(dtype, copy=False),
+        H,
+        0,
+        dtype.type(-1),
+        out,
     )
-    lo = 0
-    data = V_halo.data.astype(dtype, copy=False)
-    for piece in halo_pieces:
-        piece = np.ascontiguousarray(piece, dtype=dtype)
-        kernel(V_halo.indptr, V_halo.indices, data, piece, lo, minus, out)
-        lo += piece.shape[0]
-    _check_halo_width(lo, V_halo)
+    return add_rows_product(out, V_halo, halo_pieces, sign=-1)
+
+
+def add_rows_product(out, V, pieces, *, sign=1, compiled=True):
+    """``out += sign * V [piece_1; piece_2; ...]`` in place (``sign`` 1 or -1), for a CSR
+    matrix ``V`` (rows of ``out`` x the pieces' rows) and ``pieces`` (an iterable, consumed
+    once) holding its columns' rows in consecutive ranges. The pieces are never stacked and,
+    compiled, no product is held beside ``out``: one task's halo can hold several times its
+    own rows.
+    ``compiled=False`` (or no numba) adds one SciPy product per piece. Returns ``out``."""
+    dtype, lo = out.dtype, 0
+    if compiled and numba is not None:
+        data, sign = V.data.astype(dtype, copy=False), dtype.type(sign)
+        for piece in pieces:
+            piece = np.ascontiguousarray(piece, dtype=dtype)
+            _csr_rows_axpy_compiled(V.indptr, V.indices, data, piece, lo, sign, out)
+            lo += piece.shape[0]
+    else:
+        V = V.astype(dtype)
+        for piece in pieces:
+            hi = lo + piece.shape[0]
+            product = V[:, lo:hi] @ piece
+            if sign == 1:
+                out += product
+            else:
+                out -= product
+            lo = hi
+    _check_halo_width(lo, V)
     return out
-
-
-def _laplacian_rows_scipy(diagonal, H, V_local, V_halo, halo_pieces):
-    """The NumPy/SciPy path of :func:`laplacian_rows`: ``V_local @ H`` plus one product per
-    halo piece with the matching column slice of ``V_halo``, subtracted from ``D H``."""
-    dtype = H.dtype
-    VH = V_local.astype(dtype) @ H
-    V_halo = V_halo.astype(dtype)
-    lo = 0
-    for piece in halo_pieces:
-        hi = lo + piece.shape[0]
-        VH += V_halo[:, lo:hi] @ piece
-        lo = hi
-    _check_halo_width(lo, V_halo)
-    np.subtract(diagonal.astype(dtype)[:, None] * H, VH, out=VH)
-    return VH
 
 
 def _check_halo_width(n_rows, V_halo):

@@ -170,7 +170,8 @@ def _placements(dask_scheduler):
 def test_each_run_prefers_the_worker_its_halo_goes_to(dask_client):
     """On a cluster each run's step prefers the worker its halo pieces are delivered to (the
     same worker every step, runs spread over both workers), loosely: a busy worker's task
-    may still move, never wait for a lost worker. The steps equal the dense filter."""
+    may still move, never wait for a lost worker. The first step reads the rows chunked like
+    the graph, the later ones chunked by the runs; the steps equal the dense filter."""
     from distributed import wait
     from sklearn.datasets import make_blobs
 
@@ -184,7 +185,7 @@ def test_each_run_prefers_the_worker_its_halo_goes_to(dask_client):
     )
     dask_client.register_plugin(_SmoothPlacement())
     try:
-        Z = walk.start(graph.X)
+        Z = graph.X
         for _ in range(3):
             Z = walk.step(Z).persist(optimize_graph=False)
         wait(Z)
@@ -256,3 +257,40 @@ def test_a_graph_on_the_input_rows_holds_no_copy(mixture):
     Xd = da.from_array(mixture, chunks=(200, 4))
     graph = knn_graph(Xd, 6, backend="cells", order=False, random_state=0)
     assert graph.rows_source is None and not graph.release_rows()
+
+
+def test_the_first_step_holds_no_rechunked_copy_of_the_rows(mixture):
+    """A walk's first step reads the rows in the graph's chunks, each run stacking its own
+    (no rechunk of the input is computed, which would hold a whole copy of it while the step
+    runs); later steps read its runs. Rows chunked any other way are refused by name."""
+    from elmscale.graph._smoothing import _RandomWalk
+
+    Xd = da.from_array(mixture, chunks=(50, 4))
+    graph = knn_graph(Xd, 6, backend="cells", order=True, random_state=0)
+    walk = _RandomWalk(graph, 4, np.dtype(np.float64))
+    assert len(walk.groups) < len(graph.chunks)  # runs of several chunks
+    first = walk.step(graph.X)
+    assert not any("rechunk" in name for name in first.dask.layers)
+    assert tuple(first.chunks[0]) == walk.run_chunks
+    second = walk.step(first)
+    np.testing.assert_allclose(
+        walk.by_graph_chunks(second).compute(),
+        _dense_filter(graph, graph.X.compute(), 2),
+        atol=1e-12,
+    )
+    with pytest.raises(ValueError, match="chunked like the graph's rows or by the walk's runs"):
+        walk.step(graph.X.rechunk({0: 100}))
+
+
+def test_the_filter_agrees_with_and_without_compiled_kernels(mixture):
+    """A step adds its halo's products with the compiled kernel or with SciPy: the same
+    filter up to float rounding."""
+    from elmscale import config_context
+
+    Xd = da.from_array(mixture, chunks=(100, 4))
+    graph = knn_graph(Xd, 6, backend="cells", order=True, random_state=0)
+    with config_context(compiled=False):
+        slow = smooth_rows(graph, 3).compute()
+    fast = smooth_rows(graph, 3).compute()
+    np.testing.assert_allclose(fast, slow, rtol=1e-12, atol=1e-12 * np.abs(slow).max())
+    np.testing.assert_allclose(fast, _dense_filter(graph, graph.X.compute(), 3), atol=1e-12)
