@@ -256,16 +256,19 @@ def contingency(before, after, n_labels):
     return da.bincount(before * n_labels + after, minlength=n_labels * n_labels)
 
 
-def changed_up_to_names(table):
-    """The rows whose cluster changes between two labellings, up to a renaming of the
-    clusters, from their square contingency table: all rows less the most that a one-to-one
-    matching of the names keeps."""
+def name_match(table):
+    """``(names, changed)`` for two labellings of the same rows and their square contingency
+    ``table``: cluster j of the first takes the name ``names[j]`` of the cluster of the
+    second it matches best (the one-to-one matching that keeps the most rows, Hungarian
+    method), and ``changed`` rows change cluster even so, up to that renaming."""
     table = np.asarray(table)
     rows, cols = linear_sum_assignment(table, maximize=True)
-    return int(table.sum() - table[rows, cols].sum())
+    names = np.empty(table.shape[0], dtype=np.int64)
+    names[rows] = cols
+    return names, int(table.sum() - table[rows, cols].sum())
 
 
-def matched_label_sums(features, before, sums, after, table, *, max_share=None):
+def matched_label_sums(features, before, sums, after, table, *, match=None, max_share=None):
     """``(H^T F, sizes, n_built)`` of the labels ``after``, from ``sums`` (``H^T F`` of
     ``before``, NumPy) and the two labellings' contingency ``table`` (NumPy, n_labels x
     n_labels); ``n_built`` counts the hidden rows built.
@@ -275,18 +278,15 @@ def matched_label_sums(features, before, sums, after, table, *, max_share=None):
     one-to-one matching that keeps the most rows, Hungarian method); where at most
     ``max_share`` (None: :data:`CORRECTED_SHARE`) of the rows then change name, the rows
     that changed correct the renamed ``sums`` (:func:`changed_label_sums`, a part of a pass
-    over H as small as the change), else it is one pass over H. The result is a function of
-    ``before``, ``sums`` and ``after`` alone: the same labels give the same sums, bit for
-    bit."""
+    over H as small as the change), else it is one pass over H. ``match``: the table's
+    :func:`name_match`, when the caller has it. The result is a function of ``before``,
+    ``sums`` and ``after`` alone: the same labels give the same sums, bit for bit."""
     table = np.asarray(table)
     c, n = table.shape[0], int(table.sum())
-    rows, cols = linear_sum_assignment(table, maximize=True)
-    changed = n - int(table[rows, cols].sum())
+    names, changed = name_match(table) if match is None else match
     if changed > (CORRECTED_SHARE if max_share is None else max_share) * n:
         stats = hidden_stats(features, ("htf", "sizes"), labels=after, n_labels=c)
         return stats["htf"], stats["sizes"], n
-    names = np.empty(c, dtype=np.int64)
-    names[rows] = cols
     renamed = np.empty_like(sums)
     renamed[:, names] = sums
     htf = changed_label_sums(features, rename_labels(before, names), after, c, renamed)

@@ -422,3 +422,34 @@ def test_weighted_sums_skip_rows_of_weight_zero(data, dtype):
     assert s["count"] == pytest.approx(w.sum(), rel=1e-14)
     assert _rel(s["hth"], H.T @ (w[:, None] * H)) < tol
     assert _rel(s["hty"], H.T @ (w[:, None] * y)) < tol
+
+
+@pytest.mark.parametrize("max_share", [0.5, 0.0])  # corrected from the changed rows; one pass
+def test_matched_label_sums_equal_the_dense_sums_of_the_new_labels(data, max_share):
+    """``H^T F`` and the sizes of relabelled rows (a renaming of the clusters plus a few moved
+    rows) equal the dense sums, whether corrected from the changed rows or summed in one
+    pass, with the caller's name match or its own; the match finds the renaming."""
+    from elmscale.gram import contingency, matched_label_sums, name_match
+
+    X, _, _, _ = data
+    rng = np.random.RandomState(1)
+    before = rng.randint(0, 4, 150)
+    after = np.array([3, 0, 1, 2])[before]  # renamed ...
+    after[:9] = rng.randint(0, 4, 9)  # ... and a few rows moved
+    layer = RandomHiddenLayer.draw(6, 40, "sigmoid", 0)
+    features = HiddenFeatures(da.from_array(X, chunks=(40, 6)), layer, cache=False)
+    H = hidden(X, layer)
+    F_before, F_after = np.eye(4)[before], np.eye(4)[after]
+    b, a = (da.from_array(v, chunks=40) for v in (before, after))
+    table = np.asarray(contingency(b, a, 4).compute()).reshape(4, 4)
+    np.testing.assert_array_equal(table, F_before.T @ F_after)
+    names, changed = name_match(table)
+    np.testing.assert_array_equal(names, [3, 0, 1, 2])
+    assert changed == int((np.array([3, 0, 1, 2])[before] != after).sum())
+    for match in (None, (names, changed)):
+        htf, sizes, n_built = matched_label_sums(
+            features, b, H.T @ F_before, a, table, match=match, max_share=max_share
+        )
+        assert _rel(htf, H.T @ F_after) < 1e-10
+        np.testing.assert_array_equal(sizes, F_after.sum(0))
+        assert n_built == (changed if max_share else 150)

@@ -12,7 +12,7 @@ from sklearn.exceptions import ConvergenceWarning
 from ..base import BaseELM
 from ..cluster import kmeans
 from ..exceptions import ElmscaleWarning
-from ..gram import changed_up_to_names, contingency, hidden_stats, matched_label_sums
+from ..gram import contingency, hidden_stats, matched_label_sums, name_match
 from ..mixins import EmbeddingClusterMixin, GraphMixin
 from ..solvers import sign_flip
 from ..sweep import sweep
@@ -474,13 +474,16 @@ class ELMJEC(GraphMixin, EmbeddingClusterMixin, BaseELM):
             it = s["n_iter"] = s["n_iter"] + 1
             new, inertia, in_b, accepted = self._assign(E, G, draw_seed(rng))
             table = np.asarray(contingency(s["labels"], new, c).compute()).reshape(c, c)
-            changed = changed_up_to_names(table)
+            match = name_match(table)
+            changed = match[1]
             if changed == 0:  # same partition: beta and G are those of the previous step
                 _record(s["history"], obj, inertia, in_b, accepted, 0, beta.shape[1])
                 logger.info("ELM-JEC iteration %d: partition unchanged, converged", it)
                 s["converged"] = True
             else:
-                htf, sizes, _ = matched_label_sums(features, s["labels"], s["htf"], new, table)
+                htf, sizes, _ = matched_label_sums(
+                    features, s["labels"], s["htf"], new, table, match=match
+                )
                 s.update(labels=new, htf=htf, sizes=sizes)
                 beta, eig, G, obj = red.solve(s["htf"], s["sizes"], lam, gamma, n_o)
                 _record(s["history"], obj, inertia, in_b, accepted, changed, beta.shape[1])
