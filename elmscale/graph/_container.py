@@ -27,9 +27,9 @@ class KNNGraph:
     ``L = D - W`` or, when ``normalized``, ``I - D^-1/2 W D^-1/2``.
 
     Built by :func:`knn_graph`. The graph owns its row order, its halo and the patterns a
-    Gram pass multiplies by: :func:`elmscale.gram.hidden_stats` asks it for blocks
-    (:meth:`row_blocks`, :meth:`in_graph_order`, :meth:`group_pattern`, :meth:`groups_halo`,
-    :meth:`halo_pieces`) and reads nothing else.
+    Gram pass multiplies by: :func:`elmscale.gram.hidden_stats` reads its rows ``X`` and asks
+    it for the rest (:meth:`in_graph_order`, :meth:`group_pattern`, :meth:`groups_halo`,
+    :meth:`halo_pieces`).
 
     Parameters
     ----------
@@ -126,10 +126,6 @@ class KNNGraph:
         if array is None or self.order is None:
             return array
         return self.order.apply(array)
-
-    def row_blocks(self):
-        """One delayed block of X per row chunk, in the graph's row order."""
-        return self.X.to_delayed().ravel().tolist()
 
     def row_groups(self, row_bytes):
         """Runs of consecutive chunks, one task each, for a blockwise pass on the graph whose
