@@ -566,7 +566,7 @@ def _graph_inputs(graph, groups, power, Z):
     if power <= 2:
         patterns = [graph.group_pattern(group, half=power == 1, prefix=PREFIX) for group in groups]
         halo, read = graph.groups_halo(
-            groups, [need for _, need in patterns], prefix=PREFIX, held=True
+            groups, [need for _, need in patterns], prefix=PREFIX, held=True, deferred=True
         )
         return [
             {"power": power, "pattern": pattern, "halo_X": rows, "read": read, "compiled": compiled}

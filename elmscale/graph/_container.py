@@ -143,14 +143,17 @@ class KNNGraph:
         pattern = named(group_pattern, f"{prefix}-pattern", nout=2)
         return pattern(*[self.blocks[b] for b in group], half=half)
 
-    def groups_halo(self, groups, needs, array=None, *, prefix=PREFIX, held=False):
+    def groups_halo(self, groups, needs, array=None, *, prefix=PREFIX, held=False, deferred=False):
         """Per task of consecutive chunks ``groups[i]``, a delayed tuple of ``array``'s rows
         ``needs[i]`` (delayed sorted global indices outside the group), one piece per chunk
         that holds any, keyed ``<prefix>-halo-...`` (:func:`~elmscale.graph._exchange.exchange`).
         ``array`` (default: the graph's X) is row-chunked like the graph, in its row order.
         With ``held``, returns ``(pieces, read)``: the rows as ``array`` holds them (e.g. the
         input's float32 rows of a float64 view) and the function that turns them into its
-        rows (None for its own), for a task that reads its halo a slice at a time."""
+        rows (None for its own), for a task that reads its halo a slice at a time. With
+        ``deferred``, for tasks that only iterate their pieces: in one process each task's
+        pieces are taken as it reads them, not when the scheduler runs the exchange
+        (:class:`~elmscale.graph._exchange.PiecesOnRead`)."""
         array = self._aligned(array)
         starts = self.starts
         requests, asked = [], []
@@ -158,7 +161,7 @@ class KNNGraph:
             sources, rows = self._outside_sources(group)
             requests.append([(s, (int(starts[s]), int(starts[s + 1]))) for s in sources])
             asked.append(rows)
-        return self._take_halo(array, requests, needs, asked, prefix, held=held)
+        return self._take_halo(array, requests, needs, asked, prefix, held=held, deferred=deferred)
 
     def _outside_sources(self, group):
         """The chunks outside the consecutive chunks ``group`` that hold its halo rows, and
@@ -167,10 +170,10 @@ class KNNGraph:
         rows = int(self.halo_counts[np.ix_(group, sources)].sum()) if sources else 0
         return sources, rows
 
-    def runs_halo(self, groups, needs, array, *, prefix=PREFIX):
+    def runs_halo(self, groups, needs, array, *, prefix=PREFIX, deferred=False):
         """:meth:`groups_halo` for an ``array`` chunked by the runs ``groups`` themselves
         (run i holds the rows of the chunks ``groups[i]``): each run's halo rows come from the
-        runs that hold them, one piece per run."""
+        runs that hold them, one piece per run (``deferred``: see :meth:`groups_halo`)."""
         run_of = np.empty(len(self.chunks), dtype=np.int64)
         for i, group in enumerate(groups):
             run_of[group] = i
@@ -183,7 +186,7 @@ class KNNGraph:
             sources, rows = self._outside_sources(group)
             requests.append([(r, bounds[r]) for r in sorted({int(run_of[s]) for s in sources})])
             asked.append(rows)
-        return self._take_halo(array, requests, needs, asked, prefix)
+        return self._take_halo(array, requests, needs, asked, prefix, deferred=deferred)
 
     def halo_rows(self, b, array=None, *, prefix=PREFIX):
         """A delayed tuple of ``array``'s rows for chunk b's halo (:meth:`halo_pieces`)."""
@@ -222,11 +225,14 @@ class KNNGraph:
             )
         return array
 
-    def _take_halo(self, array, requests, wants, asked, prefix, whole=None, held=False):
+    def _take_halo(
+        self, array, requests, wants, asked, prefix, whole=None, held=False, deferred=False
+    ):
         """The exchange of ``array``'s rows ``wants[i]`` to destination i, from the source
         chunks of ``requests[i]``; ``asked[i]``: about how many rows i receives in packs;
-        ``whole[i]``: the sources i reads whole (:func:`~._exchange.exchange`). ``held``:
-        the rows travel as held, returned with their ``read`` (:meth:`groups_halo`)."""
+        ``whole[i]``: the sources i reads whole; ``deferred``: in one process, taken when
+        read (:func:`~._exchange.exchange`). ``held``: the rows travel as held, returned with
+        their ``read`` (:meth:`groups_halo`)."""
         blocks, read = held_blocks(array)
         row_bytes = array.dtype.itemsize * int(np.prod(array.shape[1:]))
         pieces = exchange(
@@ -237,6 +243,7 @@ class KNNGraph:
             wants,
             nbytes=[n * row_bytes for n in asked],
             whole=whole,
+            deferred=deferred,
         )
         return (pieces, read) if held else pieces
 

@@ -109,20 +109,50 @@ def _pack(take, items, wants, *source):
     return [take(*source, wants[i], *args) for i, args in items]
 
 
-def _unpack(where, take, wanted, n_packs, *objects):
-    """One destination's pieces, in its order: ``packs[p][j]`` for each ``(p, j)`` and, for
-    each ``(None, (first, n_objects, args))``, ``take`` on a source read whole: the
-    ``n_objects`` objects from ``first`` on among those after the ``n_packs`` packs."""
+def _pieces(where, take, wanted, n_packs, objects):
+    """One destination's pieces, in its order, one at a time: ``packs[p][j]`` for each
+    ``(p, j)`` and, for each ``(None, (first, n_objects, args))``, ``take`` on a source read
+    whole: the ``n_objects`` objects from ``first`` on among those after the ``n_packs``
+    packs."""
     packs, sources = objects[:n_packs], objects[n_packs:]
-    out = []
     for p, j in where:
         if p is not None:
-            out.append(packs[p][j])
+            yield packs[p][j]
             continue
         first, n_objects, args = j
         source = sources[first : first + n_objects]
-        out.append(take(*source, *args) if wanted is None else take(*source, wanted, *args))
-    return tuple(out)
+        yield take(*source, *args) if wanted is None else take(*source, wanted, *args)
+
+
+def _unpack(where, take, wanted, n_packs, *objects):
+    """One destination's pieces, as a tuple (:func:`_pieces`)."""
+    return tuple(_pieces(where, take, wanted, n_packs, objects))
+
+
+class PiecesOnRead:
+    """One destination's pieces in one process, each taken from its source when iterated
+    (:func:`exchange`'s ``deferred``). The local scheduler runs a destination's unpack
+    task whenever its sources are ready, often long before the task that reads it; this
+    object costs nothing until that task iterates it, and then one piece exists at a time
+    unless the reader keeps them. It holds references to the sources, which a process keeps
+    anyway, and is iterated by its reader once or more, each time taking the pieces again."""
+
+    __slots__ = ("_where", "_take", "_wanted", "_n_packs", "_objects")
+
+    def __init__(self, where, take, wanted, n_packs, objects):
+        self._where, self._take, self._wanted = where, take, wanted
+        self._n_packs, self._objects = n_packs, objects
+
+    def __iter__(self):
+        return _pieces(self._where, self._take, self._wanted, self._n_packs, self._objects)
+
+    def __len__(self):
+        return len(self._where)
+
+
+def _unpack_on_read(where, take, wanted, n_packs, *objects):
+    """One destination's pieces, taken when its reader iterates them (:class:`PiecesOnRead`)."""
+    return PiecesOnRead(where, take, wanted, n_packs, objects)
 
 
 def _collect(*wants):
@@ -147,7 +177,18 @@ def whole_sources(rows, source_rows, share=None):
     return [{s for s, n in asked.items() if n > share * source_rows[s]} for asked in rows]
 
 
-def exchange(stage, take, sources, requests, wants=None, *, make=None, nbytes=None, whole=None):
+def exchange(
+    stage,
+    take,
+    sources,
+    requests,
+    wants=None,
+    *,
+    make=None,
+    nbytes=None,
+    whole=None,
+    deferred=False,
+):
     """Move pieces of the ``sources`` to destinations with one pack task per (source,
     destination group) and one unpack task per destination.
 
@@ -175,6 +216,13 @@ def exchange(stage, take, sources, requests, wants=None, *, make=None, nbytes=No
         Per destination, the sources its unpack task reads whole and cuts its pieces from
         itself (:func:`whole_sources`), instead of receiving them in a pack; in one process
         every source.
+    deferred : bool
+        Without a distributed client, each destination receives a :class:`PiecesOnRead`,
+        which takes its pieces only when the destination's reader iterates it: what the
+        local scheduler holds of an exchange is then the pieces of the tasks running, not
+        those of every destination whose unpack it happened to run first. For readers that
+        only iterate their pieces. On a cluster the pieces are a tuple as always (an object
+        holding its sources would be spilled or moved with them).
 
     Returns
     -------
@@ -185,10 +233,13 @@ def exchange(stage, take, sources, requests, wants=None, *, make=None, nbytes=No
     make = make or _dask.task
     out = [None] * len(requests)
     groups = worker_groups(len(requests), nbytes)
+    unpack = _unpack
     if all(worker is None for worker, _ in groups):
         # one process: every destination takes its pieces from the sources themselves, so no
         # pack holds pieces for destinations whose tasks have not run
         whole = [{s for s, _ in request} for request in requests]
+        if deferred and not cluster_workers():
+            unpack = _unpack_on_read
     for worker, group in groups:
         group_wants = None
         if wants is not None:
@@ -210,11 +261,11 @@ def exchange(stage, take, sources, requests, wants=None, *, make=None, nbytes=No
                 if b not in where:
                     out[b] = ()
                     continue
-                out[b] = _unpack_task(make, stage, take, where[b], packs, sources, wants, b)
+                out[b] = _unpack_task(make, stage, take, where[b], packs, sources, wants, b, unpack)
     return out
 
 
-def _unpack_task(make, stage, take, where, packs, sources, wants, b):
+def _unpack_task(make, stage, take, where, packs, sources, wants, b, unpack=_unpack):
     """Destination b's unpack task: its packs, then the objects of the sources it reads
     whole, each an argument of its own (see :func:`_pack`)."""
     used = sorted({s for s, j, _ in where if j is not None})
@@ -231,7 +282,7 @@ def _unpack_task(make, stage, take, where, packs, sources, wants, b):
     wanted = None if wants is None or not read else wants[b]
     return make(
         f"{stage}-unpack",
-        _unpack,
+        unpack,
         order,
         take,
         wanted,

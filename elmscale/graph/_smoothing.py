@@ -60,7 +60,7 @@ def _smooth_group(
     block, or the blocks of its graph chunks as held, each turned into rows by ``read`` and
     cast one at a time, then stacked): ``(Z_g + P_local Z_g + P_halo Z_halo) / 2``. The halo
     pieces (read by ``halo_read``) are added into the product one by one
-    (:func:`add_rows_product`), never stacked.
+    (:func:`add_rows_product`, which checks that they cover P_halo's columns), never stacked.
     Rows without edges keep their values (P acts as the identity on them). With ``go`` false
     (an earlier step ended the filter) the rows pass through unchanged, at no cost."""
     P_local, P_halo, isolated = walk
@@ -69,9 +69,6 @@ def _smooth_group(
     del blocks
     if not go:
         return Z
-    n_halo = sum(piece.shape[0] for piece in halo_pieces)
-    if n_halo != P_halo.shape[1]:
-        raise ValueError(f"halo pieces hold {n_halo} rows, the group needs {P_halo.shape[1]}")
     halo = (_as_rows(piece, halo_read, dtype) for piece in halo_pieces)
     PZ = add_rows_product(P_local @ Z, P_halo, halo, compiled=compiled)
     PZ[isolated] = Z[isolated]
@@ -134,9 +131,12 @@ class _RandomWalk:
         by_runs, runs, read = self._by_runs(Z)
         source = Z if go is True else _gated(Z, go)
         if by_runs:
-            halo, halo_read = self.graph.runs_halo(self.groups, self.needs, source), None
+            halo = self.graph.runs_halo(self.groups, self.needs, source, deferred=True)
+            halo_read = None
         else:  # rows as held, each piece read in the task, as the run's own rows
-            halo, halo_read = self.graph.groups_halo(self.groups, self.needs, source, held=True)
+            halo, halo_read = self.graph.groups_halo(
+                self.groups, self.needs, source, held=True, deferred=True
+            )
         step = functools.partial(
             _smooth_group,
             dtype=self.dtype,

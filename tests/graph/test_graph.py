@@ -102,6 +102,55 @@ def test_halo_rows_cut_from_whole_chunks_equal_the_pieces_sent(rng, dask_client,
     assert rows.shape == (int(g.halo_counts.sum()), 6)
 
 
+def test_deferred_halo_pieces_are_taken_when_read_and_equal_the_pieces(rng, monkeypatch):
+    """In one process a deferred exchange costs nothing until a task reads its pieces: the
+    unpack tasks take no rows when the scheduler runs them, and the pieces read, as often as
+    read, are those of the tuple exchange, in the same order."""
+    from elmscale.graph import _container, _exchange
+
+    X = rng.randn(400, 5)
+    g = knn_graph(da.from_array(X, chunks=(100, 5)), 6, backend="exact")
+    groups = [[0], [1, 2], [3]]
+    needs = [g.group_pattern(group)[1] for group in groups]
+    taken = []
+
+    take_rows = _container._take_rows
+
+    def counting(block, wanted, start, stop):
+        taken.append((start, stop))
+        return take_rows(block, wanted, start, stop)
+
+    monkeypatch.setattr(_container, "_take_rows", counting)
+    expected = dask.compute(*g.groups_halo(groups, needs))
+    taken.clear()
+    deferred = dask.compute(*g.groups_halo(groups, needs, deferred=True))
+    assert taken == []
+    assert all(isinstance(p, _exchange.PiecesOnRead) for p in deferred)
+    for _ in range(2):
+        for tuple_pieces, read_pieces in zip(expected, deferred, strict=True):
+            read_pieces = list(read_pieces)
+            assert len(read_pieces) == len(tuple_pieces) > 0
+            for a, b in zip(tuple_pieces, read_pieces, strict=True):
+                np.testing.assert_array_equal(a, b)
+    assert len(taken) == 2 * sum(len(p) for p in expected)
+
+
+@pytest.mark.distributed
+def test_deferred_halo_pieces_travel_as_tuples_on_a_cluster(rng, dask_client):
+    """On a cluster a deferred exchange gives the tuples it always gives: an object holding
+    its sources would be moved or spilled with them."""
+    X = rng.randn(400, 5)
+    g = knn_graph(da.from_array(X, chunks=(100, 5)), 6, backend="exact")
+    groups = [[0, 1], [2, 3]]
+    needs = [g.group_pattern(group)[1] for group in groups]
+    expected = dask.compute(*g.groups_halo(groups, needs))
+    deferred = dask.compute(*g.groups_halo(groups, needs, deferred=True))
+    for a, b in zip(expected, deferred, strict=True):
+        assert isinstance(b, tuple) and len(a) == len(b)
+        for x, y in zip(a, b, strict=True):
+            np.testing.assert_array_equal(x, y)
+
+
 @pytest.mark.parametrize("backend", ["exact", "cells"])
 def test_numpy_input_gives_the_graph_of_the_dask_array(rng, backend):
     """knn_graph takes what the estimators take: a NumPy array (or a DataFrame) gives the
