@@ -244,15 +244,7 @@ def exchange(
         group_wants = None
         if wants is not None:
             group_wants = make(f"{stage}-wants", _collect, *[wants[b] for b in group])
-        items = {}  # source -> [(place in group, args)]
-        where = {}  # destination -> [(source, index in its pack, or its args if read whole)]
-        for i, b in enumerate(group):
-            for s, args in requests[b]:
-                if whole is not None and s in whole[b]:
-                    where.setdefault(b, []).append((s, None, tuple(args)))
-                    continue
-                items.setdefault(s, []).append((i, tuple(args)))
-                where.setdefault(b, []).append((s, len(items[s]) - 1, None))
+        items, where = _group_plan(group, requests, whole)
         packs = {
             s: make(stage, _pack, take, items[s], group_wants, *sources[s]) for s in sorted(items)
         }
@@ -263,6 +255,22 @@ def exchange(
                     continue
                 out[b] = _unpack_task(make, stage, take, where[b], packs, sources, wants, b, unpack)
     return out
+
+
+def _group_plan(group, requests, whole):
+    """``(items, where)`` of one destination group: per source, the ``(place in group,
+    args)`` of the pieces its pack holds; per destination, ``(source, index in its pack,
+    None)`` for a piece it receives, ``(source, None, args)`` for one it cuts from a source
+    it reads whole."""
+    items, where = {}, {}
+    for i, b in enumerate(group):
+        for s, args in requests[b]:
+            if whole is not None and s in whole[b]:
+                where.setdefault(b, []).append((s, None, tuple(args)))
+                continue
+            items.setdefault(s, []).append((i, tuple(args)))
+            where.setdefault(b, []).append((s, len(items[s]) - 1, None))
+    return items, where
 
 
 def _unpack_task(make, stage, take, where, packs, sources, wants, b, unpack=_unpack):
