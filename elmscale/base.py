@@ -30,7 +30,7 @@ from .hidden import (
     project_rows,
 )
 from .utils._dask import in_worker_memory
-from .utils._persistence import DaskStateMixin
+from .utils._persistence import restored_state, saved_state
 from .utils._threads import blas_for_dask
 from .utils._validation import in_process_rows, validate_data
 from .validation import Interval, Registered, StrOptions, fit_context
@@ -153,7 +153,7 @@ class _Clock:
         self.lap(self._hook_stage or default)
 
 
-class BaseELM(DaskStateMixin, BaseEstimator):
+class BaseELM(BaseEstimator):
     """The template of elmscale's estimators: shared parameters, public fit steps and one
     ``fit`` that calls the algorithm's hooks.
 
@@ -177,7 +177,8 @@ class BaseELM(DaskStateMixin, BaseEstimator):
     and :meth:`solve` (``solve_reduced``), with BLAS on one thread per task while dask's
     threaded scheduler computes, and records ``timings_``. :meth:`as_output` gives NumPy
     back for NumPy input and dask for dask input. Pickling computes fitted dask attributes
-    to NumPy and loading restores them as dask arrays with the same chunks.
+    to NumPy and loading restores them as dask arrays with the same chunks
+    (:func:`~elmscale.utils._persistence.saved_state`).
     """
 
     _parameter_constraints = {
@@ -195,6 +196,12 @@ class BaseELM(DaskStateMixin, BaseEstimator):
     #: that ``fit(..., checkpoint=PATH)`` keeps them (``draw_hidden_layer``, a stage of its
     #: own, must then set no attribute but ``hidden_layer_``).
     supports_checkpoint = False
+
+    def __getstate__(self):
+        return saved_state(self, super().__getstate__())
+
+    def __setstate__(self, state):
+        super().__setstate__(restored_state(state))
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)

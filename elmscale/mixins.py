@@ -12,11 +12,11 @@ into ``_parameter_constraints``) and the step:
 - :class:`DataNodesMixin`: ``rbf_fraction``, ``rbf_width``, ``data_nodes``, read by
   ``draw_hidden_layer`` through ``data_node_params``.
 
-:class:`EmbeddingFeaturesOutMixin` gives an embedding's ``get_feature_names_out`` (and with it
-``set_output``); :class:`EmbeddingClusterMixin` gives an estimator that embeds its rows and
-clusters them the methods that follow (``transform``, ``predict``, ``fit_transform``,
-``score``), as scikit-learn's ``_BaseKMeans`` holds them once for its k-means estimators. Put
-the mixins left of ``BaseELM`` in the class's bases.
+:class:`EmbeddingClusterMixin` gives an estimator that embeds its rows and clusters them the
+methods that follow (``transform``, ``predict``, ``fit_transform``, ``score``, and the
+embedding's ``get_feature_names_out`` with ``set_output``), as scikit-learn's ``_BaseKMeans``
+holds them once for its k-means estimators. Put the mixins left of ``BaseELM`` in the class's
+bases.
 """
 
 from numbers import Integral, Real
@@ -31,13 +31,7 @@ from .utils._random import draw_seed
 from .validation import HasMethods, Interval, Registered, StrOptions
 
 
-class EmbeddingFeaturesOutMixin(ClassNamePrefixFeaturesOutMixin):
-    """``get_feature_names_out`` for an embedding: ``"<classname>0"``, ``"<classname>1"``...,
-    one per column of ``transform``'s output, whose width the estimator gives as the
-    property ``_n_features_out``."""
-
-
-class EmbeddingClusterMixin(ClusterMixin, EmbeddingFeaturesOutMixin, TransformerMixin):
+class EmbeddingClusterMixin(ClusterMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin):
     """``transform``, ``predict``, ``fit_transform`` and ``score`` of an estimator whose fit
     embeds the rows (``embedding_``) and clusters them (``labels_``, ``cluster_centers_``).
 
@@ -53,7 +47,8 @@ class EmbeddingClusterMixin(ClusterMixin, EmbeddingFeaturesOutMixin, Transformer
       ``cluster_centers_`` live (the identity by default; unit rows for an estimator that
       clusters the directions of its embedding);
     - ``_n_features_out`` (optional): the embedding's width, by default the columns of
-      ``output_weights_``.
+      ``output_weights_``; ``get_feature_names_out`` names the columns ``"<classname>0"``,
+      ``"<classname>1"``...
 
     ``predict`` gives each row the nearest of ``cluster_centers_``; ``score`` is minus the
     sum of squared distances to it (``KMeans.score``). An estimator with another assignment
@@ -189,6 +184,5 @@ class DataNodesMixin:
 __all__ = [
     "DataNodesMixin",
     "EmbeddingClusterMixin",
-    "EmbeddingFeaturesOutMixin",
     "GraphMixin",
 ]
