@@ -70,10 +70,11 @@ def _laplacian_rows(graph_block, Z, halo_pieces, compiled):
     return laplacian_rows(graph_block.diagonal, Z, W_local, W_halo, halo_pieces, compiled=compiled)
 
 
-#: a task rebuilds its halo's hidden rows this many at a time: the halo can hold several
-#: times the task's rows (high-dimensional data crosses every cut), and each slice's hidden
-#: rows are added into the product and freed before the next is built
-HALO_SLICE_ROWS = 8192
+#: a task builds hidden rows this many at a time. Its halo can hold several times its own
+#: rows (high-dimensional data crosses every cut): each slice's hidden rows are added into
+#: the product and freed before the next is built. Its own rows are written slice by slice
+#: into H, so no widened, scaled or pre-activation copy of the task's rows is held whole.
+SLICE_ROWS = 8192
 
 
 def _row_slices(pieces, step):
@@ -95,10 +96,28 @@ def _row_slices(pieces, step):
 
 def _rebuilt_halo(halo_X, layer, step, read=None):
     """Hidden rows of a task's halo, rebuilt from its rows of X ``step`` rows at a time
-    (:data:`HALO_SLICE_ROWS`), each slice read (``read``: the rows as held, e.g. float32,
+    (:data:`SLICE_ROWS`), each slice read (``read``: the rows as held, e.g. float32,
     widened slice by slice) then built; the halo's pieces of X are never stacked whole."""
     for rows in _row_slices(halo_X or (), step):
         yield layer(rows if read is None else read(rows))
+
+
+def _built_rows(blocks, layer, step, read=None):
+    """The hidden rows of consecutive ``blocks`` of X (as held: ``read`` turns rows of them
+    into X's rows), built ``step`` rows at a time into one array (:func:`_row_slices`):
+    the rows of X are never stacked, widened or scaled whole."""
+    n_rows = sum(block.shape[0] for block in blocks)
+    H, lo = None, 0
+    for rows in _row_slices(blocks, step):
+        hidden = layer(rows if read is None else read(rows))
+        if H is None:
+            H = np.empty((n_rows, hidden.shape[1]), dtype=hidden.dtype)
+        H[lo : lo + hidden.shape[0]] = hidden
+        lo += hidden.shape[0]
+    if H is None:  # no rows: the layer gives the empty block its width
+        rows = np.concatenate(blocks)
+        H = layer(rows if read is None else read(rows))
+    return H
 
 
 def _pattern_rows(H, pattern, halo_X, layer, compiled, read=None):
@@ -108,7 +127,7 @@ def _pattern_rows(H, pattern, halo_X, layer, compiled, read=None):
     (``half=False``) these are the rows of ``L H``; with the half pattern, ``H_g^T`` times
     them is the task's share of ``H^T L H`` before the symmetrisation."""
     V_local, V_halo, diagonal = pattern
-    halo = _rebuilt_halo(halo_X, layer, HALO_SLICE_ROWS, read)
+    halo = _rebuilt_halo(halo_X, layer, SLICE_ROWS, read)
     return laplacian_rows(diagonal, H, V_local, V_halo, halo, compiled=compiled)
 
 
@@ -121,7 +140,7 @@ def _task_groups(chunks, n_hidden, itemsize, group_bytes):
 
 def _first_power_block(H, graph_block, layer, compiled, halo_X):
     """Z_1 = L H on one chunk, from H_b and the X halo."""
-    halo = _rebuilt_halo(halo_X, layer, HALO_SLICE_ROWS)
+    halo = _rebuilt_halo(halo_X, layer, SLICE_ROWS)
     return _laplacian_rows(graph_block, H, halo, compiled)
 
 
@@ -342,12 +361,11 @@ def _block_partials(H, terms, inputs, layer, build, read=None):
     ``H`` and ``inputs``' ``Y``, ``weight`` and ``labels`` are lists of the blocks of
     consecutive row chunks, stacked here; ``inputs`` also holds ``n_labels`` and, for
     ``htlh``, ``graph`` (the power and what :func:`_htlh` multiplies by). ``build``: ``H``
-    holds blocks of X as held (``read`` turns their stacked rows into X's rows, e.g. widens
-    float32 to the compute dtype, here rather than block by block before the task) and the
-    task builds their hidden rows with ``layer`` (H never leaves the task)."""
-    H = _stack(H)
-    if build:
-        H = layer(H if read is None else read(H))
+    holds blocks of X as held (``read`` turns their rows into X's rows, e.g. widens float32
+    to the compute dtype, here rather than block by block before the task) and the task
+    builds their hidden rows with ``layer`` a slice at a time (:func:`_built_rows`; H never
+    leaves the task)."""
+    H = _built_rows(H, layer, SLICE_ROWS, read) if build else _stack(H)
     rows = {name: _stack(inputs.get(name)) for name in ("Y", "weight", "labels")}
     rows.update(n_labels=inputs.get("n_labels"), graph=inputs.get("graph"), layer=layer)
     return {term: _TERM_SUMS[term](H, rows) for term in TERMS if term in terms}

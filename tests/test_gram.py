@@ -1,5 +1,7 @@
 """The blockwise reductions equal dense NumPy products, whatever the chunking or cluster."""
 
+import functools
+
 import dask.array as da
 import numpy as np
 import pytest
@@ -63,16 +65,38 @@ def test_chunked_equals_dense(data, chunks, weights, normalized, power):
 @pytest.mark.parametrize("halo_rows", [1, 7])
 @pytest.mark.parametrize("power", [1, 2])
 def test_halo_rebuilt_in_slices_equals_dense(data, monkeypatch, halo_rows, power):
-    """A task rebuilds its halo's hidden rows a few at a time (here 1 and 7, slices inside
-    and across the halo's pieces): the graph term still equals the dense product."""
+    """A task builds its own and its halo's hidden rows a few at a time (here 1 and 7,
+    slices inside and across the blocks and the halo's pieces): every term still equals
+    the dense one."""
     import elmscale.gram
 
-    monkeypatch.setattr(elmscale.gram, "HALO_SLICE_ROWS", halo_rows)
+    monkeypatch.setattr(elmscale.gram, "SLICE_ROWS", halo_rows)
     X, y, w, labels = data
     layer = RandomHiddenLayer.draw(6, 40, "sigmoid", 0)
     s = _stats(X, y, w, labels, (17, 60, 33, 40), layer, power=power)
     L = knn_laplacian(X, 5)
     _assert_terms_equal_dense(s, data, layer, np.linalg.matrix_power(L, power))
+
+
+@pytest.mark.parametrize("step", [1, 4, 5, 64])
+def test_rows_built_in_slices_equal_the_layer_on_the_stacked_rows(rng, step):
+    """A task's hidden rows built a slice at a time from its blocks as held (float32 read
+    as float64) are the layer's rows of the stacked, widened blocks; the blocks are not
+    changed, and no rows give the layer's empty block."""
+    from elmscale.gram import _built_rows
+
+    layer = RandomHiddenLayer.draw(3, 11, "sigmoid", 0)
+    blocks = [rng.randn(n, 3).astype(np.float32) for n in (4, 0, 9, 1, 5)]
+    kept = [b.copy() for b in blocks]
+    widen = functools.partial(np.asarray, dtype=np.float64)
+    H = _built_rows(blocks, layer, step, widen)
+    expected = layer(np.concatenate(blocks).astype(np.float64))
+    assert H.dtype == np.float64 and H.shape == (19, 11)
+    np.testing.assert_allclose(H, expected, rtol=1e-13, atol=1e-15)
+    for before, after in zip(kept, blocks, strict=True):
+        np.testing.assert_array_equal(before, after)
+    empty = _built_rows([np.empty((0, 3))], layer, step)
+    assert empty.shape == (0, 11)
 
 
 @pytest.mark.parametrize("step", [1, 3, 5, 64])
