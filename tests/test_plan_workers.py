@@ -37,13 +37,14 @@ def test_zero_returns_to_the_cluster_that_runs_the_fit():
 def test_tasks_are_sized_for_the_planned_threads():
     """1M rows in 62 chunks of up to 16,384: planned for 16 threads, the blockwise passes (the
     Gram pass's included) get two tasks a thread, and the graph's runs are those a 16-worker
-    cluster gets; planned for up to 4 threads (and without a plan) the tasks are those of
-    before the setting existed: 16 groups of up to 4 chunks, runs of 65,536 rows."""
+    cluster gets; planned for up to 4 threads the tasks are those of a small cluster: 16
+    groups of up to 4 chunks, runs of 65,536 rows."""
     chunks = (16_384,) * 61 + (576,)
     row_bytes, group_bytes = 4_000, 4 * 64 * 2**20  # n_hidden 1000 in float32, 4 chunks
-    unplanned = (row_groups(chunks, row_bytes, group_bytes), graph_chunks(chunks))
+    with elmscale.config_context(plan_workers=1):
+        unplanned = (row_groups(chunks, row_bytes, group_bytes), graph_chunks(chunks))
     assert len(unplanned[0]) == 16 and set(unplanned[1][:-1]) == {65_536}
-    for threads in (1, 2, 4):
+    for threads in (2, 4):
         with elmscale.config_context(plan_workers=threads):
             assert (row_groups(chunks, row_bytes, group_bytes), graph_chunks(chunks)) == unplanned
     with elmscale.config_context(plan_workers=16):
@@ -53,6 +54,26 @@ def test_tasks_are_sized_for_the_planned_threads():
     ten_million = (16_384,) * 610 + (5_760,)  # 4 runs a worker past 16 workers
     with elmscale.config_context(plan_workers=128):
         assert len(graph_chunks(ten_million)) > 2 * len(graph_chunks(ten_million, n_workers=2))
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3, 8])
+def test_one_process_keeps_eight_tasks_a_thread(threads):
+    """Without a cluster or a plan, a blockwise pass keeps LOCAL_GROUPS_PER_THREAD tasks per
+    thread of dask's pool (``num_workers``): the tasks running share the input's memory and
+    no worker limit caps them. A group is still at least one chunk, and the groups cover the
+    chunks in order."""
+    import dask
+
+    from elmscale.utils._dask import LOCAL_GROUPS_PER_THREAD, MIN_ROW_GROUPS, local_threads
+
+    chunks = (16_384,) * 61 + (576,)
+    with dask.config.set(num_workers=threads):
+        assert planned_threads() == 0 and local_threads() == threads
+        groups = row_groups(chunks, 4_000, 4 * 64 * 2**20)
+    wanted = max(MIN_ROW_GROUPS, LOCAL_GROUPS_PER_THREAD * threads)
+    assert len(groups) >= min(wanted, len(chunks))
+    assert max(map(len, groups)) <= max(1, len(chunks) // wanted)
+    assert [b for g in groups for b in g] == list(range(len(chunks)))
 
 
 def _fit(Xd):

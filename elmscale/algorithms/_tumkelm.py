@@ -54,6 +54,7 @@ from ..hidden import HiddenFeatures, apply_scaling, fit_scaling, fits_in_memory
 from ..kernels import FactorLayer, Kernel, paper_kernels
 from ..mixins import EmbeddingClusterMixin
 from ..solvers import ridge_solve
+from ..utils._dask import local_threads
 from ..utils._random import draw_seed, drawn_rows
 from ..utils._threads import blas_threads
 from ..utils._validation import row_chunks, validate_data
@@ -78,7 +79,6 @@ from ._tumkelm_scalable import (
     kspace_gram,
     kspace_target,
     leading_eigenvectors,
-    local_threads,
     tumkelm_loss,
 )
 

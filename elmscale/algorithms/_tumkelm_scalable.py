@@ -19,9 +19,6 @@ labels and, when it fits the cluster's memory (:func:`~elmscale.hidden.fits_in_m
 itself (an iteration's pass then reads Phi instead of re-evaluating every kernel on X).
 """
 
-import os
-
-import dask
 import numpy as np
 import scipy.linalg as sla
 from scipy.sparse.linalg import eigsh
@@ -205,12 +202,6 @@ class LabelSums:
         self.n_changed_.append(int(changed))
         M, p = self.features.layer.n_features_out, self.features.layer.n_kernels
         return {"E": htf[:M], "SA": htf[M : M + p], "sizes": htf[M + p]}
-
-
-def local_threads():
-    """Threads of dask's local threaded scheduler: ``num_workers`` when set, else the CPU
-    count (its default)."""
-    return max(1, int(dask.config.get("num_workers", None) or os.cpu_count() or 1))
 
 
 def even_chunks(n_samples, n_blocks, threads):

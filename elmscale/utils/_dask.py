@@ -17,6 +17,7 @@ the stages of a fit apart. The suffix is chosen by what the result is:
 
 import functools
 import logging
+import os
 import uuid
 
 import dask
@@ -254,10 +255,23 @@ def default_group_bytes():
     return group_bytes
 
 
+def local_threads():
+    """Threads of dask's local threaded scheduler: ``num_workers`` when set, else the CPU
+    count (its default)."""
+    return max(1, int(dask.config.get("num_workers", None) or os.cpu_count() or 1))
+
+
 #: a blockwise pass on row groups keeps at least this many tasks, and this many per worker
 #: thread the fit is planned for (:func:`planned_threads`)
 MIN_ROW_GROUPS = 8
 GROUPS_PER_THREAD = 2
+#: in one process (no cluster, no plan), this many per thread of dask's pool
+#: (:func:`local_threads`). No worker's memory limit caps a group there, and every thread
+#: holds a task's rows, its product and its halo in the memory that also holds the input:
+#: at this many the tasks running hold about an eighth of a pass's rows (a few times that
+#: with their temporaries), so a fit on NumPy input stays within a few times the input's
+#: size. A group is still at least one chunk.
+LOCAL_GROUPS_PER_THREAD = 8
 
 
 def row_groups(chunks, row_bytes, group_bytes, min_groups=None):
@@ -265,9 +279,15 @@ def row_groups(chunks, row_bytes, group_bytes, min_groups=None):
     ``group_bytes`` at ``row_bytes`` per row (at least one), while keeping at least
     ``min_groups`` groups when there are that many chunks (default: :data:`MIN_ROW_GROUPS`,
     and :data:`GROUPS_PER_THREAD` per planned worker thread, so that no task of the pass
-    holds much more than its share of the threads' work). Returns lists of chunk numbers."""
+    holds much more than its share of the threads' work; in one process
+    :data:`LOCAL_GROUPS_PER_THREAD` per thread of dask's pool, so that the tasks running
+    hold a small share of the rows). Returns lists of chunk numbers."""
     if min_groups is None:
-        min_groups = max(MIN_ROW_GROUPS, GROUPS_PER_THREAD * planned_threads())
+        planned = planned_threads()
+        if planned:
+            min_groups = max(MIN_ROW_GROUPS, GROUPS_PER_THREAD * planned)
+        else:
+            min_groups = max(MIN_ROW_GROUPS, LOCAL_GROUPS_PER_THREAD * local_threads())
     nb = len(chunks)
     most = max(1, nb // max(1, int(min_groups)))
     groups, cur, rows = [], [], 0

@@ -19,6 +19,7 @@ import dask.threaded
 from threadpoolctl import ThreadpoolController
 
 from .._config import get_config
+from ._dask import local_threads
 
 _lock = threading.Lock()
 _pools = {}
@@ -75,7 +76,7 @@ def threaded_scheduler(collection=None):
         scheduler = dask.threaded.get
     if scheduler is not dask.threaded.get:
         return False
-    return int(dask.config.get("num_workers", None) or os.cpu_count() or 1) > 1
+    return local_threads() > 1
 
 
 @contextlib.contextmanager

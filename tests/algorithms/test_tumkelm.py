@@ -24,12 +24,12 @@ from elmscale.algorithms._tumkelm_scalable import (
     kspace_gram,
     kspace_target,
     leading_eigenvectors,
-    local_threads,
     tumkelm_loss,
 )
 from elmscale.exceptions import UnknownPluginError
 from elmscale.hidden import HiddenFeatures
 from elmscale.kernels import FactorLayer, LinearKernel, PolynomialKernel, RBFKernel
+from elmscale.utils._dask import local_threads
 
 # kernels whose scalable factors are exact (explicit features and closed forms), so the
 # chunked scalable mode must equal the dense reference to rounding

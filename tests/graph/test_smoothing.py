@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from distributed.diagnostics.plugin import SchedulerPlugin
 
+import elmscale
 from elmscale.graph import input_order, knn_graph, retained_variance, smooth_rows, smoothed_graph
 
 
@@ -37,13 +38,15 @@ def test_filter_equals_dense_product_in_any_row_order(mixture, order, normalized
 
     Xd = da.from_array(mixture, chunks=(rows, 4))
     graph = knn_graph(Xd, 6, backend="cells", order=order, normalized=normalized, random_state=0)
-    assert max(map(len, _RandomWalk(graph, 4, np.dtype(np.float64)).groups)) == (rows == 50) * 2 + 1
-    Xg = graph.X.compute()
-    Z = smooth_rows(graph, 3)
+    with elmscale.config_context(plan_workers=1):  # runs of several chunks: 8 tasks at least
+        walk_runs = _RandomWalk(graph, 4, np.dtype(np.float64)).groups
+        Xg = graph.X.compute()
+        Z = smooth_rows(graph, 3)
+        graph_f, to_input = smoothed_graph(graph, 3), input_order(graph)
+    assert max(map(len, walk_runs)) == (rows == 50) * 2 + 1
     assert Z.chunks == graph.X.chunks
     np.testing.assert_allclose(Z.compute(), _dense_filter(graph, Xg, 3), rtol=1e-12, atol=1e-12)
     # in the input's order: the filtered row of each input row, wherever the graph put it
-    graph_f, to_input = smoothed_graph(graph, 3), input_order(graph)
     assert (to_input is None) == (graph.order is None)
     X_f = graph_f.X if to_input is None else to_input.apply(graph_f.X)
     assert X_f.chunks == Xd.chunks
@@ -267,7 +270,8 @@ def test_the_first_step_holds_no_rechunked_copy_of_the_rows(mixture):
 
     Xd = da.from_array(mixture, chunks=(50, 4))
     graph = knn_graph(Xd, 6, backend="cells", order=True, random_state=0)
-    walk = _RandomWalk(graph, 4, np.dtype(np.float64))
+    with elmscale.config_context(plan_workers=1):  # 8 tasks at least, not 8 a local thread
+        walk = _RandomWalk(graph, 4, np.dtype(np.float64))
     assert len(walk.groups) < len(graph.chunks)  # runs of several chunks
     first = walk.step(graph.X)
     assert not any("rechunk" in name for name in first.dask.layers)
