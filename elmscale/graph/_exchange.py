@@ -228,7 +228,7 @@ def exchange(
     -------
     list of delayed tuple
         Per destination, its pieces in the order of its requests (``()`` for a destination
-        without any).
+        without any; a :class:`PiecesOnRead` of them where ``deferred`` applies).
     """
     make = make or _dask.task
     out = [None] * len(requests)
