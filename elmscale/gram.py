@@ -104,12 +104,11 @@ def _rebuilt_halo(halo_X, layer, step, read=None):
 
 def _built_rows(blocks, layer, step, read=None):
     """The hidden rows of consecutive ``blocks`` of X (as held: ``read`` turns rows of them
-    into X's rows), built ``step`` rows at a time into one array (:func:`_row_slices`):
-    the rows of X are never stacked, widened or scaled whole."""
+    into X's rows), built ``step`` rows at a time into one array, as a halo's are
+    (:func:`_rebuilt_halo`): the rows of X are never stacked, widened or scaled whole."""
     n_rows = sum(block.shape[0] for block in blocks)
     H, lo = None, 0
-    for rows in _row_slices(blocks, step):
-        hidden = layer(rows if read is None else read(rows))
+    for hidden in _rebuilt_halo(blocks, layer, step, read):
         if H is None:
             H = np.empty((n_rows, hidden.shape[1]), dtype=hidden.dtype)
         H[lo : lo + hidden.shape[0]] = hidden
