@@ -103,6 +103,24 @@ def _hub_entries(lo, pos, new, target, source, flag, start):
     return member, is_new
 
 
+def _sort_by(a1, a2, idx, key, n):
+    """Sort ``idx[:n]`` in place by (a1, a2) of its entries (``key``: scratch of a1's type):
+    insertion on the keys held beside the indices for the few dozen entries of a typical hub,
+    heapsort (:func:`_order_by`) beyond."""
+    if n > 64:
+        idx[:n] = idx[:n][_order_by(a1[idx[:n]], a2[idx[:n]])]
+        return
+    for i in range(n):
+        key[i] = a1[idx[i]]
+    for i in range(1, n):
+        e, v = idx[i], key[i]
+        j = i - 1
+        while j >= 0 and (v < key[j] or (v == key[j] and a2[e] < a2[idx[j]])):
+            idx[j + 1], key[j + 1] = idx[j], key[j]
+            j -= 1
+        idx[j + 1], key[j + 1] = e, v
+
+
 def _hub_sets(max_candidates, salt, lo, pos, new, target, source, flag):
     n, m = pos.shape
     start = _by_hub(n, lo, pos, target)
@@ -111,42 +129,49 @@ def _hub_sets(max_candidates, salt, lo, pos, new, target, source, flag):
     n_new = np.zeros(n, dtype=np.int64)
     n_old = np.zeros(n, dtype=np.int64)
     old = np.empty(max_candidates, dtype=np.int64)
+    used = np.zeros((n, m), dtype=np.bool_)
+    longest = max(int((start[1:] - start[:-1]).max()) if n else 0, 1)
+    prio = np.empty(longest, dtype=np.uint64)
+    idx = np.empty(longest, dtype=np.int64)
+    key = np.empty(longest, dtype=np.uint64)
+    column = np.empty(m, dtype=np.int64)
     for h in range(n):
-        seg, seg_new = member[start[h] : start[h + 1]], is_new[start[h] : start[h + 1]]
-        # one entry per member, new when any of its copies is
-        order = _order_by(seg, seg)
-        distinct = np.empty(len(seg), dtype=np.int64)
-        fresh = np.zeros(len(seg), dtype=np.bool_)
-        u = 0
-        for t in order:
-            if u == 0 or seg[t] != distinct[u - 1]:
-                distinct[u] = seg[t]
-                u += 1
-            fresh[u - 1] |= seg_new[t]
-        prio = np.empty(u, dtype=np.uint64)
-        for i in range(u):
-            prio[i] = _priority(h + lo, distinct[i], np.uint64(salt))
-        for i in _order_by(prio, distinct[:u]):
-            if fresh[i] and n_new[h] < max_candidates:
-                kept[h, n_new[h]] = distinct[i]
+        s0, size = start[h], start[h + 1] - start[h]
+        seg = member[s0 : s0 + size]
+        n_fwd = 0  # the forward entries come first, in column order
+        for c in range(m):
+            if pos[h, c] >= 0:
+                column[n_fwd] = c
+                n_fwd += 1
+        for i in range(size):
+            prio[i] = _priority(h + lo, seg[i], np.uint64(salt))
+            idx[i] = i
+        # by (priority, member): the copies of a member are neighbours, the members in the
+        # order they are chosen
+        _sort_by(prio, seg, idx, key, size)
+        i = 0
+        while i < size:
+            j, fresh = i, False
+            while j < size and seg[idx[j]] == seg[idx[i]]:
+                fresh |= is_new[s0 + idx[j]]
+                j += 1
+            if fresh and n_new[h] < max_candidates:
+                kept[h, n_new[h]] = seg[idx[i]]
                 n_new[h] += 1
-            elif not fresh[i] and n_old[h] < max_candidates:
-                old[n_old[h]] = distinct[i]
+                for t in range(i, j):  # its forward copies that were new are now used
+                    if idx[t] < n_fwd and new[h, column[idx[t]]]:
+                        used[h, column[idx[t]]] = True
+            elif not fresh and n_old[h] < max_candidates:
+                old[n_old[h]] = seg[idx[i]]
                 n_old[h] += 1
+            i = j
         kept[h, n_new[h] : n_new[h] + n_old[h]] = old[: n_old[h]]
     width = max(int((n_new + n_old).max()) if n else 0, 1)
     H = np.full((n, width), -1, dtype=np.int64)
     H_new = np.zeros((n, width), dtype=np.bool_)
-    used = np.zeros((n, m), dtype=np.bool_)
     for h in range(n):
         H[h, : n_new[h] + n_old[h]] = kept[h, : n_new[h] + n_old[h]]
         H_new[h, : n_new[h]] = True
-        for c in range(m):
-            if pos[h, c] >= 0 and new[h, c]:
-                for i in range(n_new[h]):
-                    if kept[h, i] == pos[h, c]:
-                        used[h, c] = True
-                        break
     return H, H_new, used
 
 
@@ -154,32 +179,34 @@ def _join_pairs(at, H_new, rows, sq, limit):
     """Table indices ``(p, q)`` packed as ``p * len(rows) + q``: per hub set (``at``, its
     members' table rows, -1 padded), the ordered pairs of distinct members, one of them new,
     whose squared distance ``sq[p] + sq[q] - 2 rows[p] . rows[q]`` (float32 product) is at
-    most ``limit[p]``. Unsorted; a pair found in two hub sets appears twice."""
+    most ``limit[p]``. Only the new members' rows enter a product (pairs of two old members
+    were joined in an earlier round). Unsorted; a pair found in two hub sets appears twice."""
     n, s = at.shape
     T = rows.shape[0]
     out = np.empty(max(16 * n, 16), dtype=np.int64)
     found = 0
     members = np.empty(s, dtype=np.int64)
-    fresh = np.empty(s, dtype=np.bool_)
     for h in range(n):
-        m = 0
+        f = 0  # the new members first, then the old ones
         for i in range(s):
-            if at[h, i] >= 0:
-                members[m], fresh[m] = at[h, i], H_new[h, i]
+            if at[h, i] >= 0 and H_new[h, i]:
+                members[f] = at[h, i]
+                f += 1
+        m = f
+        for i in range(s):
+            if at[h, i] >= 0 and not H_new[h, i]:
+                members[m] = at[h, i]
                 m += 1
-        if m < 2:
+        if m < 2 or f == 0:
             continue
-        R = rows[members[:m]]
-        G = np.dot(R, R.T)
-        if found + m * (m - 1) > len(out):
-            grown = np.empty(2 * len(out) + m * (m - 1), dtype=np.int64)
+        G = np.dot(rows[members[:f]], rows[members[:m]].T)
+        if found + 2 * f * m > len(out):
+            grown = np.empty(2 * len(out) + 2 * f * m, dtype=np.int64)
             grown[:found] = out[:found]
             out = grown
-        for i in range(m):
+        for i in range(f):
             p = members[i]
             for j in range(i + 1, m):
-                if not (fresh[i] or fresh[j]):
-                    continue
                 q = members[j]
                 d = np.float64(sq[p]) + np.float64(sq[q]) - 2.0 * np.float64(G[i, j])
                 if d <= limit[p]:
@@ -211,6 +238,8 @@ def _merge_lists(width, lo, pos, orig, sq_dist, own_new, target, cand, ids, e):
     c_ids = np.empty(cap, dtype=np.int64)
     c_e = np.empty(cap, dtype=np.float64)
     c_new = np.empty(cap, dtype=np.bool_)
+    order = np.empty(cap, dtype=np.int64)
+    key = np.empty(cap, dtype=np.float64)
     for r in range(n):
         u = 0
         for c in range(m):  # the list's own entries first: they keep their flags
@@ -231,7 +260,9 @@ def _merge_lists(width, lo, pos, orig, sq_dist, own_new, target, cand, ids, e):
             if not seen:
                 c_pos[u], c_ids[u], c_e[u], c_new[u] = cand[t], ids[t], e[t], True
                 u += 1
-        order = _order_by(c_e[:u], c_ids[:u])  # by (squared distance, original index)
+        for i in range(u):
+            order[i] = i
+        _sort_by(c_e, c_ids, order, key, u)  # by (squared distance, original index)
         for k in range(min(width, u)):
             i = order[k]
             out_pos[r, k], out_ids[r, k], out_e[r, k], out_new[r, k] = (
@@ -246,6 +277,7 @@ def _merge_lists(width, lo, pos, orig, sq_dist, own_new, target, cand, ids, e):
 if numba is not None:
     _jit = numba.njit(cache=True, nogil=True)
     _priority, _before, _sift, _order_by = (_jit(f) for f in (priority, _before, _sift, _order_by))
+    _sort_by = _jit(_sort_by)
     _by_hub, _hub_entries = _jit(_by_hub), _jit(_hub_entries)
     _hub_sets, _join_pairs, _merge_lists = _jit(_hub_sets), _jit(_join_pairs), _jit(_merge_lists)
 

@@ -82,6 +82,19 @@ def _distinct(positions):
     return np.flatnonzero(flags)
 
 
+def _first_occurrences(values):
+    """Whether each entry of ``values`` (non-negative integers) is the first with its value:
+    through each value's first index in an array over the values' range (a sort of the
+    entries costs far more)."""
+    if not len(values):
+        return np.zeros(0, dtype=bool)
+    lo = int(values.min())
+    index = np.arange(len(values), dtype=np.int32 if len(values) < 2**31 else np.int64)
+    first = np.full(int(values.max()) - lo + 1, len(values), dtype=index.dtype)
+    np.minimum.at(first, values - lo, index)
+    return first[values - lo] == index
+
+
 def _source_chunks(positions, starts):
     """The chunks (ordered rows ``starts[c]:starts[c + 1]``) holding these positions."""
     positions = positions[positions >= 0]
@@ -223,8 +236,8 @@ def plan_waves(hubs, lo, hi, budget, row_bytes, pair_bytes):
             block = H[r0 : r0 + window]
             flat = block.ravel()
             at = np.flatnonzero(flat >= 0)
-            _, first = np.unique(flat[at], return_index=True)
-            distinct = np.cumsum(np.bincount(at[first] // s, minlength=len(block)))
+            first = at[_first_occurrences(flat[at])]
+            distinct = np.cumsum(np.bincount(first // s, minlength=len(block)))
             cost = distinct * row_bytes + pairs[r0 + 1 : r0 + len(block) + 1] - pairs[r0]
             fit = max(int(np.searchsorted(cost, budget, side="right")), 1)
             if fit < len(block) or r0 + window >= n:
@@ -271,11 +284,21 @@ def _threshold(sq_dist):
 HUB_BLOCK_VALUES = 1 << 22
 
 
+#: a join task looks its members up in an array over its table's span of positions where
+#: the span is at most this many times the table's rows (a binary search otherwise)
+LOOKUP_SPAN_PER_ROW = 16
+
+
 def _table_rows(H, t_pos):
     """Each hub set member's row in the task's table (``t_pos``, ordered positions sorted),
     -1 where the hub set is padded."""
     valid = H >= 0
-    return np.where(valid, np.searchsorted(t_pos, np.where(valid, H, t_pos[0])), -1)
+    span = int(t_pos[-1] - t_pos[0]) + 1
+    if span > LOOKUP_SPAN_PER_ROW * len(t_pos):
+        return np.where(valid, np.searchsorted(t_pos, np.where(valid, H, t_pos[0])), -1)
+    row = np.full(span + 1, -1, dtype=np.int64)  # the last place answers for the padding
+    row[t_pos - t_pos[0]] = np.arange(len(t_pos))
+    return row[np.where(valid, H - t_pos[0], span)]
 
 
 def _proposed_pairs(H_at, H_new, n_table, ops, limit, block_values):

@@ -474,6 +474,31 @@ def test_join_waves_are_the_longest_runs_within_the_budget(budget, pair_bytes):
     assert (len(cuts) == 2) == (cost(0, len(H)) <= budget)
 
 
+@pytest.mark.parametrize("span_per_row", [0, 16])
+def test_table_rows_are_the_members_places_in_the_table(monkeypatch, span_per_row):
+    """Each hub set member's row in a join task's table, through a binary search (a table
+    spread thin over the positions) or an array over its span: the same, -1 for padding."""
+    from elmscale.graph import _local_join
+
+    monkeypatch.setattr(_local_join, "LOOKUP_SPAN_PER_ROW", span_per_row)
+    rng = np.random.RandomState(3)
+    t_pos = np.sort(rng.choice(np.arange(500, 5000), 700, replace=False))
+    H = rng.choice(t_pos, (90, 7))
+    H[rng.rand(*H.shape) < 0.3] = -1
+    got = _local_join._table_rows(H, t_pos)
+    np.testing.assert_array_equal(got >= 0, H >= 0)
+    np.testing.assert_array_equal(t_pos[got[H >= 0]], H[H >= 0])
+
+
+@pytest.mark.parametrize("values", [[], [4], [3, 3, 3], [9, 2, 9, 2, 5, 0, 5, 7, 2]])
+def test_first_occurrences_are_uniques_first_indices(values):
+    from elmscale.graph._local_join import _first_occurrences
+
+    values = np.array(values, dtype=np.int64)
+    _, first = np.unique(values, return_index=True)
+    np.testing.assert_array_equal(np.flatnonzero(_first_occurrences(values)), np.sort(first))
+
+
 def test_probe_recall_counts_the_neighbours_in_probed_cells():
     """Against a direct count: a neighbour is found once its cell is among the row's
     effective probes, which extend past small cells until they hold k + 1 rows."""

@@ -27,7 +27,8 @@ def _lists(rng, n, m, n_total):
 @pytest.mark.parametrize("max_candidates", [1, 4, 30])
 def test_hub_sets_equal_the_numpy_path(max_candidates):
     """Hub sets from forward entries and reverse ones that repeat them (a member new in one
-    copy and old in another), rows nobody lists, chunks that do not start at 0."""
+    copy and old in another), rows nobody lists, a row many list, chunks that do not start
+    at 0."""
     rng = np.random.default_rng(max_candidates)
     n, m, lo, n_total = 400, 10, 900, 2000
     pos, _ = _lists(rng, n, m, n_total)
@@ -35,8 +36,12 @@ def test_hub_sets_equal_the_numpy_path(max_candidates):
     rows, cols = np.nonzero(pos >= 0)
     copies = rng.random(len(rows)) < 0.3  # some forward entries come back reversed
     extra = 3000
-    target = np.concatenate([rows[copies] + lo, rng.integers(lo, lo + n - 50, extra)])
-    source = np.concatenate([pos[rows, cols][copies], rng.integers(0, n_total, extra)])
+    # and one row that many list (more entries than the kernel sorts by insertion)
+    crowded = np.full(150, lo + 7)
+    target = np.concatenate([rows[copies] + lo, rng.integers(lo, lo + n - 50, extra), crowded])
+    source = np.concatenate(
+        [pos[rows, cols][copies], rng.integers(0, n_total, extra + len(crowded))]
+    )
     flag = rng.random(len(target)) < 0.5
     pieces = [
         (target[:1000], source[:1000], flag[:1000]),
@@ -51,7 +56,7 @@ def test_hub_sets_equal_the_numpy_path(max_candidates):
 
 def test_merge_equals_the_numpy_path():
     """Lists merged with received triples that repeat their own entries and each other,
-    with tied distances, for a chunk that does not start at 0."""
+    with tied distances, one row receiving many, for a chunk that does not start at 0."""
     rng = np.random.default_rng(1)
     n, m, lo, n_total = 300, 8, 500, 1500
     pos, sq = _lists(rng, n, m, n_total)
@@ -61,6 +66,7 @@ def test_merge_equals_the_numpy_path():
     hubs = (None, None, used)
     k = 2500
     target = rng.integers(lo, lo + n, k)
+    target[-120:] = lo + 5  # a row receiving more than the kernel sorts by insertion
     cand = rng.integers(0, n_total, k)
     # a received pair has the one distance of its two rows; some repeat the list's own
     own_rows, own_cols = np.nonzero(pos >= 0)
