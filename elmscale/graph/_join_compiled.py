@@ -13,17 +13,12 @@ Each kernel gives exactly what its NumPy path gives:
   both filters keep every pair within its threshold, so the join's output is the same;
 - :func:`merge_lists` -- step 4: each row's best of its list and what it received.
 
-numba comes with pynndescent; the kernels compile on first use and are cached on disk
-(``cache=True``), release the GIL and run on the calling thread. ``config_context(compiled=
-False)`` (or no numba) takes the NumPy path.
+The kernels are compiled by :func:`elmscale.utils._compiled.jit`, each beside its NumPy path.
 """
 
 import numpy as np
 
-try:
-    import numba
-except ImportError:  # pragma: no cover - numba is installed with pynndescent
-    numba = None
+from ..utils._compiled import jit
 
 #: splitmix64's multipliers, for :func:`priority`
 _MIX = tuple(np.uint64(m) for m in (0x9E3779B97F4A7C15, 0xBF58476D1CE4E5B9, 0x94D049BB133111EB))
@@ -274,17 +269,9 @@ def _merge_lists(width, lo, pos, orig, sq_dist, own_new, target, cand, ids, e):
     return out_pos, out_ids, out_e, out_new
 
 
-if numba is not None:
-    _jit = numba.njit(cache=True, nogil=True)
-    _priority, _before, _sift, _order_by = (_jit(f) for f in (priority, _before, _sift, _order_by))
-    _sort_by = _jit(_sort_by)
-    _by_hub, _hub_entries = _jit(_by_hub), _jit(_hub_entries)
-    _hub_sets, _join_pairs, _merge_lists = _jit(_hub_sets), _jit(_join_pairs), _jit(_merge_lists)
-
-
-def available(compiled):
-    """Whether the compiled kernels run: asked for (``compiled``) and numba importable."""
-    return bool(compiled) and numba is not None
+_priority, _before, _sift, _order_by = (jit(f) for f in (priority, _before, _sift, _order_by))
+_sort_by, _by_hub, _hub_entries = jit(_sort_by), jit(_by_hub), jit(_hub_entries)
+_hub_sets, _join_pairs, _merge_lists = jit(_hub_sets), jit(_join_pairs), jit(_merge_lists)
 
 
 def _typed(arrays, dtypes):

@@ -47,6 +47,7 @@ import dask.array as da
 import numpy as np
 
 from .._config import get_config
+from ..utils._compiled import compiled_available
 from ..utils._dask import cluster_threads, held_blocks, held_rows
 from . import _join_compiled
 from ._backends import exact_kneighbors
@@ -144,7 +145,7 @@ def _hub_sets(max_candidates, salt, lo, pos, new, pieces, compiled=False):
     as new (old from the next round on). ``compiled``: per row, by
     :func:`~elmscale.graph._join_compiled.hub_sets` (the same result)."""
     target, source, flag = _columns(pieces, (np.int64, np.int64, bool))
-    if _join_compiled.available(compiled):
+    if compiled_available(compiled):
         return _join_compiled.hub_sets(max_candidates, salt, lo, pos, new, target, source, flag)
     n = pos.shape[0]
     rows, cols = np.nonzero(pos >= 0)
@@ -356,7 +357,7 @@ def _join_wave(width, lo, X, original, threshold, hubs, plan, j, pieces, workspa
     # proposal within the threshold plus the product's error bound
     limit = t_thr + ops.error_bound()
     H_at = _table_rows(H, t_pos)
-    if _join_compiled.available(workspace.compiled):
+    if compiled_available(workspace.compiled):
         found = [_join_compiled.join_pairs(H_at, H_new, ops.rows, ops.sq, limit)]
     else:
         found = _proposed_pairs(H_at, H_new, len(t_pos), ops, limit, workspace.block_values)
@@ -386,7 +387,7 @@ def _merge(width, lo, pos, orig, sq_dist, new, hubs, pieces, compiled=False):
     flags)``, padded with (-1, -1, inf, False). ``compiled``: per row, by
     :func:`~elmscale.graph._join_compiled.merge_lists` (the same result)."""
     target, cand, ids, e = _columns(pieces, (np.int64, np.int64, np.int64, np.float64))
-    if _join_compiled.available(compiled):
+    if compiled_available(compiled):
         own_new = new & ~hubs[2]
         return _join_compiled.merge_lists(
             width, lo, pos, orig, sq_dist, own_new, target, cand, ids, e

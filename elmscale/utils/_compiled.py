@@ -1,4 +1,6 @@
-"""Compiled loops where NumPy and SciPy are the bottleneck, each beside the NumPy path it replaces.
+"""Compiled loops where NumPy and SciPy are the bottleneck, each beside the NumPy path it replaces:
+here the Gram pass's sparse products; the kNN graph's in :mod:`elmscale.graph._join_compiled`
+and :mod:`elmscale.graph._select_compiled`, compiled by :func:`jit`.
 
 The product of a sparse graph block with dense rows (``W H``: about 10-20 nonzeros per row,
 rows of n_hidden numbers) is memory-bound; SciPy's CSR product adds one row of H at a time
@@ -38,14 +40,19 @@ def _csr_rows_axpy(indptr, indices, data, B, col_lo, sign, out):
                     out[i, c] += w * B[j, c]
 
 
-_csr_rows_axpy_compiled = (
-    numba.njit(cache=True, nogil=True, boundscheck=False)(_csr_rows_axpy) if numba else None
-)
+def jit(function):
+    """``function`` compiled as every kernel of the package is (cached on disk, without the
+    GIL, on the calling thread), or ``function`` itself where numba is absent."""
+    return function if numba is None else numba.njit(cache=True, nogil=True)(function)
 
 
-def compiled_available():
-    """Whether the compiled kernels can run here (numba importable)."""
-    return numba is not None
+_csr_rows_axpy_compiled = jit(_csr_rows_axpy)
+
+
+def compiled_available(compiled=True):
+    """Whether the compiled kernels run: asked for (``compiled``, the ``compiled`` setting
+    of :func:`~elmscale.config_context`) and numba importable."""
+    return bool(compiled) and numba is not None
 
 
 def laplacian_rows(diagonal, H, V_local, V_halo, halo_pieces, *, compiled=True):

@@ -12,6 +12,7 @@ from dask.utils import key_split
 
 from elmscale.graph import CellSearch, _select
 from elmscale.graph import _cell_search as cs
+from elmscale.utils._compiled import compiled_available
 
 #: a budget small enough to cut every chunk into several blocks and split their queries
 TINY = 300_000
@@ -181,7 +182,7 @@ def test_a_join_task_holds_at_most_its_budget_whatever_d(d, n, budget, monkeypat
     from elmscale.graph import _join_compiled
     from elmscale.graph import _local_join as lj
 
-    if _join_compiled.available(True):  # the kernel's code loaded (or compiled) once a process
+    if compiled_available(True):  # the kernel's code loaded (or compiled) once a process
         one = np.zeros((1, 2), dtype=np.int64)
         _join_compiled.join_pairs(one, one == 0, np.zeros((1, 1)), np.zeros(1), np.zeros(1))
     X = np.random.RandomState(d).randn(n, d).astype(np.float32)

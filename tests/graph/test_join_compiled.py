@@ -6,11 +6,12 @@ import numpy as np
 import pytest
 
 import elmscale
-from elmscale.graph import CellSearch, _join_compiled
+from elmscale.graph import CellSearch
 from elmscale.graph._local_join import _hub_sets, _merge
+from elmscale.utils._compiled import compiled_available
 
 pytestmark = pytest.mark.skipif(
-    not _join_compiled.available(True), reason="numba (installed with pynndescent) is absent"
+    not compiled_available(True), reason="numba (installed with pynndescent) is absent"
 )
 
 
