@@ -43,7 +43,6 @@ import dask.array as da
 import numpy as np
 from dask.utils import format_bytes
 
-from .._config import get_config
 from ..utils._dask import cluster_threads, held_blocks, persist_compact, worker_memory_per_thread
 from ._backends import check_n_neighbors
 from ._cells import assign_cells, cell_groups, fit_cells_on_workers, nearest_cells
@@ -66,7 +65,6 @@ from ._select import (
     lexorder,
     pair_rows,
     propose,
-    propose_compiled,
     within_limits,
 )
 from ._tasks import PREFIX, row_numbers, task
@@ -485,8 +483,7 @@ class CellSearch:
         estimate (then ``n_refine`` must be an int).
     kernel : callable, optional
         The in-cell search kernel, ``kernel(Q, R, q_ids, r_ids, m, bound) -> (cols, g)``;
-        default the built-in one (:func:`elmscale.graph._select.propose`, its selection
-        compiled unless ``config_context(compiled=False)``). ``Q`` and
+        default the built-in NumPy one (:func:`elmscale.graph._select.propose`). ``Q`` and
         ``R`` are :class:`~elmscale.graph._select.Operands` of query and reference rows
         (``Q.rows``, ``R.rows``: centred float32 rows), ``q_ids`` and ``r_ids`` their global
         ids. For each query it returns the m references of smallest proposed squared
@@ -769,7 +766,7 @@ class CellSearch:
         # queries move in waves of about a task's worth per worker thread: the packs of wave
         # w + 2 wait for wave w's searches, so at most two waves of copies are held at once
         waves = split_by_bytes(range(len(plan)), nbytes, budget * max(cluster_threads(), 1))
-        kernel = self.kernel or (propose_compiled if get_config()["compiled"] else propose)
+        kernel = propose if self.kernel is None else self.kernel
         found, done, best = [None] * len(plan), [], [None] * nb
         for w, wave in enumerate(waves):
             after = done[w - 2] if w >= 2 else None

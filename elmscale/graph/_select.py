@@ -20,9 +20,6 @@ import threading
 
 import numpy as np
 
-from ..utils._compiled import compiled_available
-from . import _select_compiled
-
 #: values per block of the product: bounds a block's temporaries (the product, its mask) and,
 #: against few reference rows, spreads the per-block bookkeeping over many query rows
 BLOCK_VALUES = 1 << 20
@@ -128,7 +125,7 @@ class Operands:
         return _error_bound(sq.astype(np.float64), top, self.d, self.dtype)
 
 
-def proposals(Q, R, q_ids, r_ids, m, bound=None, compiled=False):
+def proposals(Q, R, q_ids, r_ids, m, bound=None):
     """The m smallest proposed squared distances per query row to the reference rows.
 
     ``Q`` and ``R`` are augmented rows (:class:`Operands`). Without ``bound`` each row gets
@@ -136,8 +133,7 @@ def proposals(Q, R, q_ids, r_ids, m, bound=None, compiled=False):
     than m when fewer are), which skips the threshold search. A reference with the query's
     own id is never proposed. Returns ``(cols, g)`` (nq, m), padded with (-1, inf); the
     largest of a row's m proposals is in its last column (the others in no particular
-    order), which is where :func:`decide` looks for a cut tie. ``compiled``: float32 rows
-    select by :func:`~elmscale.graph._select_compiled.select_keys` (the same proposals).
+    order), which is where :func:`decide` looks for a cut tie.
     """
     nq, nr = Q.shape[0], R.shape[0]
     cols = np.full((nq, m), -1, dtype=np.int64)
@@ -157,7 +153,6 @@ def proposals(Q, R, q_ids, r_ids, m, bound=None, compiled=False):
             r_order,
             m,
             None if bound is None else bound[lo:hi],
-            compiled,
         )
         cols[lo:hi, : c.shape[1]] = c
         g[lo:hi, : c.shape[1]] = gg
@@ -186,12 +181,6 @@ def propose(Q, R, q_ids, r_ids, m, bound=None):
     return proposals(Q.query, R.reference, q_ids, r_ids, m, bound)
 
 
-def propose_compiled(Q, R, q_ids, r_ids, m, bound=None):
-    """:func:`propose` with its selection compiled (:mod:`elmscale.graph._select_compiled`):
-    the same proposals."""
-    return proposals(Q.query, R.reference, q_ids, r_ids, m, bound, compiled=True)
-
-
 _workspace = threading.local()
 
 
@@ -209,15 +198,11 @@ def _buffer(name, shape, dtype):
     return buf[:size].reshape(shape)
 
 
-def _proposals(Q, R, q_ids, sorted_ids, r_order, m, bound, compiled=False):
+def _proposals(Q, R, q_ids, sorted_ids, r_order, m, bound):
     nq, nr = Q.shape[0], R.shape[0]
     G = np.matmul(Q, R.T, out=_buffer("G", (nq, nr), Q.dtype))
     pos = np.minimum(np.searchsorted(sorted_ids, q_ids), nr - 1)
     own = sorted_ids[pos] == q_ids
-    if compiled_available(compiled) and G.dtype == np.float32 and (bound is not None or nr > m):
-        own_col = np.where(own, r_order[pos], -1)
-        limit = np.full(nq, np.inf, dtype=np.float32) if bound is None else bound
-        return _unpack_keys(_select_compiled.select_keys(G, own_col, limit, m))
     G[np.flatnonzero(own), r_order[pos[own]]] = np.inf
     if bound is None and nr <= m:
         cols = np.argsort(G, axis=1, kind="stable")
