@@ -97,9 +97,11 @@ def _first_occurrences(values):
 
 
 def _source_chunks(positions, starts):
-    """The chunks (ordered rows ``starts[c]:starts[c + 1]``) holding these positions."""
+    """The chunks (ordered rows ``starts[c]:starts[c + 1]``) holding these positions, in
+    increasing order (counted, not sorted: a chunk's lists name a few chunks many times)."""
     positions = positions[positions >= 0]
-    return np.unique(np.searchsorted(starts, positions, side="right") - 1)
+    chunks = np.searchsorted(starts, positions, side="right") - 1
+    return np.flatnonzero(np.bincount(chunks, minlength=len(starts) - 1))
 
 
 def _take_positions(block, after, positions, lo, hi):

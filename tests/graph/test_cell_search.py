@@ -499,6 +499,20 @@ def test_first_occurrences_are_uniques_first_indices(values):
     np.testing.assert_array_equal(np.flatnonzero(_first_occurrences(values)), np.sort(first))
 
 
+def test_source_chunks_are_the_chunks_holding_the_positions():
+    """Sorted distinct chunks, padding (-1) left out, empty chunks never named."""
+    from elmscale.graph._local_join import _source_chunks
+
+    starts = np.array([0, 10, 25, 25, 40, 100])
+    rng = np.random.default_rng(0)
+    for size in (0, 1, 7, 300):
+        positions = rng.integers(-1, 100, size)
+        valid = positions[positions >= 0]
+        want = np.unique(np.searchsorted(starts, valid, side="right") - 1)
+        np.testing.assert_array_equal(_source_chunks(positions, starts), want)
+        assert 2 not in _source_chunks(positions, starts)
+
+
 def test_probe_recall_counts_the_neighbours_in_probed_cells():
     """Against a direct count: a neighbour is found once its cell is among the row's
     effective probes, which extend past small cells until they hold k + 1 rows."""
