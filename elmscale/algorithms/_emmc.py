@@ -32,7 +32,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from ..base import BaseELM
 from ..cluster import block_rows, kmeans, negative_sse, rename_labels
-from ..gram import changed_label_sums, hidden_stats, label_sums
+from ..gram import hidden_stats, label_sums
 from ..hidden import hidden_rows
 from ..mixins import DataNodesMixin
 from ..solvers import sign_flip
@@ -539,7 +539,11 @@ default="kmeans"
         The iterations stop once an iteration changes at most ``tol * n_samples`` labels
         (0: only when none change). On a large set the last iterations each move a few
         points for a pass over H while the objective no longer moves; below ``1 / tol``
-        samples the rule is the paper's (no label changes).
+        samples the rule is the paper's (no label changes). With ``select="lowest_loss"``
+        they also stop once the labels differ from those two iterations before in at most
+        ``tol * n_samples`` (a cycle of two within tol, where the balance step moves the
+        same points out of a cluster that the relabelling moved in: the exact cycles
+        ``cycle_`` records end the iterations the same way).
     n_iter_no_change : int or None, default=None
         With ``select="lowest_loss"``, stop after this many iterations without a new lowest
         objective (None: never). Where the balance step keeps moving points between two
@@ -570,7 +574,8 @@ default="kmeans"
     cluster_sizes_ : ndarray of shape (n_clusters,)
     n_iter_ : int
     converged_ : bool
-        Whether the labels stopped changing (at most ``tol * n_samples`` changed) before
+        Whether the labels stopped changing (at most ``tol * n_samples`` changed, or with
+        ``select="lowest_loss"`` differed from those two iterations before) before
         ``max_iter``.
     cycle_ : (int, int) or None
         ``(start, period)`` where the iterations returned to the labels of iteration
@@ -578,8 +583,9 @@ default="kmeans"
         iteration would repeat the cycle, so with ``select="lowest_loss"`` they stop there
         with the labels a run to ``max_iter`` returns (partitions compared by 64-bit keys).
     history_ : list of dict
-        Per iteration: ``sizes`` (after the balance step), ``n_changed``, ``n_moved`` (by the
-        balance step) and ``seconds``.
+        Per iteration: ``sizes`` (after the balance step), ``n_changed``, ``n_returned``
+        (labels that differ from those two iterations before; -1 in the first iteration),
+        ``n_moved`` (by the balance step) and ``seconds``.
     objectives_ : ndarray of shape ``(n_iter_ + 1,)``
         The objective of the initial labels and of each iteration's labels: the ELM's ridge
         fit to their target codes per point, ``min_beta (||H beta - t||^2 + ||beta||^2 / C)
@@ -812,6 +818,7 @@ default="kmeans"
         # are all known; the lowest objective is then among those seen
         seen = {int(dask.compute(_partition_key(labels))[0]): 0}
         self.cycle_ = None
+        earlier = None  # the labels of the iteration before ``labels``'
         for it in range(self.max_iter):
             t0 = time.perf_counter()
             beta = solve(htf @ T)  # H^T t = (H^T F) T
@@ -819,12 +826,15 @@ default="kmeans"
             if best is None or objectives[-1] < best[0]:
                 best = (objectives[-1], labels, beta, sizes)
                 best_at = it
-            new, sizes, n_changed, n_moved, key, htf = self._iteration(features, beta, labels, runs)
-            labels = new
+            new, sizes, n_changed, n_returned, n_moved, key, htf = self._iteration(
+                features, beta, labels, earlier, runs
+            )
+            earlier, labels = labels, new
             history.append(
                 {
                     "sizes": sizes.copy(),
                     "n_changed": n_changed,
+                    "n_returned": n_returned,
                     "n_moved": n_moved,
                     "seconds": time.perf_counter() - t0,
                 }
@@ -836,10 +846,9 @@ default="kmeans"
                 n_moved,
                 sizes.tolist(),
             )
-            if n_changed <= self.tol * reduction.n_samples:
-                converged = True
-                break
-            if self.select == "lowest_loss" and self._closes_cycle(seen, key, it + 1, objectives):
+            stop = self._stop(it + 1, history[-1], key, seen, objectives, reduction.n_samples)
+            if stop:
+                converged = stop == "converged"
                 break
             seen[key] = it + 1
             if self._no_change(it + 1 - best_at):
@@ -861,6 +870,24 @@ default="kmeans"
         self.converged_ = converged
         self.history_ = history
         self.labels_ = self.as_output(labels.rechunk({0: features.chunks}), reduction.was_dask)
+
+    def _stop(self, it, step, key, seen, objectives, n_samples):
+        """Why iteration ``it`` (``step``, its entry of ``history_``; ``key``, its
+        partition's) ends the iterations: "converged" where at most ``tol * n_samples``
+        labels changed or, with ``select="lowest_loss"``, differ from those two iterations
+        before (a cycle of two within tol: the balance step moves the same points back and
+        forth); "cycle" where the partition repeats an earlier one; else None."""
+        limit = self.tol * n_samples
+        if step["n_changed"] <= limit:
+            return "converged"
+        if self.select != "lowest_loss":
+            return None
+        if self._closes_cycle(seen, key, it, objectives):
+            return "cycle"
+        if 0 <= step["n_returned"] <= limit:
+            logger.info("EMMC iteration %d: within tol of iteration %d's labels", it, it - 2)
+            return "converged"
+        return None
 
     def _no_change(self, since_best):
         """Whether ``n_iter_no_change`` iterations ran without a new lowest objective."""
@@ -884,10 +911,11 @@ default="kmeans"
         )
         return True
 
-    def _iteration(self, features, beta, labels, runs):
+    def _iteration(self, features, beta, labels, earlier, runs):
         """One iteration's relabelling and balance step from the ELM's weights ``beta``:
-        ``(new labels, their sizes, labels changed, points moved by the balance step, the
-        new partition's key, H^T F of the new labels)``.
+        ``(new labels, their sizes, labels changed from ``labels``, labels that differ from
+        ``earlier``'s (the iteration before; -1 where None), points moved by the balance
+        step, the new partition's key, H^T F of the new labels)``.
 
         One pass over H (:func:`scores_and_label_sums`), one task per run of X's chunks
         (``runs``), gives the scores ``F = H beta``, the labels they pick and H^T F of those
@@ -900,13 +928,13 @@ default="kmeans"
             *scores_and_label_sums(features, beta, k, output, runs)
         )
         new, sizes, n_moved = balance_labels(F, picked, _sizes(picked, k), self._tol, output)
-        changed = dask.delayed(_n_changed, pure=True)
-        pairs = zip(_delayed_blocks(labels), _delayed_blocks(new), strict=True)
-        htf = changed_label_sums(features, picked, new, k, picked_sums) if n_moved else picked_sums
-        n_changed, key, htf = dask.compute(
-            tree_sum([changed(a, b) for a, b in pairs]), _partition_key(new), htf
+        n_changed, n_returned, key, moved_sums = settle_iteration(
+            features, runs, labels, earlier, picked, new, k
         )
-        return new, sizes, int(n_changed), n_moved, int(key), htf
+        if n_moved:  # the balanced labels' sums: the picked ones' and the moved points' change
+            picked_sums = tree_sum([picked_sums, moved_sums], prefix="elmscale-embed-sum")
+        n_changed, n_returned, key, htf = dask.compute(n_changed, n_returned, key, picked_sums)
+        return new, sizes, int(n_changed), int(n_returned), n_moved, int(key), htf
 
     def decision_function(self, X):
         """The ELM outputs ``h(x) beta`` (n_samples x n_outputs)."""
@@ -955,6 +983,54 @@ def scores_and_label_sums(features, beta, n_clusters, output, runs=None):
     F = _from_blocks([p[0] for p in parts], rows, features.X.dtype, beta.shape[1])
     labels = _from_blocks([p[1] for p in parts], rows)
     return F, labels, tree_sum([p[2] for p in parts], prefix="elmscale-embed-sum")
+
+
+def settle_iteration(features, runs, before, earlier, picked, after, n_clusters):
+    """The end of an iteration in one task per run of X's chunks (``runs``; the label
+    arrays are chunked by them), delayed: ``(labels changed from before to after, labels
+    that differ between earlier and after (-1 where earlier is None), the partition key of
+    after, H^T F_after - H^T F_picked)``. The last is built from the hidden rows of the
+    points the balance step moved alone (those whose ``picked`` label differs from
+    ``after``'s)."""
+    blocks, layer = features.sources()
+    settle = named(_settle_run, "elmscale-emmc-settle", nout=4)
+    starts = np.concatenate([[0], np.cumsum(features.chunks)]).astype(int)
+    parts = [
+        settle(
+            [blocks[b] for b in run],
+            layer,
+            [features.chunks[b] for b in run],
+            *labels,
+            n_clusters,
+            int(starts[run[0]]),
+        )
+        for run, *labels in zip(
+            runs,
+            [None] * len(runs) if earlier is None else _delayed_blocks(earlier),
+            *(_delayed_blocks(x) for x in (before, picked, after)),
+            strict=True,
+        )
+    ]
+    n_changed = tree_sum([part[0] for part in parts])
+    n_returned = -1 if earlier is None else tree_sum([part[1] for part in parts])
+    key = dask.delayed(_sum_keys, pure=True)(*(part[2] for part in parts))
+    sums = tree_sum([part[3] for part in parts], prefix="elmscale-embed-sum")
+    return n_changed, n_returned, key, sums
+
+
+def _settle_run(blocks, layer, rows, earlier, before, picked, after, n_clusters, start):
+    """:func:`settle_iteration`'s share of one run: its blocks of H (or of X with ``layer``)
+    hold ``rows`` rows each, the run's first row is global row ``start``."""
+    sums, offset = 0.0, 0
+    for block, n in zip(blocks, rows, strict=True):
+        p, a = picked[offset : offset + n], after[offset : offset + n]
+        moved = np.flatnonzero(p != a)
+        if moved.size:
+            H = hidden_rows(block, layer, moved)
+            sums = sums + label_sums(H, a[moved], n_clusters) - label_sums(H, p[moved], n_clusters)
+        offset += n
+    returned = np.int64(0) if earlier is None else _n_changed(earlier, after)
+    return _n_changed(before, after), returned, _labels_key(after, start), sums
 
 
 def runs_of_chunks(chunks, n_samples):

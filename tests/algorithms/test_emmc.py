@@ -658,7 +658,8 @@ def test_auto_balance_holds_after_every_iteration(k, output, global_seed):
 def test_a_cycle_of_labels_ends_the_iterations_with_the_same_result(monkeypatch):
     """Where the iterations return to an earlier partition (segment, seed 6: a 2-cycle from
     iteration 28) they stop there, with the labels, weights and objective of a run to
-    ``max_iter`` (here without cycle detection: every partition key made unique)."""
+    ``max_iter`` (here without cycle detection: every partition key made unique, and no
+    labels counted as those of two iterations before)."""
     from elmscale.algorithms import _emmc
     from tests.conftest import load_dataset
 
@@ -669,12 +670,53 @@ def test_a_cycle_of_labels_ends_the_iterations_with_the_same_result(monkeypatch)
     assert model.objectives_[-1] == model.objectives_[28]
     counter = iter(range(1, 10**6))
     monkeypatch.setattr(_emmc, "_labels_key", lambda labels, start: np.uint64(next(counter)))
+    settle = _emmc._settle_run
+
+    def no_return(*args):
+        n_changed, _, key, sums = settle(*args)
+        return n_changed, np.int64(len(X)), key, sums
+
+    monkeypatch.setattr(_emmc, "_settle_run", no_return)
     full = EMMC(n_clusters=7, random_state=6).fit(X)
     assert full.cycle_ is None and full.n_iter_ == 50
     np.testing.assert_array_equal(model.labels_, full.labels_)
     np.testing.assert_array_equal(model.output_weights_, full.output_weights_)
     assert model.objective_ == full.objective_
     np.testing.assert_array_equal(model.objectives_, full.objectives_[: model.n_iter_ + 1])
+
+
+def test_a_cycle_of_two_within_tol_ends_the_iterations_with_the_fit_of_a_shorter_run():
+    """Where the balance step moves the same points back and forth, the labels come back
+    near those of two iterations before without repeating them; the iterations stop at the
+    first that differs from them in at most tol * N labels, with the fit a run capped there
+    gives (imbalanced blobs and a tight balance: a near cycle of two from iteration 4)."""
+    sizes = (np.array([0.55, 0.15, 0.15, 0.15]) * 800).astype(int)
+    X, _ = make_blobs(sizes, n_features=4, cluster_std=1.5, random_state=3)
+    params = dict(n_clusters=4, n_hidden=40, balance=0.02, max_iter=40, random_state=3)
+    full = EMMC(tol=0, **params).fit(X)
+    changed = [h["n_changed"] for h in full.history_]
+    returned = [h["n_returned"] for h in full.history_]
+    assert returned[0] == -1
+    # the first iteration nearer the labels of two before than any earlier one, and than
+    # to the labels of the one before
+    near = [
+        i
+        for i in range(1, len(changed))
+        if 0 < returned[i] < min(changed[: i + 1])
+        and min(returned[1:i], default=len(X)) > returned[i]
+    ]
+    assert near, (changed, returned)
+    stop, tol = near[0] + 1, returned[near[0]] / len(X)
+    early = EMMC(tol=tol, **params).fit(X)
+    capped = EMMC(tol=0, **{**params, "max_iter": stop}).fit(X)
+    assert early.n_iter_ == stop < full.n_iter_ and early.converged_ and early.cycle_ is None
+    assert [h["n_returned"] for h in early.history_] == returned[:stop]
+    np.testing.assert_array_equal(early.labels_, capped.labels_)
+    np.testing.assert_array_equal(early.objectives_, capped.objectives_)
+    np.testing.assert_array_equal(early.output_weights_, capped.output_weights_)
+    # select="last" keeps Algorithm 1's rule: only the labels of the one before count
+    last = EMMC(tol=tol, select="last", **params).fit(X)
+    assert last.n_iter_ > stop
 
 
 @pytest.mark.parametrize("cache", [False, True])
@@ -736,6 +778,37 @@ def test_scores_and_changed_label_sums_equal_the_dense_ones(cache, global_seed):
     before_d, after_d = (da.from_array(a, chunks=100) for a in (picked, after))
     moved = changed_label_sums(features, before_d, after_d, 3, dask.delayed(sums)).compute()
     np.testing.assert_allclose(moved, H.T @ np.eye(3)[after], rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("cache", [False, True])
+def test_the_end_of_an_iteration_equals_the_dense_counts_key_and_sums(cache, global_seed):
+    """settle_iteration, one task per run of chunks: the labels changed since the last
+    iteration and since the one before, the partition's key, and the change of H^T F from
+    the picked labels to the balanced ones, against NumPy on the whole arrays."""
+    from elmscale.algorithms._emmc import _labels_key, settle_iteration
+    from elmscale.hidden import HiddenFeatures, RandomHiddenLayer
+
+    rng = np.random.RandomState(global_seed)
+    X = rng.rand(250, 6)
+    layer = RandomHiddenLayer.draw(6, 15, random_state=global_seed)
+    features = HiddenFeatures(da.from_array(X, chunks=(40, 6)), layer, cache=cache)
+    H = hidden(X, layer)
+    runs = [[0, 1, 2], [3], [4, 5, 6]]
+    rows = tuple(int(sum(features.chunks[b] for b in run)) for run in runs)
+    earlier, before, picked = (rng.randint(0, 3, 250) for _ in range(3))
+    after = picked.copy()
+    after[rng.choice(250, 30, replace=False)] = rng.randint(0, 3, 30)
+    arrays = [da.from_array(a, chunks=(rows,)) for a in (earlier, before, picked, after)]
+    for given in (None, arrays[0]):
+        n_changed, n_returned, key, sums = dask.compute(
+            *settle_iteration(features, runs, arrays[1], given, *arrays[2:], 3)
+        )
+        assert n_changed == np.count_nonzero(before != after)
+        assert n_returned == (-1 if given is None else np.count_nonzero(earlier != after))
+        assert key == _labels_key(after, 0)
+        np.testing.assert_allclose(
+            sums, H.T @ (np.eye(3)[after] - np.eye(3)[picked]), rtol=1e-12, atol=1e-12
+        )
 
 
 def _sequential_balance(F, labels, sizes, tol, output):
