@@ -380,9 +380,24 @@ def _move_candidates(F, labels, moves, output):
         taken[p] = taken.get(p, 0) + m
         rows = np.flatnonzero(labels == p)
         u = _ordered_uint(emmc_move_keys(F[rows], p, q, output))
-        first = np.lexsort((rows, u))[: taken[p]]
+        first = smallest_first(u, taken[p])
         out.append((u[first], rows[first]))
     return out
+
+
+def smallest_first(u, m):
+    """Positions of the m smallest entries of u, smallest first and earlier positions first
+    among equal entries: ``np.argsort(u, kind="stable")[:m]``, by a partition and a sort of
+    the m chosen (a move takes a few of a cluster's members)."""
+    if m >= len(u):
+        return np.argsort(u, kind="stable")
+    if m <= 0:
+        return np.empty(0, dtype=np.intp)
+    bound = u[np.argpartition(u, m - 1)[m - 1]]  # the m-th smallest value
+    below = np.flatnonzero(u < bound)
+    ties = np.flatnonzero(u == bound)[: m - len(below)]  # the earliest positions
+    chosen = np.concatenate([below, ties])
+    return chosen[np.argsort(u[chosen], kind="stable")]
 
 
 def _chosen_rows(candidates, moves, starts):

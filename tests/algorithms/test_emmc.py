@@ -856,3 +856,15 @@ def test_moves_chosen_together_equal_the_moves_one_at_a_time(max_gather, output,
     np.testing.assert_array_equal(got.compute(), want)
     np.testing.assert_array_equal(got_sizes, want_sizes)
     assert n_moved == sum(m for _, _, m in moves)
+
+
+@pytest.mark.parametrize("distinct", [3, 1000])
+def test_smallest_first_is_the_head_of_a_stable_sort(distinct, rng):
+    """The members a move takes from a block: the m smallest keys, earlier rows first among
+    equal keys, as a stable sort orders them, for every m and with many ties."""
+    from elmscale.algorithms._emmc import smallest_first
+
+    u = rng.randint(0, distinct, 200).astype(np.uint64)
+    order = np.argsort(u, kind="stable")
+    for m in range(0, 202):
+        np.testing.assert_array_equal(smallest_first(u, m), order[:m])
