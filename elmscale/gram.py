@@ -51,7 +51,14 @@ from ._config import get_config
 from .cluster import rename_labels
 from .hidden import hidden_rows
 from .utils._compiled import laplacian_rows
-from .utils._dask import default_group_bytes, held_rows, named, row_groups, tree_sum
+from .utils._dask import (
+    default_group_bytes,
+    held_rows,
+    named,
+    read_rows,
+    row_groups,
+    tree_sum,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -99,7 +106,7 @@ def _rebuilt_halo(halo_X, layer, step, read=None):
     (:data:`SLICE_ROWS`), each slice read (``read``: the rows as held, e.g. float32,
     widened slice by slice) then built; the halo's pieces of X are never stacked whole."""
     for rows in _row_slices(halo_X or (), step):
-        yield layer(rows if read is None else read(rows))
+        yield layer(read_rows(rows, read))
 
 
 def _built_rows(blocks, layer, step, read=None):
@@ -115,7 +122,7 @@ def _built_rows(blocks, layer, step, read=None):
         lo += hidden.shape[0]
     if H is None:  # no rows: the layer gives the empty block its width
         rows = np.concatenate(blocks)
-        H = layer(rows if read is None else read(rows))
+        H = layer(read_rows(rows, read))
     return H
 
 
@@ -371,7 +378,7 @@ def _block_partials(H, terms, inputs, layer, build, read=None):
 
 
 def _apply_layer(X_block, layer, read=None):
-    return layer(X_block if read is None else read(X_block))
+    return layer(read_rows(X_block, read))
 
 
 def _finish(total):

@@ -43,7 +43,13 @@ import dask.array as da
 import numpy as np
 from dask.utils import format_bytes
 
-from ..utils._dask import cluster_threads, held_blocks, persist_compact, worker_memory_per_thread
+from ..utils._dask import (
+    cluster_threads,
+    held_blocks,
+    persist_compact,
+    read_rows,
+    worker_memory_per_thread,
+)
 from ._backends import check_n_neighbors
 from ._cells import assign_cells, cell_groups, fit_cells_on_workers, nearest_cells
 from ._exchange import exchange, split_by_bytes
@@ -269,7 +275,7 @@ def _take_queries(X, original, row_blocks, after, lo, block, first, stop, read=N
     of a held block into the rows searched (:func:`~elmscale.utils._dask.held_blocks`)."""
     eff, rows, ptr = row_blocks
     sel = rows[ptr[block] + first : ptr[block] + stop]
-    queries = X[sel] if read is None else read(X[sel])
+    queries = read_rows(X[sel], read)
     return sel + lo, queries, original[sel], eff[sel]
 
 
@@ -339,7 +345,7 @@ def _search_block(kernel, k, cell_start, a, b, lo, X, original, pieces, read=Non
     positions, then per query (k) ordered positions, original indices and squared
     distances), padded with (-1, -1, inf)."""
     db_pos = np.arange(a, b)
-    db_X = X[a - lo : b - lo] if read is None else read(X[a - lo : b - lo])
+    db_X = read_rows(X[a - lo : b - lo], read)
     db_orig = np.asarray(original[a - lo : b - lo], dtype=np.int64)
     q_pos, Xq, q_orig, probes = (np.concatenate(c) for c in zip(*pieces, strict=True))
     probes = _in_block(probes, cell_start, a, b)

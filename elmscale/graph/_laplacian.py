@@ -15,7 +15,7 @@ import dask
 import numpy as np
 import scipy.sparse as sp
 
-from ..utils._dask import named
+from ..utils._dask import named, read_rows
 from ._tasks import PREFIX, task
 
 
@@ -150,7 +150,7 @@ def _take_rows(array_block, rows, s_start, s_stop, read=None):
     (through ``read`` when given: :func:`~elmscale.utils._dask.held_blocks`)."""
     lo, hi = np.searchsorted(rows, [s_start, s_stop])
     taken = array_block[rows[lo:hi] - s_start]
-    return taken if read is None else read(taken)
+    return read_rows(taken, read)
 
 
 def _degree_of(block):

@@ -48,7 +48,7 @@ import numpy as np
 
 from .._config import get_config
 from ..utils._compiled import compiled_available
-from ..utils._dask import cluster_threads, held_blocks, held_rows
+from ..utils._dask import cluster_threads, held_blocks, held_rows, read_rows
 from . import _join_compiled
 from ._backends import exact_kneighbors
 from ._exchange import exchange, split_by_bytes
@@ -352,7 +352,7 @@ def _join_wave(width, lo, X, original, threshold, hubs, plan, j, pieces, workspa
         return empty, empty, empty, np.empty(0)
     rows = X[own - lo]
     pieces = [(p[0], read(p[1]), *p[2:]) for p in pieces] if read is not None else pieces
-    own = (own, rows if read is None else read(rows), original[own - lo], threshold[own - lo])
+    own = (own, read_rows(rows, read), original[own - lo], threshold[own - lo])
     t_pos, t_X, t_orig, t_thr = _task_table(own, pieces)
     ops = Operands(t_X, t_X.mean(axis=0, dtype=np.result_type(t_X.dtype, np.float32)), np.float32)
     # a pair enters p's list only if its exact distance is within p's threshold, so its

@@ -28,7 +28,7 @@ import scipy.sparse as sp
 
 from .._config import get_config
 from ..utils._compiled import add_rows_product
-from ..utils._dask import held_blocks, persist_compact, tree_reduce
+from ..utils._dask import held_blocks, persist_compact, read_rows, tree_reduce
 from ._exchange import destination_workers, near
 from ._tasks import PREFIX, row_numbers, task
 
@@ -50,7 +50,7 @@ def _group_walk(pattern, dtype):
 
 def _as_rows(block, read, dtype):
     """Rows as held, read (None: they are the rows) and cast to the steps' dtype."""
-    return np.asarray(block if read is None else read(block)).astype(dtype, copy=False)
+    return np.asarray(read_rows(block, read)).astype(dtype, copy=False)
 
 
 def _smooth_group(

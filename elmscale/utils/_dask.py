@@ -156,6 +156,13 @@ def held_rows(X):
     return getattr(X, "_elmscale_held", None) or (X, None)
 
 
+def read_rows(rows, read):
+    """Rows taken from held blocks as X's rows: ``read(rows)``, or ``rows`` themselves where
+    the blocks are X's own (``read`` None, as :func:`held_rows` and :func:`held_blocks`
+    return it)."""
+    return rows if read is None else read(rows)
+
+
 def read_through(view, fn):
     """A rows view's rows passed through ``fn``, a function of a block of rows that works
     row by row (an elementwise scaling): ``fn(view)``, read as the view is read."""
