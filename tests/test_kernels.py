@@ -467,3 +467,23 @@ def test_distance_cache_shares_and_bounds_entries(rng):
     for k in widths:
         np.testing.assert_array_equal(k(X, Y, distances=shared), k(X, Y))
     assert len(shared._entries) == 1
+
+
+def test_polynomials_of_several_degrees_share_one_product_and_square(rng):
+    """Through a DistanceCache the polynomial kernels on the same arrays share X L^T + c
+    and its square: the same numbers, bit for bit, as each computed alone, in new arrays
+    (a caller that writes into one leaves the cache and the others alone)."""
+    from elmscale.kernels import DistanceCache, PolynomialKernel
+
+    X, L = rng.randn(300, 5), rng.randn(40, 5)
+    cache = DistanceCache()
+    kernels = [PolynomialKernel(degree=d, coef0=1.0) for d in (1, 2, 3, 4, 5)]
+    shared = [k(X, L, distances=cache) for k in kernels]
+    for k, K in zip(kernels, shared, strict=True):
+        np.testing.assert_array_equal(K, k(X, L))
+        np.testing.assert_allclose(K, (X @ L.T + 1.0) ** k.degree, rtol=1e-12)
+    assert len(cache._products) == 1 and len(cache._squares) == 1
+    shared[1][:] = 0.0
+    np.testing.assert_array_equal(kernels[2](X, L, distances=cache), kernels[2](X, L))
+    other = PolynomialKernel(degree=2, coef0=0.5)(X, L, distances=cache)
+    np.testing.assert_array_equal(other, PolynomialKernel(degree=2, coef0=0.5)(X, L))

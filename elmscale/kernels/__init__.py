@@ -35,9 +35,10 @@ the default :meth:`Kernel.factor` is Nystrom on the landmark sample, which needs
 It may override ``factor`` to return an explicit feature map or a closed form.
 ``elmscale.testing.check_kernel`` checks a kernel against dense NumPy computations.
 
-Gaussians of several widths evaluated on the same arrays share their squared distances
-through a :class:`DistanceCache` that the caller creates and passes as ``distances=``
-(kernels that accept it declare ``shares_distances = True``).
+Gaussians of several widths evaluated on the same arrays share their squared distances,
+and polynomials of several degrees their products ``X Y^T + c`` and squares, through a
+:class:`DistanceCache` that the caller creates and passes as ``distances=`` (kernels that
+accept it declare ``shares_distances = True``).
 
 ``sample`` is a NumPy array of rows of X drawn uniformly at random by the caller (the
 landmarks); ``n_samples`` is the size of the full data, which a kernel may use to judge

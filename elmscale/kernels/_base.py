@@ -13,10 +13,11 @@ class Kernel:
     :class:`~elmscale.kernels.KernelFactor` for the scalable mode; the default is Nystrom on
     the sample, so a plugin that only implements ``__call__`` works in both modes.
 
-    A kernel computed from squared Euclidean distances may set ``shares_distances = True``
-    and accept a keyword ``distances`` (a :class:`~elmscale.kernels.DistanceCache`) in
-    ``__call__`` and ``factor``: callers evaluating several such kernels on the same arrays
-    then pass one cache, and the distances are computed once.
+    A kernel computed from squared Euclidean distances (or from the products ``X Y^T``) may
+    set ``shares_distances = True`` and accept a keyword ``distances`` (a
+    :class:`~elmscale.kernels.DistanceCache`) in ``__call__`` and ``factor``: callers
+    evaluating several such kernels on the same arrays then pass one cache, and the
+    distances (products) are computed once.
     """
 
     shares_distances = False

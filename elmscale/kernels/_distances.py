@@ -1,4 +1,4 @@
-"""Squared distances shared by the Gaussian kernels evaluated on the same arrays."""
+"""Squared distances and products shared by the kernels evaluated on the same arrays."""
 
 import numpy as np
 from scipy.spatial.distance import cdist, pdist
@@ -23,6 +23,9 @@ class DistanceCache:
     modify those arrays while the cache is in use. A cache is not thread-safe: use one per
     thread.
 
+    The polynomial kernels of several degrees share the products ``X Y^T + c`` and their
+    squares the same way (:meth:`products`, :meth:`square`).
+
     :meth:`view` returns one view object per (array, rows) range, so that factors built
     on the same sample share their landmark array, and with it the distances to it.
     """
@@ -30,6 +33,8 @@ class DistanceCache:
     def __init__(self, size=4):
         self.size = int(size)
         self._entries = []  # (X, Y, d2), most recent first
+        self._products = []  # (X, Y, shift, G), most recent first
+        self._squares = []  # (G, G * G)
         self._extremes = None
         self._views = []
 
@@ -45,6 +50,32 @@ class DistanceCache:
         self._entries.insert(0, (X, Y, d2))
         del self._entries[self.size :]
         return d2
+
+    def products(self, X, Y, shift=0.0):
+        """``X @ Y.T + shift``, remembered like :meth:`sqdist`. Callers must not modify it."""
+        for i, (a, b, c, G) in enumerate(self._products):
+            if a is X and b is Y and c == shift:
+                if i:
+                    self._products.insert(0, self._products.pop(i))
+                return G
+        G = X @ Y.T
+        G += shift
+        self._products.insert(0, (X, Y, shift, G))
+        del self._products[self.size :]
+        self._squares = [
+            entry for entry in self._squares if any(entry[0] is p[3] for p in self._products)
+        ]
+        return G
+
+    def square(self, G):
+        """``G * G`` of an array :meth:`products` returned, remembered while G is. Callers
+        must not modify it."""
+        for a, G2 in self._squares:
+            if a is G:
+                return G2
+        G2 = G * G
+        self._squares.append((G, G2))
+        return G2
 
     def extremes(self, d2):
         """:func:`extremes` of ``d2``, remembered for the last array asked about."""

@@ -43,8 +43,10 @@ class _PolynomialFeatures:
         return out * self.coefs
 
 
-def _power(G, degree):
-    """G ** degree, by repeated squaring for integer degrees (faster than np.power)."""
+def _power(G, degree, square=None):
+    """G ** degree, by repeated squaring for integer degrees (faster than np.power), as a
+    new array; ``square(G)``, when given, returns the first square ``G * G`` (remembered
+    for the degrees that share G: the same numbers)."""
     if int(degree) != degree or degree < 1:
         return G**degree
     degree = int(degree)
@@ -55,7 +57,7 @@ def _power(G, degree):
         degree >>= 1
         if not degree:
             return out
-        base = base * base
+        base = square(base) if base is G and square is not None else base * base
 
 
 class PolynomialKernel(Kernel):
@@ -66,14 +68,22 @@ class PolynomialKernel(Kernel):
     otherwise.
     """
 
+    #: with ``distances=`` (a :class:`~elmscale.kernels.DistanceCache`) the kernels of
+    #: several degrees on the same arrays share ``X Y^T + coef0`` and its square
+    shares_distances = True
+
     def __init__(self, degree=2, coef0=1.0):
         self.degree = degree
         self.coef0 = coef0
 
-    def __call__(self, X, Y):
-        G = np.asarray(X, dtype=np.float64) @ np.asarray(Y, dtype=np.float64).T
-        G += self.coef0
-        return _power(G, self.degree)
+    def __call__(self, X, Y, *, distances=None):
+        X, Y = np.asarray(X, dtype=np.float64), np.asarray(Y, dtype=np.float64)
+        if distances is None:
+            G = X @ Y.T
+            G += self.coef0
+            return _power(G, self.degree)
+        G = distances.products(X, Y, float(self.coef0))
+        return _power(G, self.degree, square=distances.square)
 
     def diagonal(self, X):
         return _power(np.einsum("ij,ij->i", X, X) + self.coef0, self.degree)
@@ -83,7 +93,16 @@ class PolynomialKernel(Kernel):
             return None
         return math.comb(n_features + int(self.degree), int(self.degree))
 
-    def factor(self, sample, *, n_samples, n_components, method="nystrom", random_state=None):
+    def factor(
+        self,
+        sample,
+        *,
+        n_samples,
+        n_components,
+        method="nystrom",
+        random_state=None,
+        distances=None,
+    ):
         sample = np.asarray(sample)
         n = self.n_explicit_features(sample.shape[1])
         if n is not None and n <= n_components:
@@ -93,4 +112,8 @@ class PolynomialKernel(Kernel):
                 fmap.combos = [fmap.combos[j] for j in keep]
                 fmap.coefs = fmap.coefs[keep]
             return ExplicitFactor(fmap, len(fmap.combos))
-        return NystromFactor(self, sample[:n_components])
+        if distances is None:
+            return NystromFactor(self, sample[:n_components])
+        # the landmarks as one view object: the factors of every degree share its products
+        landmarks = distances.view(np.asarray(sample, dtype=np.float64), 0, n_components)
+        return NystromFactor(self, landmarks, distances=distances)
