@@ -487,3 +487,38 @@ def test_polynomials_of_several_degrees_share_one_product_and_square(rng):
     np.testing.assert_array_equal(kernels[2](X, L, distances=cache), kernels[2](X, L))
     other = PolynomialKernel(degree=2, coef0=0.5)(X, L, distances=cache)
     np.testing.assert_array_equal(other, PolynomialKernel(degree=2, coef0=0.5)(X, L))
+
+
+def test_a_pickled_factor_layer_computes_its_distances_once_per_block(monkeypatch):
+    """A factor layer sent to a worker comes back with its landmarks as views of the pickle's
+    buffer: its Gaussians still share one distance matrix per block, and its polynomials one
+    product, with the numbers of the layer that was never pickled."""
+    import pickle
+
+    from sklearn.datasets import make_blobs
+
+    from elmscale.kernels import _distances
+
+    X, _ = make_blobs(1500, n_features=20, centers=3, random_state=0)
+    model = elmscale.TUMKELM(3, mode="scalable", random_state=0).fit(X)
+    layer = model.hidden_layer_
+    sent = pickle.loads(pickle.dumps(layer))
+    kinds = [type(getattr(f, "kernel", None)).__name__ for f in sent.factors if f.kind == "nystrom"]
+    assert kinds.count("RBFKernel") >= 2 and kinds.count("PolynomialKernel") >= 2, kinds
+    calls = {"sqdist": 0, "products": 0}
+    sqdist, products = _distances.sqdist, _distances.DistanceCache.products
+
+    def counted_sqdist(*args):
+        calls["sqdist"] += 1
+        return sqdist(*args)
+
+    def counted_products(self, X, Y, shift=0.0):
+        calls["products"] += not any(a is X and b is Y for a, b, _, _ in self._products)
+        return products(self, X, Y, shift)
+
+    monkeypatch.setattr(_distances, "sqdist", counted_sqdist)
+    monkeypatch.setattr(_distances.DistanceCache, "products", counted_products)
+    block = X[:400].astype(np.float32)
+    H = sent(block)
+    assert calls == {"sqdist": 1, "products": 1}
+    np.testing.assert_array_equal(H, layer(block))

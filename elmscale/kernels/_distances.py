@@ -95,6 +95,15 @@ class DistanceCache:
         return v
 
 
+def as_float64(a):
+    """``a`` as a float64 ndarray: ``a`` itself when it is one. The caches key arrays by
+    identity, and ``np.asarray(a, dtype=np.float64)`` returns a new view of a float64 array
+    unpickled from a buffer (the landmarks of a factor sent to a worker), so every kernel
+    would miss the distances the others computed."""
+    a = np.asarray(a)
+    return a if a.dtype == np.float64 else a.astype(np.float64)
+
+
 def sqdist(X, Y=None):
     """Squared Euclidean distances of the rows of X and Y by differences (so a point's
     distance to itself is exactly 0), or with ``Y=None`` those of X's pairs, condensed."""

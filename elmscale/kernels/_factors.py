@@ -2,6 +2,8 @@
 
 import numpy as np
 
+from ._distances import as_float64
+
 # Nystrom keeps the eigenvalues of K(L, L) above this fraction of the largest: smaller ones
 # are rounding noise, and dividing by their square roots would amplify it.
 NYSTROM_RTOL = 1e-10
@@ -117,7 +119,7 @@ class NystromFactor(KernelFactor):
 
     def __init__(self, kernel, landmarks, rtol=NYSTROM_RTOL, *, distances=None):
         self.kernel = kernel
-        self.landmarks = np.asarray(landmarks, dtype=np.float64)
+        self.landmarks = as_float64(landmarks)
         K = kernel_block(kernel, self.landmarks, self.landmarks, distances)
         K = 0.5 * (K + K.T)
         s, U = np.linalg.eigh(K)
@@ -133,7 +135,7 @@ class NystromFactor(KernelFactor):
         return self.landmarks.shape[0]
 
     def basis(self, X, distances=None):
-        return kernel_block(self.kernel, np.asarray(X, dtype=np.float64), self.landmarks, distances)
+        return kernel_block(self.kernel, as_float64(X), self.landmarks, distances)
 
 
 class RandomFourierFactor(KernelFactor):

@@ -3,7 +3,7 @@
 import numpy as np
 
 from ..hidden import BlockLayer
-from ._distances import DistanceCache
+from ._distances import DistanceCache, as_float64
 from ._factors import KernelFactor
 
 
@@ -44,7 +44,7 @@ class FactorLayer(BlockLayer):
         H = np.empty((n, M + p + 1))
         # the Gaussians share this block's distances, remembered by the identity of the
         # block: one float64 copy for all, not one per factor
-        X = np.asarray(X, dtype=np.float64)
+        X = as_float64(X)
         distances = DistanceCache()
         for q, f in enumerate(self.factors):
             P = H[:, self.offsets[q] : self.offsets[q + 1]]

@@ -6,6 +6,7 @@ import math
 import numpy as np
 
 from ._base import Kernel
+from ._distances import as_float64
 from ._factors import ExplicitFactor, NystromFactor
 
 
@@ -77,7 +78,7 @@ class PolynomialKernel(Kernel):
         self.coef0 = coef0
 
     def __call__(self, X, Y, *, distances=None):
-        X, Y = np.asarray(X, dtype=np.float64), np.asarray(Y, dtype=np.float64)
+        X, Y = as_float64(X), as_float64(Y)
         if distances is None:
             G = X @ Y.T
             G += self.coef0
@@ -115,5 +116,5 @@ class PolynomialKernel(Kernel):
         if distances is None:
             return NystromFactor(self, sample[:n_components])
         # the landmarks as one view object: the factors of every degree share its products
-        landmarks = distances.view(np.asarray(sample, dtype=np.float64), 0, n_components)
+        landmarks = distances.view(as_float64(sample), 0, n_components)
         return NystromFactor(self, landmarks, distances=distances)

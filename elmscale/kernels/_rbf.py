@@ -3,7 +3,7 @@
 import numpy as np
 
 from ._base import Kernel
-from ._distances import exp_or_zero, extremes, off_diagonal_mass, sqdist
+from ._distances import as_float64, exp_or_zero, extremes, off_diagonal_mass, sqdist
 from ._factors import ConstantFactor, IdentityFactor, NystromFactor, RandomFourierFactor
 
 
@@ -40,7 +40,7 @@ class RBFKernel(Kernel):
 
     def __call__(self, X, Y, *, distances=None):
         # differences, not |x|^2 + |y|^2 - 2 x.y: K(x, x) is exactly 1 even for width 1e-10
-        X, Y = np.asarray(X, dtype=np.float64), np.asarray(Y, dtype=np.float64)
+        X, Y = as_float64(X), as_float64(Y)
         d2 = sqdist(X, Y) if distances is None else distances.sqdist(X, Y)
         return exp_or_zero(d2 * (-0.5 / float(self.width) ** 2))
 
@@ -57,7 +57,7 @@ class RBFKernel(Kernel):
         random_state=None,
         distances=None,
     ):
-        sample = np.asarray(sample, dtype=np.float64)
+        sample = as_float64(sample)
         s = sample.shape[0]
         # The identity closed form can win only while the off-diagonal mass per row,
         # (n_samples - 1) * off, is below max(identity_tol, 1): the test on the sample needs
