@@ -833,7 +833,7 @@ default="kmeans"
         # are all known; the lowest objective is then among those seen
         seen = {int(dask.compute(_partition_key(labels))[0]): 0}
         self.cycle_ = None
-        earlier = None  # the labels of the iteration before ``labels``'
+        earlier = None  # the labels one iteration before ``labels``
         for it in range(self.max_iter):
             t0 = time.perf_counter()
             beta = solve(htf @ T)  # H^T t = (H^T F) T
@@ -1008,7 +1008,7 @@ def settle_iteration(features, runs, before, earlier, picked, after, n_clusters)
     points the balance step moved alone (those whose ``picked`` label differs from
     ``after``'s)."""
     blocks, layer = features.sources()
-    settle = named(_settle_run, "elmscale-emmc-settle", nout=4)
+    settle = named(_settle_run, "elmscale-embed-settle", nout=4)
     starts = np.concatenate([[0], np.cumsum(features.chunks)]).astype(int)
     parts = [
         settle(
