@@ -6,6 +6,9 @@ import threading
 
 import numpy as np
 
+#: the largest mmap threshold glibc accepts on 64-bit systems (half a thread arena's heap)
+MAX_MMAP_THRESHOLD = 32 * 2**20
+
 _DEFAULTS = {
     # Bytes of one block of H (rows x n_hidden x itemsize) when elmscale chunks NumPy input.
     "chunk_bytes": 64 * 2**20,
@@ -34,6 +37,12 @@ _DEFAULTS = {
     # integer sizes them for that many threads on any cluster, e.g. to see on 2 workers, in
     # the task stream, the tasks a 16-thread cluster would get (benchmarks/scale/bench_parallel).
     "plan_workers": None,
+    # glibc's mmap threshold on the dask workers a computation runs on (bytes, the trim
+    # threshold twice that; 0 leaves the workers as they are): dask's nanny freezes it at
+    # 128 KiB, so every larger temporary is mapped and faulted in anew
+    # (elmscale.utils._malloc). Set once per client by a worker plugin; where the blocks
+    # live changes, never a result.
+    "worker_mmap_threshold": MAX_MMAP_THRESHOLD,
 }
 _local = threading.local()
 
@@ -52,9 +61,11 @@ def set_config(
     exchange_bytes=None,
     compiled=None,
     plan_workers=None,
+    worker_mmap_threshold=None,
 ):
     """Change settings for this thread. ``None`` leaves a setting as it is; ``plan_workers=0``
-    returns to sizing tasks for the cluster that runs the fit."""
+    returns to sizing tasks for the cluster that runs the fit; ``worker_mmap_threshold=0``
+    leaves the workers' allocator as it is."""
     config = get_config()
     for name, value in (("chunk_bytes", chunk_bytes), ("exchange_bytes", exchange_bytes)):
         if value is not None:
@@ -91,6 +102,17 @@ def set_config(
         if plan_workers < 0:
             raise ValueError(f"plan_workers must be a non-negative integer, got {plan_workers!r}")
         config["plan_workers"] = int(plan_workers) or None
+    if worker_mmap_threshold is not None:
+        if not (
+            isinstance(worker_mmap_threshold, numbers.Integral)
+            and not isinstance(worker_mmap_threshold, bool)
+            and 0 <= worker_mmap_threshold <= MAX_MMAP_THRESHOLD
+        ):
+            raise ValueError(
+                f"worker_mmap_threshold must be an integer of bytes in [0, {MAX_MMAP_THRESHOLD}] "
+                f"(0 leaves the workers as they are), got {worker_mmap_threshold!r}"
+            )
+        config["worker_mmap_threshold"] = int(worker_mmap_threshold)
     _local.config = config
 
 

@@ -12,6 +12,16 @@ The settings apply to threads that allocate for the first time after they are ma
 belong at the start of a process: :func:`tune_malloc` in a program of one's own (the
 ``elmscale`` command calls it), :data:`MALLOC_ENV` in the environment of dask workers
 (``distributed.nanny.pre-spawn-environ``) or of a whole job.
+
+Dask workers get one setting without being asked (:mod:`elmscale.utils._worker_malloc`, the
+``worker_mmap_threshold`` setting). Their nanny sets ``MALLOC_TRIM_THRESHOLD_`` so that freed
+memory goes back to the system, and setting it switches off glibc's adaptive thresholds:
+every block above 128 KiB (a product's rows, a mask, an index array) is then mapped on
+allocation and unmapped on release, and a task spends about as long faulting its
+temporaries in as computing with them. :func:`set_mmap_threshold` sets what glibc's
+adaptive rule would reach for such blocks, at most its largest: blocks up to 32 MiB come
+from the heap, and the heap is trimmed once twice that is free at its top. Freed blocks are
+then reused, a worker keeps at most that much free memory per arena, and no result changes.
 """
 
 import ctypes
@@ -26,7 +36,18 @@ MALLOC_ENV = {
 }
 
 # mallopt parameters of glibc's <malloc.h>
-_M_TRIM_THRESHOLD, _M_MMAP_MAX, _M_ARENA_MAX = -1, -4, -8
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD, _M_MMAP_MAX, _M_ARENA_MAX = -1, -3, -4, -8
+
+
+def _mallopt():
+    """glibc's ``mallopt`` through ctypes, or None elsewhere than Linux with glibc."""
+    if not sys.platform.startswith("linux"):
+        return None
+    name = ctypes.util.find_library("c")
+    try:
+        return ctypes.CDLL(name or "libc.so.6").mallopt
+    except (OSError, AttributeError):
+        return None
 
 
 def tune_malloc():
@@ -35,16 +56,21 @@ def tune_malloc():
     Call it before the process starts threads (dask's thread pool among them): threads
     that already own an arena keep it. Returns True when all three settings took effect,
     False elsewhere than Linux with glibc (nothing is changed there)."""
-    if not sys.platform.startswith("linux"):
-        return False
-    name = ctypes.util.find_library("c")
-    try:
-        libc = ctypes.CDLL(name or "libc.so.6")
-        mallopt = libc.mallopt
-    except (OSError, AttributeError):
+    mallopt = _mallopt()
+    if mallopt is None:
         return False
     settings = ((_M_ARENA_MAX, 1), (_M_MMAP_MAX, 0), (_M_TRIM_THRESHOLD, 2**31 - 1))
     return all(mallopt(param, value) == 1 for param, value in settings)
 
 
-__all__ = ["MALLOC_ENV", "tune_malloc"]
+def set_mmap_threshold(nbytes):
+    """Set this process's mmap threshold (glibc's ``M_MMAP_THRESHOLD``) to ``nbytes`` and its
+    trim threshold to twice that, as glibc's adaptive rule pairs them: blocks up to
+    ``nbytes`` come from the heap and are reused once freed. Returns True when both took
+    effect, False elsewhere than Linux with glibc."""
+    mallopt = _mallopt()
+    settings = ((_M_MMAP_THRESHOLD, int(nbytes)), (_M_TRIM_THRESHOLD, 2 * int(nbytes)))
+    return mallopt is not None and all(mallopt(p, v) == 1 for p, v in settings)
+
+
+__all__ = ["MALLOC_ENV", "set_mmap_threshold", "tune_malloc"]

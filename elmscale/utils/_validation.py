@@ -55,6 +55,11 @@ def as_row_chunked(X, *, n_hidden=1000, name="X", dtype=None, check_finite=True,
     :func:`row_chunks` gives the row chunks it would have had.
     """
     dtype = np.dtype(dtype or get_config()["compute_dtype"])
+    client = distributed_client()
+    if client is not None:  # the workers that will read the rows (elmscale.utils._malloc)
+        from ._worker_malloc import tune_workers
+
+        tune_workers(client)
     X = _to_array(X, name)
     was_dask = isinstance(X, da.Array)
     _reject(
@@ -81,7 +86,6 @@ def as_row_chunked(X, *, n_hidden=1000, name="X", dtype=None, check_finite=True,
         if numpy_ok:
             return X.astype(dtype, copy=False), False
         chunks = (row_chunks(X.shape[0], n_hidden, dtype), (X.shape[1],))
-        client = distributed_client()
         if client is None:  # views of the caller's rows: da.from_array would copy them all
             X = row_views(X, chunks, task_name("elmscale-input"))
         else:  # sent to the workers once, not inside every graph, and cast there

@@ -1,0 +1,80 @@
+"""The workers' allocator setting (``worker_mmap_threshold``): a real multi-process cluster's
+workers get it once the data reaches them, then reuse a freed block instead of mapping and
+faulting it in anew; it changes no result, and 0 leaves the workers as they are."""
+
+import sys
+
+import numpy as np
+import pytest
+from distributed import Client, LocalCluster
+
+import elmscale
+from elmscale.utils._validation import as_row_chunked
+
+pytestmark = [
+    pytest.mark.distributed,
+    pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's mallopt"),
+]
+
+BLOCK_BYTES = 4 * 2**20
+
+
+def _threshold(dask_worker):
+    return getattr(dask_worker, "elmscale_mmap_threshold", "unset")
+
+
+def _faults_reusing_a_block():
+    """Minor page faults while a worker thread allocates, fills and frees a 4 MiB block 50
+    times: hundreds each time where every block is mapped anew, a few where it is reused."""
+    import resource
+
+    def faults():
+        return resource.getrusage(resource.RUSAGE_THREAD).ru_minflt
+
+    np.ones(BLOCK_BYTES // 8)  # the heap grows once
+    before = faults()
+    for _ in range(50):
+        np.ones(BLOCK_BYTES // 8)
+    return faults() - before
+
+
+@pytest.fixture(scope="module")
+def client():
+    """A cluster of its own: the session's shared one may have the setting already."""
+    with (
+        LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0"
+        ) as c,
+        Client(c) as cl,
+    ):
+        yield cl
+
+
+def test_workers_reuse_freed_blocks_once_data_reaches_them(client):
+    with elmscale.config_context(worker_mmap_threshold=0):
+        as_row_chunked(np.zeros((10, 3)))
+    assert set(client.run(_threshold).values()) == {"unset"}
+    mapped_anew = client.submit(_faults_reusing_a_block, pure=False).result()
+    as_row_chunked(np.zeros((10, 3)))
+    assert set(client.run(_threshold).values()) == {32 * 2**20}
+    reused = client.submit(_faults_reusing_a_block, pure=False).result()
+    pages = 50 * BLOCK_BYTES // 4096
+    assert mapped_anew > pages / 4, mapped_anew  # the nanny's MALLOC_TRIM_THRESHOLD_
+    assert reused < mapped_anew / 10, (reused, mapped_anew)
+
+
+def test_the_labels_do_not_depend_on_the_setting(client):
+    from sklearn.datasets import make_blobs
+
+    X, _ = make_blobs(600, 8, centers=4, random_state=0)
+    fits = []
+    for nbytes in (0, 2**20):
+        with elmscale.config_context(worker_mmap_threshold=nbytes):
+            fits.append(elmscale.USELM(n_clusters=4, n_hidden=60, random_state=0).fit(X).labels_)
+    np.testing.assert_array_equal(*fits)
+
+
+@pytest.mark.parametrize("bad", [-1, 2**26, 1.5, True, "32MiB"])
+def test_a_bad_threshold_is_refused_by_name(bad):
+    with pytest.raises(ValueError, match="worker_mmap_threshold"):
+        elmscale.set_config(worker_mmap_threshold=bad)
