@@ -18,7 +18,8 @@ Scores are counted on the workers: nothing with N rows reaches the client but SS
 Each fit runs in a fresh cluster (cold). One JSON line per estimator: the fit's wall and
 stage seconds, the score, peak RSS of every worker and of the client (per stage:
 ``client_rss_mb_by_stage``; the scheduler's apart with ``--scheduler-process``), workers a
-nanny restarted, bytes spilled to disk, the load average.
+nanny restarted, bytes spilled to disk, the load average. With ``--floors`` (US-ELM), each
+stage's same-run floor (``_floors.py``) and the stage's time over it.
 """
 
 import argparse
@@ -43,6 +44,7 @@ from benchmarks._common import (
     recall_at_k,
 )
 from benchmarks._mixture import mixture_dask
+from benchmarks.scale._floors import stage_floors
 
 ESTIMATORS = ("USELM", "SSELM", "ELMClassifier", "ELMJEC", "EMMC", "TUMKELM")
 WIDE = ("USELM", "SSELM", "ELMClassifier")  # n_hidden 1000 by default, as the issue states
@@ -221,6 +223,19 @@ def _graph_fields(reduction, k):
     return out
 
 
+def _over_floors(model, X, out):
+    """``floors_s`` (:func:`benchmarks.scale._floors.stage_floors`), each stage's time over
+    its floor (``over_floor``) and the fit's over the streamed ``H^T H`` (``fit_over_floor``)."""
+    floors = stage_floors(model, X, smoothing_steps=model._smoothing)
+    stages = out["stages_s"]
+    over = {k: round(stages[k] / f, 2) for k, f in floors.items() if k in stages and f > 0}
+    return {
+        "floors_s": floors,
+        "over_floor": over,
+        "fit_over_floor": round(out["fit_s"] / floors["gram"], 2),
+    }
+
+
 def run_one(name, args):
     """One cold fit of estimator ``name`` in a fresh cluster: its record (printed)."""
     import elmscale
@@ -248,6 +263,9 @@ def run_one(name, args):
             out["score_s"] = time.perf_counter() - t0 - out["fit_s"]
         out.update(graph() if graph else {})
         out["stages_s"] = dict(getattr(model, "timings_", {}) or {})
+        if args.floors and name == "USELM":
+            with elmscale.config_context(compute_dtype=args.dtype):
+                out.update(_over_floors(model, X, out))
         stages = list(out["stages_s"].items())
         out["client_rss_mb_by_stage"] = rss.peak_by_stage(t0 - rss._t0, stages)
         out["load_avg"] = load_average()
@@ -285,6 +303,12 @@ def main(argv=None):
         choices=("auto", "data"),
         default="auto",
         help="elmscale's graph_chunks setting: 'data' builds the graph on the data's chunks",
+    )
+    p.add_argument(
+        "--floors",
+        action="store_true",
+        help="US-ELM: time each stage's floor after the fit, in the same cluster "
+        "(floors_s, over_floor, fit_over_floor)",
     )
     p.add_argument(
         "--watch-memory",
