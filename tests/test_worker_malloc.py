@@ -3,6 +3,7 @@ workers get it once the data reaches them, then reuse a freed block instead of m
 faulting it in anew; it changes no result, and 0 leaves the workers as they are."""
 
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -10,6 +11,7 @@ from distributed import Client, LocalCluster
 
 import elmscale
 from elmscale.utils._validation import as_row_chunked
+from elmscale.utils._worker_malloc import TRIM_EVERY_S, trim_point
 
 pytestmark = [
     pytest.mark.distributed,
@@ -61,6 +63,64 @@ def test_workers_reuse_freed_blocks_once_data_reaches_them(client):
     pages = 50 * BLOCK_BYTES // 4096
     assert mapped_anew > pages / 4, mapped_anew  # the nanny's MALLOC_TRIM_THRESHOLD_
     assert reused < mapped_anew / 10, (reused, mapped_anew)
+
+
+HOLE_BYTES, N_HOLES = 16 * 2**20, 48
+
+
+def _rss(dask_worker):
+    return dask_worker.monitor.get_process_memory(), dask_worker.elmscale_heap_trims
+
+
+def _free_blocks_between_held_ones():
+    """Fill 48 blocks of 16 MiB from the heap, each followed by a small block that is kept,
+    then free the large ones: 768 MiB of free pages that no trim of the heap's top can
+    reach. Returns the small blocks, to keep them held on the worker."""
+    held, large = [], []
+    for _ in range(N_HOLES):
+        large.append(np.ones(HOLE_BYTES // 8))
+        held.append(np.ones(2**16 // 8))
+    del large
+    return held
+
+
+def _resident_after(client, seconds):
+    time.sleep(seconds)
+    ((rss, trims),) = client.run(_rss).values()
+    return rss, trims
+
+
+def test_free_pages_go_back_before_dask_would_spill(client):
+    """Free pages between held blocks stay resident where the worker is far from its memory
+    limit (the module's cluster), and go back to the system where they would bring it near
+    the point at which dask starts spilling (1.25 GiB here), before it spills."""
+    holes = N_HOLES * HOLE_BYTES
+    as_row_chunked(np.zeros((10, 3)))  # the setting on the workers of both clusters
+    worker = next(iter(client.scheduler_info()["workers"]))
+    before = client.run(_rss, workers=[worker])[worker][0]
+    kept = client.submit(_free_blocks_between_held_ones, workers=[worker], pure=False)
+    kept.result()
+    time.sleep(2 * TRIM_EVERY_S)
+    assert client.run(_rss, workers=[worker])[worker][0] > before + 0.8 * holes
+    del kept
+    with (
+        LocalCluster(
+            n_workers=1,
+            threads_per_worker=1,
+            processes=True,
+            dashboard_address=":0",
+            memory_limit="1.5GiB",
+        ) as c,
+        Client(c) as small,
+    ):
+        as_row_chunked(np.zeros((10, 3)))
+        (point,) = small.run(lambda dask_worker: trim_point(dask_worker.memory_manager)).values()
+        before, _ = _resident_after(small, 0)
+        assert before + holes > point  # the holes would take the worker past the trim point
+        kept = small.submit(_free_blocks_between_held_ones, pure=False)
+        kept.result()
+        rss, trims = _resident_after(small, 3 * TRIM_EVERY_S)
+        assert trims >= 1 and rss < before + 0.25 * holes, (before, rss, trims)
 
 
 def test_the_labels_do_not_depend_on_the_setting(client):

@@ -21,7 +21,10 @@ allocation and unmapped on release, and a task spends about as long faulting its
 temporaries in as computing with them. :func:`set_mmap_threshold` sets what glibc's
 adaptive rule would reach for such blocks, at most its largest: blocks up to 32 MiB come
 from the heap, and the heap is trimmed once twice that is free at its top. Freed blocks are
-then reused, a worker keeps at most that much free memory per arena, and no result changes.
+then reused, and no result changes. Freed blocks between blocks still in use stay in the
+heap, though, and a worker's resident memory can then reach dask's spill threshold with
+nothing held that spilling would free: as a worker's memory nears the point where dask would
+start spilling, the same setting gives those free pages back (:func:`trim_heap`).
 """
 
 import ctypes
@@ -39,15 +42,19 @@ MALLOC_ENV = {
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD, _M_MMAP_MAX, _M_ARENA_MAX = -1, -3, -4, -8
 
 
-def _mallopt():
-    """glibc's ``mallopt`` through ctypes, or None elsewhere than Linux with glibc."""
+def _glibc(function):
+    """glibc's ``function`` through ctypes, or None elsewhere than Linux with glibc."""
     if not sys.platform.startswith("linux"):
         return None
     name = ctypes.util.find_library("c")
     try:
-        return ctypes.CDLL(name or "libc.so.6").mallopt
+        return getattr(ctypes.CDLL(name or "libc.so.6"), function)
     except (OSError, AttributeError):
         return None
+
+
+def _mallopt():
+    return _glibc("mallopt")
 
 
 def tune_malloc():
@@ -73,4 +80,13 @@ def set_mmap_threshold(nbytes):
     return mallopt is not None and all(mallopt(p, v) == 1 for p, v in settings)
 
 
-__all__ = ["MALLOC_ENV", "set_mmap_threshold", "tune_malloc"]
+def trim_heap():
+    """Give the free memory inside this process's heaps back to the system (glibc's
+    ``malloc_trim(0)``: every arena's free pages, not only those at its top, which is all
+    the trim threshold reaches). Returns True when memory was released, False when none was
+    or elsewhere than Linux with glibc."""
+    malloc_trim = _glibc("malloc_trim")
+    return malloc_trim is not None and malloc_trim(0) == 1
+
+
+__all__ = ["MALLOC_ENV", "set_mmap_threshold", "trim_heap", "tune_malloc"]
