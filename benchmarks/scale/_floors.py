@@ -58,11 +58,12 @@ def _timed(fn):
     return time.perf_counter() - t0
 
 
-def stage_floors(model, X, *, n_probes=6, rows_per_cell=None, smoothing_steps=4):
+def stage_floors(model, X, *, smoothing_steps):
     """``{stage: seconds}`` of the floors in the module docstring for the fitted US-ELM
     ``model`` on its training rows ``X`` (as given to ``fit``), computed on the current client.
 
-    ``rows_per_cell`` defaults to :class:`elmscale.graph.CellSearch`'s; ``smoothing_steps`` is
+    The graph's floor takes ``n_probes`` and ``rows_per_cell`` from the fixed search the
+    estimators run (:class:`elmscale.graph.CellSearch`'s defaults); ``smoothing_steps`` is
     the filter's step count (the fit's ``smoothing_steps_``, or the steps it tried before
     deciding not to filter; 0: no smoothing floor)."""
     import dask
@@ -72,13 +73,12 @@ def stage_floors(model, X, *, n_probes=6, rows_per_cell=None, smoothing_steps=4)
     from elmscale.graph import CellSearch
     from elmscale.utils import as_row_chunked
 
-    if rows_per_cell is None:
-        rows_per_cell = CellSearch().rows_per_cell
+    search = CellSearch()
     Xd, _ = as_row_chunked(X, n_hidden=model.n_hidden)
     Xd = Xd.persist()
     dask.compute(Xd.sum())
     features = model.hidden_features(Xd, cache=False)
-    width = n_probes * rows_per_cell
+    width = search.n_probes * search.rows_per_cell
 
     def blockwise(fn, *args):
         parts = Xd.map_blocks(fn, *args, drop_axis=1, chunks=((1,) * Xd.numblocks[0],), dtype=float)

@@ -53,17 +53,13 @@ def _glibc(function):
         return None
 
 
-def _mallopt():
-    return _glibc("mallopt")
-
-
 def tune_malloc():
     """Apply :data:`MALLOC_ENV`'s settings to this process with glibc's ``mallopt``.
 
     Call it before the process starts threads (dask's thread pool among them): threads
     that already own an arena keep it. Returns True when all three settings took effect,
     False elsewhere than Linux with glibc (nothing is changed there)."""
-    mallopt = _mallopt()
+    mallopt = _glibc("mallopt")
     if mallopt is None:
         return False
     settings = ((_M_ARENA_MAX, 1), (_M_MMAP_MAX, 0), (_M_TRIM_THRESHOLD, 2**31 - 1))
@@ -75,7 +71,7 @@ def set_mmap_threshold(nbytes):
     trim threshold to twice that, as glibc's adaptive rule pairs them: blocks up to
     ``nbytes`` come from the heap and are reused once freed. Returns True when both took
     effect, False elsewhere than Linux with glibc."""
-    mallopt = _mallopt()
+    mallopt = _glibc("mallopt")
     settings = ((_M_MMAP_THRESHOLD, int(nbytes)), (_M_TRIM_THRESHOLD, 2 * int(nbytes)))
     return mallopt is not None and all(mallopt(p, v) == 1 for p, v in settings)
 

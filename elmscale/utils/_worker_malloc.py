@@ -48,25 +48,23 @@ class MmapThreshold(WorkerPlugin):
         self.nbytes = int(nbytes)
         self.name = f"elmscale-mmap-threshold-{self.nbytes}"
         self._trimmer = None
+        self._last_trim = 0.0
 
     def setup(self, worker):
         applied = set_mmap_threshold(self.nbytes)
         worker.elmscale_mmap_threshold = self.nbytes if applied else None
         worker.elmscale_heap_trims = 0
         point = trim_point(worker.memory_manager) if applied else None
-        if point is None:
-            return
-        last = [0.0]
+        if point is not None:
+            self._trimmer = PeriodicCallback(lambda: self._trim(worker, point), TRIM_CHECK_MS)
+            self._trimmer.start()
 
-        def check():
-            now = time.monotonic()
-            if now - last[0] >= TRIM_EVERY_S and worker.monitor.get_process_memory() > point:
-                last[0] = now
-                trim_heap()
-                worker.elmscale_heap_trims += 1
-
-        self._trimmer = PeriodicCallback(check, TRIM_CHECK_MS)
-        self._trimmer.start()
+    def _trim(self, worker, point):
+        now = time.monotonic()
+        if now - self._last_trim >= TRIM_EVERY_S and worker.monitor.get_process_memory() > point:
+            self._last_trim = now
+            trim_heap()
+            worker.elmscale_heap_trims += 1
 
     def teardown(self, worker):
         if self._trimmer is not None:
