@@ -29,7 +29,8 @@ _DEFAULTS = {
     "exchange_bytes": 256 * 2**20,
     # Run the compiled (numba) kernels where NumPy and SciPy are the bottleneck (the graph
     # products of the Gram pass, see elmscale.utils._compiled; the kNN graph's local join,
-    # elmscale.graph._join_compiled); False takes the NumPy/SciPy path, equal up to float
+    # elmscale.graph._join_compiled, and its searches' selection,
+    # elmscale.graph._select_compiled); False takes the NumPy/SciPy path, equal up to float
     # rounding (the same graph).
     "compiled": True,
     # Worker threads the fit's tasks are sized for (graph chunks, the blockwise passes' row

@@ -7,6 +7,7 @@ import logging
 import dask.array as da
 import numpy as np
 
+from .._config import get_config
 from ._select import BLOCK_VALUES, block_topk, merge_topk
 from ._tasks import task
 
@@ -21,13 +22,16 @@ def check_n_neighbors(X, n_neighbors):
         )
 
 
-def _block_candidates(Xq, Xr, q_start, r_start, k, transform=None, values=None, dtype=None):
+def _block_candidates(
+    Xq, Xr, q_start, r_start, k, transform=None, values=None, dtype=None, compiled=False
+):
     """The k nearest rows of Xr for each row of Xq (at most Xr's rows): (global ids,
     squared distances), and with ``values`` (Xr's rows of them) the nearest rows' values
     (n_query, k, n_values). With ``q_start`` None the queries are other points than the
     reference rows (negative ids: no reference row is excluded as the query itself).
     ``transform`` is applied to both blocks first; ``dtype`` is the proposing product's
-    (:func:`~elmscale.graph._select.block_topk`; the result does not depend on it)."""
+    (:func:`~elmscale.graph._select.block_topk`; the result does not depend on it), and
+    ``compiled`` whether its selection is compiled (the same result)."""
     if transform is not None:
         Xq, Xr = np.asarray(transform(Xq)), np.asarray(transform(Xr))
     n = Xq.shape[0]
@@ -46,6 +50,7 @@ def _block_candidates(Xq, Xr, q_start, r_start, k, transform=None, values=None, 
             np.arange(r_start + lo, r_start + min(lo + step, nr)),
             min(k, nr - lo, step),
             dtype=dtype or np.float64,
+            compiled=compiled,
         )
         for lo in range(0, max(nr, 1), step)
     ]
@@ -90,10 +95,12 @@ def blockwise_search(
 
     ``same`` says Xq is Xr, whose rows then exclude themselves; ``transform`` is applied to
     each block of both before distances are taken; ``dtype`` is the precision of the
-    proposing product (float64 by default). Returns the delayed ``finish`` results,
+    proposing product (float64 by default; a float32 product's selection is compiled as
+    ``config_context(compiled=...)`` says). Returns the delayed ``finish`` results,
     one per chunk of Xq (tasks named ``<stage>`` and ``<stage>-merge``; ``nout`` as
     :func:`~elmscale.graph._tasks.task`)."""
     q_starts = np.concatenate([[0], np.cumsum(Xq.chunks[0])]).astype(int)
+    compiled = get_config()["compiled"]
     r_starts = np.concatenate([[0], np.cumsum(Xr.chunks[0])]).astype(int)
     r_blocks = Xr.to_delayed(optimize_graph=False).ravel()
     v_blocks = [None] * len(r_blocks)
@@ -114,6 +121,7 @@ def blockwise_search(
                 transform,
                 vs,
                 dtype,
+                compiled,
             )
             for s, (Xs, vs) in enumerate(zip(r_blocks, v_blocks, strict=True))
         ]

@@ -28,9 +28,10 @@ A row's neighbours are thus the k nearest among the rows of its probed cells and
 candidates the refinement rounds propose: a function of the data and the seed alone, the same
 for any chunking, memory budget and number of workers. A search task holds one
 reference block and a run of its queries, at most the budget (logged at INFO), whatever N and
-d; no worker holds X and nothing with N rows reaches the client. The search itself is
-NumPy and BLAS; the refinement's join loops are compiled
-(:mod:`elmscale.graph._join_compiled`).
+d; no worker holds X and nothing with N rows reaches the client. The products are BLAS;
+each row's selection from them and the ranking of the exact distances
+(:mod:`elmscale.graph._select_compiled`) and the refinement's join loops
+(:mod:`elmscale.graph._join_compiled`) are compiled, each beside its NumPy path.
 """
 
 import copy
@@ -43,6 +44,7 @@ import dask.array as da
 import numpy as np
 from dask.utils import format_bytes
 
+from .._config import get_config
 from ..utils._dask import (
     cluster_threads,
     held_blocks,
@@ -71,6 +73,7 @@ from ._select import (
     lexorder,
     pair_rows,
     propose,
+    propose_compiled,
     within_limits,
 )
 from ._tasks import PREFIX, row_numbers, task
@@ -338,7 +341,7 @@ def _cell_runs(table):
             yield c, rows, cols
 
 
-def _search_block(kernel, k, cell_start, a, b, lo, X, original, pieces, read=None):
+def _search_block(kernel, k, cell_start, a, b, lo, X, original, pieces, read=None, compiled=False):
     """One search task: the k nearest neighbours of the queries it received (``pieces``,
     :func:`_take_queries`) among the rows of their probed cells inside the reference block
     of ordered rows [a, b) (rows of this ordered chunk, which starts at ``lo``): (query
@@ -349,19 +352,24 @@ def _search_block(kernel, k, cell_start, a, b, lo, X, original, pieces, read=Non
     db_orig = np.asarray(original[a - lo : b - lo], dtype=np.int64)
     q_pos, Xq, q_orig, probes = (np.concatenate(c) for c in zip(*pieces, strict=True))
     probes = _in_block(probes, cell_start, a, b)
-    ids, d2 = _search_table(kernel, k, cell_start, db_pos, db_X, db_orig, Xq, q_orig, probes)
+    ids, d2 = _search_table(
+        kernel, k, cell_start, db_pos, db_X, db_orig, Xq, q_orig, probes, compiled
+    )
     pos = np.where(ids >= 0, _positions(db_pos, db_orig, ids), -1)
     return q_pos, pos, ids, d2
 
 
-def _search_table(kernel, k, cell_start, db_pos, db_X, db_orig, X, original, probes):
+def _search_table(
+    kernel, k, cell_start, db_pos, db_X, db_orig, X, original, probes, compiled=False
+):
     """The k nearest neighbours of the query rows X (original indices ``original``) among
     the rows of their probed cells ``probes`` (n, M; -1 unused) in the table of ordered
     rows ``db_pos`` (increasing): (original indices, squared distances), each (n, k).
 
     Each query is searched in its first probed cell first; the (k + 1)-th proposal found
     there then bounds what its other cells are asked to propose. ``kernel`` proposes
-    (:class:`CellSearch`).
+    (:class:`CellSearch`); ``compiled``: :func:`~elmscale.graph._select.decide` ranks by
+    its compiled kernels (the same result).
     """
     n, M = probes.shape
     original = np.asarray(original, dtype=np.int64)
@@ -402,7 +410,8 @@ def _search_table(kernel, k, cell_start, db_pos, db_X, db_orig, X, original, pro
     # the first cell's (k + 1)-th proposal (+ 2 tau) bounds what another cell can add
     propose_in(list(range(1, M)), g[:, 0].max(axis=1) + 2 * tau)
     ids = np.where(where >= 0, db_orig[np.maximum(where, 0)], -1)
-    return decide(k, g, ids, np.broadcast_to(tau[:, None], (n, M)), exact, fallback)
+    tau = np.broadcast_to(tau[:, None], (n, M))
+    return decide(k, g, ids, tau, exact, fallback, compiled)
 
 
 def _fallback(X, Q, R, original, db_X, db_orig, span, cells, rows, limits):
@@ -489,7 +498,8 @@ class CellSearch:
         estimate (then ``n_refine`` must be an int).
     kernel : callable, optional
         The in-cell search kernel, ``kernel(Q, R, q_ids, r_ids, m, bound) -> (cols, g)``;
-        default the built-in NumPy one (:func:`elmscale.graph._select.propose`). ``Q`` and
+        default the built-in one (:func:`elmscale.graph._select.propose`, its selection
+        compiled unless ``config_context(compiled=False)``). ``Q`` and
         ``R`` are :class:`~elmscale.graph._select.Operands` of query and reference rows
         (``Q.rows``, ``R.rows``: centred float32 rows), ``q_ids`` and ``r_ids`` their global
         ids. For each query it returns the m references of smallest proposed squared
@@ -772,7 +782,8 @@ class CellSearch:
         # queries move in waves of about a task's worth per worker thread: the packs of wave
         # w + 2 wait for wave w's searches, so at most two waves of copies are held at once
         waves = split_by_bytes(range(len(plan)), nbytes, budget * max(cluster_threads(), 1))
-        kernel = propose if self.kernel is None else self.kernel
+        compiled = get_config()["compiled"]
+        kernel = self.kernel or (propose_compiled if compiled else propose)
         found, done, best = [None] * len(plan), [], [None] * nb
         for w, wave in enumerate(waves):
             after = done[w - 2] if w >= 2 else None
@@ -799,6 +810,7 @@ class CellSearch:
                     orig_blocks[t],
                     got,
                     read,
+                    compiled,
                 )
             done.append(task("wave", _after, *[found[i] for i in wave]))
             best = _fold_wave(

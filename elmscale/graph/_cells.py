@@ -22,6 +22,7 @@ import numpy as np
 from scipy.cluster.hierarchy import leaves_list, linkage
 from sklearn.cluster import KMeans
 
+from .._config import get_config
 from ..utils._random import gathered_rows, sampled_rows
 from ..utils._threads import limited_threads
 from ._select import (
@@ -200,11 +201,16 @@ class CellGroups:
         )
 
 
-def _nearest_in_groups(block, centers, groups, n_candidates):
+def _nearest_in_groups(block, centers, groups, n_candidates, compiled=False):
     """:func:`block_topk` of the rows against the cells of their nearest group's nearest
     groups (rows grouped by that group, each group's rows in one product)."""
     top, _ = block_topk(
-        block, np.full(block.shape[0], -1), groups.centers, np.arange(len(groups.centers)), 1
+        block,
+        np.full(block.shape[0], -1),
+        groups.centers,
+        np.arange(len(groups.centers)),
+        1,
+        compiled=compiled,
     )
     ids = np.full((block.shape[0], n_candidates), -1, dtype=np.int64)
     d2 = np.full((block.shape[0], n_candidates), np.inf)
@@ -217,13 +223,14 @@ def _nearest_in_groups(block, centers, groups, n_candidates):
             centers[cells],
             cells,
             min(n_candidates, len(cells)),
+            compiled=compiled,
         )
         ids[rows, : i.shape[1]] = i
         d2[rows, : i.shape[1]] = dd
     return ids, d2
 
 
-def _nearest_in_own_groups(block, centers, groups, n_candidates):
+def _nearest_in_own_groups(block, centers, groups, n_candidates, compiled=False):
     """:func:`block_topk` of the rows against the cells of their own ``GROUP_NEIGHBOURS``
     nearest groups (by exact distance to the groups' mean centres, ties to the lower group).
 
@@ -237,7 +244,12 @@ def _nearest_in_own_groups(block, centers, groups, n_candidates):
     n, m = block.shape[0], n_candidates
     n_groups = len(groups.centers)
     top, _ = block_topk(
-        block, np.full(n, -1), groups.centers, np.arange(n_groups), min(GROUP_NEIGHBOURS, n_groups)
+        block,
+        np.full(n, -1),
+        groups.centers,
+        np.arange(n_groups),
+        min(GROUP_NEIGHBOURS, n_groups),
+        compiled=compiled,
     )
     center = centers.mean(axis=0)
     Q, R = Operands(block, center, np.float32), Operands(centers, center, np.float32)
@@ -258,6 +270,7 @@ def _nearest_in_own_groups(block, centers, groups, n_candidates):
                 np.arange(a, b),
                 m + 1,
                 None if bound is None else bound[rows],
+                compiled,
             )
             slot = slot + first
             ids[rows, slot, : cols.shape[1]] = np.where(cols >= 0, cols + a, -1)
@@ -283,10 +296,13 @@ def _nearest_in_own_groups(block, centers, groups, n_candidates):
         queries, cells = (np.concatenate(f) for f in zip(*found, strict=True))
         return queries, cells, exact_sq_distances(block, queries, centers, cells)
 
-    return decide(m, g, ids, np.broadcast_to(tau[:, None], top.shape), exact, fallback)
+    tau = np.broadcast_to(tau[:, None], top.shape)
+    return decide(m, g, ids, tau, exact, fallback, compiled)
 
 
-def _nearest_cells(block, centers, n_nearest, n_candidates, groups=None, own_groups=False):
+def _nearest_cells(
+    block, centers, n_nearest, n_candidates, groups=None, own_groups=False, compiled=False
+):
     """Each row's cell (nearest centre) followed by the cells whose boundary with it is
     nearest to the row.
 
@@ -297,15 +313,21 @@ def _nearest_cells(block, centers, n_nearest, n_candidates, groups=None, own_gro
     ``n_candidates`` nearest centres (among the candidate groups' cells when ``groups`` is
     given: those of the row's nearest group's neighbour groups, or with ``own_groups`` of
     the row's own nearest groups); all distances are exact, ties go to the lower cell.
+    ``compiled``: the proposals are selected by the compiled kernel (the same cells).
     """
     if groups is None:
         ids, d2 = block_topk(
-            block, np.full(block.shape[0], -1), centers, np.arange(len(centers)), n_candidates
+            block,
+            np.full(block.shape[0], -1),
+            centers,
+            np.arange(len(centers)),
+            n_candidates,
+            compiled=compiled,
         )
     elif own_groups:
-        ids, d2 = _nearest_in_own_groups(block, centers, groups, n_candidates)
+        ids, d2 = _nearest_in_own_groups(block, centers, groups, n_candidates, compiled)
     else:
-        ids, d2 = _nearest_in_groups(block, centers, groups, n_candidates)
+        ids, d2 = _nearest_in_groups(block, centers, groups, n_candidates, compiled)
     if n_nearest == 1 or n_candidates == 1:
         return ids[:, :n_nearest].astype(np.int32)
     # centre-to-centre distances, once per distinct pair (rows share their few cells)
@@ -335,7 +357,8 @@ def _widths(centers, n_nearest, n_candidates=None):
 def nearest_cells(rows, centers, n_nearest, groups, own_groups=False):
     """What :func:`assign_cells` gives these rows (an array), with ``groups`` from
     :func:`cell_groups`."""
-    return _nearest_cells(rows, centers, *_widths(centers, n_nearest), groups, own_groups)
+    widths = _widths(centers, n_nearest)
+    return _nearest_cells(rows, centers, *widths, groups, own_groups, get_config()["compiled"])
 
 
 def assign_cells(X, centers, n_nearest, n_candidates=None, own_groups=False):
@@ -351,6 +374,7 @@ def assign_cells(X, centers, n_nearest, n_candidates=None, own_groups=False):
         n_candidates,
         cell_groups(centers),
         own_groups,
+        get_config()["compiled"],
         dtype=np.int32,
         chunks=(X.chunks[0], (n_nearest,)),
         name=task_name("assign"),

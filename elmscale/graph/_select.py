@@ -20,6 +20,9 @@ import threading
 
 import numpy as np
 
+from ..utils._compiled import compiled_available
+from . import _select_compiled
+
 #: values per block of the product: bounds a block's temporaries (the product, its mask) and,
 #: against few reference rows, spreads the per-block bookkeeping over many query rows
 BLOCK_VALUES = 1 << 20
@@ -125,7 +128,7 @@ class Operands:
         return _error_bound(sq.astype(np.float64), top, self.d, self.dtype)
 
 
-def proposals(Q, R, q_ids, r_ids, m, bound=None):
+def proposals(Q, R, q_ids, r_ids, m, bound=None, compiled=False):
     """The m smallest proposed squared distances per query row to the reference rows.
 
     ``Q`` and ``R`` are augmented rows (:class:`Operands`). Without ``bound`` each row gets
@@ -133,7 +136,9 @@ def proposals(Q, R, q_ids, r_ids, m, bound=None):
     than m when fewer are), which skips the threshold search. A reference with the query's
     own id is never proposed. Returns ``(cols, g)`` (nq, m), padded with (-1, inf); the
     largest of a row's m proposals is in its last column (the others in no particular
-    order), which is where :func:`decide` looks for a cut tie.
+    order), which is where :func:`decide` looks for a cut tie. ``compiled``: float32 rows
+    select by :func:`~elmscale.graph._select_compiled.select_smallest` (the same proposals,
+    in increasing order).
     """
     nq, nr = Q.shape[0], R.shape[0]
     cols = np.full((nq, m), -1, dtype=np.int64)
@@ -153,6 +158,7 @@ def proposals(Q, R, q_ids, r_ids, m, bound=None):
             r_order,
             m,
             None if bound is None else bound[lo:hi],
+            compiled,
         )
         cols[lo:hi, : c.shape[1]] = c
         g[lo:hi, : c.shape[1]] = gg
@@ -181,6 +187,12 @@ def propose(Q, R, q_ids, r_ids, m, bound=None):
     return proposals(Q.query, R.reference, q_ids, r_ids, m, bound)
 
 
+def propose_compiled(Q, R, q_ids, r_ids, m, bound=None):
+    """:func:`propose` with its selection compiled
+    (:mod:`elmscale.graph._select_compiled`): the same proposals."""
+    return proposals(Q.query, R.reference, q_ids, r_ids, m, bound, compiled=True)
+
+
 _workspace = threading.local()
 
 
@@ -198,11 +210,15 @@ def _buffer(name, shape, dtype):
     return buf[:size].reshape(shape)
 
 
-def _proposals(Q, R, q_ids, sorted_ids, r_order, m, bound):
+def _proposals(Q, R, q_ids, sorted_ids, r_order, m, bound, compiled=False):
     nq, nr = Q.shape[0], R.shape[0]
     G = np.matmul(Q, R.T, out=_buffer("G", (nq, nr), Q.dtype))
     pos = np.minimum(np.searchsorted(sorted_ids, q_ids), nr - 1)
     own = sorted_ids[pos] == q_ids
+    if compiled_available(compiled) and G.dtype == np.float32 and (bound is not None or nr > m):
+        own_col = np.where(own, r_order[pos], -1)
+        limit = np.full(nq, np.inf, dtype=np.float32) if bound is None else bound
+        return _select_compiled.select_smallest(G, own_col, limit, m)
     G[np.flatnonzero(own), r_order[pos[own]]] = np.inf
     if bound is None and nr <= m:
         cols = np.argsort(G, axis=1, kind="stable")
@@ -330,7 +346,7 @@ def within_limits(Q, R, q_ids, r_ids, limits):
     return tuple(np.concatenate(f) for f in zip(*found, strict=True))
 
 
-def decide(k, g, ids, tau, exact, fallback):
+def decide(k, g, ids, tau, exact, fallback, compiled=False):
     """The k nearest of each query's proposals, ranked by (recomputed distance, id).
 
     ``g`` and ``ids`` (n, M, k + 1) hold each query's proposals from M reference blocks
@@ -343,22 +359,29 @@ def decide(k, g, ids, tau, exact, fallback):
     ``fallback(rows, blocks, limits)`` then returns, for each such (query, block) pair, the
     block's rows whose proposed distance is at most the query's limit, as flat
     ``(query, id, squared distance)`` triples; the query's other blocks keep their proposals.
-    Returns ``(ids, sq_dist)`` (n, k), padded with (-1, inf).
+    Returns ``(ids, sq_dist)`` (n, k), padded with (-1, inf). ``compiled``: the
+    bookkeeping around ``exact`` and ``fallback`` (limits, masks, the final ranking) by the
+    kernels of :mod:`elmscale.graph._select_compiled` (the same result).
     """
     n, M, _ = g.shape
-    first = g[:, :, :k].reshape(n, M * k)
-    kth = np.partition(first, k - 1, axis=1)[:, k - 1] if M * k > k else first.max(axis=1)
-    limit = kth + 2 * tau.max(axis=1)
-    cut = g[:, :, k] <= limit[:, None]
-    close = (g[:, :, :k] <= limit[:, None, None]) & ~cut[:, :, None]
-    rows, slot = np.nonzero(close.reshape(n, M * k))
-    flat_pos = (slot // k) * (k + 1) + slot % k
+    if compiled_available(compiled):
+        limit, cut, rows, flat_pos = _select_compiled.close_candidates(k, g, tau.max(axis=1))
+    else:
+        first = g[:, :, :k].reshape(n, M * k)
+        kth = np.partition(first, k - 1, axis=1)[:, k - 1] if M * k > k else first.max(axis=1)
+        limit = kth + 2 * tau.max(axis=1)
+        cut = g[:, :, k] <= limit[:, None]
+        close = (g[:, :, :k] <= limit[:, None, None]) & ~cut[:, :, None]
+        rows, slot = np.nonzero(close.reshape(n, M * k))
+        flat_pos = (slot // k) * (k + 1) + slot % k
     flat_ids = ids.reshape(n, M * (k + 1))
     triples = [(rows, flat_ids[rows, flat_pos], exact(rows, flat_pos))]
     cut_rows, cut_blocks = np.nonzero(cut)
     if len(cut_rows):
         triples.append(fallback(cut_rows, cut_blocks, limit[cut_rows]))
     rows, found_ids, sq_dist = (np.concatenate(t) for t in zip(*triples, strict=True))
+    if compiled_available(compiled):
+        return _select_compiled.topk_of_pairs(k, n, rows, found_ids, sq_dist)
     return topk_of_pairs(k, n, rows, found_ids, sq_dist)
 
 
@@ -389,7 +412,7 @@ def topk_exact(k, ids, sq_dist):
     return out_ids, out_d
 
 
-def block_topk(Xq, q_ids, Xr, r_ids, k, *, dtype=np.float32):
+def block_topk(Xq, q_ids, Xr, r_ids, k, *, dtype=np.float32, compiled=False):
     """The k nearest rows of ``Xr`` for each row of ``Xq``, ranked by (exact distance, id).
 
     Parameters
@@ -402,6 +425,9 @@ def block_topk(Xq, q_ids, Xr, r_ids, k, *, dtype=np.float32):
         Neighbours per query; rows with fewer candidates are padded with id -1, distance inf.
     dtype : float32 or float64
         Precision of the candidate-proposing product (float32 is about twice as fast).
+    compiled : bool
+        Select the float32 proposals by the compiled kernel (:func:`proposals`; the same
+        result).
 
     Returns
     -------
@@ -412,7 +438,7 @@ def block_topk(Xq, q_ids, Xr, r_ids, k, *, dtype=np.float32):
     r_ids = np.asarray(r_ids, dtype=np.int64)
     center = Xr.mean(axis=0, dtype=np.result_type(Xr.dtype, np.float32))
     Q, R = Operands(Xq, center, dtype), Operands(Xr, center, dtype)
-    cols, g = proposals(Q.query, R.reference, q_ids, r_ids, k + 1)
+    cols, g = proposals(Q.query, R.reference, q_ids, r_ids, k + 1, compiled=compiled)
     tau = Q.error_bound(ref_sq_max=float(R.sq.max(initial=0)))
     ids = np.where(cols >= 0, r_ids[cols], -1)
     flat_cols = cols.ravel()
@@ -424,7 +450,7 @@ def block_topk(Xq, q_ids, Xr, r_ids, k, *, dtype=np.float32):
         qi, ci = within_limits(Q.query[rows], R.reference, q_ids[rows], r_ids, limits)
         return rows[qi], r_ids[ci], exact_sq_distances(Xq, rows[qi], Xr, ci)
 
-    return decide(k, g[:, None, :], ids[:, None, :], tau[:, None], exact, fallback)
+    return decide(k, g[:, None, :], ids[:, None, :], tau[:, None], exact, fallback, compiled)
 
 
 def merge_topk(k, ids, sq_dist):

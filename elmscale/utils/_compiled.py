@@ -1,6 +1,6 @@
 """Compiled loops where NumPy and SciPy are the bottleneck, each beside the NumPy path it replaces:
-here the Gram pass's sparse products; the kNN graph's local join's in
-:mod:`elmscale.graph._join_compiled`, compiled by the same :func:`jit`.
+here the Gram pass's sparse products; the kNN graph's in :mod:`elmscale.graph._join_compiled`
+and :mod:`elmscale.graph._select_compiled`, compiled by the same :func:`jit`.
 
 The product of a sparse graph block with dense rows (``W H``: about 10-20 nonzeros per row,
 rows of n_hidden numbers) is memory-bound; SciPy's CSR product adds one row of H at a time

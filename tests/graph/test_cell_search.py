@@ -226,14 +226,21 @@ def test_tied_distances_are_ranked_by_global_index():
 
 @pytest.mark.parametrize("backend", ["exact", "cells"])
 def test_digits_graph_is_the_same_for_any_chunking(backend):
-    """scikit-learn's digits: integer-valued, many exactly tied distances."""
+    """scikit-learn's digits: integer-valued, many exactly tied distances; also the same
+    graph with the selection compiled or on the NumPy path."""
     X = load_digits().data
-    graphs = [
-        knn_graph(
-            da.from_array(X, chunks=(c, 64)), 10, backend=backend, order=False, random_state=0
-        )
-        for c in (250, 600, 1797)
-    ]
+    graphs = []
+    for c, compiled in ((250, False), (250, True), (600, True), (1797, False)):
+        with elmscale.config_context(compiled=compiled):
+            graphs.append(
+                knn_graph(
+                    da.from_array(X, chunks=(c, 64)),
+                    10,
+                    backend=backend,
+                    order=False,
+                    random_state=0,
+                )
+            )
     ref = graphs[0].laplacian().toarray()
     for g in graphs[1:]:
         np.testing.assert_array_equal(g.laplacian().toarray(), ref)

@@ -9,6 +9,7 @@ from sklearn.datasets import load_digits
 
 from elmscale.graph import CellSearch, Operands, propose
 from elmscale.graph._select import lexorder, proposals
+from elmscale.utils._compiled import compiled_available
 
 
 def _tied_block(rng, nq, nr, d):
@@ -26,11 +27,12 @@ def _dense(Q, R, q_ids, r_ids):
     return G
 
 
+@pytest.mark.parametrize("compiled", [False, True])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize(
     ("nq", "nr", "d", "m"), [(300, 700, 3, 12), (9, 9, 2, 12), (20, 300, 1, 5)]
 )
-def test_proposals_are_the_m_smallest(nq, nr, d, m, dtype):
+def test_proposals_are_the_m_smallest(nq, nr, d, m, dtype, compiled):
     """Unbounded: each row gets its m smallest values (300 queries: two blocks of the
     product). In float32, among equal values the smaller column, so the proposals are a
     function of the block alone."""
@@ -38,7 +40,7 @@ def test_proposals_are_the_m_smallest(nq, nr, d, m, dtype):
     Xq, rows, Xr = _tied_block(rng, nq, nr, d)
     r_ids = rng.permutation(10 * nr)[:nr]
     Q, R = Operands(Xq, 0.0, dtype), Operands(Xr, 0.0, dtype)
-    cols, g = proposals(Q.query, R.reference, r_ids[rows], r_ids, m)
+    cols, g = proposals(Q.query, R.reference, r_ids[rows], r_ids, m, compiled=compiled)
     G = _dense(Q, R, r_ids[rows], r_ids)
     for i in range(nq):
         if nr <= m:  # every column, the row itself with inf
@@ -50,35 +52,105 @@ def test_proposals_are_the_m_smallest(nq, nr, d, m, dtype):
             assert sorted(cols[i]) == sorted(np.lexsort((np.arange(nr), G[i]))[:m]), i
 
 
+@pytest.mark.parametrize("compiled", [False, True])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize(("nr", "m"), [(200, 13), (13, 13), (600, 12)])
-def test_the_largest_proposal_is_last(nr, m, dtype):
+def test_the_largest_proposal_is_last(nr, m, dtype, compiled):
     """decide() reads a row's m-th proposal from the last column: it must be the largest
     of the row's proposals, also when every column is below the first threshold (200
     references, all in the subsample) and when there are exactly m references."""
     rng = np.random.default_rng(nr)
     Xq, Xr = rng.normal(size=(50, 6)), rng.normal(size=(nr, 6))
     Q, R = Operands(Xq, 0.0, dtype), Operands(Xr, 0.0, dtype)
-    cols, g = proposals(Q.query, R.reference, np.full(50, -1), np.arange(nr), m)
+    cols, g = proposals(Q.query, R.reference, np.full(50, -1), np.arange(nr), m, compiled=compiled)
     np.testing.assert_array_equal(g[:, -1], g.max(axis=1))
     dense = np.sort(_dense(Q, R, np.full(50, -1), np.arange(nr)))[:, m - 1]
     np.testing.assert_allclose(g[:, -1], dense, rtol=1e-5)
 
 
-def test_bounded_proposals_are_those_at_most_the_bound():
+@pytest.mark.parametrize("compiled", [False, True])
+def test_bounded_proposals_are_those_at_most_the_bound(compiled):
     rng = np.random.default_rng(5)
     Xq, rows, Xr = _tied_block(rng, 200, 600, 3)
     ids = np.arange(600)
     Q, R = Operands(Xq, 0.0, np.float32), Operands(Xr, 0.0, np.float32)
     G = _dense(Q, R, ids[rows], ids)
     bound = np.sort(G, axis=1)[:, rng.integers(0, 20, 200)].diagonal().astype(np.float64)
-    cols, g = proposals(Q.query, R.reference, ids[rows], ids, 8, bound)
+    bound[:5] = np.inf  # every column, the row itself last with inf
+    cols, g = proposals(Q.query, R.reference, ids[rows], ids, 8, bound, compiled=compiled)
     for i in range(200):
         below = np.flatnonzero(G[i] <= bound[i])
         want = below[np.lexsort((below, G[i, below]))][:8]
         got = cols[i][cols[i] >= 0]
         assert sorted(got) == sorted(want)
         assert (g[i, len(got) :] == np.inf).all() and (cols[i, len(got) :] == -1).all()
+
+
+@pytest.mark.parametrize("bound", [None, "finite", "inf"])
+def test_the_compiled_selection_proposes_what_numpy_does(bound):
+    """Values of both signs, -0.0 beside 0.0, ties, a query's own column and rows with fewer
+    entries within their bound than m: the same columns and values in the same places."""
+
+    if not compiled_available(True):
+        pytest.skip("numba (installed with pynndescent) is absent")
+    rng = np.random.default_rng(2)
+    nq, nr, m = 120, 400, 11
+    Q = rng.integers(-2, 3, size=(nq, 4)).astype(np.float32)
+    R = rng.integers(-2, 3, size=(nr, 4)).astype(np.float32)
+    Q[0] = 0.0
+    R[:3] = [[-0.0] * 4, [0.0] * 4, [-0.0] * 4]
+    r_ids = np.arange(nr)
+    q_ids = np.where(rng.random(nq) < 0.5, rng.integers(0, nr, nq), -1)
+    if bound is not None:
+        G = Q @ R.T
+        bound = np.sort(G, axis=1)[:, 5].astype(np.float64) if bound == "finite" else None
+        bound = np.full(nq, np.inf) if bound is None else bound
+    got = proposals(Q, R, q_ids, r_ids, m, bound, compiled=True)
+    want = proposals(Q, R, q_ids, r_ids, m, bound, compiled=False)
+    for g, w in zip(got, want, strict=True):
+        assert g.dtype == w.dtype
+        np.testing.assert_array_equal(np.sort(g, axis=1), np.sort(w, axis=1))
+    np.testing.assert_array_equal(got[1][:, -1], want[1][:, -1])
+    order = np.lexsort((got[0], got[1]), axis=1)  # the same (column, value) pairs
+    worder = np.lexsort((want[0], want[1]), axis=1)
+    np.testing.assert_array_equal(
+        np.take_along_axis(got[0], order, 1), np.take_along_axis(want[0], worder, 1)
+    )
+
+
+@pytest.mark.parametrize("n_blocks", [1, 4])
+def test_the_compiled_decision_ranks_what_numpy_does(n_blocks):
+    """decide() with its bookkeeping compiled: the same neighbours and distances, with tied
+    proposals and exact distances, padded blocks, blocks cut at their (k + 1)-th proposal
+    and a fallback that adds rows unsorted."""
+    from elmscale.graph._select import decide
+
+    if not compiled_available(True):
+        pytest.skip("numba (installed with pynndescent) is absent")
+    rng = np.random.default_rng(n_blocks)
+    n, k = 300, 5
+    g = np.sort(rng.integers(0, 12, size=(n, n_blocks, k + 1)).astype(np.float64), axis=2)
+    g[rng.random((n, n_blocks)) < 0.1, 3:] = np.inf  # blocks with fewer proposals
+    ids = rng.permutation(n * n_blocks * (k + 1)).reshape(g.shape) + 10
+    ids[np.isinf(g)] = -1
+    tau = rng.choice([0.0, 0.25, 1.0], size=(n, n_blocks))
+    exact_value = np.round(g.reshape(n, -1) + rng.integers(-1, 2, size=(n, g[0].size)) * 0.25, 2)
+
+    def exact(rows, pos):
+        return exact_value[rows, pos]
+
+    def fallback(rows, blocks, limits):
+        extra = rng.integers(0, 3, size=len(rows))
+        q = np.repeat(rows, extra)[::-1]
+        return q, rng.permutation(len(q)) + 10**6, rng.integers(0, 12, len(q)).astype(float)
+
+    got, want = [], []
+    for compiled, out in ((True, got), (False, want)):
+        rng = np.random.default_rng(7)  # the same fallback rows for both
+        out.extend(decide(k, g, ids, tau, exact, fallback, compiled=compiled))
+    for a, b in zip(got, want, strict=True):
+        assert a.dtype == b.dtype
+        np.testing.assert_array_equal(a, b)
 
 
 def _dense_kernel(Q, R, q_ids, r_ids, m, bound=None):
