@@ -38,12 +38,15 @@ def _block_candidates(
     q_ids = -1 - np.arange(n) if q_start is None else np.arange(q_start, q_start + n)
     k = min(k, Xr.shape[0])
     # fewer queries than rows (a recall sample): the rows in slices whose product with the
-    # queries fills one block, merged by (distance, id), so that the rows are read once
-    # rather than once per small block of queries; the same neighbours
+    # queries fills one block, each slice's k best merged into those so far by (distance,
+    # id), so that the rows are read once rather than once per small block of queries; a
+    # slice proposes only rows that may lie within the k-th nearest so far (the same
+    # neighbours: a row among the k nearest of all lies within that of every slice before)
     nr = Xr.shape[0]
     step = max(BLOCK_VALUES // max(n, 1), 4 * k) if n < nr else max(nr, 1)
-    found = [
-        block_topk(
+    ids = d2 = None
+    for lo in range(0, max(nr, 1), step):
+        found = block_topk(
             Xq,
             q_ids,
             Xr[lo : lo + step],
@@ -51,14 +54,13 @@ def _block_candidates(
             min(k, nr - lo, step),
             dtype=dtype or np.float64,
             compiled=compiled,
+            within=None if ids is None or ids.shape[1] < k else d2[:, k - 1],
         )
-        for lo in range(0, max(nr, 1), step)
-    ]
-    ids, d2 = (
-        found[0]
-        if len(found) == 1
-        else merge_topk(k, *(np.concatenate(part, axis=1) for part in zip(*found, strict=True)))
-    )
+        if ids is None:
+            ids, d2 = found
+        else:
+            both = zip((ids, d2), found, strict=True)
+            ids, d2 = merge_topk(k, *(np.concatenate(p, axis=1) for p in both))
     if values is None:
         return ids, d2
     return ids, d2, np.asarray(values, dtype=np.float64)[np.where(ids >= 0, ids - r_start, 0)]

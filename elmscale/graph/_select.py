@@ -359,6 +359,9 @@ def decide(k, g, ids, tau, exact, fallback, compiled=False):
     ``fallback(rows, blocks, limits)`` then returns, for each such (query, block) pair, the
     block's rows whose proposed distance is at most the query's limit, as flat
     ``(query, id, squared distance)`` triples; the query's other blocks keep their proposals.
+    A proposal of ``inf`` is padding (a block that proposed all it had within a bound, or
+    a query's own row): never recomputed, never a cut, also where fewer than k proposals
+    make the limit infinite.
     Returns ``(ids, sq_dist)`` (n, k), padded with (-1, inf). ``compiled``: the
     bookkeeping around ``exact`` and ``fallback`` (limits, masks, the final ranking) by the
     kernels of :mod:`elmscale.graph._select_compiled` (the same result).
@@ -370,8 +373,8 @@ def decide(k, g, ids, tau, exact, fallback, compiled=False):
         first = g[:, :, :k].reshape(n, M * k)
         kth = np.partition(first, k - 1, axis=1)[:, k - 1] if M * k > k else first.max(axis=1)
         limit = kth + 2 * tau.max(axis=1)
-        cut = g[:, :, k] <= limit[:, None]
-        close = (g[:, :, :k] <= limit[:, None, None]) & ~cut[:, :, None]
+        cut = (g[:, :, k] <= limit[:, None]) & (g[:, :, k] < np.inf)
+        close = (g[:, :, :k] <= limit[:, None, None]) & (g[:, :, :k] < np.inf) & ~cut[:, :, None]
         rows, slot = np.nonzero(close.reshape(n, M * k))
         flat_pos = (slot // k) * (k + 1) + slot % k
     flat_ids = ids.reshape(n, M * (k + 1))
@@ -412,7 +415,7 @@ def topk_exact(k, ids, sq_dist):
     return out_ids, out_d
 
 
-def block_topk(Xq, q_ids, Xr, r_ids, k, *, dtype=np.float32, compiled=False):
+def block_topk(Xq, q_ids, Xr, r_ids, k, *, dtype=np.float32, compiled=False, within=None):
     """The k nearest rows of ``Xr`` for each row of ``Xq``, ranked by (exact distance, id).
 
     Parameters
@@ -428,6 +431,11 @@ def block_topk(Xq, q_ids, Xr, r_ids, k, *, dtype=np.float32, compiled=False):
     compiled : bool
         Select the float32 proposals by the compiled kernel (:func:`proposals`; the same
         result).
+    within : ndarray (nq,), optional
+        Per query, the squared distance beyond which a reference row is not wanted (the
+        k-th nearest found elsewhere): only rows whose product says they may lie within it
+        are proposed, so a query may get fewer than k (padded). Rows within it are all
+        ranked as without it.
 
     Returns
     -------
@@ -438,8 +446,11 @@ def block_topk(Xq, q_ids, Xr, r_ids, k, *, dtype=np.float32, compiled=False):
     r_ids = np.asarray(r_ids, dtype=np.int64)
     center = Xr.mean(axis=0, dtype=np.result_type(Xr.dtype, np.float32))
     Q, R = Operands(Xq, center, dtype), Operands(Xr, center, dtype)
-    cols, g = proposals(Q.query, R.reference, q_ids, r_ids, k + 1, compiled=compiled)
     tau = Q.error_bound(ref_sq_max=float(R.sq.max(initial=0)))
+    # a product is within tau of the recomputed distance: a row within ``within`` has a
+    # product within ``within + tau`` (2 tau: headroom for the bound's rounding to float32)
+    bound = None if within is None else within + 2 * tau
+    cols, g = proposals(Q.query, R.reference, q_ids, r_ids, k + 1, bound, compiled)
     ids = np.where(cols >= 0, r_ids[cols], -1)
     flat_cols = cols.ravel()
 

@@ -117,7 +117,8 @@ def _close_candidates(g, tau_max, k, limit, cut, rows, pos):
     ``limit[i]``, the k-th smallest of its blocks' first k proposals plus ``2 tau_max[i]``;
     ``cut[i, b]``, whether block b's (k + 1)-th proposal is within it; and, in row-major
     order, the (query, flat position into M * (k + 1)) of every proposal among a block's
-    first k within the limit whose block is not cut. Returns how many it wrote."""
+    first k within the limit whose block is not cut. ``inf`` proposals (padding) are
+    neither. Returns how many it wrote."""
     n, M, _ = g.shape
     smallest = np.empty(k, dtype=np.float64)
     found = 0
@@ -129,11 +130,11 @@ def _close_candidates(g, tau_max, k, limit, cut, rows, pos):
         lim = smallest[k - 1] + 2 * tau_max[i]
         limit[i] = lim
         for b in range(M):
-            cut[i, b] = g[i, b, k] <= lim
+            cut[i, b] = g[i, b, k] <= lim and g[i, b, k] < np.inf
             if cut[i, b]:
                 continue
             for s in range(k):
-                if g[i, b, s] <= lim:
+                if g[i, b, s] <= lim and g[i, b, s] < np.inf:
                     rows[found] = i
                     pos[found] = b * (k + 1) + s
                     found += 1

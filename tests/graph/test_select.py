@@ -212,3 +212,37 @@ def test_lexorder_sorts_like_lexsort(n_groups):
         assert np.array_equal(np.sort(order), np.arange(n))
         for key in keys:
             np.testing.assert_array_equal(key[order], key[expected])
+
+
+@pytest.mark.parametrize("compiled", [False, True])
+def test_block_topk_within_keeps_every_row_within_it(compiled, monkeypatch):
+    """``within`` (a k-th nearest found elsewhere): the rows at most it are ranked as
+    without it; after them come only rows beyond it at their exact distance, in order, then
+    padding (id -1, inf), never the query itself."""
+    from elmscale.graph._select import block_topk
+
+    rng = np.random.default_rng(4)
+    X = np.round(rng.normal(size=(400, 3)), 1)  # many equal distances
+    ids = np.arange(400)
+    from elmscale.graph import _select
+
+    full = block_topk(X[:60], ids[:60], X, ids, 8, compiled=compiled)
+    within = np.where(np.arange(60) % 3 == 0, full[1][:, 7], full[1][:, 2])
+    within[::7] = 0.0  # nothing (or only duplicates) within
+    searched = []  # a query with fewer proposals than k is not searched again in full
+    counted = _select.within_limits
+    monkeypatch.setattr(
+        _select, "within_limits", lambda Q, *a: searched.append(len(Q)) or counted(Q, *a)
+    )
+    got = block_topk(X[:60], ids[:60], X, ids, 8, compiled=compiled, within=within)
+    assert sum(searched) <= 10
+    for i in range(60):
+        n = int((full[1][i] <= within[i]).sum())
+        np.testing.assert_array_equal(got[0][i, :n], full[0][i, :n])
+        np.testing.assert_array_equal(got[1][i, :n], full[1][i, :n])
+        rest, d2 = got[0][i, n:], got[1][i, n:]
+        real = rest >= 0
+        assert (d2[real] > within[i]).all() and np.isinf(d2[~real]).all()
+        assert real.tolist() == sorted(real.tolist(), reverse=True) and i not in rest
+        np.testing.assert_allclose(d2[real], ((X[rest[real]] - X[i]) ** 2).sum(axis=1), rtol=1e-12)
+        assert (np.diff(d2[real]) >= 0).all()
