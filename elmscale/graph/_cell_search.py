@@ -48,6 +48,7 @@ from .._config import get_config
 from ..utils._dask import (
     cluster_threads,
     held_blocks,
+    one_key,
     persist_compact,
     read_rows,
     worker_memory_per_thread,
@@ -765,9 +766,11 @@ class CellSearch:
         X_blocks, read = held_blocks(X)
         orig_blocks = part.original.to_delayed(optimize_graph=False).ravel()
         probe_blocks = probes.to_delayed(optimize_graph=False).ravel()
+        # the cells' bounds reach every task as one key (P + 1 numbers each: not per task)
+        cell_start, sizes_key = one_key(part.cell_start), one_key(sizes)
         row_blocks = dask.persist(
             *[
-                task("probed", _row_blocks, p, sizes, n_probes, k, part.cell_start, block_starts)
+                task("probed", _row_blocks, p, sizes_key, n_probes, k, cell_start, block_starts)
                 for p in probe_blocks
             ]
         )
@@ -802,7 +805,7 @@ class CellSearch:
                     _search_block,
                     kernel,
                     k,
-                    part.cell_start,
+                    cell_start,
                     a,
                     e,
                     int(starts[t]),

@@ -23,6 +23,7 @@ from scipy.cluster.hierarchy import leaves_list, linkage
 from sklearn.cluster import KMeans
 
 from .._config import get_config
+from ..utils._dask import one_key
 from ..utils._random import gathered_rows, sampled_rows
 from ..utils._threads import limited_threads
 from ._select import (
@@ -369,10 +370,10 @@ def assign_cells(X, centers, n_nearest, n_candidates=None, own_groups=False):
     return da.map_blocks(
         _nearest_cells,
         X,
-        centers,
+        one_key(centers),
         n_nearest,
         n_candidates,
-        cell_groups(centers),
+        one_key(cell_groups(centers)),
         own_groups,
         get_config()["compiled"],
         dtype=np.int32,

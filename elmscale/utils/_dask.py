@@ -53,6 +53,17 @@ def distributed_client():
     return client
 
 
+def one_key(value):
+    """``value`` as one key of the task graphs that take it: scattered to the workers of
+    the active distributed client, so that the graph sent to the scheduler does not carry
+    its bytes (dask warns above a few MB, and every task embedding it would copy it), else
+    one delayed object in the graph."""
+    client = distributed_client()
+    if client is None:
+        return dask.delayed(value, pure=True, traverse=False)
+    return client.scatter(value)
+
+
 def scatter_rows(client, X, chunks, name):
     """NumPy ``X`` as a dask array ``name`` of ``chunks`` whose blocks are sent to the
     workers once by ``client.scatter``, like a persisted array, in X's own dtype (uint8
