@@ -142,16 +142,24 @@ def test_block_search_equals_an_exact_search_of_the_probed_cells(ties, chunks, b
 def test_a_search_task_holds_at_most_its_budget_whatever_d(d, n, budget, monkeypatch):
     """Each search task's peak memory, measured (tracemalloc, its inputs included), stays
     within the budget at any d, where a chunk and its rows' probed cells alone exceed it."""
+    from elmscale.graph import _select_compiled
+
+    if compiled_available(True):  # the kernels' code loaded (or compiled) once a process
+        _select_compiled.select_smallest(np.zeros((1, 2), np.float32), [-1], [np.inf], 1)
+        _select_compiled.close_candidates(1, np.zeros((1, 1, 2)), np.zeros(1))
+        _select_compiled.topk_of_pairs(1, 1, [0], [0], [0.0])
     X = np.random.RandomState(d).randn(n, d).astype(np.float32)
     assert X.nbytes > budget  # a chunk and another's rows: more than a task may hold
     peaks, search_block = [], cs._search_block
 
-    def measured(kernel, k, cell_start, a, b, lo, Xc, original, pieces, read=None):
+    def measured(kernel, k, cell_start, a, b, lo, Xc, original, pieces, read=None, compiled=False):
         held = X[a - lo : b - lo].nbytes + 8 * (b - a) + sum(x.nbytes for p in pieces for x in p)
         _select._workspace.__dict__.clear()  # the products' buffers count too
         tracemalloc.start()
         try:
-            out = search_block(kernel, k, cell_start, a, b, lo, Xc, original, pieces, read)
+            out = search_block(
+                kernel, k, cell_start, a, b, lo, Xc, original, pieces, read, compiled
+            )
             peaks.append(held + tracemalloc.get_traced_memory()[1])
         finally:
             tracemalloc.stop()
