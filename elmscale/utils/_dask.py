@@ -54,14 +54,10 @@ def distributed_client():
 
 
 def one_key(value):
-    """``value`` as one key of the task graphs that take it: scattered to the workers of
-    the active distributed client, so that the graph sent to the scheduler does not carry
-    its bytes (dask warns above a few MB, and every task embedding it would copy it), else
-    one delayed object in the graph."""
-    client = distributed_client()
-    if client is None:
-        return dask.delayed(value, pure=True, traverse=False)
-    return client.scatter(value)
+    """``value`` as one key of the task graphs that take it (one delayed object), not a
+    copy in every task's spec. Not scattered: data scattered to a worker is lost with it,
+    while a key of the graph is sent again to the worker that replaces it."""
+    return dask.delayed(value, pure=True, traverse=False)
 
 
 def scatter_rows(client, X, chunks, name):
