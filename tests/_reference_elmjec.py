@@ -5,6 +5,8 @@ Everything here is written from the formulas with N x N matrices (M = (1 - lam) 
 engine's, run on one chunk of the dense embedding (see ``kmeans_dense``).
 """
 
+import functools
+
 import dask.array as da
 import numpy as np
 from scipy.optimize import linear_sum_assignment
@@ -41,17 +43,30 @@ def changed(old, new, k):
     return int(len(old) - table[r, c].sum())
 
 
-def solve_dense(Hc, L, labels, k, lam, gamma, n_components, range_rtol=1e-10, pos_rtol=1e-10):
-    """beta, G, objective from the N x N matrix M (restricted to the range of H~^T)."""
+def range_basis(Hc, range_rtol=1e-10):
+    """The eigenvectors of H~^T H~ spanning its numerical range."""
+    w, V = np.linalg.eigh(Hc.T @ Hc)
+    return V[:, w > range_rtol * w[-1]]
+
+
+def hidden_M(Hc, L, labels, k, lam, gamma):
+    """H~^T M H~ with the N x N matrix M of eq. 6, and F, 1 / sizes."""
     N = Hc.shape[0]
     F = np.zeros((N, k))
     F[np.arange(N), labels] = 1.0
     sizes = F.sum(axis=0)
     inv = np.where(sizes > 0, 1.0 / np.where(sizes > 0, sizes, 1.0), 0.0)
     M = (1 - lam) * np.eye(N) + lam * (F * inv) @ F.T - gamma * L
-    S = Hc.T @ M @ Hc
-    w, V = np.linalg.eigh(Hc.T @ Hc)
-    V = V[:, w > range_rtol * w[-1]]
+    return Hc.T @ M @ Hc, F, inv
+
+
+def solve_dense(
+    Hc, L, labels, k, lam, gamma, n_components, range_rtol=1e-10, pos_rtol=1e-10, basis=None
+):
+    """beta, G, objective from the N x N matrix M (restricted to the range of H~^T, or to
+    the columns of ``basis``)."""
+    S, F, inv = hidden_M(Hc, L, labels, k, lam, gamma)
+    V = range_basis(Hc, range_rtol) if basis is None else basis
     mu, Y = np.linalg.eigh(V.T @ S @ V)
     mu, Y = mu[::-1], Y[:, ::-1]
     n_pos = int((mu > pos_rtol * np.abs(mu).max()).sum())
@@ -73,8 +88,11 @@ def elmjec_dense(
     max_iter,
     n_neighbors,
     random_state,
+    n_basis=None,
 ):
-    """Algorithm 1, densely. Returns a dict with beta, G, E, labels, history."""
+    """Algorithm 1, densely. Returns a dict with beta, G, E, labels, history. With
+    ``n_basis``, beta is confined to the span of the ``n_basis`` leading eigenvectors of
+    H~^T M H~ (within the range of H~^T) at the initial partition."""
     X = np.asarray(X, dtype=np.float64)
     rng = np.random.RandomState(random_state)
     offset, scale = minmax(X)
@@ -87,7 +105,13 @@ def elmjec_dense(
     _, labels, _ = kmeans_dense(
         Xs, n_clusters, n_init=max(n_restarts, 1), random_state=rng.randint(0, 2**31 - 1)
     )
-    beta, G, obj = solve_dense(Hc, L, labels, n_clusters, lam, gamma, n_components)
+    basis = None
+    if n_basis is not None:
+        V = range_basis(Hc)
+        S = V.T @ hidden_M(Hc, L, labels, n_clusters, lam, gamma)[0] @ V
+        basis = V @ np.linalg.eigh(S)[1][:, ::-1][:, :n_basis]
+    solve = functools.partial(solve_dense, basis=basis)
+    beta, G, obj = solve(Hc, L, labels, n_clusters, lam, gamma, n_components)
     history = {"objective": [obj], "kmeans_objective": [np.nan], "n_changed": [np.nan]}
     for _ in range(max_iter):
         seed = rng.randint(0, 2**31 - 1)
@@ -105,7 +129,7 @@ def elmjec_dense(
             history["objective"].append(obj)
             break
         labels = new
-        beta, G, obj = solve_dense(Hc, L, labels, n_clusters, lam, gamma, n_components)
+        beta, G, obj = solve(Hc, L, labels, n_clusters, lam, gamma, n_components)
         history["objective"].append(obj)
     return {
         "beta": beta,

@@ -13,6 +13,7 @@ from ..base import BaseELM
 from ..cluster import kmeans
 from ..exceptions import ElmscaleWarning
 from ..gram import contingency, hidden_stats, matched_label_sums, name_match
+from ..hidden import HiddenFeatures, ProjectedLayer
 from ..mixins import EmbeddingClusterMixin, GraphMixin
 from ..solvers import sign_flip
 from ..sweep import sweep
@@ -27,6 +28,10 @@ logger = logging.getLogger(__name__)
 RANGE_RTOL = 1e-10
 #: Eigenvalues of H~^T M H~ at most this times its largest |eigenvalue| count as non-positive.
 POSITIVE_RTOL = 1e-10
+#: ``n_basis="auto"``: this many directions per embedding component, and at least
+#: BASIS_MIN (see :meth:`ELMJECReduced.restrict`)
+BASIS_PER_COMPONENT = 4
+BASIS_MIN = 64
 #: Lloyd iterations allowed to each k-means run inside ELM-JEC.
 KMEANS_MAX_ITER = 100
 
@@ -56,6 +61,11 @@ class ELMJECReduced:
     lost, and each iteration then solves an r x r eigenproblem (r = ``rank_``) instead of an
     n_hidden x n_hidden one.
 
+    Every solve works in the coordinates of ``basis`` (V_r, or a subspace of it from
+    :meth:`restrict`): beta = basis Y, and a labelling F enters only through
+    ``T = basis^T H~^T F`` (:meth:`in_basis`), so an iteration that knows T and the rows
+    ``H~ basis`` needs nothing of H itself.
+
     Parameters
     ----------
     hth : ndarray (n_hidden, n_hidden)
@@ -77,32 +87,55 @@ class ELMJECReduced:
         w, V = sla.eigh(0.5 * (hth_c + hth_c.T), check_finite=False)
         keep = w > range_rtol * max(w[-1], np.finfo(float).tiny)
         self.basis = V[:, keep]  # V_r, n_hidden x r, orthonormal
-        self.basis_eigenvalues = w[keep]  # diag(V_r^T H~^T H~ V_r)
+        self.gram = np.diag(w[keep])  # V_r^T H~^T H~ V_r
         htlh = np.asarray(htlh, dtype=np.float64)
         Lr = self.basis.T @ htlh @ self.basis
-        self.laplacian_r = 0.5 * (Lr + Lr.T)  # V_r^T H^T L H V_r
+        self.laplacian = 0.5 * (Lr + Lr.T)  # V_r^T H^T L H V_r
 
     @property
     def rank_(self):
-        return self.basis.shape[1]
+        """Dimension of the numerical range of H~^T (the full basis's width)."""
+        return self._rank if hasattr(self, "_rank") else self.basis.shape[1]
+
+    def restrict(self, htf, sizes, lam, gamma, n_basis):
+        """The same problem with beta confined to the ``n_basis`` leading eigenvectors of
+        ``H~^T M H~`` for the labelling (htf, sizes) (eqs. 13-14 at that F), as a new
+        :class:`ELMJECReduced`; this one when ``n_basis`` is None or at least the basis's
+        width (nothing to restrict).
+
+        The subspace holds the solution for that F exactly (its top ``n_components``
+        eigenvectors, for ``n_components <= n_basis``); later labellings change M only by
+        the clustering term, a rank-``n_clusters`` change, and their solutions are taken as
+        the best within it (a Rayleigh-Ritz projection)."""
+        r = self.basis.shape[1]
+        if n_basis is None or n_basis >= r:
+            return self
+        _, Q = _top_eigh(self.reduced_matrix(htf, sizes, lam, gamma), n_basis)
+        sub = object.__new__(type(self))
+        sub.count, sub.mean, sub._rank = self.count, self.mean, self.rank_
+        sub.basis = self.basis @ Q
+        sub.gram = _symmetric(Q.T @ self.gram @ Q)
+        sub.laplacian = _symmetric(Q.T @ self.laplacian @ Q)
+        return sub
 
     def centred_htf(self, htf, sizes):
         """H~^T F = H^T F - mu (1^T F)."""
         return np.asarray(htf, dtype=np.float64) - np.outer(self.mean, sizes)
 
+    def in_basis(self, htf, sizes):
+        """``T = basis^T H~^T F`` from H^T F (uncentred) and the sizes 1^T F."""
+        return self.basis.T @ self.centred_htf(htf, sizes)
+
     def reduced_matrix(self, htf, sizes, lam, gamma):
-        """V_r^T H~^T M H~ V_r (r x r, symmetric): the eigenproblem of eqs. 13-14 in the range
+        """basis^T H~^T M H~ basis (symmetric): the eigenproblem of eqs. 13-14 in the range
         of H~^T. Arguments as :meth:`solve`."""
+        return self._matrix(self.in_basis(htf, sizes), sizes, lam, gamma)
+
+    def _matrix(self, T, sizes, lam, gamma):
         sizes = np.asarray(sizes, dtype=np.float64)
         nz = sizes > 0
-        htf_c = self.centred_htf(htf, sizes)[:, nz]
-        C = self.basis.T @ (htf_c / np.sqrt(sizes[nz]))  # V_r^T H~^T F (F^T F)^-1/2
-        S = (
-            (1.0 - lam) * np.diag(self.basis_eigenvalues)
-            - gamma * self.laplacian_r
-            + lam * (C @ C.T)
-        )
-        return 0.5 * (S + S.T)
+        C = T[:, nz] / np.sqrt(sizes[nz])  # basis^T H~^T F (F^T F)^-1/2
+        return _symmetric((1.0 - lam) * self.gram - gamma * self.laplacian + lam * (C @ C.T))
 
     def solve(self, htf, sizes, lam, gamma, n_components):
         """beta, G and the objective for one labelling F (eqs. 10, 13-14).
@@ -125,10 +158,17 @@ class ELMJECReduced:
         G : ndarray (n_kept, n_clusters), the cluster centres in the embedding (eq. 10)
         objective : float, eq. 6 at (beta, F)
         """
+        Y, eigenvalues, G, objective = self.solve_in_basis(
+            self.in_basis(htf, sizes), sizes, lam, gamma, n_components
+        )
+        return self.basis @ Y, eigenvalues, G, objective
+
+    def solve_in_basis(self, T, sizes, lam, gamma, n_components):
+        """:meth:`solve` from ``T = basis^T H~^T F`` (:meth:`in_basis`): ``(Y, eigenvalues,
+        G, objective)`` with beta = basis Y."""
         sizes = np.asarray(sizes, dtype=np.float64)
-        htf_c = self.centred_htf(htf, sizes)
         nz = sizes > 0
-        S = self.reduced_matrix(htf, sizes, lam, gamma)
+        S = self._matrix(T, sizes, lam, gamma)
         w, Y = _top_eigh(S, n_components)
         k = _count_positive(S, w)
         if k == 0:
@@ -136,19 +176,25 @@ class ELMJECReduced:
                 f"H~^T M H~ has no positive eigenvalue for lam={lam!r}, gamma={gamma!r}: every "
                 "embedding direction lowers objective (6). Lower gamma (or lam)."
             )
-        beta = sign_flip(self.basis @ Y[:, :k])
+        Y = Y[:, :k]
+        beta = self.basis @ Y
+        Y = Y * np.sign(np.einsum("ij,ij->j", sign_flip(beta), beta))  # beta's signs fixed
         G = np.zeros((k, len(sizes)))
-        G[:, nz] = (beta.T @ htf_c[:, nz]) / sizes[nz]
-        return beta, w[:k].copy(), G, float(w[:k].sum())
+        G[:, nz] = (Y.T @ T[:, nz]) / sizes[nz]
+        return Y, w[:k].copy(), G, float(w[:k].sum())
 
     def kmeans_objective(self, beta, htf, sizes):
         """Exact k-means objective of F in E = H~ beta: Tr(E^T E) - Tr(E^T P_F E)."""
         sizes = np.asarray(sizes, dtype=np.float64)
         nz = sizes > 0
         B = self.basis.T @ beta
-        total = float(np.einsum("ij,i,ij->", B, self.basis_eigenvalues, B))
+        total = float(np.einsum("ij,ik,kj->", B, self.gram, B))
         EF = beta.T @ self.centred_htf(htf, sizes)[:, nz]
         return total - float(((EF**2).sum(axis=0) / sizes[nz]).sum())
+
+
+def _symmetric(S):
+    return 0.5 * (S + S.T)
 
 
 def _top_eigh(S, n):
@@ -202,6 +248,44 @@ def _record(history, *values):
         history[key].append(val)
 
 
+def _at(state):
+    return state["htf"], state["sizes"]
+
+
+class _IterationSpace:
+    """What Algorithm 1's iterations read, for the basis they solve in.
+
+    With the full basis (``n_basis`` None or at least the rank) the rows are H's own (cached
+    or rebuilt, as the estimator's ``cache`` says) and the label sums H^T F; in a subspace
+    they are ``P = H~ basis`` (:class:`~elmscale.hidden.ProjectedLayer`), N x ``n_basis``,
+    built in one pass and held as ``cache`` says, and the label sums ``T = P^T F``. The
+    embedding is ``E = P Y`` (or ``H~ basis Y``) either way."""
+
+    def __init__(self, estimator, reduction, reduced):
+        self.reduced = reduced
+        self.full = reduced.basis.shape[1] == reduction.stats["reduced"].basis.shape[1]
+        if self.full:
+            self.features = reduction.features
+        else:
+            layer = ProjectedLayer(estimator.hidden_layer_, reduced.mean, reduced.basis)
+            self.features = HiddenFeatures(reduction.X, layer, cache=estimator.cache)
+
+    def start_sums(self, htf, sizes):
+        """The label sums of the first labelling from its H^T F (the Gram pass's)."""
+        return htf if self.full else self.reduced.in_basis(htf, sizes)
+
+    def solve(self, sums, sizes, lam, gamma, n_components):
+        """``(Y, eigenvalues, G, objective)`` (:meth:`ELMJECReduced.solve_in_basis`)."""
+        T = self.reduced.in_basis(sums, sizes) if self.full else sums
+        return self.reduced.solve_in_basis(T, sizes, lam, gamma, n_components)
+
+    def embed(self, Y):
+        """E = H~ basis Y, lazy and chunked like X."""
+        if self.full:
+            return ELMJEC._embed(self.features, self.reduced.mean, self.reduced.basis @ Y)
+        return self.features.project(Y)
+
+
 class ELMJEC(GraphMixin, EmbeddingClusterMixin, BaseELM):
     """Extreme Learning Machine for joint embedding and clustering (Liu et al. 2017).
 
@@ -225,6 +309,14 @@ class ELMJEC(GraphMixin, EmbeddingClusterMixin, BaseELM):
     n_clusters : int, default=8
     n_components : int or "auto", default="auto"
         Upper bound on the embedding dimension n_o; "auto" uses n_clusters. See Notes.
+    n_basis : int, "auto" or None, default=None
+        beta is confined to the ``n_basis`` leading eigenvectors of ``H~^T M H~`` at the
+        initial partition, so the iterations read ``P = H~ V`` (N x n_basis) instead of H
+        (N x n_hidden): built in one pass and held (see ``cache``), an iteration is a pass
+        over P. Later partitions change M by the clustering term alone (rank n_clusters) and
+        take the best beta within that subspace. "auto": 4 directions per component, at
+        least 64; None (or at least ``rank_``): the whole range of H~^T, the literal
+        algorithm, whose iterations read H.
     n_hidden : int, default=1000
     lam : float in (0, inf), default=0.5
         The paper's lambda: weight of the clustering term.
@@ -251,9 +343,10 @@ class ELMJEC(GraphMixin, EmbeddingClusterMixin, BaseELM):
         "minmax" maps every feature to [-1, 1], the paper's protocol. The initial k-means runs
         on the scaled X.
     cache : "auto" or bool, default="auto"
-        Keep H's blocks in worker memory between iterations (see ``HiddenFeatures``); without
-        it every iteration rebuilds H for the embedding, and for H^T F the hidden rows of the
-        points whose cluster changed.
+        Keep what the iterations read (P, or H with ``n_basis=None``) in worker memory
+        between iterations (see ``HiddenFeatures``); without it every iteration rebuilds it
+        from X for the embedding, and for the label sums the rows of the points whose
+        cluster changed.
     random_state : int, RandomState or None
 
     Attributes
@@ -308,10 +401,11 @@ class ELMJEC(GraphMixin, EmbeddingClusterMixin, BaseELM):
 
     **Cost.** One pass over X for the scaling, one for the graph, one for the fixed Grams H^T
     H, H^T 1 and H^T L H (computed once per fit), one eigendecomposition of H~^T H~ on the
-    client (O(n_hidden^3)); then per iteration one pass for the embedding, the n_hidden x
-    n_clusters matrix H^T F from the last one's and the hidden rows of the points whose
-    cluster changed (a full pass when most did), the top n_components eigenpairs of an r x r
-    matrix (only those are computed), and
+    client (O(n_hidden^3)), one pass building P = H~ V (``n_basis`` columns); then per
+    iteration one pass over P for the embedding, the n_basis x n_clusters matrix P^T F from
+    the last one's and the rows of P of the points whose cluster changed (a full pass when
+    most did), the top n_components eigenpairs of an n_basis x n_basis matrix (only those
+    are computed), and
     two k-means runs on the N x ``n_components_`` embedding (the one from G, and the restarts,
     which ``elmscale.cluster.kmeans`` seeds on a sample before Lloyd passes on the cluster
     for dask input). Client memory is O(n_hidden^2).
@@ -341,6 +435,7 @@ class ELMJEC(GraphMixin, EmbeddingClusterMixin, BaseELM):
         **GraphMixin._graph_constraints,
         "n_clusters": [Interval(Integral, 1, None, closed="left")],
         "n_components": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"})],
+        "n_basis": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"}), None],
         "lam": [Interval(Real, 0, None, closed="neither")],
         "gamma": [Interval(Real, 0, None, closed="neither")],
         "n_restarts": [Interval(Integral, 0, None, closed="left")],
@@ -353,6 +448,7 @@ class ELMJEC(GraphMixin, EmbeddingClusterMixin, BaseELM):
         n_clusters=8,
         *,
         n_components="auto",
+        n_basis=None,
         n_hidden=1000,
         lam=0.5,
         gamma=0.1,
@@ -371,6 +467,7 @@ class ELMJEC(GraphMixin, EmbeddingClusterMixin, BaseELM):
     ):
         self.n_clusters = n_clusters
         self.n_components = n_components
+        self.n_basis = n_basis
         self.n_hidden = n_hidden
         self.lam = lam
         self.gamma = gamma
@@ -409,6 +506,15 @@ class ELMJEC(GraphMixin, EmbeddingClusterMixin, BaseELM):
         self._n_components = resolve_n_components(
             self.n_components, self.n_clusters, Xd.shape[0], self.n_hidden
         )
+        if self.n_basis == "auto":
+            self._n_basis = max(BASIS_MIN, BASIS_PER_COMPONENT * self._n_components)
+        elif self.n_basis is not None and self.n_basis < self._n_components:
+            raise ValueError(
+                f"n_basis={self.n_basis} must be at least the number of components "
+                f"({self._n_components}): beta is confined to n_basis directions"
+            )
+        else:
+            self._n_basis = self.n_basis
 
     def reduce_hidden(self, reduction, y):
         """The graph, the initial partition, then in one pass the fixed Grams and the
@@ -457,19 +563,24 @@ class ELMJEC(GraphMixin, EmbeddingClusterMixin, BaseELM):
 
     def solve_reduced(self, reduction, rng):
         """Algorithm 1 from the reduction, for this estimator's lam, gamma, n_components.
-        With a checkpoint, the state after each iteration (partition, its H^T F and sizes,
-        history, random state) is kept, and a fit resumes after the last one kept."""
-        red, features, c = reduction.stats["reduced"], reduction.features, self.n_clusters
+        With a checkpoint, the state after each iteration (partition, its label sums and
+        sizes, history, random state) is kept, and a fit resumes after the last one kept."""
+        red, c = reduction.stats["reduced"], self.n_clusters
         lam, gamma, n_o = float(self.lam), float(self.gamma), self._n_components
+        start = {k: reduction.stats[k] for k in ("labels", "htf", "sizes")}
+        space = _IterationSpace(
+            self, reduction, red.restrict(*_at(start), lam, gamma, self._n_basis)
+        )
         iterations = reduction.iterations("iteration", self, rng)
         s = iterations.resume(self.max_iter)[1]
         if s is None:
-            s = {k: reduction.stats[k] for k in ("labels", "htf", "sizes")}
+            s = {"labels": start["labels"], "sizes": start["sizes"]}
+            s["sums"] = space.start_sums(start["htf"], start["sizes"])
             s.update(history={key: [] for key in HISTORY_KEYS}, n_iter=0, converged=False)
-        beta, eig, G, obj = red.solve(s["htf"], s["sizes"], lam, gamma, n_o)
+        Y, eig, G, obj = space.solve(s["sums"], s["sizes"], lam, gamma, n_o)
         if s["n_iter"] == 0:
-            _record(s["history"], obj, np.nan, np.nan, "", np.nan, beta.shape[1])
-        E = self._embed(features, red.mean, beta).persist()
+            _record(s["history"], obj, np.nan, np.nan, "", np.nan, Y.shape[1])
+        E = space.embed(Y).persist()
         while not s["converged"] and s["n_iter"] < self.max_iter:
             it = s["n_iter"] = s["n_iter"] + 1
             new, inertia, in_b, accepted = self._assign(E, G, draw_seed(rng))
@@ -477,17 +588,17 @@ class ELMJEC(GraphMixin, EmbeddingClusterMixin, BaseELM):
             match = name_match(table)
             changed = match[1]
             if changed == 0:  # same partition: beta and G are those of the previous step
-                _record(s["history"], obj, inertia, in_b, accepted, 0, beta.shape[1])
+                _record(s["history"], obj, inertia, in_b, accepted, 0, Y.shape[1])
                 logger.info("ELM-JEC iteration %d: partition unchanged, converged", it)
                 s["converged"] = True
             else:
-                htf, sizes, _ = matched_label_sums(
-                    features, s["labels"], s["htf"], new, table, match=match
+                sums, sizes, _ = matched_label_sums(
+                    space.features, s["labels"], s["sums"], new, table, match=match
                 )
-                s.update(labels=new, htf=htf, sizes=sizes)
-                beta, eig, G, obj = red.solve(s["htf"], s["sizes"], lam, gamma, n_o)
-                _record(s["history"], obj, inertia, in_b, accepted, changed, beta.shape[1])
-                E = self._embed(features, red.mean, beta).persist()
+                s.update(labels=new, sums=sums, sizes=sizes)
+                Y, eig, G, obj = space.solve(s["sums"], s["sizes"], lam, gamma, n_o)
+                _record(s["history"], obj, inertia, in_b, accepted, changed, Y.shape[1])
+                E = space.embed(Y).persist()
                 logger.info(
                     "ELM-JEC iteration %d: objective %.6g, k-means %.6g (%s), %d labels changed",
                     *(it, obj, inertia, accepted, changed),
@@ -495,6 +606,7 @@ class ELMJEC(GraphMixin, EmbeddingClusterMixin, BaseELM):
                 s["converged"] = changed <= self.tol * reduction.n_samples
             iterations.save(it, s)
         self._warn(min(s["history"]["n_components"]), s["converged"])
+        beta = space.reduced.basis @ Y
         self.hidden_mean_, self.rank_ = red.mean, red.rank_
         self.output_weights_, self.eigenvalues_, self.n_components_ = beta, eig, beta.shape[1]
         self.cluster_centers_ = G.T.copy()

@@ -12,11 +12,12 @@ from ._activations import (
     sigmoid,
     tanh,
 )
-from ._layer import BlockLayer, RandomHiddenLayer
+from ._layer import BlockLayer, ProjectedLayer, RandomHiddenLayer
 from ._scaling import apply_scaling, fit_scaling
 
 __all__ = [
     "BlockLayer",
+    "ProjectedLayer",
     "RandomHiddenLayer",
     "activation",
     "apply_scaling",

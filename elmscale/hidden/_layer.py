@@ -153,6 +153,55 @@ class RandomHiddenLayer(BlockLayer):
         )
 
 
+class ProjectedLayer(BlockLayer):
+    """A hidden layer followed by a fixed centring and projection: the rows
+    ``(layer(x) - mean) @ basis`` (``basis.shape[1]`` columns).
+
+    What an iterative solver reads when its unknowns live in a small subspace of the hidden
+    space (ELM-JEC's beta restricted to ``n_basis`` directions): its passes then hold or
+    rebuild an N x ``basis.shape[1]`` array instead of H, and the label sums of these rows
+    are ``basis^T H~^T F`` directly. Computed in the dtype of H's block; the float64
+    ``mean`` and ``basis`` are what is pickled.
+
+    Parameters
+    ----------
+    layer : BlockLayer
+    mean : ndarray of shape (layer.n_hidden,)
+    basis : ndarray of shape (layer.n_hidden, n_basis)
+    """
+
+    def __init__(self, layer, mean, basis):
+        self.layer = layer
+        self.basis = np.asarray(basis, dtype=np.float64)
+        self.shift = np.asarray(mean, dtype=np.float64) @ self.basis
+        self._cast = {}
+
+    @property
+    def n_hidden(self):
+        return self.basis.shape[1]
+
+    def output_dtype(self, dtype):
+        return self.layer.output_dtype(dtype)
+
+    def __getstate__(self):
+        state = self.__dict__.copy()
+        state["_cast"] = {}
+        return state
+
+    def __call__(self, X):
+        """The projected rows of one NumPy block of X."""
+        H = self.layer(X)
+        if H.dtype not in self._cast:
+            self._cast[H.dtype] = (self.basis.astype(H.dtype), self.shift.astype(H.dtype))
+        basis, shift = self._cast[H.dtype]
+        P = H @ basis
+        P -= shift
+        return P
+
+    def __repr__(self):
+        return f"ProjectedLayer({self.layer!r}, n_basis={self.n_hidden})"
+
+
 def scaled_block(X, offset, scale):
     """A NumPy block of X's rows in the scaled input space, in X's dtype (float64 for
     anything but float32 and float64): what a layer's nodes are computed from."""

@@ -56,18 +56,22 @@ def _same_partition(a, b):
     return adjusted_rand_score(np.asarray(a), np.asarray(b)) == 1.0
 
 
+@pytest.mark.parametrize("n_basis", [None, 8])
 @pytest.mark.parametrize("lam,gamma,n_components", [(0.5, 0.5, 3), (4.0, 0.05, 5)])
-def test_chunked_equals_dense_numpy_algorithm(overlapping, lam, gamma, n_components):
+def test_chunked_equals_dense_numpy_algorithm(overlapping, lam, gamma, n_components, n_basis):
     """Uneven dask chunks, same seed: beta, G, E, the objective history and the labels match
-    a dense implementation written from eq. 6 with the N x N matrix M."""
+    a dense implementation written from eq. 6 with the N x N matrix M; with ``n_basis``, beta
+    confined to that many leading eigenvectors of H~^T M H~ at the first partition (of 40
+    hidden directions), there too."""
     X, _ = overlapping
     Xd = da.from_array(X, chunks=((50, 90, 70), (4,)))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", FewerComponentsWarning)
-        m = _model(lam=lam, gamma=gamma, n_components=n_components).fit(Xd)
+        m = _model(lam=lam, gamma=gamma, n_components=n_components, n_basis=n_basis).fit(Xd)
     ref = elmjec_dense(
         X,
         4,
+        n_basis=n_basis,
         n_hidden=40,
         lam=lam,
         gamma=gamma,
@@ -262,6 +266,56 @@ def test_one_gram_pass_per_fit_and_htf_passes_only_where_most_labels_change(
     assert sum("hth" in c for c in calls) == 1
 
 
+def test_a_basis_as_wide_as_the_range_is_the_exact_fit(overlapping):
+    """``n_basis`` at least the rank of H~ (and "auto" where that covers it) leaves nothing
+    out: the fit of ``n_basis=None``, bit for bit."""
+    X, _ = overlapping
+    exact = _model(n_basis=None).fit(X)
+    assert exact.rank_ == 40
+    for n_basis in (40, 55, "auto"):  # "auto": 64 directions here
+        m = _model(n_basis=n_basis).fit(X)
+        np.testing.assert_array_equal(m.labels_, exact.labels_)
+        np.testing.assert_array_equal(m.output_weights_, exact.output_weights_)
+        np.testing.assert_array_equal(m.history_["objective"], exact.history_["objective"])
+
+
+class _CountingLayer:
+    """Counts the rows the hidden layer builds (dask's threads share the counter)."""
+
+    def __init__(self, monkeypatch):
+        self.rows = 0
+        real = elmscale.hidden.RandomHiddenLayer.__call__
+
+        def count(layer, X):
+            self.rows += len(X)
+            return real(layer, X)
+
+        monkeypatch.setattr(elmscale.hidden.RandomHiddenLayer, "__call__", count)
+
+
+@pytest.mark.parametrize("cache", [True, False])
+def test_iterations_in_a_subspace_read_its_rows_not_h(monkeypatch, cache):
+    """With ``n_basis`` below the rank the iterations read P = H~ basis (N x n_basis): held,
+    the solve builds each hidden row once, for P; rebuilt, once per embedding and for the
+    label sums of the rows that change cluster."""
+    X, _ = make_blobs(400, n_features=5, centers=4, cluster_std=4.0, random_state=2)
+    model = ELMJEC(4, n_hidden=60, graph="exact", n_restarts=2, random_state=2, n_basis=8)
+    reduction = model.set_params(cache=cache).reduce(X)
+    counter = _CountingLayer(monkeypatch)
+    model.solve(reduction)
+    assert model.n_iter_ >= 3
+    changed = model.history_["n_changed"][1:]
+    embeddings = 1 + int((changed > 0).sum())
+    if cache:
+        assert counter.rows == len(X)
+    else:
+        assert embeddings * len(X) <= counter.rows <= 2 * embeddings * len(X)
+    assert model.output_weights_.shape == (60, 4)
+    np.testing.assert_allclose(
+        model.output_weights_.T @ model.output_weights_, np.eye(4), atol=1e-12
+    )
+
+
 def test_sweep_equals_fitting_each_setting(overlapping):
     X, _ = overlapping
     grid = {"lam": [0.5, 4.0], "gamma": [0.05], "n_components": [2, 3]}
@@ -293,13 +347,14 @@ def test_clusters_separated_blobs(blobs):
 
 
 @pytest.mark.distributed
-def test_fit_on_distributed_cluster_matches_local(overlapping, dask_client):
+@pytest.mark.parametrize("n_basis", [None, 8])
+def test_fit_on_distributed_cluster_matches_local(overlapping, dask_client, n_basis):
     X, _ = overlapping
     Xd = da.from_array(X, chunks=((50, 90, 70), (4,)))
-    dist = _model(max_iter=2, n_restarts=1).fit(Xd)
+    dist = _model(max_iter=2, n_restarts=1, n_basis=n_basis).fit(Xd)
     labels = dist.labels_.compute()
     with elmscale_sync():
-        local = _model(max_iter=2, n_restarts=1).fit(Xd)
+        local = _model(max_iter=2, n_restarts=1, n_basis=n_basis).fit(Xd)
         local_labels = local.labels_.compute()
     np.testing.assert_array_equal(labels, local_labels)
     np.testing.assert_allclose(dist.history_["objective"], local.history_["objective"], rtol=1e-10)
@@ -338,6 +393,9 @@ def test_registered_as_plugin():
         (dict(tol=1.0), r"'tol' parameter of ELMJEC must be a float in the range \[0.0, 1.0\)"),
         (dict(tol="loose"), "'tol' parameter of ELMJEC"),
         (dict(activation="sigmod"), "activation.*sigmoid"),
+        (dict(n_basis=2), "n_basis=2 must be at least the number of components"),
+        (dict(n_basis=0), "'n_basis' parameter of ELMJEC must be"),
+        (dict(n_basis="all"), "'n_basis' parameter of ELMJEC must be"),
     ],
 )
 def test_bad_parameters(overlapping, params, match):
