@@ -54,3 +54,17 @@ def test_pickles_without_its_casts(parts):
     copy = pickle.loads(pickle.dumps(projected))
     assert copy._cast == {} and copy.n_hidden == 5
     np.testing.assert_array_equal(copy(X.astype(np.float32)), before)
+
+
+@pytest.mark.parametrize("n_rows", [0, 1, 7, 30])
+def test_project_block_builds_slices_as_the_whole_block(parts, monkeypatch, n_rows):
+    """``layer(X) @ W`` built a few hidden rows at a time: the same rows, any slice width,
+    an empty block included."""
+    from elmscale.hidden import _layer
+
+    X, layer, _, _, basis = parts
+    whole = layer(X[:n_rows]) @ basis
+    monkeypatch.setattr(_layer, "PROJECT_ROWS", 7)
+    sliced = _layer.project_block(layer, X[:n_rows], basis)
+    assert sliced.shape == (n_rows, 5) and sliced.dtype == whole.dtype
+    np.testing.assert_allclose(sliced, whole, rtol=1e-13, atol=1e-13)

@@ -5,6 +5,8 @@ import logging
 import dask
 import numpy as np
 
+from ._layer import project_block
+
 logger = logging.getLogger(__name__)
 
 CACHE_OPTIONS = ("auto", True, False)
@@ -169,7 +171,7 @@ def _matmul(H_block, beta):
 
 
 def _project(X_block, layer, beta):
-    return layer(X_block) @ beta
+    return project_block(layer, X_block, beta)
 
 
 __all__ = ["CACHE_OPTIONS", "HiddenFeatures", "project_rows"]

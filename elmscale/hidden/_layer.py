@@ -153,6 +153,23 @@ class RandomHiddenLayer(BlockLayer):
         )
 
 
+#: a projection of hidden rows builds this many of them at a time: the slice of H
+#: (rows x n_hidden) is taken from the heap again and again, never a chunk's whole H mapped
+#: and faulted in anew
+PROJECT_ROWS = 2048
+
+
+def project_block(layer, X, weights):
+    """``layer(X) @ weights`` for one NumPy block of rows, the hidden rows built
+    :data:`PROJECT_ROWS` at a time (row by row the same numbers as the whole block's)."""
+    X = np.asarray(X)
+    parts = [
+        layer(X[lo : lo + PROJECT_ROWS]) @ weights
+        for lo in range(0, max(X.shape[0], 1), PROJECT_ROWS)
+    ]
+    return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+
 class ProjectedLayer(BlockLayer):
     """A hidden layer followed by a fixed centring and projection: the rows
     ``(layer(x) - mean) @ basis`` (``basis.shape[1]`` columns).
@@ -189,12 +206,12 @@ class ProjectedLayer(BlockLayer):
         return state
 
     def __call__(self, X):
-        """The projected rows of one NumPy block of X."""
-        H = self.layer(X)
-        if H.dtype not in self._cast:
-            self._cast[H.dtype] = (self.basis.astype(H.dtype), self.shift.astype(H.dtype))
-        basis, shift = self._cast[H.dtype]
-        P = H @ basis
+        """The projected rows of one NumPy block of X (:func:`project_block`)."""
+        dtype = self.layer.output_dtype(_float_dtype(np.asarray(X).dtype))
+        if dtype not in self._cast:
+            self._cast[dtype] = (self.basis.astype(dtype), self.shift.astype(dtype))
+        basis, shift = self._cast[dtype]
+        P = project_block(self.layer, X, basis)
         P -= shift
         return P
 
@@ -202,12 +219,17 @@ class ProjectedLayer(BlockLayer):
         return f"ProjectedLayer({self.layer!r}, n_basis={self.n_hidden})"
 
 
+def _float_dtype(dtype):
+    """The dtype a layer computes in for input of ``dtype``: float32 and float64 as they are,
+    anything else float64."""
+    return dtype if dtype in (np.float32, np.float64) else np.dtype(np.float64)
+
+
 def scaled_block(X, offset, scale):
     """A NumPy block of X's rows in the scaled input space, in X's dtype (float64 for
     anything but float32 and float64): what a layer's nodes are computed from."""
     X = np.asarray(X)
-    dtype = X.dtype if X.dtype in (np.float32, np.float64) else np.dtype(np.float64)
-    return apply_scaling(X.astype(dtype, copy=False), offset, scale)
+    return apply_scaling(X.astype(_float_dtype(X.dtype), copy=False), offset, scale)
 
 
 def distances_to_centres(X, A, b):
