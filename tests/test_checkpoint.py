@@ -144,9 +144,11 @@ def test_uselm_resumes_on_a_cluster(dask_client, tmp_path, monkeypatch):
     _same_fit(full, resumed)
 
 
-def test_elmjec_resumes_after_its_last_iteration(overlapping, tmp_path, monkeypatch):
+@pytest.mark.parametrize("n_basis", [None, 8])
+def test_elmjec_resumes_after_its_last_iteration(overlapping, tmp_path, monkeypatch, n_basis):
     X = _dask(overlapping)
     params = {"n_clusters": 4, "n_hidden": 60, "n_restarts": 2, "max_iter": 6, "random_state": 0}
+    params["n_basis"] = n_basis
     full = ELMJEC(**params).fit(X)
     assert full.n_iter_ >= 3
     with monkeypatch.context() as m:
