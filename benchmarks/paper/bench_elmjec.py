@@ -60,7 +60,8 @@ def grid_for(kind, c):
 def elmjec(n_hidden, c, seed, **kw):
     from elmscale import ELMJEC
 
-    params = dict(graph="exact", n_neighbors=5, weights="binary", scaling="minmax")
+    # n_basis=None: the paper's Algorithm 1 as written, beta in the whole range of H~^T
+    params = dict(graph="exact", n_neighbors=5, weights="binary", scaling="minmax", n_basis=None)
     return ELMJEC(n_clusters=c, n_hidden=n_hidden, random_state=seed, **{**params, **kw})
 
 

@@ -28,8 +28,10 @@ logger = logging.getLogger(__name__)
 RANGE_RTOL = 1e-10
 #: Eigenvalues of H~^T M H~ at most this times its largest |eigenvalue| count as non-positive.
 POSITIVE_RTOL = 1e-10
-#: ``n_basis="auto"``: this many directions per embedding component, and at least
-#: BASIS_MIN (see :meth:`ELMJECReduced.restrict`)
+#: ``n_basis="auto"``: the whole range up to this many rows (H is small there and the
+#: iterations over it cheap); above, this many directions per embedding component, and at
+#: least BASIS_MIN (see :meth:`ELMJECReduced.restrict`)
+BASIS_MIN_ROWS = 10_000
 BASIS_PER_COMPONENT = 4
 BASIS_MIN = 64
 #: Lloyd iterations allowed to each k-means run inside ELM-JEC.
@@ -309,14 +311,14 @@ class ELMJEC(GraphMixin, EmbeddingClusterMixin, BaseELM):
     n_clusters : int, default=8
     n_components : int or "auto", default="auto"
         Upper bound on the embedding dimension n_o; "auto" uses n_clusters. See Notes.
-    n_basis : int, "auto" or None, default=None
+    n_basis : int, "auto" or None, default="auto"
         beta is confined to the ``n_basis`` leading eigenvectors of ``H~^T M H~`` at the
         initial partition, so the iterations read ``P = H~ V`` (N x n_basis) instead of H
         (N x n_hidden): built in one pass and held (see ``cache``), an iteration is a pass
         over P. Later partitions change M by the clustering term alone (rank n_clusters) and
-        take the best beta within that subspace. "auto": 4 directions per component, at
-        least 64; None (or at least ``rank_``): the whole range of H~^T, the literal
-        algorithm, whose iterations read H.
+        take the best beta within that subspace. "auto": the whole range up to 10,000 samples,
+        above 4 directions per component, at least 64; None (or at least ``rank_``): the
+        whole range of H~^T, the literal algorithm, whose iterations read H.
     n_hidden : int, default=1000
     lam : float in (0, inf), default=0.5
         The paper's lambda: weight of the clustering term.
@@ -448,7 +450,7 @@ class ELMJEC(GraphMixin, EmbeddingClusterMixin, BaseELM):
         n_clusters=8,
         *,
         n_components="auto",
-        n_basis=None,
+        n_basis="auto",
         n_hidden=1000,
         lam=0.5,
         gamma=0.1,
@@ -507,7 +509,10 @@ class ELMJEC(GraphMixin, EmbeddingClusterMixin, BaseELM):
             self.n_components, self.n_clusters, Xd.shape[0], self.n_hidden
         )
         if self.n_basis == "auto":
-            self._n_basis = max(BASIS_MIN, BASIS_PER_COMPONENT * self._n_components)
+            small = Xd.shape[0] <= BASIS_MIN_ROWS
+            self._n_basis = (
+                None if small else max(BASIS_MIN, BASIS_PER_COMPONENT * self._n_components)
+            )
         elif self.n_basis is not None and self.n_basis < self._n_components:
             raise ValueError(
                 f"n_basis={self.n_basis} must be at least the number of components "

@@ -279,6 +279,24 @@ def test_a_basis_as_wide_as_the_range_is_the_exact_fit(overlapping):
         np.testing.assert_array_equal(m.history_["objective"], exact.history_["objective"])
 
 
+def test_auto_basis_is_the_whole_range_on_small_data_and_a_subspace_above(overlapping, monkeypatch):
+    """``n_basis="auto"``: the literal algorithm up to ``BASIS_MIN_ROWS`` samples, above it
+    max(64, 4 n_components) directions."""
+    X, _ = overlapping
+    params = dict(n_hidden=100, max_iter=3)
+    small = _model(**params).fit(X)
+    np.testing.assert_array_equal(
+        small.output_weights_, _model(n_basis=None, **params).fit(X).output_weights_
+    )
+    monkeypatch.setattr(_elmjec, "BASIS_MIN_ROWS", 200)
+    large = _model(**params).fit(X)
+    assert large.rank_ > 64
+    np.testing.assert_array_equal(
+        large.output_weights_, _model(n_basis=64, **params).fit(X).output_weights_
+    )
+    assert not np.allclose(large.output_weights_, small.output_weights_)
+
+
 class _CountingLayer:
     """Counts the rows the hidden layer builds (dask's threads share the counter)."""
 
