@@ -89,6 +89,7 @@ class ELMJECReduced:
         w, V = sla.eigh(0.5 * (hth_c + hth_c.T), check_finite=False)
         keep = w > range_rtol * max(w[-1], np.finfo(float).tiny)
         self.basis = V[:, keep]  # V_r, n_hidden x r, orthonormal
+        self._rank = self.basis.shape[1]
         self.gram = np.diag(w[keep])  # V_r^T H~^T H~ V_r
         htlh = np.asarray(htlh, dtype=np.float64)
         Lr = self.basis.T @ htlh @ self.basis
@@ -97,7 +98,7 @@ class ELMJECReduced:
     @property
     def rank_(self):
         """Dimension of the numerical range of H~^T (the full basis's width)."""
-        return self._rank if hasattr(self, "_rank") else self.basis.shape[1]
+        return self._rank
 
     def restrict(self, htf, sizes, lam, gamma, n_basis):
         """The same problem with beta confined to the ``n_basis`` leading eigenvectors of
@@ -114,7 +115,7 @@ class ELMJECReduced:
             return self
         _, Q = _top_eigh(self.reduced_matrix(htf, sizes, lam, gamma), n_basis)
         sub = object.__new__(type(self))
-        sub.count, sub.mean, sub._rank = self.count, self.mean, self.rank_
+        sub.count, sub.mean, sub._rank = self.count, self.mean, self._rank
         sub.basis = self.basis @ Q
         sub.gram = _symmetric(Q.T @ self.gram @ Q)
         sub.laplacian = _symmetric(Q.T @ self.laplacian @ Q)
@@ -250,10 +251,6 @@ def _record(history, *values):
         history[key].append(val)
 
 
-def _at(state):
-    return state["htf"], state["sizes"]
-
-
 class _IterationSpace:
     """What Algorithm 1's iterations read, for the basis they solve in.
 
@@ -265,7 +262,7 @@ class _IterationSpace:
 
     def __init__(self, estimator, reduction, reduced):
         self.reduced = reduced
-        self.full = reduced.basis.shape[1] == reduction.stats["reduced"].basis.shape[1]
+        self.full = reduced is reduction.stats["reduced"]  # restrict() left it whole
         if self.full:
             self.features = reduction.features
         else:
@@ -573,9 +570,8 @@ class ELMJEC(GraphMixin, EmbeddingClusterMixin, BaseELM):
         red, c = reduction.stats["reduced"], self.n_clusters
         lam, gamma, n_o = float(self.lam), float(self.gamma), self._n_components
         start = {k: reduction.stats[k] for k in ("labels", "htf", "sizes")}
-        space = _IterationSpace(
-            self, reduction, red.restrict(*_at(start), lam, gamma, self._n_basis)
-        )
+        sub = red.restrict(start["htf"], start["sizes"], lam, gamma, self._n_basis)
+        space = _IterationSpace(self, reduction, sub)
         iterations = reduction.iterations("iteration", self, rng)
         s = iterations.resume(self.max_iter)[1]
         if s is None:
