@@ -94,12 +94,24 @@ def test_unpack_tasks_run_on_their_groups_worker(dask_client):
     worker_of = {out[b].key: worker for worker, group in groups for b in group}
     from distributed import get_task_stream
 
-    with get_task_stream() as stream:
-        got = dask.compute(*out)
+    # work stealing may move a task off its preferred worker whenever the other is idle:
+    # the placement tested is the exchange's, so it is paused for this computation
+    dask_client.run_on_scheduler(_work_stealing, on=False)
+    try:
+        with get_task_stream() as stream:
+            got = dask.compute(*out)
+    finally:
+        dask_client.run_on_scheduler(_work_stealing, on=True)
     assert got == tuple(tuple(10 * s + off for s, (off,) in req) for req in requests)
     ran = {t["key"]: t["worker"] for t in stream.data}
     assert {key: ran[key] for key in worker_of} == worker_of
     assert sum(key_split(k) == "test-swap" for k in ran) == 12 * 2
+
+
+async def _work_stealing(dask_scheduler, on):
+    """Start or stop the scheduler's work-stealing extension (both idempotent)."""
+    stealing = dask_scheduler.extensions["stealing"]
+    await (stealing.start() if on else stealing.stop())
 
 
 def _pick(block, offset):
