@@ -126,7 +126,7 @@ class GraphMixin:
     """The kNN graph parameters and :meth:`build_graph`.
 
     ``graph`` ("auto", a registered graph backend or a callable), ``n_neighbors``,
-    ``weights`` ("binary" or "heat"), ``sigma`` (heat-kernel width or None) and
+    ``weights`` ("binary", "heat" or "fuzzy"), ``sigma`` (heat-kernel width or None) and
     ``normalized`` (the normalised Laplacian), as in :func:`elmscale.graph.knn_graph`.
     """
 

@@ -52,7 +52,8 @@ def _stats(
 
 @pytest.mark.parametrize("chunks", CHUNKINGS)
 @pytest.mark.parametrize(
-    "weights,normalized,power", [("binary", False, 1), ("heat", True, 1), ("binary", False, 2)]
+    "weights,normalized,power",
+    [("binary", False, 1), ("heat", True, 1), ("binary", False, 2), ("fuzzy", True, 1)],
 )
 def test_chunked_equals_dense(data, chunks, weights, normalized, power):
     X, y, w, labels = data
@@ -136,7 +137,13 @@ def _assert_terms_equal_dense(s, data, layer, Lp):
 @pytest.mark.parametrize("chunks", CHUNKINGS)
 @pytest.mark.parametrize(
     "power,weights,normalized",
-    [(3, "binary", False), (4, "heat", True), (5, "binary", True), (5, "heat", False)],
+    [
+        (3, "binary", False),
+        (4, "heat", True),
+        (5, "binary", True),
+        (5, "heat", False),
+        (4, "fuzzy", False),
+    ],
 )
 def test_higher_powers_equal_dense(data, chunks, power, weights, normalized, order):
     """p > 2 goes through L^q H persisted on the cluster and its halo rows (not X's): every

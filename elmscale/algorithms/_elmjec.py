@@ -335,7 +335,8 @@ class ELMJEC(GraphMixin, EmbeddingClusterMixin, BaseELM):
         kNN backend (``elmscale.available("graph")``). "auto" takes "exact" up to 10,000
         samples (faster and exact there) and "cells", the distributed search, above.
     n_neighbors : int, default=5
-    weights : {"binary", "heat"}, default="binary"
+    weights : {"binary", "heat", "fuzzy"}, default="binary"
+        Edge weights (see :func:`elmscale.graph.knn_graph`).
     sigma : float or None, default=None
     normalized : bool, default=False
     scaling : {"minmax", "standard"} or None, default="minmax"

@@ -105,8 +105,9 @@ class SSELM(GraphMixin, _ClassifierOutputsMixin, ClassifierMixin, BaseELM):
         10,000 samples and the distributed cell search ("cells") above.
     n_neighbors : int, default=10
         k of the kNN graph (clipped to n_samples - 1).
-    weights : {"binary", "heat"}, default="heat"
-        Edge weights; heat is ``exp(-||xi - xj||^2 / (2 sigma^2))``.
+    weights : {"binary", "heat", "fuzzy"}, default="heat"
+        Edge weights; heat is ``exp(-||xi - xj||^2 / (2 sigma^2))``, fuzzy UMAP's
+        memberships (see :func:`elmscale.graph.knn_graph`).
     sigma : float or None, default=None
         Heat-kernel width; None uses the mean kNN distance (in the scaled space).
     normalized : bool, default=True

@@ -243,7 +243,10 @@ class USELM(GraphMixin, DataNodesMixin, EmbeddingClusterMixin, BaseELM):
         kNN backend (``elmscale.available("graph")``). "auto" takes "exact" up to 10,000
         samples (faster and exact there) and "cells", the distributed search, above.
     n_neighbors : int, default=10
-    weights : {"binary", "heat"}, default="binary"
+    weights : {"binary", "heat", "fuzzy"}, default="binary"
+        Edge weights: ones, the heat kernel of width ``sigma``, or UMAP's fuzzy memberships
+        (each row's edges weighed by its local density, the two directions joined by the
+        fuzzy union; see :func:`elmscale.graph.knn_graph`).
     sigma : float or None, default=None
         Heat-kernel width; None uses the mean kNN distance.
     normalized : bool, default=True

@@ -30,6 +30,7 @@ from ._laplacian import (
     _normalise_block,
     _split_block,
     _take_rows,
+    fuzzy_memberships,
 )
 from ._ordering import locality_order
 from ._tasks import PREFIX, task
@@ -37,7 +38,7 @@ from ._tasks import PREFIX, task
 logger = logging.getLogger(__name__)
 
 
-WEIGHTS = ("binary", "heat")
+WEIGHTS = ("binary", "heat", "fuzzy")
 #: ``backend="auto"`` searches exactly up to this many samples
 EXACT_MAX_SAMPLES = 10_000
 #: ``order="auto"`` sorts rows by locality above this many samples
@@ -138,8 +139,11 @@ def knn_graph(
         (``elmscale.available("graph")``). "auto" takes "exact" up to 10,000 rows and the
         distributed search (:class:`~elmscale.graph.CellSearch`) above, searching for
         ``target_recall``.
-    weights : {"binary", "heat"}
-        1 on every edge, or ``exp(-||xi - xj||^2 / (2 sigma^2))``.
+    weights : {"binary", "heat", "fuzzy"}
+        1 on every edge, ``exp(-||xi - xj||^2 / (2 sigma^2))``, or UMAP's fuzzy
+        memberships, each row's edges weighed by its local density and the two directions
+        joined by the fuzzy union ``w_ij + w_ji - w_ij w_ji``
+        (:func:`~elmscale.graph._laplacian.fuzzy_memberships`).
     sigma : float or None
         Heat-kernel width; None: the mean distance to the k nearest neighbours.
     normalized : bool
@@ -225,6 +229,8 @@ def _weighted_blocks(X, idx, dist, weights, sigma, normalized):
     """The symmetrised graph's blocks on X's chunks, their first rows and the heat width."""
     sigma_value = _heat_width(dist, weights, sigma)
     starts = np.concatenate([[0], np.cumsum(X.chunks[0])]).astype(np.int64)
+    if weights == "fuzzy":  # each row's memberships, from its own list, before the union
+        dist = dist.map_blocks(fuzzy_memberships, dtype=np.float64)
     blocks = _symmetrise(idx, dist, starts, weights, sigma_value)
     if normalized:
         blocks = _normalise(blocks, starts)

@@ -23,7 +23,7 @@ import dask.array as da
 import numpy as np
 
 from ._backends import blockwise_search
-from ._laplacian import _edge_weights
+from ._laplacian import _edge_weights, fuzzy_memberships
 
 
 def _weighted_mean(weights, sigma, n_labels, k, *candidates):
@@ -38,7 +38,10 @@ def _weighted_mean(weights, sigma, n_labels, k, *candidates):
     best = np.lexsort((ids, d2), axis=-1)[:, :k]
     d2 = np.take_along_axis(d2, best, axis=1)
     values = np.take_along_axis(values, best[:, :, None], axis=1)
-    w = np.where(np.isfinite(d2), _edge_weights(np.sqrt(d2), weights, sigma), 0.0)
+    if weights == "fuzzy":  # the new row's own memberships, as a graph row's before the union
+        w = fuzzy_memberships(np.sqrt(d2))
+    else:
+        w = np.where(np.isfinite(d2), _edge_weights(np.sqrt(d2), weights, sigma), 0.0)
     total = w.sum(axis=1, keepdims=True)
     # heat weights that all underflow: the neighbours count alike
     w = np.where(total > 0, w, np.isfinite(d2))
@@ -82,8 +85,8 @@ def neighbour_mean(
     n_neighbors : int
         Training rows each new row averages over.
     weights, sigma
-        The graph's edge weights: "binary" (ones) or "heat" (``exp(-d^2 / (2 sigma^2))``, sigma
-        the fit's width).
+        The graph's edge weights: "binary" (ones), "heat" (``exp(-d^2 / (2 sigma^2))``, sigma
+        the fit's width) or "fuzzy" (the new row's memberships among its candidates).
     transform : callable or None
         Applied to each block of ``X`` and ``X_fit`` before distances are taken (the scaling the
         graph was searched in).

@@ -57,9 +57,55 @@ class GraphBlock:
 
 
 def _edge_weights(dist, weights, sigma):
+    """The weight of each edge of length ``dist``: 1 ("binary"), the heat kernel of width
+    ``sigma`` ("heat"), or, for "fuzzy", ``dist`` itself (the lists' distances were replaced
+    by their memberships, :func:`fuzzy_memberships`, before the union)."""
     if weights == "binary":
         return np.ones_like(dist, dtype=np.float64)
+    if weights == "fuzzy":
+        return dist.astype(np.float64)
     return np.exp(-(dist.astype(np.float64) ** 2) / (2.0 * sigma**2))
+
+
+#: bisection steps and relative tolerance of each row's fuzzy width (as umap-learn's
+#: ``smooth_knn_dist``), and the least width as a share of the row's mean distance
+FUZZY_STEPS, FUZZY_TOLERANCE, FUZZY_MIN_WIDTH = 64, 1e-5, 1e-3
+
+
+def fuzzy_memberships(dist):
+    """Each row's membership strengths of its directed kNN edges, UMAP's local fuzzy
+    simplicial set (McInnes, Healy and Melville 2018, sec. 3.1, def. 7): ``exp(-max(0,
+    d_ij - rho_i) / sigma_i)``, where rho_i is the row's distance to its nearest neighbour
+    at a positive distance and sigma_i solves ``sum_j exp(-max(0, d_ij - rho_i) / sigma_i)
+    = log2(k + 1)`` (by bisection, at least :data:`FUZZY_MIN_WIDTH` times the row's mean
+    distance). Every row's nearest neighbour has membership 1 and its width follows the
+    local density, so a dense core and a sparse fringe both keep about log2(k + 1) of weight
+    per row. A function of each row's own distances (non-finite ones weigh 0), so the
+    graph is the same for any chunking. ``dist``: (n, k) distances, not squared."""
+    d = np.asarray(dist, dtype=np.float64)
+    finite = np.isfinite(d)
+    target = np.log2(d.shape[1] + 1)  # umap-learn's, whose k counts the row itself
+    positive = np.where(finite & (d > 0), d, np.inf)
+    rho = positive.min(axis=1, keepdims=True)
+    rho[~np.isfinite(rho)] = 0.0
+    excess = np.where(finite, np.maximum(d - rho, 0.0), np.inf)
+    lo = np.zeros((len(d), 1))
+    hi = np.full((len(d), 1), np.inf)
+    sigma = np.ones((len(d), 1))
+    for _ in range(FUZZY_STEPS):
+        total = np.exp(-excess / sigma).sum(axis=1, keepdims=True)
+        done = np.abs(total - target) < FUZZY_TOLERANCE
+        if done.all():
+            break
+        over = (total > target) & ~done
+        under = (total < target) & ~done
+        hi = np.where(over, sigma, hi)
+        lo = np.where(under, sigma, lo)
+        sigma = np.where(done, sigma, np.where(np.isfinite(hi), (lo + hi) / 2, sigma * 2))
+    n_finite = np.maximum(finite.sum(axis=1, keepdims=True), 1)
+    mean = np.where(finite, d, 0.0).sum(axis=1, keepdims=True) / n_finite
+    sigma = np.maximum(sigma, FUZZY_MIN_WIDTH * mean)
+    return np.exp(-excess / sigma)
 
 
 def _distinct(values):
@@ -91,14 +137,19 @@ def _assemble_block(idx, dist, start, stop, weights, sigma, source_starts, rever
     rows = np.concatenate(rows) - start
     cols = np.concatenate(cols).astype(np.int64)
     w = _edge_weights(np.concatenate(dists), weights, sigma)
-    # "or" symmetrisation: an edge present in both directions keeps one (the larger) weight;
-    # one sort by (row, column) as a single integer key
+    # "or" symmetrisation: an edge present in both directions keeps one weight, the larger
+    # or, for fuzzy memberships, their union; one sort by (row, column) as a single key
     key = rows * (int(cols.max(initial=0)) + 1) + cols
     order = np.argsort(key)
     key, w = key[order], w[order]
     first = np.ones(len(key), dtype=bool)
     first[1:] = key[1:] != key[:-1]
-    w = np.maximum.reduceat(w, np.flatnonzero(first)) if len(w) else w
+    if not len(w):
+        pass
+    elif weights == "fuzzy":  # the fuzzy union (sec. 3.1): w_ij + w_ji - w_ij w_ji
+        w = 1.0 - np.multiply.reduceat(1.0 - w, np.flatnonzero(first))
+    else:
+        w = np.maximum.reduceat(w, np.flatnonzero(first))
     rows, cols = rows[order[first]], cols[order[first]]
     outside = (cols < start) | (cols >= stop)
     halo, at = _distinct(cols[outside])

@@ -567,6 +567,27 @@ def test_predict_on_training_rows_gives_labels_back(digits_fits):
     assert np.linalg.norm(E - m.embedding_) < 0.5 * np.linalg.norm(raw - m.embedding_)
 
 
+def test_fuzzy_weights_fit_alike_on_any_chunking_and_predict_their_labels():
+    """With UMAP's fuzzy memberships as edge weights, a NumPy and a dask fit in uneven chunks
+    give the same labels and embedding (each row's memberships come from its own list), and
+    predict and transform give them back on the training rows (a new row is weighed by its
+    own memberships among its nearest training rows)."""
+    from sklearn.datasets import load_digits
+
+    X, _ = load_digits(return_X_y=True)
+    params = dict(n_clusters=10, weights="fuzzy", random_state=0)
+    with dask.config.set(scheduler="threads"):
+        m = USELM(**params).fit(X)
+        md = USELM(**params).fit(da.from_array(X, chunks=((500, 700, 597), 64)))
+    np.testing.assert_array_equal(np.asarray(md.labels_), m.labels_)
+    # the filter's steps run in float32: other chunkings sum its products in another order
+    scale = np.abs(m.embedding_).max()
+    np.testing.assert_allclose(np.asarray(md.embedding_), m.embedding_, atol=1e-5 * scale)
+    assert m.smoothing_steps_ == 8
+    np.testing.assert_array_equal(m.predict(X), m.labels_)
+    np.testing.assert_allclose(m.transform(X), m.embedding_, rtol=1e-12)
+
+
 def test_predict_numpy_and_dask_agree(digits_fits):
     """The out-of-sample step gives the same labels for NumPy and dask fits and queries."""
     X, m, md = digits_fits

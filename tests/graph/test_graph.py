@@ -49,7 +49,7 @@ def test_nndescent_recall_on_clustered_data(rng):
     assert not (idx == np.arange(2000)[:, None]).any()
 
 
-@pytest.mark.parametrize("weights", ["binary", "heat"])
+@pytest.mark.parametrize("weights", ["binary", "heat", "fuzzy"])
 @pytest.mark.parametrize("normalized", [False, True])
 def test_laplacian_equals_dense(rng, weights, normalized):
     X = rng.randn(120, 3)
@@ -63,6 +63,39 @@ def test_laplacian_equals_dense(rng, weights, normalized):
     np.testing.assert_allclose(L, L.T, atol=1e-14)
     if not normalized:
         np.testing.assert_allclose(L.sum(axis=1), 0, atol=1e-12)  # rows of D - W sum to zero
+
+
+@pytest.mark.xdist_group("numba")  # one process compiles umap-learn once
+def test_fuzzy_memberships_are_umap_learns(rng):
+    """Each row's memberships are those of umap-learn's ``smooth_knn_dist`` for the same
+    lists with the row itself first (its k counts the row): the nearest neighbour at a
+    positive distance weighs 1, each row's weights sum to log2(k + 1), and a row's
+    duplicates (distance 0) weigh 1."""
+    from umap.umap_ import smooth_knn_dist
+
+    from elmscale.graph._laplacian import fuzzy_memberships
+
+    dist = np.sort(rng.rand(300, 10) * rng.rand(300, 1) * 10, axis=1)
+    dist[:5, :2] = 0.0  # duplicates of the row
+    with_self = np.hstack([np.zeros((300, 1)), dist]).astype(np.float32)
+    sigma, rho = smooth_knn_dist(with_self, 11.0)
+    expected = np.exp(-np.maximum(with_self[:, 1:] - rho[:, None], 0) / sigma[:, None])
+    w = fuzzy_memberships(dist)
+    np.testing.assert_allclose(w, expected, atol=1e-5)
+    np.testing.assert_allclose(w.sum(axis=1), np.log2(11), atol=1e-4)
+    assert (w[:5, :3] == 1).all() and (w[5:, 0] == 1).all()
+    np.testing.assert_array_equal(w, fuzzy_memberships(dist[::-1])[::-1])  # row by row
+
+
+def test_fuzzy_memberships_of_unfilled_lists_weigh_nothing():
+    """Missing neighbours (infinite distances, as new rows with few candidates get) weigh 0
+    and leave the others' weights as if the list were shorter by them."""
+    from elmscale.graph._laplacian import fuzzy_memberships
+
+    d = np.array([[0.5, 1.0, 2.0, np.inf], [0.0, 0.0, 0.0, 0.0]])
+    w = fuzzy_memberships(d)
+    assert w[0, 3] == 0 and w[0, 0] == 1 and 0 < w[0, 2] < w[0, 1] < 1
+    np.testing.assert_array_equal(w[1], 1.0)
 
 
 def test_halo_counts_only_cross_chunk_neighbours(rng):
