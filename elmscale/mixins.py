@@ -143,7 +143,8 @@ class GraphMixin:
         """The kNN graph of the scaled rows of Xd from the graph parameters (``graph="auto"``:
         exact search up to 10,000 rows, the distributed cell search above, resolved here in
         the plugin registry); an integer seed for an approximate backend is drawn from
-        ``rng``. No recall estimate: nothing in a fit reads it."""
+        ``rng``. No recall estimate and no directed lists kept
+        (:meth:`~elmscale.graph.KNNGraph.release_lists`): nothing in a fit reads them."""
         n_neighbors = self.n_neighbors if n_neighbors is None else n_neighbors
         name = resolve_backend(self.graph, Xd.shape[0])
         layer = self.hidden_layer_
@@ -158,7 +159,7 @@ class GraphMixin:
             order=order,
             scaling=(layer.offset, layer.scale),
             estimate_recall=False,  # the estimators do not read it
-        )
+        ).release_lists()
 
 
 class DataNodesMixin:

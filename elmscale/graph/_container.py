@@ -104,6 +104,14 @@ class KNNGraph:
         """Whether the graph was built for the dask array X (by name: the same array)."""
         return self.source_name == X.name
 
+    def release_lists(self):
+        """Let go of the directed kNN lists (``indices``, ``distances``: N x k integers and
+        floats held on the workers). The weighted blocks hold all that a Laplacian, a graph
+        filter, a Gram pass, a cut or a vote reads; the estimators read no list, and a
+        checkpoint of the graph then writes none. Returns the graph."""
+        self.indices = self.distances = None
+        return self
+
     def release_rows(self):
         """Let go of the held copy of the input's rows: ``X`` becomes :attr:`rows_source`,
         the same values read lazily from the input, so this process or the workers free the

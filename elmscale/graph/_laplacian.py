@@ -14,6 +14,7 @@ import dataclasses
 import dask
 import numpy as np
 import scipy.sparse as sp
+from dask.sizeof import sizeof
 
 from ..utils._dask import named, read_rows
 from ._tasks import PREFIX, task
@@ -47,6 +48,15 @@ class GraphBlock:
         state.pop("_split", None)
         return state
 
+    def nbytes(self):
+        """Bytes the block holds: its CSR arrays, halo and degrees, and the split copies it
+        keeps (:meth:`split`). Registered with :func:`dask.sizeof.sizeof`, so that a worker's
+        managed memory, and with it when dask spills or pauses, counts the graph."""
+        matrices = [self.W, *(m for pair in self.__dict__.get("_split", {}).values() for m in pair)]
+        arrays = [self.halo, self.degree, self.diagonal]
+        arrays += [a for m in matrices for a in (m.data, m.indices, m.indptr)]
+        return int(sum(a.nbytes for a in arrays))
+
     def global_csr(self, n_samples):
         """This block's rows of W with global column indices (for tests and small data)."""
         cols = np.concatenate([np.arange(self.start, self.stop), self.halo])
@@ -54,6 +64,11 @@ class GraphBlock:
         return sp.csr_matrix(
             (W.data, (W.row, cols[W.col])), shape=(self.stop - self.start, n_samples)
         )
+
+
+@sizeof.register(GraphBlock)
+def _sizeof_graph_block(block):
+    return block.nbytes()
 
 
 def _edge_weights(dist, weights, sigma):

@@ -405,3 +405,62 @@ def test_scaling_is_passed_as_data_and_searches_the_scaled_rows(rng):
     np.testing.assert_array_equal(g.X.compute(), X)
     with pytest.raises(ValueError, match="transform or scaling, not both"):
         knn_graph(Xd, 5, backend="exact", scaling=(offset, scale), transform=lambda A: A)
+
+
+def test_a_graph_blocks_size_is_what_it_holds(rng):
+    """dask's sizeof of a block counts its CSR arrays, halo, degrees and the split copies it
+    keeps, so a worker's managed memory includes the graph."""
+    from dask.sizeof import sizeof
+
+    g = knn_graph(da.from_array(rng.randn(300, 4), chunks=(100, 4)), 6, backend="exact")
+    block = dask.compute(g.blocks[1])[0]
+    arrays = [block.W.data, block.W.indices, block.W.indptr, block.halo, block.degree]
+    held = sum(a.nbytes for a in arrays) + block.diagonal.nbytes
+    assert sizeof(block) == held
+    local, halo = block.split(np.float32)
+    split = sum(a.nbytes for m in (local, halo) for a in (m.data, m.indices, m.indptr))
+    assert sizeof(block) == held + split
+
+
+@pytest.mark.distributed
+def test_an_estimators_graph_holds_no_lists_on_the_workers(rng, dask_client, monkeypatch):
+    """The estimators read the weighted blocks only: when the Gram pass starts, the directed
+    lists the graph was assembled from hold no key on the cluster (with the lists kept, as
+    ``knn_graph`` gives them, they do), and the fit is the same."""
+    import time
+
+    import elmscale.algorithms._uselm as uselm
+    import elmscale.mixins
+    from elmscale import USELM
+    from elmscale.graph import KNNGraph
+
+    lists, held = [], []
+
+    def recording_graph(*args, **kwargs):
+        graph = knn_graph(*args, **kwargs)
+        lists.append({graph.indices.name, graph.distances.name})
+        return graph
+
+    def held_names():
+        keys = [k for ks in dask_client.has_what().values() for k in ks]
+        return {k[0] if isinstance(k, tuple) else k for k in keys}
+
+    def recording_gram(*args, **kwargs):
+        # the client releases keys asynchronously: wait for it, in the fit that releases them
+        deadline = time.monotonic() + (10 if len(lists) == 1 else 0)
+        while lists[-1] & held_names() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        held.append(held_names())
+        return hidden_stats(*args, **kwargs)
+
+    hidden_stats = uselm.hidden_stats
+    monkeypatch.setattr(elmscale.mixins, "knn_graph", recording_graph)
+    monkeypatch.setattr(uselm, "hidden_stats", recording_gram)
+    X = da.from_array(rng.randn(3000, 5), chunks=(1000, 5))
+    params = dict(n_clusters=3, n_hidden=40, smoothing=0, random_state=0)
+    released = USELM(**params).fit(X)
+    assert lists[0] and not lists[0] & held[0]
+    monkeypatch.setattr(KNNGraph, "release_lists", lambda graph: graph)
+    kept = USELM(**params).fit(X)
+    assert lists[1] <= held[1]
+    np.testing.assert_array_equal(released.labels_.compute(), kept.labels_.compute())
