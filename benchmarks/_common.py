@@ -374,14 +374,19 @@ def median_of_repeats(func, repeats=5, warmup=0):
 
 
 # -- kNN graphs ----------------------------------------------------------------------------
+def recall_rows(N, n_sample=2000, seed=0):
+    """The rows :func:`recall_at_k` samples, sorted."""
+    return np.sort(np.random.RandomState(seed).choice(N, min(n_sample, N), replace=False))
+
+
 def recall_at_k(X, idx, k, n_sample=2000, seed=0):
-    """recall@k of ``idx`` (N x k, dask) on sampled rows against float64 brute force."""
+    """recall@k of ``idx`` (N x k, dask; or its :func:`recall_rows`, a dask or NumPy array of
+    n_sample x k) on sampled rows against float64 brute force."""
     import dask
 
-    N = X.shape[0]
-    rows = np.sort(np.random.RandomState(seed).choice(N, min(n_sample, N), replace=False))
+    rows = recall_rows(X.shape[0], n_sample, seed)
     Q = np.asarray(X[rows].compute(), dtype=np.float64)
-    got = np.asarray(idx[rows].compute())
+    got = np.asarray((idx if idx.shape[0] == len(rows) else idx[rows]).compute())
 
     def best(block, start, step=2_000):
         # in slices of rows: a (n_sample x chunk) float64 block would not fit a worker, and

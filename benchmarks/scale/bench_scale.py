@@ -42,6 +42,7 @@ from benchmarks._common import (
     log_header,
     peak_memory_mb,
     recall_at_k,
+    recall_rows,
 )
 from benchmarks._mixture import mixture_dask
 from benchmarks.scale._floors import stage_floors
@@ -206,7 +207,8 @@ def fit(name, model, X, y, out):
         return lambda: {"accuracy": float((pred() == y_arr).mean().compute())}, None
     graph = None
     if name == "USELM":  # reduce + solve: the reduction keeps the graph for halo and recall
-        reduction = model.reduce(X)
+        with _recall_rows_kept(RECALL_ROWS):
+            reduction = model.reduce(X)
         model.solve(reduction)
         graph = lambda: _graph_fields(reduction, model.n_neighbors)  # noqa: E731
     else:
@@ -214,11 +216,37 @@ def fit(name, model, X, y, out):
     return lambda: {"acc": accuracy_from_contingency(dask_contingency(y_arr, model.labels_))}, graph
 
 
+#: rows whose kNN lists the recall is measured on
+RECALL_ROWS = 1000
+
+
+@contextlib.contextmanager
+def _recall_rows_kept(n_sample):
+    """The fit's graph lets go of its kNN lists once built (``KNNGraph.release_lists``);
+    here it keeps the lists of the rows :func:`recall_at_k` samples (n_sample x k integers,
+    persisted on the workers) as ``recall_lists``, so the fit holds what it holds unmeasured."""
+    from elmscale.graph import KNNGraph
+
+    release = KNNGraph.release_lists
+
+    def keeping_sample(graph):
+        rows = recall_rows(graph.n_samples, n_sample)
+        graph.recall_lists = graph.indices[rows].persist()
+        return release(graph)
+
+    KNNGraph.release_lists = keeping_sample
+    try:
+        yield
+    finally:
+        KNNGraph.release_lists = release
+
+
 def _graph_fields(reduction, k):
-    """The graph's chunks, halo rows and recall@k on 1,000 rows; the reduction released."""
+    """The graph's chunks, halo rows and recall@k on :data:`RECALL_ROWS` rows; the reduction
+    released."""
     graph = reduction.graph
     out = {"n_chunks": len(graph.chunks), "halo_rows": graph.halo_size()}
-    out["recall"] = recall_at_k(graph.X, graph.indices, k, n_sample=1000)
+    out["recall"] = recall_at_k(graph.X, graph.recall_lists, k, n_sample=RECALL_ROWS)
     reduction.release()
     return out
 
