@@ -23,7 +23,7 @@ import dask.array as da
 import numpy as np
 
 from ._backends import blockwise_search
-from ._laplacian import _edge_weights, fuzzy_memberships
+from ._laplacian import list_weights
 
 
 def _weighted_mean(weights, sigma, n_labels, k, *candidates):
@@ -38,10 +38,7 @@ def _weighted_mean(weights, sigma, n_labels, k, *candidates):
     best = np.lexsort((ids, d2), axis=-1)[:, :k]
     d2 = np.take_along_axis(d2, best, axis=1)
     values = np.take_along_axis(values, best[:, :, None], axis=1)
-    if weights == "fuzzy":  # the new row's own memberships, as a graph row's before the union
-        w = fuzzy_memberships(np.sqrt(d2))
-    else:
-        w = np.where(np.isfinite(d2), _edge_weights(np.sqrt(d2), weights, sigma), 0.0)
+    w = list_weights(np.sqrt(d2), weights, sigma)  # weighed as a graph row before the union
     total = w.sum(axis=1, keepdims=True)
     # heat weights that all underflow: the neighbours count alike
     w = np.where(total > 0, w, np.isfinite(d2))

@@ -112,15 +112,31 @@ def fuzzy_memberships(dist):
         done = np.abs(total - target) < FUZZY_TOLERANCE
         if done.all():
             break
-        over = (total > target) & ~done
-        under = (total < target) & ~done
-        hi = np.where(over, sigma, hi)
-        lo = np.where(under, sigma, lo)
+        hi = np.where(total > target, sigma, hi)  # rows done keep their sigma below
+        lo = np.where(total < target, sigma, lo)
         sigma = np.where(done, sigma, np.where(np.isfinite(hi), (lo + hi) / 2, sigma * 2))
     n_finite = np.maximum(finite.sum(axis=1, keepdims=True), 1)
     mean = np.where(finite, d, 0.0).sum(axis=1, keepdims=True) / n_finite
     sigma = np.maximum(sigma, FUZZY_MIN_WIDTH * mean)
     return np.exp(-excess / sigma)
+
+
+def _union(w, starts, weights):
+    """The weight of each edge from its weights in the two directions (runs of ``w`` from
+    ``starts``): the larger, or for fuzzy memberships their fuzzy union (sec. 3.1)
+    ``w_ij + w_ji - w_ij w_ji``."""
+    if weights == "fuzzy":
+        return 1.0 - np.multiply.reduceat(1.0 - w, starts)
+    return np.maximum.reduceat(w, starts)
+
+
+def list_weights(dist, weights, sigma):
+    """The weights of kNN lists ``dist`` (n x k distances, non-finite ones missing and
+    weighing 0), row by row as the graph weighs a row's edges before their union."""
+    if weights == "fuzzy":
+        return fuzzy_memberships(dist)
+    finite = np.isfinite(dist)
+    return np.where(finite, _edge_weights(np.where(finite, dist, 0.0), weights, sigma), 0.0)
 
 
 def _distinct(values):
@@ -159,12 +175,8 @@ def _assemble_block(idx, dist, start, stop, weights, sigma, source_starts, rever
     key, w = key[order], w[order]
     first = np.ones(len(key), dtype=bool)
     first[1:] = key[1:] != key[:-1]
-    if not len(w):
-        pass
-    elif weights == "fuzzy":  # the fuzzy union (sec. 3.1): w_ij + w_ji - w_ij w_ji
-        w = 1.0 - np.multiply.reduceat(1.0 - w, np.flatnonzero(first))
-    else:
-        w = np.maximum.reduceat(w, np.flatnonzero(first))
+    if len(w):
+        w = _union(w, np.flatnonzero(first), weights)
     rows, cols = rows[order[first]], cols[order[first]]
     outside = (cols < start) | (cols >= stop)
     halo, at = _distinct(cols[outside])
