@@ -22,14 +22,6 @@ def mixture_chunk(i, n_rows, n_features, n_clusters, seed, dtype=np.float32):
     return X, y
 
 
-def mixture_numpy(n, n_features=50, n_clusters=10, seed=0, dtype=np.float32):
-    parts = [
-        mixture_chunk(i, min(CHUNK, n - i * CHUNK), n_features, n_clusters, seed, dtype)
-        for i in range((n + CHUNK - 1) // CHUNK)
-    ]
-    return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
-
-
 def mixture_dask(n, n_features=50, n_clusters=10, seed=0, dtype=np.float32):
     """(X, y) as dask arrays whose chunks are generated on the workers."""
     import dask

@@ -68,28 +68,17 @@ def test_numpy_memory_on_mnist_rows():
     assert 0.2 < out["acc"] <= 1  # ten digits: chance is about 0.1
 
 
-def test_plot_times_each_way_of_drawing_a_fit():
-    if missing_dataset("mnist"):
-        pytest.skip(missing_dataset("mnist"))
-    from benchmarks.scale import bench_plot as bench
-
-    fit = "USELM(n_clusters=10, n_hidden=50, random_state=0)"
-    out = bench.main(["--rows", "600", "--new-rows", "100", "--fit", fit])
-    assert out["rows"] == 600 and out["fit"] == fit
-    assert all(out[k] >= 0 for k in ("fit_s", "omitted_s", "training_s", "new_rows_s"))
-
-
 @pytest.mark.slow
 @needs_git
 def test_revisions_times_this_checkout_against_head(tmp_path):
-    """As the main engineer runs it: bench_revisions.py, that is compare_revisions --time."""
+    """As the main engineer runs it: compare_revisions --time, from the repository root."""
     from sklearn.datasets import make_blobs
 
     X, y = make_blobs(600, n_features=8, centers=3, random_state=0)
     np.savez(tmp_path / "blobs.npz", X=255 * (X - X.min()) / np.ptp(X), y=y)  # read as X / 255
     fit = "USELM(n_clusters=3, n_hidden=30, random_state=0)"
     argv = ["--rev", "HEAD", "--rounds", "1", "--fits", "1", "--fit", fit]
-    cmd = [sys.executable, "-m", "benchmarks.scale.bench_revisions", *argv]
+    cmd = [sys.executable, "-m", "benchmarks.quality.compare_revisions", "--time", *argv]
     done = subprocess.run(
         [*cmd, "--data", str(tmp_path / "blobs.npz")], cwd=ROOT, capture_output=True, text=True
     )

@@ -121,14 +121,3 @@ def test_table2_on_one_g50c_split_refits_what_the_sweep_chose(bench, tmp_path, c
         assert 0 <= run[key] < 30, key  # two Gaussian classes: chance is 50 %
     assert run["sselm_oracle_test"] <= run["sselm_test"]
     assert results["g50c"]["summary"]["sselm_test"] == (run["sselm_test"], 0.0)
-
-
-def test_timing_fits_coil20_at_table_ii_sizes(bench, tmp_path):
-    _needs("coil20")
-    out = tmp_path / "timing.jsonl"
-    (row,) = bench.main(["timing", "--datasets", "coil20", "--repeats", "1", "--out", str(out)])
-    assert json.loads(out.read_text()) == json.loads(json.dumps(row))
-    # L + U of the first split: 3/4 of 1,440 rows less the 40 validation rows, 2,000 nodes
-    assert (row["n_train"], row["n_labelled"], row["n_hidden"]) == (1040, 40, 2000)
-    assert row["solver"] == "dual" and row["fit_wall_median_s"] > 0
-    assert 0 <= row["test_error_last_fit"] < 50

@@ -1,4 +1,4 @@
-"""SS-ELM benchmarks: the Table II protocol of Huang, Song, Gupta and Wu (2014) and its fit time.
+"""SS-ELM against the Table II protocol of Huang, Song, Gupta and Wu (2014).
 
 Table II protocol (``python -m benchmarks.paper.bench_sselm table2``)
     For each dataset, ``--repeats`` times: a stratified 4-fold split; each fold is the test set
@@ -18,10 +18,6 @@ Table II protocol (``python -m benchmarks.paper.bench_sselm table2``)
     G50C uses the file's 10 standard splits (idxLabs / idxUnls) as the SS-ELM authors' demo
     does. ``--graph-on all`` puts V and T in the graph as unlabelled points (a transductive side
     check, not the paper's protocol).
-
-Timing (``python -m benchmarks.paper.bench_sselm timing``)
-    SSELM fit time on USPST and COIL20 (Table II sizes, median of 3): markdown table on stdout,
-    JSON lines appended to benchmarks/results/sselm_timing.jsonl.
 """
 
 import argparse
@@ -33,7 +29,7 @@ from functools import partial
 
 import numpy as np
 
-from benchmarks._common import DATASETS_DIR, blas_info, load_dataset, results_file, utc_now
+from benchmarks._common import DATASETS_DIR, load_dataset
 from benchmarks.paper import _protocol as protocol
 
 GRID = [10.0**e for e in range(-6, 7)]
@@ -367,63 +363,6 @@ def summarise(name, rows, graphs, n_h, args):
     )
 
 
-# -- timing -------------------------------------------------------------------------------------
-#: settings timed by ``timing``: the graph setting validation chose most often in the Table II
-#: re-run (benchmarks/RESULTS.md); C0 and lam do not change the cost (one dual LU solve)
-TIMING = {
-    "uspst": dict(n_neighbors=5, weights="heat", laplacian_power=2, normalized=True),
-    "coil20": dict(n_neighbors=2, weights="binary", laplacian_power=1, normalized=True),
-}
-TIMING["uspst"].update(scaling=None, C0=1.0, lam=1.0)
-TIMING["coil20"].update(scaling="minmax", C0=10.0, lam=100.0)
-
-
-def run_timing(args):
-    """Fit time of SSELM (Table II sizes: the L + U of split 0, n_h = 2000, exact graph, the
-    dual since n_h > |L + U|) on USPST and COIL20: median of ``--repeats`` fits, wall and CPU
-    time, default (threaded) dask scheduler. Prints a markdown table, appends JSON lines."""
-    from elmscale import SSELM
-
-    rows = []
-    for name, X, y in protocol.present(protocol.dataset_names(args), load):
-        n_lab, n_val, n_h = SIZES[name]
-        _, _, lab, val, unl, test = next(splits(y, n_lab, n_val, 1, 0))
-        X_tr = X[np.concatenate([lab, unl])]
-        y_tr = np.concatenate([y[lab], np.full(len(unl), -1)])
-        params = TIMING[name]
-        SSELM(n_hidden=n_h, graph="exact", random_state=0, **params).fit(X_tr, y_tr)  # warm-up
-        models = (
-            SSELM(n_hidden=n_h, graph="exact", random_state=r, **params)
-            for r in range(args.repeats)
-        )
-        fits = [protocol.timed_call(m.fit, X_tr, y_tr) for m in models]
-        m, wall, cpu = fits[-1][0], [f[1] for f in fits], [f[2] for f in fits]
-        row = dict(dataset=name, n_train=len(X_tr), n_labelled=len(lab), n_hidden=n_h)
-        row.update(solver=m.resolve_solver(len(X_tr)), params=params)
-        row.update(fit_wall_median_s=float(np.median(wall)), fit_wall_s=wall)
-        row.update(
-            fit_cpu_median_s=float(np.median(cpu)), test_error_last_fit=_error(m, X, y, test)
-        )
-        row.update(loadavg_1min=os.getloadavg()[0], blas=blas_info(), utc=utc_now())
-        rows.append(row)
-    columns = ["dataset", "N (L+U)", "n_h", "solver", "graph (k, weights, p)"]
-    columns += ["fit wall median (s)", "fit CPU median (s)", "load avg"]
-    cells = [timing_cells(r) for r in rows]
-    print(protocol.markdown(columns, cells))
-    if args.out:
-        protocol.append_lines(args.out, rows)
-    return rows
-
-
-def timing_cells(r):
-    p = r["params"]
-    return [
-        *(r[k] for k in ("dataset", "n_train", "n_hidden", "solver")),
-        f"{p['n_neighbors']}, {p['weights']}, {p['laplacian_power']}",
-        *(f"{r[k]:.2f}" for k in ("fit_wall_median_s", "fit_cpu_median_s", "loadavg_1min")),
-    ]
-
-
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -447,14 +386,10 @@ def main(argv=None):
     t.add_argument("--max-runs", type=int, default=0, help="stop after this many splits")
     t.add_argument("--quick", action="store_true", help="1 repeat, first fold only, g50c")
     t.add_argument("--out", default="")
-    tm = sub.add_parser("timing", help="SSELM fit time on USPST and COIL20 (median of 3)")
-    protocol.datasets_option(tm, TIMING)
-    tm.add_argument("--repeats", type=int, default=3)
-    tm.add_argument("--out", default=str(results_file("sselm_timing.jsonl")))
     args = p.parse_args(argv)
     if args.cmd == "table2" and args.quick:
         args.repeats, args.max_runs, args.datasets = 1, 1, [["g50c"]]
-    return (run_table2 if args.cmd == "table2" else run_timing)(args)
+    return run_table2(args)
 
 
 if __name__ == "__main__":

@@ -14,11 +14,11 @@ clusterers' ``labels_``, SSELM's predictions (10 labelled points per class) and
 ELMClassifier's of its training rows are compared element by element, and the largest
 difference of the embeddings is given; one JSON line per (estimator, dataset), then a table.
 
-**Wall time** (``--time``; ``scale/bench_revisions.py`` is this): ``--fit`` (an expression
-over ``elmscale``'s names) fitted ``--fits`` times per process on each ``--data``: MNIST-70k
-(pixels / 255, float32, the default), an ``.npz`` path, or ``mixture:N`` / ``subspace:N`` of
-``_mixture.py`` persisted on a LocalCluster of ``--workers`` before the clock starts. A
-process's first fit includes its warm-up. Which side runs first swaps each round; the host's
+**Wall time** (``--time``): ``--fit`` (an expression over ``elmscale``'s names) fitted
+``--fits`` times per process on each ``--data``: MNIST-70k (pixels / 255, float32, the
+default), an ``.npz`` path, or ``mixture:N`` / ``subspace:N`` of ``_mixture.py`` persisted on
+a LocalCluster of ``--workers`` before the clock starts. A process's first fit includes its
+warm-up. Which side runs first swaps each round; the host's
 speed drifts, so only ratios within a round mean much. Run it alone on the machine."""
 
 import argparse
