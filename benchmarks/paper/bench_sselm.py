@@ -387,7 +387,7 @@ def main(argv=None):
     t.add_argument("--quick", action="store_true", help="1 repeat, first fold only, g50c")
     t.add_argument("--out", default="")
     args = p.parse_args(argv)
-    if args.cmd == "table2" and args.quick:
+    if args.quick:
         args.repeats, args.max_runs, args.datasets = 1, 1, [["g50c"]]
     return run_table2(args)
 
