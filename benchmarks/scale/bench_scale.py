@@ -260,7 +260,7 @@ def _over_floors(model, X, out):
     return {
         "floors_s": floors,
         "over_floor": over,
-        "fit_over_floor": round(out["fit_s"] / floors["gram"], 2),
+        "fit_over_floor": round(out["fit_s"] / floors["hth"], 2),
     }
 
 
