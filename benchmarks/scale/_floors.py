@@ -65,6 +65,20 @@ def _gram_products(block, layer):
     return np.array([float((H.T @ H).sum() + (H.T @ G).sum())])
 
 
+def gram_floor(features):
+    """A callable computing the Gram floor (the module docstring) of ``features``
+    (:class:`elmscale.hidden.HiddenFeatures`, H rebuilt from X's row chunks)."""
+    import dask
+    import dask.array as da
+
+    X = features.X
+    layer = dask.delayed(features.layer, pure=True)
+    parts = X.map_blocks(
+        _gram_products, layer, drop_axis=1, chunks=((1,) * X.numblocks[0],), dtype=float
+    )
+    return lambda: da.sum(parts).compute()
+
+
 def _timed(fn):
     t0 = time.perf_counter()
     fn()
@@ -91,7 +105,6 @@ def stage_floors(model, X, *, smoothing_steps):
     Xd = Xd.persist()
     dask.compute(Xd.sum())
     features = model.hidden_features(Xd, cache=False)
-    layer = dask.delayed(features.layer, pure=True)
     width = search.n_probes * search.rows_per_cell
 
     def blockwise(fn, *args):
@@ -101,7 +114,7 @@ def stage_floors(model, X, *, smoothing_steps):
     floors = {
         "hidden": _timed(lambda: dask.compute(Xd.min(axis=0), Xd.max(axis=0))),
         "graph": _timed(blockwise(_probe_products, width, 0)),
-        "gram": _timed(blockwise(_gram_products, layer)),
+        "gram": _timed(gram_floor(features)),
         "hth": _timed(lambda: hidden_stats(features, ("hth",))),
         "embed_cluster": _timed(
             lambda: features.project(model.output_weights_, reuse=False).sum(axis=0).compute()

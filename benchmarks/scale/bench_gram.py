@@ -7,8 +7,9 @@
 On a LocalCluster of 2 worker processes x 1 thread (or in one process with ``--sync``): the
 mixture of ``_mixture.py`` generated on the workers (or ``--input``, as ``bench_scale.py
 --write`` wrote it) in row chunks of 64 MiB of float32 H; the graph of the USELM defaults
-built once, persisted and timed cold; then ``--rounds`` alternated rounds of the floor (one
-streamed float32 H^T H of the same size: ``hidden_stats(features, ("hth",))``), the Gram pass
+built once, persisted and timed cold; then ``--rounds`` alternated rounds of the floor (each
+chunk's hidden rows, ``H^T H`` and a GEMM of H's shape, as ``H^T (W H)`` takes:
+``_floors.gram_floor``), the Gram pass
 (``hidden_stats(features, ("hth", "htlh"), graph=graph)``) and, with ``--baseline-rev``, the
 same pass by that revision's ``elmscale/gram.py``; the first round is the cold one. Then a
 profile: the Gram task's steps timed one by one (hidden layer, syrk, halo hidden rows rebuilt
@@ -42,6 +43,7 @@ from benchmarks._common import (
     utc_now,
 )
 from benchmarks._mixture import mixture_dask
+from benchmarks.scale._floors import gram_floor
 from benchmarks.scale.bench_scale import read_input
 
 
@@ -307,7 +309,7 @@ def main(argv=None):
         X = data(args)
         graph, features = graph_and_features(X, args, result, log)
         runs = {
-            "floor": lambda: hidden_stats(features, ("hth",)),
+            "floor": gram_floor(features),
             "gram": lambda: hidden_stats(
                 features, ("hth", "htlh"), graph=graph, laplacian_power=args.power
             ),
