@@ -12,9 +12,9 @@ graph           each row's products with ``n_probes * rows_per_cell`` rows: the 
 smoothing       ``steps`` products of a chunk-local sparse matrix of ``n_neighbors`` entries a
                 row with the chunk's rows: the filter without its halo exchange
 gram            ``H^T H`` plus ``H^T (W H)``: each chunk's hidden rows, syrk and a GEMM with
-                a buffer of H's shape; the sparse ``W H`` (``n_neighbors`` multiply-adds a
-                row per hidden node, under 2 % of the GEMM's) and the halo's hidden rows
-                (built again from X, or sent) are the pass's own work beyond it
+                a buffer of H's shape; the sparse ``W H`` (a multiply-add per stored edge,
+                about 2 ``n_neighbors`` a row, per hidden node: ~2 % of the GEMM's) and the
+                halo's hidden rows (built again from X, or sent) are the pass's own work
 hth             one streamed ``H^T H`` (``hidden_stats(features, ("hth",))``): the floor of
                 the whole fit
 embed_cluster   ``E = H beta`` (H rebuilt, times the fitted output weights) summed; k-means's
