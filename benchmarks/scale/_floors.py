@@ -65,18 +65,21 @@ def _gram_products(block, layer):
     return np.array([float((H.T @ H).sum() + (H.T @ G).sum())])
 
 
+def blockwise(X, fn, *args):
+    """A callable computing ``fn(block, *args)`` (a length-1 array) on every row chunk of
+    the dask array X, summed: one pass, each task one chunk."""
+    import dask.array as da
+
+    parts = X.map_blocks(fn, *args, drop_axis=1, chunks=((1,) * X.numblocks[0],), dtype=float)
+    return lambda: da.sum(parts).compute()
+
+
 def gram_floor(features):
     """A callable computing the Gram floor (the module docstring) of ``features``
     (:class:`elmscale.hidden.HiddenFeatures`, H rebuilt from X's row chunks)."""
     import dask
-    import dask.array as da
 
-    X = features.X
-    layer = dask.delayed(features.layer, pure=True)
-    parts = X.map_blocks(
-        _gram_products, layer, drop_axis=1, chunks=((1,) * X.numblocks[0],), dtype=float
-    )
-    return lambda: da.sum(parts).compute()
+    return blockwise(features.X, _gram_products, dask.delayed(features.layer, pure=True))
 
 
 def _timed(fn):
@@ -94,7 +97,6 @@ def stage_floors(model, X, *, smoothing_steps):
     the filter's step count (the fit's ``smoothing_steps_``, or the steps it tried before
     deciding not to filter; 0: no smoothing floor)."""
     import dask
-    import dask.array as da
 
     from elmscale.gram import hidden_stats
     from elmscale.graph import CellSearch
@@ -107,13 +109,9 @@ def stage_floors(model, X, *, smoothing_steps):
     features = model.hidden_features(Xd, cache=False)
     width = search.n_probes * search.rows_per_cell
 
-    def blockwise(fn, *args):
-        parts = Xd.map_blocks(fn, *args, drop_axis=1, chunks=((1,) * Xd.numblocks[0],), dtype=float)
-        return lambda: da.sum(parts).compute()
-
     floors = {
         "hidden": _timed(lambda: dask.compute(Xd.min(axis=0), Xd.max(axis=0))),
-        "graph": _timed(blockwise(_probe_products, width, 0)),
+        "graph": _timed(blockwise(Xd, _probe_products, width, 0)),
         "gram": _timed(gram_floor(features)),
         "hth": _timed(lambda: hidden_stats(features, ("hth",))),
         "embed_cluster": _timed(
@@ -121,6 +119,6 @@ def stage_floors(model, X, *, smoothing_steps):
         ),
     }
     if smoothing_steps:
-        filtered = blockwise(_local_filter, model.n_neighbors, smoothing_steps, 0)
+        filtered = blockwise(Xd, _local_filter, model.n_neighbors, smoothing_steps, 0)
         floors["smoothing"] = _timed(filtered)
     return {k: round(v, 3) for k, v in floors.items()}
