@@ -65,6 +65,24 @@ def test_workers_reuse_freed_blocks_once_data_reaches_them(client):
     assert reused < mapped_anew / 10, (reused, mapped_anew)
 
 
+def test_a_graph_of_dask_rows_tunes_the_workers_too():
+    """``knn_graph`` of a dask array (no estimator, no input validation before it) gives
+    the workers the setting as the estimators do: without it its search and join tasks
+    fault their temporaries in anew."""
+    import dask.array as da
+
+    with (
+        LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0"
+        ) as c,
+        Client(c) as cl,
+    ):
+        assert set(cl.run(_threshold).values()) == {"unset"}
+        X = da.from_array(np.random.default_rng(0).random((200, 3)), chunks=100)
+        elmscale.graph.knn_graph(X, 5)
+        assert set(cl.run(_threshold).values()) == {32 * 2**20}
+
+
 HOLE_BYTES, N_HOLES = 16 * 2**20, 48
 
 

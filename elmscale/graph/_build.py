@@ -16,7 +16,7 @@ import numpy as np
 from .. import registry
 from ..hidden import apply_scaling
 from ..utils._dask import is_compact_view, moved_rows, named, persist_compact, read_through
-from ..utils._validation import as_row_chunked
+from ..utils._validation import as_row_chunked, tune_current_workers
 from ._backends import check_n_neighbors
 from ._cell_search import CellSearch
 from ._chunking import graph_chunks
@@ -173,6 +173,7 @@ def knn_graph(
     """
     if not isinstance(X, da.Array):  # the estimators' inputs, as they take them
         X, _ = as_row_chunked(X, name="X")
+    tune_current_workers()
     _check_graph_params(X, n_neighbors, weights, sigma, order, transform, scaling)
     target_recall = check_target_recall(target_recall)
     backend_fn = backend_callable(backend, X.shape[0], estimate_recall, target_recall)

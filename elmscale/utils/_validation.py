@@ -55,11 +55,7 @@ def as_row_chunked(X, *, n_hidden=1000, name="X", dtype=None, check_finite=True,
     :func:`row_chunks` gives the row chunks it would have had.
     """
     dtype = np.dtype(dtype or get_config()["compute_dtype"])
-    client = distributed_client()
-    if client is not None:  # the workers that will read the rows (elmscale.utils._malloc)
-        from ._worker_malloc import tune_workers
-
-        tune_workers(client)
+    client = tune_current_workers()
     X = _to_array(X, name)
     was_dask = isinstance(X, da.Array)
     _reject(
@@ -213,6 +209,20 @@ def _checked_block(block, label, finite, to):
     if finite and not np.isfinite(block).all():
         raise ValueError(f"{label} contains NaN or infinity")
     return block.astype(to, copy=False)
+
+
+def tune_current_workers():
+    """Give the workers of the current dask client, which will read the rows, the
+    allocator setting ``worker_mmap_threshold`` (:mod:`elmscale.utils._worker_malloc`;
+    once per client), and return that client (None without one). Every public entry that
+    takes rows calls it: without it a worker maps and faults in each temporary above
+    128 KiB anew."""
+    client = distributed_client()
+    if client is not None:
+        from ._worker_malloc import tune_workers
+
+        tune_workers(client)
+    return client
 
 
 def validate_data(estimator, X, *, reset, n_hidden=1000, numpy_ok=False):
