@@ -26,32 +26,6 @@ def _is_git_checkout():
 needs_git = pytest.mark.skipif(not _is_git_checkout(), reason="needs the repository's git history")
 
 
-@needs_git
-def test_gram_pass_against_its_floor_and_head_without_a_cluster(monkeypatch):
-    """``--sync``: the floor, the Gram pass and HEAD's ``gram.py`` on one process; the pass
-    gives the same matrices every round and as HEAD's, and the profile's tasks rebuild at most
-    the graph's halo."""
-    from benchmarks.scale import bench_gram as bench
-
-    monkeypatch.setattr(sys, "path", list(sys.path))  # the baseline module's folder goes first
-    small = ["--n", "3000", "--d", "10", "--n-hidden", "40", "--chunk-rows", "1000", "--sync"]
-    try:
-        res = bench.main([*small, "--graph", "exact", "--rounds", "2", "--baseline-rev", "HEAD"])
-    finally:
-        sys.modules.pop("_elmscale_baseline_gram", None)
-    assert res["n_chunks"] == 3 and res["halo_over_n"] > 0
-    for r in res["rounds"]:
-        assert r["gram_rel_gap"] == 0 and r["baseline_rel_gap"] == 0
-        assert r["floor"] > 0 and r["gram_over_floor"] == pytest.approx(r["gram"] / r["floor"])
-        assert r["gram_cpu"] > 0  # --sync: CPU seconds beside wall seconds
-    prof = res["profile"]
-    assert set(prof["profile_cpu_s"]) == {
-        "hidden", "syrk", "halo_concat", "halo_hidden", "dh_minus_wh", "gemm"
-    }  # fmt: skip
-    assert 0 < prof["halo_rows_rebuilt"] <= res["halo_over_n"] * 3000
-    assert res["gram_median_s"] > 0 and res["client_peak_mb"] > 0
-
-
 def test_numpy_memory_on_mnist_rows():
     if missing_dataset("mnist"):
         pytest.skip(missing_dataset("mnist"))

@@ -171,9 +171,10 @@ def knn_graph(
     -------
     KNNGraph, with ``recall_estimate_``: the backend's estimate of its recall@k, or None.
     """
-    if not isinstance(X, da.Array):  # the estimators' inputs, as they take them
+    if isinstance(X, da.Array):
+        tune_current_workers()  # as_row_chunked registers it for every other input
+    else:
         X, _ = as_row_chunked(X, name="X")
-    tune_current_workers()
     _check_graph_params(X, n_neighbors, weights, sigma, order, transform, scaling)
     target_recall = check_target_recall(target_recall)
     backend_fn = backend_callable(backend, X.shape[0], estimate_recall, target_recall)
@@ -184,8 +185,7 @@ def knn_graph(
     search_rows, by_rows = _search_rows(transform, scaling)
     searched = _search(X, backend_fn, n_neighbors, search_rows, by_rows, order, random_state)
     graph = _assemble(*searched, outer_chunks, source_name, n_neighbors, weights, sigma, normalized)
-    _, _, _, row_order = searched
-    graph.rows_source = _rows_source(X, row_order, graph)
+    graph.rows_source = _rows_source(X, searched[-1], graph)  # searched[-1]: the row order
     graph.recall_estimate_ = getattr(backend_fn, "recall_estimate_", None)
     logger.info("kNN graph: %r, %d halo rows in all", graph, graph.halo_size())
     return graph
