@@ -25,8 +25,9 @@ pynndescent's implementation:
    product per block of hubs proposes every pair's squared distance; a pair can enter p's
    list only if its exact distance is at most p's threshold, hence its proposal at most the
    threshold plus the product's error bound (:mod:`elmscale.graph._select`). Only those
-   pairs get their exact squared distance (a function of the two rows alone,
-   :func:`~elmscale.graph._select.exact_sq_distances`); those still within the threshold,
+   pairs get their exact squared distance (a function of the two rows alone, computed once
+   for (p, q) and (q, p): :func:`~elmscale.graph._select.pair_sq_distances`); those still
+   within the threshold,
    at most p's ``width`` best from one task, go to the chunk holding p (one exchange of
    (row, candidate, distance) triples).
 4. **Merge.** A row keeps the best of its list and the triples it received, by (exact
@@ -52,7 +53,7 @@ from ..utils._dask import cluster_threads, held_blocks, held_rows, read_rows
 from . import _join_compiled
 from ._backends import exact_kneighbors
 from ._exchange import exchange, split_by_bytes
-from ._select import Operands, exact_sq_distances, lexorder, pair_rows
+from ._select import Operands, lexorder, pair_rows, pair_sq_distances
 from ._tasks import PREFIX, task
 
 
@@ -365,7 +366,7 @@ def _join_wave(width, lo, X, original, threshold, hubs, plan, j, pieces, workspa
         found = _proposed_pairs(H_at, H_new, len(t_pos), ops, limit, workspace.block_values)
     keys = np.sort(np.concatenate(found))
     p, q = np.divmod(keys[_first_of_runs(keys)], len(t_pos))
-    sq_dist = exact_sq_distances(t_X, p, t_X, q, workspace.pairs).astype(np.float64)
+    sq_dist = pair_sq_distances(t_X, p, q, workspace.pairs).astype(np.float64)
     keep = sq_dist <= t_thr[p]
     p, q, sq_dist = p[keep], q[keep], sq_dist[keep]
     # only a row's best ``width`` of this task's candidates can be among its best of all

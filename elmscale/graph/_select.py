@@ -70,6 +70,18 @@ def exact_sq_distances(A, ia, B, ib, block=None):
     return out
 
 
+def pair_sq_distances(X, p, q, block=None):
+    """:func:`exact_sq_distances` of the pairs ``(X[p[j]], X[q[j]])``, each unordered pair
+    computed once: where ``(p, q)`` and ``(q, p)`` are both asked for (the local join
+    proposes most pairs from both ends), the two values are the same bit for bit (the
+    same squared differences, summed in the same order), so one is copied."""
+    n = X.shape[0]
+    lo, hi = np.minimum(p, q), np.maximum(p, q)
+    pairs, at = np.unique(lo * n + hi, return_inverse=True)
+    a, b = np.divmod(pairs, n)
+    return exact_sq_distances(X, a, X, b, block)[at]
+
+
 def _error_bound(a_sq, b_sq_max, d, dtype):
     """An upper bound on |product-based - recomputed| squared distance for these norms.
 

@@ -8,7 +8,7 @@ import pytest
 from sklearn.datasets import load_digits
 
 from elmscale.graph import CellSearch, Operands, propose
-from elmscale.graph._select import lexorder, proposals
+from elmscale.graph._select import exact_sq_distances, lexorder, pair_sq_distances, proposals
 from elmscale.utils._compiled import compiled_available
 
 
@@ -185,6 +185,22 @@ def test_another_kernel_gives_the_same_graph():
 def test_kernel_must_be_callable():
     with pytest.raises(TypeError, match="kernel must be a callable or None, got str"):
         CellSearch(kernel="faiss")
+
+
+@pytest.mark.parametrize("d", [50, 784])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_each_unordered_pair_once_gives_every_pair_s_exact_distance(d, dtype):
+    """The join's exact distances computed once per unordered pair are, bit for bit, those of
+    each ordered pair on its own, whether both directions, one or a row with itself are
+    asked for, in blocks of any size."""
+    rng = np.random.RandomState(0)
+    X = rng.randn(200, d).astype(dtype)
+    p, q = rng.randint(0, 200, 3000), rng.randint(0, 200, 3000)
+    p, q = np.concatenate([p, q[:1000], [7]]), np.concatenate([q, p[:1000], [7]])
+    for block in (None, 1, 333):
+        got = pair_sq_distances(X, p, q, block)
+        assert got.dtype == dtype
+        np.testing.assert_array_equal(got, exact_sq_distances(X, p, X, q))
 
 
 @pytest.mark.parametrize("n_groups", [3, 1 << 20])
