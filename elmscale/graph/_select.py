@@ -70,11 +70,20 @@ def exact_sq_distances(A, ia, B, ib, block=None):
     return out
 
 
+#: rows at least this wide have each unordered pair's distance computed once by
+#: :func:`pair_sq_distances`; finding the mirrored pairs (a sort) costs more than it saves
+#: in fewer dimensions
+MIRRORED_MIN_FEATURES = 256
+
+
 def pair_sq_distances(X, p, q, block=None):
-    """:func:`exact_sq_distances` of the pairs ``(X[p[j]], X[q[j]])``, each unordered pair
-    computed once: where ``(p, q)`` and ``(q, p)`` are both asked for (the local join
-    proposes most pairs from both ends), the two values are the same bit for bit (the
-    same squared differences, summed in the same order), so one is copied."""
+    """:func:`exact_sq_distances` of the pairs ``(X[p[j]], X[q[j]])``, for rows of at least
+    :data:`MIRRORED_MIN_FEATURES` values each unordered pair computed once: where ``(p, q)``
+    and ``(q, p)`` are both asked for (the local join proposes many pairs from both ends),
+    the two values are the same bit for bit (the same squared differences, summed in the
+    same order), so one is copied."""
+    if X.shape[1] < MIRRORED_MIN_FEATURES:
+        return exact_sq_distances(X, p, X, q, block)
     n = X.shape[0]
     lo, hi = np.minimum(p, q), np.maximum(p, q)
     pairs, at = np.unique(lo * n + hi, return_inverse=True)

@@ -187,7 +187,7 @@ def test_kernel_must_be_callable():
         CellSearch(kernel="faiss")
 
 
-@pytest.mark.parametrize("d", [50, 784])
+@pytest.mark.parametrize("d", [50, 256, 784])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_each_unordered_pair_once_gives_every_pair_s_exact_distance(d, dtype):
     """The join's exact distances computed once per unordered pair are, bit for bit, those of
