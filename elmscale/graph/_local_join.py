@@ -25,11 +25,10 @@ pynndescent's implementation:
    product per block of hubs proposes every pair's squared distance; a pair can enter p's
    list only if its exact distance is at most p's threshold, hence its proposal at most the
    threshold plus the product's error bound (:mod:`elmscale.graph._select`). Only those
-   pairs get their exact squared distance (a function of the two rows alone, computed once
-   for (p, q) and (q, p): :func:`~elmscale.graph._select.pair_sq_distances`); those still
-   within the threshold,
-   at most p's ``width`` best from one task, go to the chunk holding p (one exchange of
-   (row, candidate, distance) triples).
+   pairs get their exact squared distance (a function of the two rows alone, in wide rows
+   computed once for (p, q) and (q, p): :func:`~elmscale.graph._select.pair_sq_distances`);
+   those still within the threshold, at most p's ``width`` best from one task, go to the
+   chunk holding p (one exchange of (row, candidate, distance) triples).
 4. **Merge.** A row keeps the best of its list and the triples it received, by (exact
    distance, original index), and flags what entered as new. A round never loses a
    neighbour it had found.
