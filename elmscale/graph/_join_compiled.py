@@ -5,7 +5,8 @@ as sorts of every entry of a chunk at once (pynndescent compiles the same loops 
 Each kernel gives exactly what its NumPy path gives:
 
 - :func:`hub_sets` -- step 1: each row's hub set (its list's entries and the rows that
-  list it, new ones first, chosen by priority), per row instead of by sorting all entries;
+  list it, new ones first, chosen by priority), per row instead of by sorting all entries,
+  a long one (a row many lists name) ordered lazily until its set is chosen;
 - :func:`join_pairs` -- step 3's filter: the pairs of a hub set whose squared distance from
   the float32 product of their centred rows lies within the first row's limit, per hub set
   (one small product each) instead of in blocks of hub sets with masks as large as their
@@ -68,6 +69,26 @@ def _order_by(a1, a2):
     return idx
 
 
+def _sift_min(a1, a2, idx, root, end):
+    while 2 * root + 1 < end:
+        child = 2 * root + 1
+        if child + 1 < end and _before(a1, a2, idx[child + 1], idx[child]):
+            child += 1
+        if not _before(a1, a2, idx[child], idx[root]):
+            return
+        idx[root], idx[child] = idx[child], idx[root]
+        root = child
+
+
+def _pop_min(a1, a2, heap, end):
+    """The entry first by (a1, a2) of the min-heap ``heap[:end]``, removed from it (the heap
+    then ends at ``end - 1``)."""
+    top = heap[0]
+    heap[0] = heap[end - 1]
+    _sift_min(a1, a2, heap, 0, end - 1)
+    return top
+
+
 def _by_hub(n, lo, pos, target):
     """Where each hub's entries start in a flat array (forward entries, then reverse ones)."""
     counts = np.zeros(n + 1, dtype=np.int64)
@@ -98,11 +119,16 @@ def _hub_entries(lo, pos, new, target, source, flag, start):
     return member, is_new
 
 
+#: entries up to which :func:`_sort_by` sorts by insertion, and :func:`_hub_sets` orders a
+#: hub in full rather than lazily from a heap
+INSERTION_MAX = 64
+
+
 def _sort_by(a1, a2, idx, key, n):
     """Sort ``idx[:n]`` in place by (a1, a2) of its entries (``key``: scratch of a1's type):
     insertion on the keys held beside the indices for the few dozen entries of a typical hub,
     heapsort (:func:`_order_by`) beyond."""
-    if n > 64:
+    if n > INSERTION_MAX:
         idx[:n] = idx[:n][_order_by(a1[idx[:n]], a2[idx[:n]])]
         return
     for i in range(n):
@@ -128,6 +154,7 @@ def _hub_sets(max_candidates, salt, lo, pos, new, target, source, flag):
     longest = max(int((start[1:] - start[:-1]).max()) if n else 0, 1)
     prio = np.empty(longest, dtype=np.uint64)
     idx = np.empty(longest, dtype=np.int64)
+    popped = np.empty(longest, dtype=np.int64)
     key = np.empty(longest, dtype=np.uint64)
     column = np.empty(m, dtype=np.int64)
     for h in range(n):
@@ -138,28 +165,55 @@ def _hub_sets(max_candidates, salt, lo, pos, new, target, source, flag):
             if pos[h, c] >= 0:
                 column[n_fwd] = c
                 n_fwd += 1
+        new_left = 0  # copies not yet scanned, new and old
         for i in range(size):
             prio[i] = _priority(h + lo, seg[i], np.uint64(salt))
             idx[i] = i
+            if is_new[s0 + i]:
+                new_left += 1
+        old_left = size - new_left
         # by (priority, member): the copies of a member are neighbours, the members in the
-        # order they are chosen
-        _sort_by(prio, seg, idx, key, size)
+        # order they are chosen. A long hub (a popular row's reverse entries) is ordered
+        # lazily, popped from a heap until both kinds are chosen: most of it is never needed
+        lazy = size > INSERTION_MAX
+        if lazy:
+            for root in range(size // 2 - 1, -1, -1):
+                _sift_min(prio, seg, idx, root, size)
+            order = popped
+        else:
+            _sort_by(prio, seg, idx, key, size)
+            order = idx
+        ready = 0 if lazy else size  # entries of ``order`` in place
         i = 0
         while i < size:
             j, fresh = i, False
-            while j < size and seg[idx[j]] == seg[idx[i]]:
-                fresh |= is_new[s0 + idx[j]]
+            while j < size:
+                if j == ready:
+                    order[j] = _pop_min(prio, seg, idx, size - j)
+                    ready += 1
+                if seg[order[j]] != seg[order[i]]:
+                    break
+                fresh |= is_new[s0 + order[j]]
+                if is_new[s0 + order[j]]:
+                    new_left -= 1
+                else:
+                    old_left -= 1
                 j += 1
             if fresh and n_new[h] < max_candidates:
-                kept[h, n_new[h]] = seg[idx[i]]
+                kept[h, n_new[h]] = seg[order[i]]
                 n_new[h] += 1
                 for t in range(i, j):  # its forward copies that were new are now used
-                    if idx[t] < n_fwd and new[h, column[idx[t]]]:
-                        used[h, column[idx[t]]] = True
+                    if order[t] < n_fwd and new[h, column[order[t]]]:
+                        used[h, column[order[t]]] = True
             elif not fresh and n_old[h] < max_candidates:
-                old[n_old[h]] = seg[idx[i]]
+                old[n_old[h]] = seg[order[i]]
                 n_old[h] += 1
             i = j
+            # nothing further can be chosen: each kind is full or has no copy left
+            if (n_new[h] == max_candidates or new_left == 0) and (
+                n_old[h] == max_candidates or old_left == 0
+            ):
+                break
         kept[h, n_new[h] : n_new[h] + n_old[h]] = old[: n_old[h]]
     width = max(int((n_new + n_old).max()) if n else 0, 1)
     H = np.full((n, width), -1, dtype=np.int64)
@@ -270,6 +324,7 @@ def _merge_lists(width, lo, pos, orig, sq_dist, own_new, target, cand, ids, e):
 
 
 _priority, _before, _sift, _order_by = (jit(f) for f in (priority, _before, _sift, _order_by))
+_sift_min, _pop_min = jit(_sift_min), jit(_pop_min)
 _sort_by, _by_hub, _hub_entries = jit(_sort_by), jit(_by_hub), jit(_hub_entries)
 _hub_sets, _join_pairs, _merge_lists = jit(_hub_sets), jit(_join_pairs), jit(_merge_lists)
 

@@ -37,13 +37,15 @@ def test_hub_sets_equal_the_numpy_path(max_candidates):
     rows, cols = np.nonzero(pos >= 0)
     copies = rng.random(len(rows)) < 0.3  # some forward entries come back reversed
     extra = 3000
-    # and one row that many list (more entries than the kernel sorts by insertion)
-    crowded = np.full(150, lo + 7)
+    # and rows that many list (more entries than the kernel orders in full): mixed flags,
+    # only new, only old, and a row listed many times by each of a few members
+    crowded = np.repeat(lo + np.array([7, 8, 9, 10]), [150, 200, 120, 300])
     target = np.concatenate([rows[copies] + lo, rng.integers(lo, lo + n - 50, extra), crowded])
     source = np.concatenate(
-        [pos[rows, cols][copies], rng.integers(0, n_total, extra + len(crowded))]
+        [pos[rows, cols][copies], rng.integers(0, n_total, extra + 470), rng.integers(0, 40, 300)]
     )
     flag = rng.random(len(target)) < 0.5
+    flag[target == lo + 8], flag[target == lo + 9] = True, False
     pieces = [
         (target[:1000], source[:1000], flag[:1000]),
         (target[1000:], source[1000:], flag[1000:]),
