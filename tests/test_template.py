@@ -342,18 +342,13 @@ def _private_elmscale_attributes(path):
     ]
 
 
-# (script, private name) pairs a white-box profiler may read; none does today
-WHITE_BOX: set[tuple[str, str]] = set()
-
-
 def test_benchmarks_use_only_the_public_api():
     files = sorted((ROOT / "benchmarks").rglob("*.py"))
     assert {p.parent.name for p in files} >= {"benchmarks", "paper", "scale", "quality"}
     assert len(files) > 20
     for path in files:
         assert _private_elmscale_imports(path) == [], path
-        used = {(path.name, name) for _, name in _private_elmscale_attributes(path)}
-        assert used <= WHITE_BOX, (path, used - WHITE_BOX)
+        assert _private_elmscale_attributes(path) == [], path
 
 
 def test_private_attribute_finder_finds_module_attributes(tmp_path):

@@ -45,39 +45,22 @@ def _before(a1, a2, i, j):
     return a1[i] < a1[j] or (a1[i] == a1[j] and a2[i] < a2[j])
 
 
-def _sift(a1, a2, idx, root, end):
+def _sift(a1, a2, heap, root, end):
+    """Restore the min-heap order by (a1, a2) of ``heap[:end]`` below ``root``."""
     while 2 * root + 1 < end:
         child = 2 * root + 1
-        if child + 1 < end and _before(a1, a2, idx[child], idx[child + 1]):
+        if child + 1 < end and _before(a1, a2, heap[child + 1], heap[child]):
             child += 1
-        if not _before(a1, a2, idx[root], idx[child]):
+        if not _before(a1, a2, heap[child], heap[root]):
             return
-        idx[root], idx[child] = idx[child], idx[root]
+        heap[root], heap[child] = heap[child], heap[root]
         root = child
 
 
-def _order_by(a1, a2):
-    """The indices that sort the entries by (a1, a2) (heapsort: a few lines to compile,
-    where numba's library sorts take seconds per key type)."""
-    n = len(a1)
-    idx = np.arange(n)
-    for root in range(n // 2 - 1, -1, -1):
-        _sift(a1, a2, idx, root, n)
-    for end in range(n - 1, 0, -1):
-        idx[0], idx[end] = idx[end], idx[0]
-        _sift(a1, a2, idx, 0, end)
-    return idx
-
-
-def _sift_min(a1, a2, idx, root, end):
-    while 2 * root + 1 < end:
-        child = 2 * root + 1
-        if child + 1 < end and _before(a1, a2, idx[child + 1], idx[child]):
-            child += 1
-        if not _before(a1, a2, idx[child], idx[root]):
-            return
-        idx[root], idx[child] = idx[child], idx[root]
-        root = child
+def _heapify(a1, a2, heap, end):
+    """Make ``heap[:end]`` a min-heap by (a1, a2) of its entries."""
+    for root in range(end // 2 - 1, -1, -1):
+        _sift(a1, a2, heap, root, end)
 
 
 def _pop_min(a1, a2, heap, end):
@@ -85,8 +68,20 @@ def _pop_min(a1, a2, heap, end):
     then ends at ``end - 1``)."""
     top = heap[0]
     heap[0] = heap[end - 1]
-    _sift_min(a1, a2, heap, 0, end - 1)
+    _sift(a1, a2, heap, 0, end - 1)
     return top
+
+
+def _order_by(a1, a2):
+    """The indices that sort the entries by (a1, a2) (heapsort: a few lines to compile,
+    where numba's library sorts take seconds per key type)."""
+    n = len(a1)
+    heap = np.arange(n)
+    _heapify(a1, a2, heap, n)
+    order = np.empty(n, dtype=np.int64)
+    for j in range(n):
+        order[j] = _pop_min(a1, a2, heap, n - j)
+    return order
 
 
 def _by_hub(n, lo, pos, target):
@@ -177,8 +172,7 @@ def _hub_sets(max_candidates, salt, lo, pos, new, target, source, flag):
         # lazily, popped from a heap until both kinds are chosen: most of it is never needed
         lazy = size > INSERTION_MAX
         if lazy:
-            for root in range(size // 2 - 1, -1, -1):
-                _sift_min(prio, seg, idx, root, size)
+            _heapify(prio, seg, idx, size)
             order = popped
         else:
             _sort_by(prio, seg, idx, key, size)
@@ -323,8 +317,8 @@ def _merge_lists(width, lo, pos, orig, sq_dist, own_new, target, cand, ids, e):
     return out_pos, out_ids, out_e, out_new
 
 
-_priority, _before, _sift, _order_by = (jit(f) for f in (priority, _before, _sift, _order_by))
-_sift_min, _pop_min = jit(_sift_min), jit(_pop_min)
+_priority, _before, _sift, _heapify = (jit(f) for f in (priority, _before, _sift, _heapify))
+_pop_min, _order_by = jit(_pop_min), jit(_order_by)
 _sort_by, _by_hub, _hub_entries = jit(_sort_by), jit(_by_hub), jit(_hub_entries)
 _hub_sets, _join_pairs, _merge_lists = jit(_hub_sets), jit(_join_pairs), jit(_merge_lists)
 
