@@ -58,7 +58,6 @@ from ._cells import assign_cells, cell_groups, fit_cells_on_workers, nearest_cel
 from ._exchange import exchange, split_by_bytes
 from ._local_join import (
     _columns,
-    _positions,
     _rank_in_groups,
     exact_sample_neighbours,
     local_join,
@@ -353,11 +352,10 @@ def _search_block(kernel, k, cell_start, a, b, lo, X, original, pieces, read=Non
     db_orig = np.asarray(original[a - lo : b - lo], dtype=np.int64)
     q_pos, Xq, q_orig, probes = (np.concatenate(c) for c in zip(*pieces, strict=True))
     probes = _in_block(probes, cell_start, a, b)
-    ids, d2 = _search_table(
+    ids, rows, d2 = _search_table(
         kernel, k, cell_start, db_pos, db_X, db_orig, Xq, q_orig, probes, compiled
     )
-    pos = np.where(ids >= 0, _positions(db_pos, db_orig, ids), -1)
-    return q_pos, pos, ids, d2
+    return q_pos, np.where(rows >= 0, db_pos[rows], -1), ids, d2
 
 
 def _search_table(
@@ -365,15 +363,19 @@ def _search_table(
 ):
     """The k nearest neighbours of the query rows X (original indices ``original``) among
     the rows of their probed cells ``probes`` (n, M; -1 unused) in the table of ordered
-    rows ``db_pos`` (increasing): (original indices, squared distances), each (n, k).
+    rows ``db_pos`` (increasing): (original indices, rows of the table, squared
+    distances), each (n, k), padded with (-1, -1, inf).
 
     Each query is searched in its first probed cell first; the (k + 1)-th proposal found
     there then bounds what its other cells are asked to propose. ``kernel`` proposes
     (:class:`CellSearch`); ``compiled``: :func:`~elmscale.graph._select.decide` ranks by
-    its compiled kernels (the same result).
+    its compiled kernels (the same result). It ranks ``original * T + row`` (T rows in the
+    table): ordered as the original indices, which are distinct, and carrying each
+    neighbour's row, which then needs no lookup.
     """
     n, M = probes.shape
     original = np.asarray(original, dtype=np.int64)
+    T = len(db_orig)
     # one centring for the task: every query's error bound then holds for all its cells
     center = db_X.mean(axis=0, dtype=np.result_type(db_X.dtype, np.float32))
     Q, R = Operands(X, center, np.float32), Operands(db_X, center, np.float32)
@@ -410,16 +412,19 @@ def _search_table(
     propose_in([0], None)
     # the first cell's (k + 1)-th proposal (+ 2 tau) bounds what another cell can add
     propose_in(list(range(1, M)), g[:, 0].max(axis=1) + 2 * tau)
-    ids = np.where(where >= 0, db_orig[np.maximum(where, 0)], -1)
+    ids = np.where(where >= 0, db_orig[np.maximum(where, 0)] * T + where, -1)
     tau = np.broadcast_to(tau[:, None], (n, M))
-    return decide(k, g, ids, tau, exact, fallback, compiled)
+    keys, d2 = decide(k, g, ids, tau, exact, fallback, compiled)
+    ids, rows = np.divmod(keys, T)
+    found = keys >= 0
+    return np.where(found, ids, -1), np.where(found, rows, -1), d2
 
 
 def _fallback(X, Q, R, original, db_X, db_orig, span, cells, rows, limits):
     """Queries whose proposals from a cell may have cut a tie (query ``rows[i]``, its cell
     ``cells[i]``): every row of that cell whose proposed distance is within the query's
-    limit, one product per cell, as flat ``(query, original index, squared distance)``
-    triples."""
+    limit, one product per cell, as flat ``(query, key, squared distance)`` triples, the
+    key ranking as :func:`_search_table` ranks (original index * table rows + row)."""
     found = []
     for c, j, _ in _cell_runs(cells[:, None]):
         r0, r1 = span[c]
@@ -432,7 +437,7 @@ def _fallback(X, Q, R, original, db_X, db_orig, span, cells, rows, limits):
         )
         found.append((rows[j][qi], ci + r0))
     queries, cc = (np.concatenate(f) for f in zip(*found, strict=True))
-    return queries, db_orig[cc], exact_sq_distances(X, queries, db_X, cc)
+    return queries, db_orig[cc] * len(db_orig) + cc, exact_sq_distances(X, queries, db_X, cc)
 
 
 class CellPartition:

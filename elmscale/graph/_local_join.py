@@ -67,13 +67,6 @@ def _task_table(own, pieces):
     return tuple(np.concatenate(column) for column in zip(*parts, strict=True))
 
 
-def _positions(db_pos, db_orig, ids):
-    """Original indices -> ordered positions, through the task's own table."""
-    by_orig = np.argsort(db_orig)
-    at = np.searchsorted(db_orig[by_orig], ids)
-    return db_pos[by_orig[np.minimum(at, len(db_orig) - 1)]]
-
-
 def _distinct(positions):
     """Sorted distinct ordered positions (negative entries are padding), through a flag per
     position (a hashed or sorted unique of a chunk's many candidates costs far more)."""
