@@ -93,9 +93,11 @@ MIN_RECALL_GAIN = 0.005
 #: cells beyond ``n_probes`` each row keeps in reserve, for probes of cells too small for k
 EXTRA_PROBES = 3
 #: the share of a worker thread's memory one search task holds by default
-#: (``CellSearch(memory_budget=None)``)
+#: (``CellSearch(memory_budget=None)``) ...
 SEARCH_MEMORY_SHARE = 0.25
-#: a search task's memory budget by default where no worker states a memory limit
+#: ... and at most this, also where no worker states a memory limit: a task searching
+#: more queries at once is slower, not cheaper (its per-query proposals outgrow the caches)
+#: and leaves fewer tasks to balance the workers
 DEFAULT_SEARCH_BYTES = 256 * 2**20
 #: the most cells ``n_probes="auto"`` searches each row in
 MAX_AUTO_PROBES = 24
@@ -142,15 +144,18 @@ def chosen_probes(recalls, target):
     return int(useful[-1]) + 2 if len(useful) else 1
 
 
-def search_budget(memory_budget=None):
+def search_budget(memory_budget=None, most=DEFAULT_SEARCH_BYTES):
     """The bytes one search task may hold: ``memory_budget``; else
     :data:`SEARCH_MEMORY_SHARE` of a worker thread's memory
-    (:func:`~elmscale.utils._dask.worker_memory_per_thread`); else, without workers that
-    state a memory limit, :data:`DEFAULT_SEARCH_BYTES`."""
+    (:func:`~elmscale.utils._dask.worker_memory_per_thread`), at most ``most`` (None: no
+    cap); else, without workers that state a memory limit, :data:`DEFAULT_SEARCH_BYTES`."""
     if memory_budget is not None:
         return int(memory_budget)
     share = worker_memory_per_thread()
-    return int(SEARCH_MEMORY_SHARE * share) if share else DEFAULT_SEARCH_BYTES
+    if not share:
+        return DEFAULT_SEARCH_BYTES
+    budget = int(SEARCH_MEMORY_SHARE * share)
+    return budget if most is None else min(budget, most)
 
 
 def task_bytes(nr, nq, d, itemsize, width, k):
@@ -524,11 +529,12 @@ class CellSearch:
         (cells) of the cell order within half of it, and as many of the rows that probe
         those cells as fit the rest; a block's queries that do not fit are split over
         several tasks. Default :data:`SEARCH_MEMORY_SHARE` of a worker thread's memory
-        (memory limit / threads), or :data:`DEFAULT_SEARCH_BYTES` without workers that
-        state a limit; logged at INFO. It bounds a task whatever N and d (in high dimension
-        a chunk's rows probe cells all over X); the refinement's join tasks hold at most the
-        same (:func:`~elmscale.graph._local_join.plan_waves`). The graph is the same for
-        any budget.
+        (memory limit / threads) up to :data:`DEFAULT_SEARCH_BYTES` (larger search tasks
+        run slower), that cap without workers that state a limit; logged at INFO. It
+        bounds a task whatever N and d (in high dimension a chunk's rows probe cells all
+        over X); the refinement's join tasks hold at most the same when given, else the
+        uncapped share (:func:`~elmscale.graph._local_join.plan_waves`). The graph is the
+        same for any budget.
 
     Notes
     -----
@@ -678,7 +684,7 @@ class CellSearch:
             width,
             max_candidates=CANDIDATES_PER_K * (width // JOIN_WIDTH),
             salt=(part.seed * 1_000_003 + round_) % (1 << 63),
-            memory_budget=search_budget(self.memory_budget),
+            memory_budget=search_budget(self.memory_budget, most=None),
         )
 
     def search(self, part, X, n_neighbors):

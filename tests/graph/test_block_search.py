@@ -239,6 +239,25 @@ def test_block_search_is_the_same_on_a_cluster(ties, dask_client):
             np.testing.assert_array_equal(got[1], ref[1])
 
 
+@pytest.mark.parametrize(
+    "thread_memory, search, join",
+    [
+        (None, cs.DEFAULT_SEARCH_BYTES, cs.DEFAULT_SEARCH_BYTES),  # no limit stated
+        (10 * 2**30, cs.DEFAULT_SEARCH_BYTES, 10 * 2**30 // 4),  # the search's cap binds
+        (2**29, 2**27, 2**27),  # a small worker: its share binds both
+    ],
+)
+def test_default_budget_is_a_share_of_a_thread_s_memory_capped_for_the_search(
+    thread_memory, search, join, monkeypatch
+):
+    """A search task takes a quarter of a worker thread's memory up to the cap (larger
+    search tasks are slower); the join takes the share uncapped; a budget given is kept."""
+    monkeypatch.setattr(cs, "worker_memory_per_thread", lambda: thread_memory)
+    assert cs.search_budget() == search
+    assert cs.search_budget(most=None) == join
+    assert cs.search_budget(12345) == cs.search_budget(12345, most=None) == 12345
+
+
 def test_memory_budget_is_checked_and_shown():
     with pytest.raises(ValueError, match="memory_budget"):
         CellSearch(memory_budget=0)
