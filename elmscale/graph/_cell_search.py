@@ -96,8 +96,7 @@ EXTRA_PROBES = 3
 #: (``CellSearch(memory_budget=None)``) ...
 SEARCH_MEMORY_SHARE = 0.25
 #: ... and at most this, also where no worker states a memory limit: a task searching
-#: more queries at once is slower, not cheaper (its per-query proposals outgrow the caches)
-#: and leaves fewer tasks to balance the workers
+#: more queries at once is slower per query, and fewer tasks balance the workers worse
 DEFAULT_SEARCH_BYTES = 256 * 2**20
 #: the most cells ``n_probes="auto"`` searches each row in
 MAX_AUTO_PROBES = 24
