@@ -373,13 +373,12 @@ def _search_table(
     Each query is searched in its first probed cell first; the (k + 1)-th proposal found
     there then bounds what its other cells are asked to propose. ``kernel`` proposes
     (:class:`CellSearch`); ``compiled``: :func:`~elmscale.graph._select.decide` ranks by
-    its compiled kernels (the same result). It ranks ``original * T + row`` (T rows in the
-    table): ordered as the original indices, which are distinct, and carrying each
-    neighbour's row, which then needs no lookup.
+    its compiled kernels (the same result). It ranks :func:`_table_keys`: ordered as the
+    original indices, which are distinct, and carrying each neighbour's row, which then
+    needs no lookup.
     """
     n, M = probes.shape
     original = np.asarray(original, dtype=np.int64)
-    T = len(db_orig)
     # one centring for the task: every query's error bound then holds for all its cells
     center = db_X.mean(axis=0, dtype=np.result_type(db_X.dtype, np.float32))
     Q, R = Operands(X, center, np.float32), Operands(db_X, center, np.float32)
@@ -416,10 +415,10 @@ def _search_table(
     propose_in([0], None)
     # the first cell's (k + 1)-th proposal (+ 2 tau) bounds what another cell can add
     propose_in(list(range(1, M)), g[:, 0].max(axis=1) + 2 * tau)
-    ids = np.where(where >= 0, db_orig[np.maximum(where, 0)] * T + where, -1)
+    ids = np.where(where >= 0, _table_keys(db_orig, np.maximum(where, 0)), -1)
     tau = np.broadcast_to(tau[:, None], (n, M))
     keys, d2 = decide(k, g, ids, tau, exact, fallback, compiled)
-    ids, rows = np.divmod(keys, T)
+    ids, rows = np.divmod(keys, len(db_orig))
     found = keys >= 0
     return np.where(found, ids, -1), np.where(found, rows, -1), d2
 
@@ -427,8 +426,8 @@ def _search_table(
 def _fallback(X, Q, R, original, db_X, db_orig, span, cells, rows, limits):
     """Queries whose proposals from a cell may have cut a tie (query ``rows[i]``, its cell
     ``cells[i]``): every row of that cell whose proposed distance is within the query's
-    limit, one product per cell, as flat ``(query, key, squared distance)`` triples, the
-    key ranking as :func:`_search_table` ranks (original index * table rows + row)."""
+    limit, one product per cell, as flat ``(query, key, squared distance)`` triples
+    (:func:`_table_keys`)."""
     found = []
     for c, j, _ in _cell_runs(cells[:, None]):
         r0, r1 = span[c]
@@ -441,7 +440,13 @@ def _fallback(X, Q, R, original, db_X, db_orig, span, cells, rows, limits):
         )
         found.append((rows[j][qi], ci + r0))
     queries, cc = (np.concatenate(f) for f in zip(*found, strict=True))
-    return queries, db_orig[cc] * len(db_orig) + cc, exact_sq_distances(X, queries, db_X, cc)
+    return queries, _table_keys(db_orig, cc), exact_sq_distances(X, queries, db_X, cc)
+
+
+def _table_keys(db_orig, rows):
+    """The key :func:`_search_table` ranks rows of its table by: ``original index * T +
+    row`` (T rows in the table), ordered as the original indices and decoded by ``divmod``."""
+    return db_orig[rows] * len(db_orig) + rows
 
 
 class CellPartition:
