@@ -11,13 +11,17 @@ The design of NVIDIA cuVS's all-neighbours batching and faiss's IVF self-join
 3. **Search.** Each row is searched in its ``n_probes`` nearest cells (more when those
    cells together hold fewer than k + 1 rows), in faiss's ``big_batch_search`` way: the
    ordered rows are cut into reference blocks of consecutive cells, sized by a memory budget
-   (``memory_budget``) and d, not N; the rows that probe a cell of a block are sent to it,
-   in as many tasks as keep each within the budget (:func:`plan_search`). Inside a task the
-   search is exact, cell by cell: float32 products propose candidates, float64 distances of
-   the candidates decide, ties go to the smaller original row index
-   (:func:`~elmscale.graph._select.decide`). Each row's lists from the blocks it probes are
-   merged on its chunk by (distance, index), wave by wave as the searches of a wave end:
-   the blocks are disjoint, so that is its k nearest among all its probed cells.
+   (``memory_budget``) and d, not N. Each block first searches its own rows (its *home*
+   tasks: a row's own cell lies in its block); then the rows of other blocks that probe one
+   of its cells are sent to it as (row, bound) pairs, in as many tasks as keep each within
+   the budget (:func:`plan_search`). A row's bound is the k-th distance of its home lists:
+   a block is asked only for rows that may lie nearer, so each row is searched without a
+   bound once. Inside a task the search is exact, cell by cell: float32 products propose
+   candidates, float64 distances of the candidates decide, ties go to the smaller original
+   row index (:func:`~elmscale.graph._select.decide`). Each row's lists from the blocks it
+   probes are merged on its chunk by (distance, index), wave by wave as the searches of a
+   wave end: the blocks are disjoint, and no row beyond a bound can be among the k nearest,
+   so that is its k nearest among all its probed cells.
 
 4. **Refinement.** Where cells cut many neighbourhoods (data of high intrinsic dimension),
    rounds of NN-descent's local join (:mod:`elmscale.graph._local_join`) compare each row
@@ -209,53 +213,68 @@ def reference_blocks(starts, budget, d, itemsize, width, k):
 
 
 class SearchPlan:
-    """The search tasks: per task, its reference block ``blocks[i]`` and its queries
-    ``queries[i]``, ``[(source chunk, first, stop), ...]`` (the slice of the source chunk's
-    rows that probe the block, :func:`_row_blocks`); ``held[i]`` the bytes the task holds
-    at most (:func:`task_bytes`), each at most ``budget`` unless one reference row and one
-    query alone exceed it."""
+    """The search tasks. First the *home* tasks, ``home[i] = (block, first, stop)``: rows
+    ``first:stop`` of a reference block searched among the block's own rows (a row's own
+    cell lies in its block). Then the *remote* tasks: per task, its reference block
+    ``blocks[i]`` and its queries ``queries[i]``, ``[(source chunk, first, stop), ...]``
+    (the slice of the source chunk's rows that probe the block and lie outside it,
+    :func:`_row_blocks`). ``held`` the bytes each task holds at most (:func:`task_bytes`),
+    home tasks first, each at most ``budget`` unless one reference row and one query alone
+    exceed it."""
 
-    def __init__(self, block_starts, blocks, queries, held, budget):
+    def __init__(self, block_starts, home, blocks, queries, held, budget):
         self.block_starts = block_starts
+        self.home = home
         self.blocks = blocks
         self.queries = queries
         self.held = held
         self.budget = budget
 
     def __len__(self):
-        return len(self.blocks)
+        return len(self.home) + len(self.blocks)
+
+
+def _cut(total, cap):
+    """``[0, total)`` cut into as few equal runs as keep each at most ``cap``."""
+    parts = -(-total // cap)
+    cuts = [(i * total) // parts for i in range(parts + 1)]
+    return list(zip(cuts[:-1], cuts[1:], strict=True))
 
 
 def plan_search(block_starts, counts, budget, d, itemsize, width, k):
     """:class:`SearchPlan` of the search tasks from ``counts`` (n_chunks, n_blocks): the
-    rows of each chunk that probe a cell of each block. Each block's queries, in chunk
-    order, are cut into equal runs of as few tasks as keep each within ``budget`` with the
-    block (:func:`task_bytes`); a block no row probes has no task."""
-    blocks, queries, held = [], [], []
+    rows of each chunk that probe a cell of each block from outside it. Each block's own
+    rows, then its queries from outside in chunk order, are cut into equal runs of as few
+    tasks as keep each within ``budget`` with the block (:func:`task_bytes`); a block no
+    outside row probes has no remote task."""
+    home, blocks, queries, home_held, held = [], [], [], [], []
+    shape = (d, itemsize, width, k)
     for b in range(counts.shape[1]):
+        nr = int(block_starts[b + 1] - block_starts[b])
+        fits = functools.partial(_queries_fit, budget, nr, shape)
+        for q0, q1 in _cut(nr, _most(fits, nr)):
+            home.append((b, q0, q1))
+            home_held.append(task_bytes(nr, q1 - q0, *shape))
         total = int(counts[:, b].sum())
         if total == 0:
             continue
-        nr = int(block_starts[b + 1] - block_starts[b])
-        cap = _most(functools.partial(_queries_fit, budget, nr, (d, itemsize, width, k)), total)
-        parts = -(-total // cap)
-        cuts = [(i * total) // parts for i in range(parts + 1)]
         ends = np.cumsum(counts[:, b])
-        for q0, q1 in zip(cuts[:-1], cuts[1:], strict=True):
+        for q0, q1 in _cut(total, _most(fits, total)):
             mine = []
             for s in np.flatnonzero((ends > q0) & (ends - counts[:, b] < q1)):
                 first = int(ends[s] - counts[s, b])
                 mine.append((int(s), max(q0, first) - first, min(q1, int(ends[s])) - first))
             blocks.append(b)
             queries.append(mine)
-            held.append(task_bytes(nr, q1 - q0, d, itemsize, width, k))
-    return SearchPlan(block_starts, blocks, queries, held, budget)
+            held.append(task_bytes(nr, q1 - q0, *shape))
+    return SearchPlan(block_starts, home, blocks, queries, home_held + held, budget)
 
 
-def _row_blocks(probes, sizes, n_probes, k, cell_start, block_starts):
+def _row_blocks(probes, sizes, n_probes, k, cell_start, block_starts, lo):
     """This ordered chunk's rows' probed cells (:func:`effective_probes`) and, per
-    reference block, its rows that probe a cell with rows in that block: ``(probes, rows,
-    ptr)``, ``rows[ptr[b]:ptr[b + 1]]`` increasing."""
+    reference block, its rows outside the block that probe a cell with rows in it (the
+    chunk starts at ordered position ``lo``; a block's own rows are its home task's):
+    ``(probes, rows, ptr)``, ``rows[ptr[b]:ptr[b + 1]]`` increasing."""
     eff = effective_probes(probes, sizes, n_probes, k)
     n, n_blocks = eff.shape[0], len(block_starts) - 1
     r, j = np.nonzero(eff >= 0)
@@ -266,7 +285,9 @@ def _row_blocks(probes, sizes, n_probes, k, cell_start, block_starts):
     span = np.searchsorted(block_starts, c1 - 1, side="right") - b0  # blocks per cell
     first = np.repeat(np.cumsum(span) - span, span)
     blocks = np.repeat(b0, span) + np.arange(len(first)) - first
-    blocks, rows = np.divmod(np.unique(blocks * n + np.repeat(r, span)), max(n, 1))
+    r = np.repeat(r, span)
+    outside = (r + lo < block_starts[blocks]) | (r + lo >= block_starts[blocks + 1])
+    blocks, rows = np.divmod(np.unique(blocks[outside] * n + r[outside]), max(n, 1))
     return eff, rows, np.searchsorted(blocks, np.arange(n_blocks + 1))
 
 
@@ -275,15 +296,18 @@ def _block_counts(row_blocks):
     return np.diff(row_blocks[2])
 
 
-def _take_queries(X, original, row_blocks, after, lo, block, first, stop, read=None):
-    """Rows ``first:stop`` of this chunk's rows that probe ``block`` (the chunk starts at
-    ordered position ``lo``): (ordered positions, rows, original indices, probed cells).
-    ``after`` only orders the task after an earlier wave's searches; ``read`` turns rows
-    of a held block into the rows searched (:func:`~elmscale.utils._dask.held_blocks`)."""
+def _take_queries(X, original, row_blocks, home, after, lo, block, first, stop, read=None):
+    """Rows ``first:stop`` of this chunk's rows that probe ``block`` from outside it (the
+    chunk starts at ordered position ``lo``): (ordered positions, rows, original indices,
+    probed cells, bounds). A row's bound is the k-th squared distance of its lists from its
+    home task (``home``, :func:`_merge_lists`; inf where they hold fewer than k): no row
+    farther can be among its k nearest. ``after`` only orders the task after an earlier
+    wave's searches; ``read`` turns rows of a held block into the rows searched
+    (:func:`~elmscale.utils._dask.held_blocks`)."""
     eff, rows, ptr = row_blocks
     sel = rows[ptr[block] + first : ptr[block] + stop]
     queries = read_rows(X[sel], read)
-    return sel + lo, queries, original[sel], eff[sel]
+    return sel + lo, queries, original[sel], eff[sel], home[2][sel, -1]
 
 
 def _after(*found):
@@ -348,34 +372,72 @@ def _cell_runs(table):
 def _search_block(kernel, k, cell_start, a, b, lo, X, original, pieces, read=None, compiled=False):
     """One search task: the k nearest neighbours of the queries it received (``pieces``,
     :func:`_take_queries`) among the rows of their probed cells inside the reference block
-    of ordered rows [a, b) (rows of this ordered chunk, which starts at ``lo``): (query
-    positions, then per query (k) ordered positions, original indices and squared
-    distances), padded with (-1, -1, inf)."""
+    of ordered rows [a, b) (rows of this ordered chunk, which starts at ``lo``), only those
+    within each query's bound: (query positions, then per query (k) ordered positions,
+    original indices and squared distances), padded with (-1, -1, inf)."""
     db_pos = np.arange(a, b)
     db_X = read_rows(X[a - lo : b - lo], read)
     db_orig = np.asarray(original[a - lo : b - lo], dtype=np.int64)
-    q_pos, Xq, q_orig, probes = (np.concatenate(c) for c in zip(*pieces, strict=True))
+    q_pos, Xq, q_orig, probes, within = (np.concatenate(c) for c in zip(*pieces, strict=True))
     probes = _in_block(probes, cell_start, a, b)
     ids, rows, d2 = _search_table(
-        kernel, k, cell_start, db_pos, db_X, db_orig, Xq, q_orig, probes, compiled
+        kernel, k, cell_start, db_pos, db_X, db_orig, Xq, q_orig, probes, compiled, within
     )
     return q_pos, np.where(rows >= 0, db_pos[rows], -1), ids, d2
 
 
+def _search_home(kernel, k, cell_start, read, compiled, a, b, lo, X, original, row_blocks, run):
+    """A home task: rows ``run = (first, stop)`` of the reference block of ordered rows
+    [a, b) searched in their probed cells (:func:`_row_blocks`) inside the block
+    (:func:`_search_block`, without bounds): a row's own cell lies in its block, so its
+    lists from here bound what its other blocks are asked for (:func:`_take_queries`)."""
+    sel = np.arange(a - lo + run[0], a - lo + run[1])
+    piece = (sel + lo, read_rows(X[sel], read), original[sel], row_blocks[0][sel])
+    piece += (np.full(len(sel), np.inf),)
+    return _search_block(kernel, k, cell_start, a, b, lo, X, original, [piece], read, compiled)
+
+
+def _home_lists(plan, where, sources, settings):
+    """Each ordered chunk's lists from its rows' home tasks (:class:`SearchPlan`), merged
+    (:func:`_merge_lists`): per chunk a delayed ``(positions, original indices, squared
+    distances)``. ``where`` is ``(block_chunk, starts)``: each block's chunk and the
+    chunks' ordered starts; ``sources`` each chunk's (rows, original indices,
+    :func:`_row_blocks`); ``settings`` :func:`_search_home`'s first five arguments."""
+    block_chunk, starts = where
+    k = settings[1]
+    found = [[] for _ in range(len(starts) - 1)]
+    for b, first, stop in plan.home:
+        t = int(block_chunk[b])
+        a, e = (int(x) for x in plan.block_starts[b : b + 2])
+        place = (a, e, int(starts[t]), *(x[t] for x in sources), (first, stop))
+        found[t].append(task("home", _search_home, *settings, *place))
+    return [
+        task("fold", _merge_home, int(starts[t + 1] - starts[t]), k, int(starts[t]), *f)
+        for t, f in enumerate(found)
+    ]
+
+
+def _merge_home(n, k, lo, *found):
+    """The lists of a chunk (of n rows from ordered position ``lo``) from its home tasks."""
+    return _merge_lists(n, k, [(q_pos - lo, *rest) for q_pos, *rest in found])
+
+
 def _search_table(
-    kernel, k, cell_start, db_pos, db_X, db_orig, X, original, probes, compiled=False
+    kernel, k, cell_start, db_pos, db_X, db_orig, X, original, probes, compiled=False, within=None
 ):
     """The k nearest neighbours of the query rows X (original indices ``original``) among
     the rows of their probed cells ``probes`` (n, M; -1 unused) in the table of ordered
     rows ``db_pos`` (increasing): (original indices, rows of the table, squared
     distances), each (n, k), padded with (-1, -1, inf).
 
-    Each query is searched in its first probed cell first; the (k + 1)-th proposal found
-    there then bounds what its other cells are asked to propose. ``kernel`` proposes
-    (:class:`CellSearch`); ``compiled``: :func:`~elmscale.graph._select.decide` ranks by
-    its compiled kernels (the same result). It ranks :func:`_table_keys`: ordered as the
-    original indices, which are distinct, and carrying each neighbour's row, which then
-    needs no lookup.
+    ``within`` (n,), optional: per query, the squared distance beyond which no row is wanted
+    (the k-th nearest found elsewhere; inf: none); only rows whose product says they may lie
+    within it are proposed. A query without one is searched in its first probed cell first,
+    whose (k + 1)-th proposal then bounds what its other cells are asked to propose.
+    ``kernel`` proposes (:class:`CellSearch`); ``compiled``:
+    :func:`~elmscale.graph._select.decide` ranks by its compiled kernels (the same result).
+    It ranks :func:`_table_keys`: ordered as the original indices, which are distinct, and
+    carrying each neighbour's row, which then needs no lookup.
     """
     n, M = probes.shape
     original = np.asarray(original, dtype=np.int64)
@@ -387,10 +449,12 @@ def _search_table(
     g = np.full((n, M, k + 1), np.inf)
     span = {}  # cell -> its rows [r0, r1) in the task's table
 
-    def propose_in(slots, bound):
-        """Each cell of these probe slots proposes k + 1 candidates to its queries."""
+    def propose_in(slots, bound, queries=slice(None)):
+        """Each cell of these probe slots proposes k + 1 candidates to these queries."""
         slots = np.asarray(slots, dtype=np.int64)
-        for c, q, j in _cell_runs(probes[:, slots]):
+        subset = np.arange(n)[queries]
+        for c, q, j in _cell_runs(probes[subset][:, slots]):
+            q = subset[q]
             if c not in span:
                 span[c] = tuple(np.searchsorted(db_pos, cell_start[c : c + 2]))
             r0, r1 = span[c]
@@ -412,9 +476,14 @@ def _search_table(
         cells = probes[rows, slots]
         return _fallback(X, Q, R, original, db_X, db_orig, span, cells, rows, limits)
 
-    propose_in([0], None)
+    # a product is within tau of the recomputed distance: a row within ``within`` has a
+    # product within ``within + tau`` (2 tau: headroom for the bound's rounding to float32)
+    bound = np.full(n, np.inf) if within is None else within + 2 * tau
+    free = np.isinf(bound)
+    propose_in([0], None, free)
+    propose_in([0], bound, ~free)
     # the first cell's (k + 1)-th proposal (+ 2 tau) bounds what another cell can add
-    propose_in(list(range(1, M)), g[:, 0].max(axis=1) + 2 * tau)
+    propose_in(list(range(1, M)), np.minimum(bound, g[:, 0].max(axis=1) + 2 * tau))
     ids = np.where(where >= 0, _table_keys(db_orig, np.maximum(where, 0)), -1)
     tau = np.broadcast_to(tau[:, None], (n, M))
     keys, d2 = decide(k, g, ids, tau, exact, fallback, compiled)
@@ -773,7 +842,6 @@ class CellSearch:
         (:func:`plan_search`), then each row's lists merged on its ordered chunk."""
         k = n_neighbors
         starts = part.order.starts
-        nb = len(part.order.chunks)
         sizes = np.diff(part.cell_start)
         shape = (X.shape[1], X.dtype.itemsize, probes.shape[1], k)
         budget = search_budget(self.memory_budget)
@@ -783,15 +851,26 @@ class CellSearch:
         probe_blocks = probes.to_delayed(optimize_graph=False).ravel()
         # the cells' bounds reach every task as one key (P + 1 numbers each: not per task)
         cell_start, sizes_key = one_key(part.cell_start), one_key(sizes)
+        settings = (sizes_key, n_probes, k, cell_start, block_starts)
         row_blocks = dask.persist(
             *[
-                task("probed", _row_blocks, p, sizes_key, n_probes, k, cell_start, block_starts)
-                for p in probe_blocks
+                task("probed", _row_blocks, p, *settings, int(starts[t]))
+                for t, p in enumerate(probe_blocks)
             ]
         )
         counts = np.stack(dask.compute(*[task("counts", _block_counts, r) for r in row_blocks]))
         plan = plan_search(block_starts, counts, budget, *shape)
-        row_bytes = X.shape[1] * X.dtype.itemsize + 8 * (probes.shape[1] + 2)
+        compiled = get_config()["compiled"]
+        kernel = self.kernel or (propose_compiled if compiled else propose)
+        # first each row in its own block: its lists there bound what the other blocks it
+        # probes are asked for, so no query is searched unbounded twice
+        best = _home_lists(
+            plan,
+            (block_chunk, starts),
+            (X_blocks, orig_blocks, row_blocks),
+            (kernel, k, cell_start, read, compiled),
+        )
+        row_bytes = X.shape[1] * X.dtype.itemsize + 8 * (probes.shape[1] + 3)
         requests = [
             [(s, (int(starts[s]), b, q0, q1)) for s, q0, q1 in q]
             for b, q in zip(plan.blocks, plan.queries, strict=True)
@@ -799,16 +878,17 @@ class CellSearch:
         nbytes = [sum(q1 - q0 for _, q0, q1 in q) * row_bytes for q in plan.queries]
         # queries move in waves of about a task's worth per worker thread: the packs of wave
         # w + 2 wait for wave w's searches, so at most two waves of copies are held at once
-        waves = split_by_bytes(range(len(plan)), nbytes, budget * max(cluster_threads(), 1))
-        compiled = get_config()["compiled"]
-        kernel = self.kernel or (propose_compiled if compiled else propose)
-        found, done, best = [None] * len(plan), [], [None] * nb
+        waves = split_by_bytes(range(len(plan.blocks)), nbytes, budget * max(cluster_threads(), 1))
+        found, done = [None] * len(plan.blocks), []
         for w, wave in enumerate(waves):
             after = done[w - 2] if w >= 2 else None
             pieces = exchange(
                 f"{PREFIX}-gather",
                 functools.partial(_take_queries, read=read),
-                [(*src, after) for src in zip(X_blocks, orig_blocks, row_blocks, strict=True)],
+                [
+                    (*src, after)
+                    for src in zip(X_blocks, orig_blocks, row_blocks, best, strict=True)
+                ],
                 [requests[i] for i in wave],
                 nbytes=[nbytes[i] for i in wave],
             )
@@ -902,17 +982,25 @@ def _log_search(budget, given, block_starts, plan, counts, n_rows):
     """The search's plan at INFO: the budget, blocks, tasks, the largest task and the rows
     sent."""
     sent = int(counts.sum())
-    largest = int(np.argmax(plan.held)) if len(plan) else 0
+    largest = int(np.argmax(plan.held))
+    h = len(plan.home)
+    if largest < h:
+        block, first, stop = plan.home[largest]
+        queries = stop - first
+    else:
+        block = plan.blocks[largest - h]
+        queries = sum(q1 - q0 for _, q0, q1 in plan.queries[largest - h])
     logger.info(
-        "kNN search: %s per task (%s), %d reference blocks, %d tasks, the largest "
-        "holding about %s (%d reference rows, %d queries); %d query rows sent (%.2f N)",
+        "kNN search: %s per task (%s), %d reference blocks, %d home and %d remote tasks, the "
+        "largest holding about %s (%d reference rows, %d queries); %d query rows sent (%.2f N)",
         format_bytes(budget),
         "memory_budget" if given else "default",
         len(block_starts) - 1,
-        len(plan),
-        format_bytes(max(plan.held, default=0)),
-        int(np.diff(block_starts)[plan.blocks[largest]]) if len(plan) else 0,
-        sum(q1 - q0 for _, q0, q1 in plan.queries[largest]) if len(plan) else 0,
+        h,
+        len(plan.blocks),
+        format_bytes(plan.held[largest]),
+        int(np.diff(block_starts)[block]),
+        queries,
         sent,
         sent / max(n_rows, 1),
     )

@@ -15,7 +15,7 @@ from elmscale.graph import _cell_search as cs
 from elmscale.utils._compiled import compiled_available
 
 #: a budget small enough to cut every chunk into several blocks and split their queries
-TINY = 300_000
+TINY = 200_000
 #: a budget that joins each chunk's hub sets in several waves
 JOIN_SMALL = 8 * 2**20
 
@@ -169,7 +169,7 @@ def test_a_search_task_holds_at_most_its_budget_whatever_d(d, n, budget, monkeyp
     monkeypatch.setattr(cs, "_search_block", measured)
     search = CellSearch(rows_per_cell=n // 12, n_probes=3, recall_sample=0, memory_budget=budget)
     got = _graph(X, n // 2, search, k=5)
-    assert len(peaks) == len(plans[-1]) > 2
+    assert len(peaks) == len(plans[-1]) > 2  # home tasks and remote tasks alike
     assert max(plans[-1].held) <= budget
     assert max(peaks) <= budget, (max(peaks), budget)
     monkeypatch.setattr(cs, "_search_block", search_block)
