@@ -296,18 +296,17 @@ def _block_counts(row_blocks):
     return np.diff(row_blocks[2])
 
 
-def _take_queries(X, original, row_blocks, home, after, lo, block, first, stop, read=None):
+def _take_queries(X, original, row_blocks, bounds, after, lo, block, first, stop, read=None):
     """Rows ``first:stop`` of this chunk's rows that probe ``block`` from outside it (the
     chunk starts at ordered position ``lo``): (ordered positions, rows, original indices,
-    probed cells, bounds). A row's bound is the k-th squared distance of its lists from its
-    home task (``home``, :func:`_merge_lists`; inf where they hold fewer than k): no row
-    farther can be among its k nearest. ``after`` only orders the task after an earlier
-    wave's searches; ``read`` turns rows of a held block into the rows searched
-    (:func:`~elmscale.utils._dask.held_blocks`)."""
+    probed cells, bounds). A row's bound (``bounds``, :func:`_kth`) is the k-th squared
+    distance of its lists from its home task: no row farther can be among its k nearest.
+    ``after`` only orders the task after an earlier wave's searches; ``read`` turns rows of
+    a held block into the rows searched (:func:`~elmscale.utils._dask.held_blocks`)."""
     eff, rows, ptr = row_blocks
     sel = rows[ptr[block] + first : ptr[block] + stop]
     queries = read_rows(X[sel], read)
-    return sel + lo, queries, original[sel], eff[sel], home[2][sel, -1]
+    return sel + lo, queries, original[sel], eff[sel], bounds[sel]
 
 
 def _after(*found):
@@ -399,10 +398,11 @@ def _search_home(kernel, k, cell_start, read, compiled, a, b, lo, X, original, r
 
 def _home_lists(plan, where, sources, settings):
     """Each ordered chunk's lists from its rows' home tasks (:class:`SearchPlan`), merged
-    (:func:`_merge_lists`): per chunk a delayed ``(positions, original indices, squared
-    distances)``. ``where`` is ``(block_chunk, starts)``: each block's chunk and the
-    chunks' ordered starts; ``sources`` each chunk's (rows, original indices,
-    :func:`_row_blocks`); ``settings`` :func:`_search_home`'s first five arguments."""
+    (:func:`_merge_lists`), and its rows' bounds (:func:`_kth`): per chunk a delayed
+    ``(positions, original indices, squared distances)``, and one of bounds. ``where`` is
+    ``(block_chunk, starts)``: each block's chunk and the chunks' ordered starts;
+    ``sources`` each chunk's (rows, original indices, :func:`_row_blocks`); ``settings``
+    :func:`_search_home`'s first five arguments."""
     block_chunk, starts = where
     k = settings[1]
     found = [[] for _ in range(len(starts) - 1)]
@@ -411,10 +411,18 @@ def _home_lists(plan, where, sources, settings):
         a, e = (int(x) for x in plan.block_starts[b : b + 2])
         place = (a, e, int(starts[t]), *(x[t] for x in sources), (first, stop))
         found[t].append(task("home", _search_home, *settings, *place))
-    return [
+    best = [
         task("fold", _merge_home, int(starts[t + 1] - starts[t]), k, int(starts[t]), *f)
         for t, f in enumerate(found)
     ]
+    # the bounds alone, not the home lists, wait for the packs of every wave
+    return best, [task("bounds", _kth, b) for b in best]
+
+
+def _kth(lists):
+    """Each row's last (k-th) squared distance of its lists (:func:`_merge_lists`), inf
+    where they hold fewer than k."""
+    return lists[2][:, -1].copy()
 
 
 def _merge_home(n, k, lo, *found):
@@ -864,7 +872,7 @@ class CellSearch:
         kernel = self.kernel or (propose_compiled if compiled else propose)
         # first each row in its own block: its lists there bound what the other blocks it
         # probes are asked for, so no query is searched unbounded twice
-        best = _home_lists(
+        best, bounds = _home_lists(
             plan,
             (block_chunk, starts),
             (X_blocks, orig_blocks, row_blocks),
@@ -887,7 +895,7 @@ class CellSearch:
                 functools.partial(_take_queries, read=read),
                 [
                     (*src, after)
-                    for src in zip(X_blocks, orig_blocks, row_blocks, best, strict=True)
+                    for src in zip(X_blocks, orig_blocks, row_blocks, bounds, strict=True)
                 ],
                 [requests[i] for i in wave],
                 nbytes=[nbytes[i] for i in wave],
