@@ -49,6 +49,7 @@ import numpy as np
 from dask.utils import format_bytes
 
 from .._config import get_config
+from ..utils._compiled import compiled_available
 from ..utils._dask import (
     cluster_threads,
     held_blocks,
@@ -57,6 +58,7 @@ from ..utils._dask import (
     read_rows,
     worker_memory_per_thread,
 )
+from . import _select_compiled
 from ._backends import check_n_neighbors
 from ._cells import assign_cells, cell_groups, fit_cells_on_workers, nearest_cells
 from ._exchange import exchange, split_by_bytes
@@ -426,8 +428,15 @@ def _kth(lists):
 
 
 def _merge_home(n, k, lo, *found):
-    """The lists of a chunk (of n rows from ordered position ``lo``) from its home tasks."""
-    return _merge_lists(n, k, [(q_pos - lo, *rest) for q_pos, *rest in found])
+    """The lists of a chunk (of n rows from ordered position ``lo``) from its home tasks:
+    each row has one, sorted by (distance, id) as :func:`_merge_lists` ranks, so they are
+    placed, not merged."""
+    out = (np.full((n, k), -1, dtype=np.int64), np.full((n, k), -1, dtype=np.int64))
+    out += (np.full((n, k), np.inf),)
+    for q_pos, *lists in found:
+        for o, x in zip(out, lists, strict=True):
+            o[q_pos - lo] = x
+    return out
 
 
 def _search_table(
@@ -919,17 +928,18 @@ class CellSearch:
                     compiled,
                 )
             done.append(task("wave", _after, *[found[i] for i in wave]))
-            best = _fold_wave(
-                best, [found[i] for i in wave], [plan.queries[i] for i in wave], starts, k
-            )
+            wave_found = [found[i] for i in wave]
+            queries = [plan.queries[i] for i in wave]
+            best = _fold_wave(best, wave_found, queries, starts, k, compiled)
         _log_search(budget, self.memory_budget is not None, block_starts, plan, counts, X.shape[0])
         return _merged(best, starts, k)
 
 
-def _fold_wave(best, found, queries, starts, k):
+def _fold_wave(best, found, queries, starts, k, compiled=False):
     """Each ordered chunk's k best so far (``best``, per chunk a delayed ``(positions,
     original indices, squared distances)`` or None) merged with the lists of one wave's
-    search tasks (``found``, whose queries come from the chunks in ``queries``). Merging
+    search tasks (``found``, whose queries come from the chunks in ``queries``;
+    ``compiled`` as :func:`_fold_lists`). Merging
     wave by wave lets each search task's lists go once its wave is folded, so a worker holds
     the chunks' k best and one wave's lists, not every list of the search."""
     wanted = [[] for _ in range(len(starts) - 1)]
@@ -944,18 +954,23 @@ def _fold_wave(best, found, queries, starts, k):
         nbytes=[len(w) * int(n) * k * 24 for w, n in zip(wanted, np.diff(starts), strict=True)],
     )
     return [
-        b if not w else task("fold", _fold_lists, int(starts[s + 1] - starts[s]), k, b, got)
+        b
+        if not w
+        else task("fold", _fold_lists, int(starts[s + 1] - starts[s]), k, b, got, compiled)
         for s, (b, w, got) in enumerate(zip(best, wanted, lists, strict=True))
     ]
 
 
-def _fold_lists(n, k, best, pieces):
+def _fold_lists(n, k, best, pieces, compiled=False):
     """The chunk's n rows' k best (:func:`_merge_lists`) of the lists ``pieces`` and the
     best so far (None before the first wave). Only the rows the pieces name can change, and
     each row's merge is independent of the others', so only those rows are merged; the rest
-    are copied."""
+    are copied. ``compiled``: each entry is inserted into its row's sorted best
+    (:func:`~elmscale.graph._select_compiled.fold_lists`, the same lists)."""
     if best is None:
         return _merge_lists(n, k, pieces)
+    if compiled_available(compiled):
+        return _select_compiled.fold_lists(best, pieces)
     named = np.zeros(n, dtype=bool)
     for p in pieces:
         named[p[0]] = True

@@ -171,11 +171,35 @@ def _topk_of_pairs(rows, ids, sq_dist, out_ids, out_d):
         out_ids[r, p] = j
 
 
-_insert, _close_candidates, _before, _topk_of_pairs = (
+def _fold_into(out_pos, out_ids, out_d, q, pos, ids, sq_dist):
+    """Into each row ``q[i]``'s k best (``out_*``, sorted by (distance, id), padded with
+    (-1, -1, inf)) the entries of its list ``(pos[i], ids[i], sq_dist[i])`` (any order; id
+    -1 padding skipped) that rank before its k-th, kept sorted. A list's candidates must not
+    already be among the row's best."""
+    k = out_ids.shape[1]
+    for i in range(len(q)):
+        r = q[i]
+        for s in range(ids.shape[1]):
+            j, d = ids[i, s], sq_dist[i, s]
+            if j < 0 or not _before(d, j, out_d[r, k - 1], out_ids[r, k - 1]):
+                continue
+            p = k - 1
+            while p > 0 and _before(d, j, out_d[r, p - 1], out_ids[r, p - 1]):
+                out_pos[r, p] = out_pos[r, p - 1]
+                out_ids[r, p] = out_ids[r, p - 1]
+                out_d[r, p] = out_d[r, p - 1]
+                p -= 1
+            out_pos[r, p] = pos[i, s]
+            out_ids[r, p] = j
+            out_d[r, p] = d
+
+
+_insert, _close_candidates, _before, _topk_of_pairs, _fold_into = (
     jit(_insert),
     jit(_close_candidates),
     jit(_before),
     jit(_topk_of_pairs),
+    jit(_fold_into),
 )
 
 
@@ -207,3 +231,24 @@ def topk_of_pairs(k, n_rows, rows, ids, sq_dist):
         out_d,
     )
     return out_ids, out_d
+
+
+def fold_lists(best, pieces):
+    """Each row's k best lists ``best`` (positions, ids, squared distances; (n, k), sorted
+    by (distance, id), padded with (-1, -1, inf)) with the lists ``pieces`` (``(rows,
+    positions, ids, squared distances)``, each (m, w)) folded in, as new arrays: per row the
+    k best of its lists by (distance, id), as
+    :func:`~elmscale.graph._cell_search._merge_lists` ranks them. The pieces' candidates
+    must be distinct from each other and from ``best``'s."""
+    types = (np.int64, np.int64, np.float64)
+    out = tuple(np.array(b, dtype=t) for b, t in zip(best, types, strict=True))
+    for q, pos, ids, sq_dist in pieces:
+        if len(q):
+            _fold_into(
+                *out,
+                np.ascontiguousarray(q, dtype=np.int64),
+                np.ascontiguousarray(pos, dtype=np.int64).reshape(len(q), -1),
+                np.ascontiguousarray(ids, dtype=np.int64).reshape(len(q), -1),
+                np.ascontiguousarray(sq_dist, dtype=np.float64).reshape(len(q), -1),
+            )
+    return out

@@ -66,11 +66,12 @@ def _probed_reference(X, search, chunks, k):
     return idx, dist
 
 
-def test_folding_lists_wave_by_wave_equals_merging_them_at_once():
+@pytest.mark.parametrize("compiled", [False, True])
+def test_folding_lists_wave_by_wave_equals_merging_them_at_once(compiled):
     """A chunk's k best folded one wave at a time, each wave naming a few of its rows (some
     twice, from two tasks; some in none), then a wave naming every row, equal the k best of
     all the lists merged at once, ties by original index; the rows a wave does not name keep
-    their lists."""
+    their lists. The compiled fold inserts into the sorted lists; the same result."""
     rng = np.random.RandomState(1)
     n, k = 50, 4
     waves, start = [], 0
@@ -90,7 +91,7 @@ def test_folding_lists_wave_by_wave_equals_merging_them_at_once():
     best = None
     for pieces in waves:
         before = best
-        best = cs._fold_lists(n, k, best, pieces)
+        best = cs._fold_lists(n, k, best, pieces, compiled)
         if before is not None:
             named = np.unique(np.concatenate([p[0] for p in pieces]))
             others = np.setdiff1d(np.arange(n), named)
