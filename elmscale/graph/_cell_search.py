@@ -399,8 +399,8 @@ def _search_home(kernel, k, cell_start, read, compiled, a, b, lo, X, original, r
 
 
 def _home_lists(plan, where, sources, settings):
-    """Each ordered chunk's lists from its rows' home tasks (:class:`SearchPlan`), merged
-    (:func:`_merge_lists`), and its rows' bounds (:func:`_kth`): per chunk a delayed
+    """Each ordered chunk's lists from its rows' home tasks (:class:`SearchPlan`), placed
+    (:func:`_place_home`), and its rows' bounds (:func:`_kth`): per chunk a delayed
     ``(positions, original indices, squared distances)``, and one of bounds. ``where`` is
     ``(block_chunk, starts)``: each block's chunk and the chunks' ordered starts;
     ``sources`` each chunk's (rows, original indices, :func:`_row_blocks`); ``settings``
@@ -414,7 +414,7 @@ def _home_lists(plan, where, sources, settings):
         place = (a, e, int(starts[t]), *(x[t] for x in sources), (first, stop))
         found[t].append(task("home", _search_home, *settings, *place))
     best = [
-        task("fold", _merge_home, int(starts[t + 1] - starts[t]), k, int(starts[t]), *f)
+        task("fold", _place_home, int(starts[t + 1] - starts[t]), k, int(starts[t]), *f)
         for t, f in enumerate(found)
     ]
     # the bounds alone, not the home lists, wait for the packs of every wave
@@ -427,7 +427,7 @@ def _kth(lists):
     return lists[2][:, -1].copy()
 
 
-def _merge_home(n, k, lo, *found):
+def _place_home(n, k, lo, *found):
     """The lists of a chunk (of n rows from ordered position ``lo``) from its home tasks:
     each row has one, sorted by (distance, id) as :func:`_merge_lists` ranks, so they are
     placed, not merged."""
@@ -628,16 +628,17 @@ class CellSearch:
 
     Notes
     -----
-    Cost: one pass over X for the cell assignment (N x P distances to the centres), one
-    shuffle of X's rows into cell order, and search tasks doing about
-    ``N * n_probes * rows_per_cell * d`` multiply-adds in all: one per reference block and
-    run of its queries (one per chunk where the budget holds a chunk and its queries), each
-    receiving the rows that probe its block, once per block a row probes; each row's lists
-    come back to its chunk. The cells are fitted on the workers on a sample of rows (at
-    most 128 MiB); the client holds the centres and per-chunk tables of cell numbers. Each
-    refinement round moves the rows' reverse edges, once each distinct row of X a chunk's
-    hub sets name and it lacks, and the (row, candidate, distance) triples that pass the
-    exact test
+    Cost: one pass over X for the cell assignment (each row's distances to the P centres,
+    or above ``FLAT_MAX_CELLS`` cells to about 9 sqrt(P) of them), one shuffle of X's rows
+    into cell order, and search tasks doing at most ``N * n_probes * rows_per_cell * d``
+    multiply-adds in all: per reference block, its own rows searched where they are, then
+    one task per run of the rows of other blocks that probe it (one per chunk where the
+    budget holds a chunk and its queries), each row received with its bound once per other
+    block it probes; each row's lists come back to its chunk. The cells are fitted on the
+    workers on a sample of rows (at most 128 MiB); the client holds the centres and
+    per-chunk tables of cell numbers. Each refinement round moves the rows' reverse edges,
+    once each distinct row of X a chunk's hub sets name and it lacks, and the (row,
+    candidate, distance) triples that pass the exact test
     (:mod:`elmscale.graph._local_join`). Use it through ``backend="cells"``;
     ``CellSearch(rows_per_cell=..., n_probes=...)`` is itself a backend callable.
 
@@ -939,9 +940,9 @@ def _fold_wave(best, found, queries, starts, k, compiled=False):
     """Each ordered chunk's k best so far (``best``, per chunk a delayed ``(positions,
     original indices, squared distances)`` or None) merged with the lists of one wave's
     search tasks (``found``, whose queries come from the chunks in ``queries``;
-    ``compiled`` as :func:`_fold_lists`). Merging
-    wave by wave lets each search task's lists go once its wave is folded, so a worker holds
-    the chunks' k best and one wave's lists, not every list of the search."""
+    ``compiled`` as :func:`_fold_lists`). Merging wave by wave lets each search task's
+    lists go once its wave is folded, so a worker holds the chunks' k best and one wave's
+    lists, not every list of the search."""
     wanted = [[] for _ in range(len(starts) - 1)]
     for i, q in enumerate(queries):
         for s in sorted({s for s, _, _ in q}):
