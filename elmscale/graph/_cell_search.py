@@ -78,6 +78,7 @@ from ._select import (
     exact_sq_distances,
     lexorder,
     pair_rows,
+    proposal_bound,
     propose,
     propose_compiled,
     within_limits,
@@ -470,7 +471,7 @@ def _search_table(
         """Each cell of these probe slots proposes k + 1 candidates to these queries."""
         slots = np.asarray(slots, dtype=np.int64)
         subset = np.arange(n)[queries]
-        for c, q, j in _cell_runs(probes[subset][:, slots]):
+        for c, q, j in _cell_runs(probes[queries][:, slots]):
             q = subset[q]
             if c not in span:
                 span[c] = tuple(np.searchsorted(db_pos, cell_start[c : c + 2]))
@@ -493,14 +494,12 @@ def _search_table(
         cells = probes[rows, slots]
         return _fallback(X, Q, R, original, db_X, db_orig, span, cells, rows, limits)
 
-    # a product is within tau of the recomputed distance: a row within ``within`` has a
-    # product within ``within + tau`` (2 tau: headroom for the bound's rounding to float32)
-    bound = np.full(n, np.inf) if within is None else within + 2 * tau
+    bound = np.full(n, np.inf) if within is None else proposal_bound(within, tau)
     free = np.isinf(bound)
     propose_in([0], None, free)
     propose_in([0], bound, ~free)
     # the first cell's (k + 1)-th proposal (+ 2 tau) bounds what another cell can add
-    propose_in(list(range(1, M)), np.minimum(bound, g[:, 0].max(axis=1) + 2 * tau))
+    propose_in(list(range(1, M)), np.minimum(bound, proposal_bound(g[:, 0].max(axis=1), tau)))
     ids = np.where(where >= 0, _table_keys(db_orig, np.maximum(where, 0)), -1)
     tau = np.broadcast_to(tau[:, None], (n, M))
     keys, d2 = decide(k, g, ids, tau, exact, fallback, compiled)
@@ -938,7 +937,7 @@ class CellSearch:
 
 def _fold_wave(best, found, queries, starts, k, compiled=False):
     """Each ordered chunk's k best so far (``best``, per chunk a delayed ``(positions,
-    original indices, squared distances)`` or None) merged with the lists of one wave's
+    original indices, squared distances)``) merged with the lists of one wave's
     search tasks (``found``, whose queries come from the chunks in ``queries``;
     ``compiled`` as :func:`_fold_lists`). Merging wave by wave lets each search task's
     lists go once its wave is folded, so a worker holds the chunks' k best and one wave's
@@ -964,12 +963,11 @@ def _fold_wave(best, found, queries, starts, k, compiled=False):
 
 def _fold_lists(n, k, best, pieces, compiled=False):
     """The chunk's n rows' k best (:func:`_merge_lists`) of the lists ``pieces`` and the
-    best so far (None before the first wave). Only the rows the pieces name can change, and
-    each row's merge is independent of the others', so only those rows are merged; the rest
-    are copied. ``compiled``: each entry is inserted into its row's sorted best
+    best so far (the home lists, :func:`_place_home`, with each earlier wave's folded in).
+    Only the rows the pieces name can change, and each row's merge is independent of the
+    others', so only those rows are merged; the rest are copied. ``compiled``: each entry
+    is inserted into its row's sorted best
     (:func:`~elmscale.graph._select_compiled.fold_lists`, the same lists)."""
-    if best is None:
-        return _merge_lists(n, k, pieces)
     if compiled_available(compiled):
         return _select_compiled.fold_lists(best, pieces)
     named = np.zeros(n, dtype=bool)
@@ -995,7 +993,7 @@ def _merged(best, starts, k):
     pos_b, orig_b, dist_b = [], [], []
     for t in range(len(starts) - 1):
         n = int(starts[t + 1] - starts[t])
-        out = best[t] if best[t] is not None else task("merge", _merge_lists, n, k, [])
+        out = best[t]
         pos_b.append(da.from_delayed(out[0], (n, k), dtype=np.int64))
         orig_b.append(da.from_delayed(out[1], (n, k), dtype=np.int64))
         dist_b.append(da.from_delayed(out[2], (n, k), dtype=np.float64))

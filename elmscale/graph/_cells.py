@@ -31,6 +31,7 @@ from ._select import (
     block_topk,
     decide,
     exact_sq_distances,
+    proposal_bound,
     proposals,
     within_limits,
 )
@@ -279,7 +280,7 @@ def _nearest_in_own_groups(block, centers, groups, n_candidates, compiled=False)
 
     # the nearest group's (m + 1)-th proposal (+ 2 tau) bounds what another group can add
     propose_from(0, 1, None)
-    propose_from(1, top.shape[1], g[:, 0].max(axis=1) + 2 * tau)
+    propose_from(1, top.shape[1], proposal_bound(g[:, 0].max(axis=1), tau))
     flat_ids = ids.reshape(n, -1)
 
     def exact(rows, pos):

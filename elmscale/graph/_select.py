@@ -367,6 +367,14 @@ def within_limits(Q, R, q_ids, r_ids, limits):
     return tuple(np.concatenate(f) for f in zip(*found, strict=True))
 
 
+def proposal_bound(within, tau):
+    """The product below which a row may lie within squared distance ``within`` of a query
+    whose product has error bound ``tau``: a product is within tau of the recomputed
+    distance, so ``within + tau``; 2 tau leaves headroom for the bound's rounding to
+    float32."""
+    return within + 2 * tau
+
+
 def decide(k, g, ids, tau, exact, fallback, compiled=False):
     """The k nearest of each query's proposals, ranked by (recomputed distance, id).
 
@@ -468,9 +476,7 @@ def block_topk(Xq, q_ids, Xr, r_ids, k, *, dtype=np.float32, compiled=False, wit
     center = Xr.mean(axis=0, dtype=np.result_type(Xr.dtype, np.float32))
     Q, R = Operands(Xq, center, dtype), Operands(Xr, center, dtype)
     tau = Q.error_bound(ref_sq_max=float(R.sq.max(initial=0)))
-    # a product is within tau of the recomputed distance: a row within ``within`` has a
-    # product within ``within + tau`` (2 tau: headroom for the bound's rounding to float32)
-    bound = None if within is None else within + 2 * tau
+    bound = None if within is None else proposal_bound(within, tau)
     cols, g = proposals(Q.query, R.reference, q_ids, r_ids, k + 1, bound, compiled)
     ids = np.where(cols >= 0, r_ids[cols], -1)
     flat_cols = cols.ravel()

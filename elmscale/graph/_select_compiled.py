@@ -149,6 +149,19 @@ def _before(d1, id1, d2, id2):
     return (id1 if id1 >= 0 else big) < (id2 if id2 >= 0 else big)
 
 
+def _sift_in(out_d, out_ids, out_pay, r, p, d, j, x):
+    """Into row r's entries sorted by (distance, id), the entry (d, j) carrying ``x`` beside
+    it in ``out_pay``, at slot p or before: the entries it ranks before move one slot on."""
+    while p > 0 and _before(d, j, out_d[r, p - 1], out_ids[r, p - 1]):
+        out_d[r, p] = out_d[r, p - 1]
+        out_ids[r, p] = out_ids[r, p - 1]
+        out_pay[r, p] = out_pay[r, p - 1]
+        p -= 1
+    out_d[r, p] = d
+    out_ids[r, p] = j
+    out_pay[r, p] = x
+
+
 def _topk_of_pairs(rows, ids, sq_dist, out_ids, out_d):
     """Per row r, into ``out_ids[r]`` and ``out_d[r]`` (k columns, filled with (-1, inf)),
     the k best triples (r, id, squared distance) by (distance, id), in that order."""
@@ -163,12 +176,7 @@ def _topk_of_pairs(rows, ids, sq_dist, out_ids, out_d):
             p = k - 1
         else:
             continue
-        while p > 0 and _before(d, j, out_d[r, p - 1], out_ids[r, p - 1]):
-            out_d[r, p] = out_d[r, p - 1]
-            out_ids[r, p] = out_ids[r, p - 1]
-            p -= 1
-        out_d[r, p] = d
-        out_ids[r, p] = j
+        _sift_in(out_d, out_ids, out_ids, r, p, d, j, j)  # nothing carried but the id
 
 
 def _fold_into(out_pos, out_ids, out_d, q, pos, ids, sq_dist):
@@ -181,23 +189,15 @@ def _fold_into(out_pos, out_ids, out_d, q, pos, ids, sq_dist):
         r = q[i]
         for s in range(ids.shape[1]):
             j, d = ids[i, s], sq_dist[i, s]
-            if j < 0 or not _before(d, j, out_d[r, k - 1], out_ids[r, k - 1]):
-                continue
-            p = k - 1
-            while p > 0 and _before(d, j, out_d[r, p - 1], out_ids[r, p - 1]):
-                out_pos[r, p] = out_pos[r, p - 1]
-                out_ids[r, p] = out_ids[r, p - 1]
-                out_d[r, p] = out_d[r, p - 1]
-                p -= 1
-            out_pos[r, p] = pos[i, s]
-            out_ids[r, p] = j
-            out_d[r, p] = d
+            if j >= 0 and _before(d, j, out_d[r, k - 1], out_ids[r, k - 1]):
+                _sift_in(out_d, out_ids, out_pos, r, k - 1, d, j, pos[i, s])
 
 
-_insert, _close_candidates, _before, _topk_of_pairs, _fold_into = (
+_insert, _close_candidates, _before, _sift_in, _topk_of_pairs, _fold_into = (
     jit(_insert),
     jit(_close_candidates),
     jit(_before),
+    jit(_sift_in),
     jit(_topk_of_pairs),
     jit(_fold_into),
 )

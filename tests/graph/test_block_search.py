@@ -68,7 +68,7 @@ def _probed_reference(X, search, chunks, k):
 
 @pytest.mark.parametrize("compiled", [False, True])
 def test_folding_lists_wave_by_wave_equals_merging_them_at_once(compiled):
-    """A chunk's k best folded one wave at a time, each wave naming a few of its rows (some
+    """A chunk's k best, from its placed home lists, folded one wave at a time, each wave naming a few of its rows (some
     twice, from two tasks; some in none), then a wave naming every row, equal the k best of
     all the lists merged at once, ties by original index; the rows a wave does not name keep
     their lists. The compiled fold inserts into the sorted lists; the same result."""
@@ -88,16 +88,20 @@ def test_folding_lists_wave_by_wave_equals_merging_them_at_once(compiled):
         waves.append(pieces)
     ids = start + np.arange(n * k).reshape(n, k)  # a last wave naming every row
     waves.append([(np.arange(n), ids + 7, ids, rng.randint(0, 5, ids.shape).astype(float))])
-    best = None
+    # every row's home list, placed first (some short: padded)
+    home_d = np.sort(rng.randint(0, 5, (n, k)).astype(np.float64), axis=1)
+    home_d[rng.rand(n) < 0.2, -1] = np.inf
+    home_ids = np.where(np.isinf(home_d), -1, 10**9 + np.arange(n * k).reshape(n, k))
+    home = (np.arange(n), np.where(home_ids >= 0, home_ids + 7, -1), home_ids, home_d)
+    best = cs._place_home(n, k, 0, home)
     for pieces in waves:
         before = best
         best = cs._fold_lists(n, k, best, pieces, compiled)
-        if before is not None:
-            named = np.unique(np.concatenate([p[0] for p in pieces]))
-            others = np.setdiff1d(np.arange(n), named)
-            for b, a in zip(best, before, strict=True):
-                np.testing.assert_array_equal(b[others], a[others])
-    at_once = cs._merge_lists(n, k, [p for pieces in waves for p in pieces])
+        named = np.unique(np.concatenate([p[0] for p in pieces]))
+        others = np.setdiff1d(np.arange(n), named)
+        for b, a in zip(best, before, strict=True):
+            np.testing.assert_array_equal(b[others], a[others])
+    at_once = cs._merge_lists(n, k, [home] + [p for pieces in waves for p in pieces])
     for b, a in zip(best, at_once, strict=True):
         np.testing.assert_array_equal(b, a)
     assert (best[1][40:] >= start).all() and (best[1][:40] < start).any()
